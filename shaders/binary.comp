@@ -1,0 +1,44 @@
+#version 450
+// c = a OP b with ONNX (numpy) broadcasting. The host collapses shapes to rank ≤ 6 and passes element
+// strides per input (0 on broadcast axes). BROADCAST=0 is the fast path for equal shapes.
+#include "common.glsl"
+
+layout(constant_id = 3) const int OP = 0;         // 0 add, 1 sub, 2 mul, 3 div, 4 pow
+layout(constant_id = 4) const int BROADCAST = 1;
+
+layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer B { float b[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer C { float c[]; };
+
+layout(push_constant) uniform Params {
+    uint n;           // output elements
+    uint rank;
+    uint shape[6];    // output shape, outermost first
+    uint stride_a[6];
+    uint stride_b[6];
+} p;
+
+float apply(float x, float y) {
+    if (OP == 0) return x + y;
+    if (OP == 1) return x - y;
+    if (OP == 2) return x * y;
+    if (OP == 3) return x / y;
+    return pow(x, y);
+}
+
+void main() {
+    uint i = flat_index();
+    if (i >= p.n) return;
+    if (BROADCAST == 0) {
+        c[i] = apply(a[i], b[i]);
+        return;
+    }
+    uint ia = 0, ib = 0, rest = i;
+    for (int d = int(p.rank) - 1; d >= 0; --d) {
+        uint coord = rest % p.shape[d];
+        rest /= p.shape[d];
+        ia += coord * p.stride_a[d];
+        ib += coord * p.stride_b[d];
+    }
+    c[i] = apply(a[ia], b[ib]);
+}

@@ -1,0 +1,31 @@
+"""Fixtures shared by every test: one Vulkan device per session, validation messages fail the test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from vk.device import Device
+from vk.instance import VALIDATION
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "models"
+SHARED = ROOT.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def device(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Device]:
+    dev = Device(cache_dir=tmp_path_factory.mktemp("pipeline-cache"))
+    yield dev
+    dev.close()
+
+
+@pytest.fixture(autouse=True)
+def no_validation_messages() -> Iterator[None]:
+    """With VKOCR_VALIDATION=1 the Khronos layer reports into VALIDATION; any message fails the test."""
+    before = len(VALIDATION.messages)
+    yield
+    new = VALIDATION.messages[before:]
+    assert not new, "Vulkan validation messages:\n" + "\n".join(new)

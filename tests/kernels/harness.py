@@ -1,0 +1,50 @@
+"""Run one kernel against its NumPy reference: fresh random inputs, outputs poisoned with NaN first."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from vk.device import Device
+from vk.recorder import Recorder
+from vk.tensor import Tensor
+
+TOLERANCE = 1e-5
+
+
+def fresh_rng() -> tuple[np.random.Generator, int]:
+    """A generator with a new seed every run; the seed goes into failure messages to replay a case."""
+    seed = int(np.random.SeedSequence().entropy % (1 << 63))
+    return np.random.default_rng(seed), seed
+
+
+def poisoned(device: Device, shape: tuple[int, ...], dtype: type = np.float32) -> Tensor:
+    """An output tensor pre-filled with NaN (or -1 for integers), so an element the kernel skips fails."""
+    fill = np.nan if np.dtype(dtype).kind == "f" else -1
+    return device.upload(np.full(shape, fill, dtype=dtype))
+
+
+def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
+    """‖out − ref‖ / ‖ref‖ in float64; NaN anywhere in `out` gives NaN (which fails every ≤ check)."""
+    ref64 = np.asarray(ref, np.float64)
+    diff = np.linalg.norm(np.asarray(out, np.float64) - ref64)
+    return float(diff / max(np.linalg.norm(ref64), 1e-30))
+
+
+def run(device: Device, record: Callable[[Recorder], None]) -> None:
+    with Recorder(device) as rec:
+        record(rec)
+        rec.run()
+
+
+def check(out: np.ndarray, ref: np.ndarray, what: str, seed: int, tol: float = TOLERANCE) -> None:
+    assert out.shape == ref.shape, f"{what}: shape {out.shape} != {ref.shape}"
+    assert not np.isnan(out).any() or np.isnan(ref).any(), f"{what}: unwritten (NaN) outputs; seed {seed}"
+    err = rel_err(out, ref)
+    assert err <= tol, f"{what}: rel error {err:.3g} > {tol}; seed {seed}"
+
+
+def release(device: Device, *tensors: Tensor) -> None:
+    for t in tensors:
+        device.free(t)

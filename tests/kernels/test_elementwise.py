@@ -1,0 +1,66 @@
+"""binary.comp and unary.comp against NumPy on fresh random inputs (outputs poisoned with NaN)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.kernels.harness import check, fresh_rng, poisoned, release, run
+from vk.device import Device
+from vk.kernels.elementwise import broadcast_strides, record_binary, record_unary
+from vk.ops.elementwise import binary, unary
+
+BROADCAST_CASES = [
+    ((7,), (7,)),
+    ((3, 5, 7), (3, 5, 7)),
+    ((2, 3, 4, 5), (5,)),
+    ((2, 3, 4, 5), (1,)),
+    ((1,), (2, 3, 1)),
+    ((2, 1, 4, 1), (1, 3, 1, 5)),
+    ((8, 1, 5, 6), (8, 4, 5, 6)),
+    ((1, 3, 1, 1), (2, 3, 17, 19)),
+    ((2, 1, 2, 1, 2, 3), (1, 2, 1, 2, 1, 3)),
+    ((4, 1, 1, 9), (1, 6, 7, 1)),
+    ((), (3, 2)),
+    ((1, 1, 1), (1, 1, 1)),
+]
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "pow"])
+@pytest.mark.parametrize(("shape_a", "shape_b"), BROADCAST_CASES)
+def test_binary_matches_numpy(device: Device, op: str, shape_a: tuple[int, ...], shape_b: tuple[int, ...]) -> None:
+    rng, seed = fresh_rng()
+    lo = 0.5 if op in ("pow", "div") else -2.0  # pow of negatives is NaN; division by ~0 is ill-conditioned
+    a_np = rng.uniform(lo, 2.0, shape_a).astype(np.float32)
+    b_np = rng.uniform(lo, 2.0, shape_b).astype(np.float32)
+    ref = binary(op, a_np, b_np)
+    a, b = device.upload(a_np), device.upload(b_np)
+    out = poisoned(device, ref.shape)
+    run(device, lambda rec: record_binary(rec, op, a, b, out))
+    check(device.download(out), ref, f"{op} {shape_a}∘{shape_b}", seed)
+    release(device, a, b, out)
+
+
+def test_broadcast_strides_merge_axes() -> None:
+    assert broadcast_strides((8, 1, 5, 6), (8, 4, 5, 6)) == ([8, 4, 30], [30, 0, 1], [120, 30, 1])
+    assert broadcast_strides((2, 3), (2, 3)) == ([6], [1], [1])
+
+
+@pytest.mark.parametrize(
+    ("op", "alpha", "beta"),
+    [
+        ("sqrt", 0, 0), ("exp", 0, 0), ("tanh", 0, 0), ("neg", 0, 0), ("abs", 0, 0), ("reciprocal", 0, 0),
+        ("relu", 0, 0), ("clip", 0.0, 6.0), ("clip", -0.5, 0.25), ("hardsigmoid", 1 / 6, 0.5),
+        ("hardsigmoid", 0.2, 0.5), ("hardswish", 1 / 6, 0.5), ("sigmoid", 0, 0), ("leakyrelu", 0.1, 0),
+    ],
+)
+@pytest.mark.parametrize("n", [1, 255, 257, 70_001])
+def test_unary_matches_numpy(device: Device, op: str, alpha: float, beta: float, n: int) -> None:
+    rng, seed = fresh_rng()
+    lo = 0.1 if op in ("sqrt", "reciprocal") else -8.0
+    x_np = rng.uniform(lo, 8.0, (n,)).astype(np.float32)
+    ref = unary(op, x_np, alpha, beta)
+    x, out = device.upload(x_np), poisoned(device, (n,))
+    run(device, lambda rec: record_unary(rec, op, x, out, alpha, beta))
+    check(device.download(out), ref, f"{op}(α={alpha}, β={beta}) n={n}", seed)
+    release(device, x, out)

@@ -1,0 +1,200 @@
+"""The chosen Vulkan device: logical device, compute queue, command pool, memory pool, pipelines.
+
+Kompute's Manager, in short: `Device()` opens everything, `close()` destroys it in reverse order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import structlog
+
+from vk.devices import DeviceInfo, choose, list_devices
+from vk.errors import VulkanUnavailable
+from vk.instance import Instance
+from vk.loader import INSTALL_HINT, binding, call
+from vk.memory import DEFAULT_ARENA_BYTES, MemoryPool
+from vk.pipeline import Constant, KernelDef, Pipeline, load_module
+from vk.pipeline_cache import PipelineCache, default_cache_dir
+from vk.tensor import Tensor
+
+log = structlog.get_logger("vk.device")
+
+_USE_DEFAULT_CACHE = Path("<default>")
+
+
+class Device:
+    """Open the device picked by `choose()` (override: index, UUID or name part; else VKOCR_DEVICE; else rank)."""
+
+    def __init__(
+        self,
+        override: str | None = None,
+        *,
+        validation: bool | None = None,
+        cache_dir: Path | None = _USE_DEFAULT_CACHE,
+        arena_bytes: int = DEFAULT_ARENA_BYTES,
+    ) -> None:
+        vk = binding()
+        self.live: Counter[str] = Counter()
+        self.instance = Instance(validation=validation)
+        self.handle = None
+        try:
+            self.info, self.reason = choose(list_devices(self.instance), override)
+            self.physical = self.instance.physical_devices()[self.info.index]
+            self.queue_family = self._compute_queue_family()
+            self.handle = self._create_device()
+            self.queue = vk.vkGetDeviceQueue(self.handle, self.queue_family, 0)
+            pool_info = vk.VkCommandPoolCreateInfo(
+                flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, queueFamilyIndex=self.queue_family
+            )
+            self.command_pool = call(vk.vkCreateCommandPool, self.handle, pool_info, None)
+            self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
+            self.alignment = math.lcm(
+                self.info.min_storage_buffer_offset_alignment, self.info.non_coherent_atom_size, 16
+            )
+            if cache_dir is _USE_DEFAULT_CACHE:
+                cache_dir = default_cache_dir()
+            cache_path = cache_dir / f"pipelines-{self.info.uuid}.bin" if cache_dir is not None else None
+            self.pipeline_cache = PipelineCache(self.handle, self.info, cache_path)
+            self.pool = MemoryPool(self, arena_bytes)
+            self._modules: dict[str, Any] = {}
+            self._pipelines: dict[tuple[KernelDef, tuple[Constant, ...]], Pipeline] = {}
+        except BaseException:
+            self._destroy_device()
+            self.instance.close()
+            raise
+        log.info("device_opened", device=self.info.name, type=self.info.type, reason=self.reason)
+
+    def _compute_queue_family(self) -> int:
+        vk = binding()
+        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)
+        compute = [i for i, q in enumerate(families) if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
+        if not compute:
+            raise VulkanUnavailable(f"{self.info.name} has no compute queue: {INSTALL_HINT}")
+        with_timestamps = [i for i in compute if families[i].timestampValidBits > 0]
+        return (with_timestamps or compute)[0]
+
+    def _create_device(self) -> Any:
+        vk = binding()
+        priorities = [1.0]
+        queue_info = vk.VkDeviceQueueCreateInfo(
+            queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=priorities
+        )
+        queue_infos = [queue_info]
+        # MoltenVK and other portability drivers require this extension to be enabled when they offer it.
+        extensions = [e for e in ("VK_KHR_portability_subset",) if e in self.info.extensions]
+        create_info = vk.VkDeviceCreateInfo(
+            queueCreateInfoCount=1,
+            pQueueCreateInfos=queue_infos,
+            enabledExtensionCount=len(extensions),
+            ppEnabledExtensionNames=extensions or None,
+        )
+        return call(vk.vkCreateDevice, self.physical, create_info, None)
+
+    # -- pipelines ------------------------------------------------------------------------------------------
+
+    def shader_module(self, name: str) -> Any:
+        if name not in self._modules:
+            self._modules[name] = load_module(self, name)
+        return self._modules[name]
+
+    def pipeline(self, kernel: KernelDef, constants: tuple[Constant, ...]) -> Pipeline:
+        """The pipeline for `kernel` specialised by `constants`, created once per device."""
+        key = (kernel, constants)
+        if key not in self._pipelines:
+            self._pipelines[key] = Pipeline(self, kernel, constants)
+        return self._pipelines[key]
+
+    # -- tensors ----------------------------------------------------------------------------------------------
+
+    def tensor(self, shape: tuple[int, ...], dtype: Any = np.float32) -> Tensor:
+        """Device-local storage for a tensor (contents undefined until written)."""
+        dt = np.dtype(dtype)
+        nbytes = max(1, int(np.prod(shape))) * dt.itemsize
+        return Tensor(self.pool.alloc(nbytes, "device"), tuple(shape), dt)
+
+    def upload(self, array: np.ndarray) -> Tensor:
+        """A new device tensor holding `array` (one small submission; for tests and weights)."""
+        array = np.ascontiguousarray(array)
+        t = self.tensor(array.shape, array.dtype)
+        self.write(t, array)
+        return t
+
+    def write(self, tensor: Tensor, array: np.ndarray) -> None:
+        """Copy `array` into an existing device tensor through staging."""
+        from vk.recorder import Recorder
+
+        array = np.ascontiguousarray(array, dtype=tensor.dtype)
+        if array.shape != tensor.shape:
+            raise ValueError(f"array shape {array.shape} != tensor shape {tensor.shape}")
+        staging = self.pool.alloc(tensor.nbytes, "upload")
+        try:
+            staging.array(tensor.dtype)[:] = array.reshape(-1)
+            staging.flush()
+            with Recorder(self) as rec:
+                rec.copy(staging.view, tensor.view)
+                rec.run()
+        finally:
+            self.pool.free(staging)
+
+    def download(self, tensor: Tensor) -> np.ndarray:
+        """The tensor's contents as a new NumPy array."""
+        from vk.recorder import Recorder
+
+        staging = self.pool.alloc(tensor.nbytes, "readback")
+        try:
+            with Recorder(self) as rec:
+                rec.copy(tensor.view, staging.view)
+                rec.run()
+            staging.invalidate()
+            return staging.array(tensor.dtype).reshape(tensor.shape).copy()
+        finally:
+            self.pool.free(staging)
+
+    def free(self, tensor: Tensor) -> None:
+        self.pool.free(tensor.alloc)
+
+    # -- lifetime ---------------------------------------------------------------------------------------------
+
+    def wait_idle(self) -> None:
+        call(binding().vkDeviceWaitIdle, self.handle)
+
+    def _destroy_device(self) -> None:
+        vk = binding()
+        if self.handle is None:
+            return
+        vk.vkDeviceWaitIdle(self.handle)
+        for p in getattr(self, "_pipelines", {}).values():
+            p.close()
+        for m in getattr(self, "_modules", {}).values():
+            vk.vkDestroyShaderModule(self.handle, m, None)
+        if hasattr(self, "pool"):
+            self.pool.close()
+        if hasattr(self, "pipeline_cache"):
+            try:
+                self.pipeline_cache.save()
+            except OSError as exc:  # a read-only cache dir must not stop a clean shutdown
+                log.warning("pipeline_cache_not_saved", error=str(exc))
+            self.pipeline_cache.close()
+        if hasattr(self, "command_pool"):
+            vk.vkDestroyCommandPool(self.handle, self.command_pool, None)
+        vk.vkDestroyDevice(self.handle, None)
+        self.handle = None
+
+    def close(self) -> None:
+        self._destroy_device()
+        self.instance.close()
+
+    def __enter__(self) -> Device:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def describe(info: DeviceInfo) -> str:
+    return f"{info.name} ({info.type}, {info.vendor}, driver {info.driver_version}, Vulkan {info.api_version})"

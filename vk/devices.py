@@ -1,0 +1,202 @@
+"""What each Vulkan device is and can do (the feature probe), and which one we choose and why."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from vk.errors import DeviceNotFound, VulkanUnavailable
+from vk.loader import INSTALL_HINT, binding, call
+
+# Lower rank wins: discrete > integrated > virtual > CPU (lavapipe/llvmpipe) > other.
+TYPE_NAMES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
+TYPE_RANK = {"discrete": 0, "integrated": 1, "virtual": 2, "cpu": 3, "other": 4}
+VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel", 0x13B5: "ARM", 0x5143: "Qualcomm",
+           0x1010: "ImgTec", 0x106B: "Apple", 0x10005: "Mesa"}
+
+
+@dataclass(frozen=True)
+class MemoryHeap:
+    size_mib: int
+    device_local: bool
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """Everything `vkocr devices` shows about one physical device."""
+
+    index: int
+    name: str
+    type: str
+    vendor: str
+    vendor_id: int
+    device_id: int
+    driver_name: str
+    driver_info: str
+    driver_version: str
+    driver_version_raw: int
+    api_version: str
+    uuid: str
+    pipeline_cache_uuid: str
+    memory_heaps: tuple[MemoryHeap, ...]
+    subgroup_size: int
+    fp16_storage: bool
+    fp16_arithmetic: bool
+    int8_storage: bool
+    int8_arithmetic: bool
+    max_workgroup_size: tuple[int, int, int]
+    max_workgroup_invocations: int
+    max_workgroup_count: tuple[int, int, int]
+    max_shared_memory_bytes: int
+    max_push_constants_bytes: int
+    max_storage_buffer_range: int
+    min_storage_buffer_offset_alignment: int
+    non_coherent_atom_size: int
+    timestamp_period_ns: float
+    timestamps_supported: bool
+    extensions: frozenset[str] = field(repr=False, compare=False)
+
+    @property
+    def device_local_mib(self) -> int:
+        return sum(h.size_mib for h in self.memory_heaps if h.device_local)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("extensions")
+        data["memory_heaps"] = [asdict(h) for h in self.memory_heaps]
+        return data
+
+
+def _version(v: int) -> str:
+    return f"{v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
+
+
+def _driver_version(vendor_id: int, v: int) -> str:
+    if vendor_id == 0x10DE:  # NVIDIA packs 10.8.8.6 bits
+        return f"{(v >> 22) & 0x3FF}.{(v >> 14) & 0xFF}.{(v >> 6) & 0xFF}"
+    return _version(v)
+
+
+def _text(value: Any) -> str:
+    """Char arrays come back as str through the binding's wrapper, or as raw cdata inside pNext chains."""
+    if isinstance(value, str):
+        return value
+    return str(binding().ffi.string(value).decode("utf-8", "replace"))
+
+
+def _uuid(raw: Any) -> str:
+    h = bytes(raw).hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def probe(physical_device: Any, index: int) -> DeviceInfo:
+    """Query properties, limits and features of one physical device."""
+    vk = binding()
+    props = call(vk.vkGetPhysicalDeviceProperties, physical_device)
+    api = props.apiVersion
+    extensions = frozenset(
+        e.extensionName for e in call(vk.vkEnumerateDeviceExtensionProperties, physical_device, None)
+    )
+    is_12 = api >= vk.VK_MAKE_VERSION(1, 2, 0)
+
+    # Properties2 chain: subgroup size, UUID, driver name. Every struct stays in a local until the call returns.
+    subgroup = vk.VkPhysicalDeviceSubgroupProperties()
+    ids = vk.VkPhysicalDeviceIDProperties(pNext=subgroup)
+    has_driver_props = is_12 or "VK_KHR_driver_properties" in extensions
+    driver = vk.VkPhysicalDeviceDriverProperties(pNext=ids) if has_driver_props else None
+    props2 = vk.VkPhysicalDeviceProperties2(pNext=driver if driver is not None else ids)
+    call(vk.vkGetPhysicalDeviceProperties2, physical_device, props2)
+
+    # Features2 chain: 16-bit storage is core 1.1; 8-bit storage and float16/int8 arithmetic are core 1.2.
+    f16_storage = vk.VkPhysicalDevice16BitStorageFeatures()
+    chain: Any = f16_storage
+    i8_storage = arith = None
+    if is_12 or "VK_KHR_8bit_storage" in extensions:
+        i8_storage = vk.VkPhysicalDevice8BitStorageFeatures(pNext=chain)
+        chain = i8_storage
+    if is_12 or "VK_KHR_shader_float16_int8" in extensions:
+        arith = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=chain)
+        chain = arith
+    features2 = vk.VkPhysicalDeviceFeatures2(pNext=chain)
+    call(vk.vkGetPhysicalDeviceFeatures2, physical_device, features2)
+
+    memory = call(vk.vkGetPhysicalDeviceMemoryProperties, physical_device)
+    heaps = tuple(
+        MemoryHeap(
+            size_mib=memory.memoryHeaps[i].size // (1 << 20),
+            device_local=bool(memory.memoryHeaps[i].flags & vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT),
+        )
+        for i in range(memory.memoryHeapCount)
+    )
+    queues = call(vk.vkGetPhysicalDeviceQueueFamilyProperties, physical_device)
+    compute_timestamps = any(q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT and q.timestampValidBits > 0 for q in queues)
+    limits = props.limits
+    vendor_id = props.vendorID
+    return DeviceInfo(
+        index=index,
+        name=_text(props.deviceName),
+        type=TYPE_NAMES.get(props.deviceType, "other"),
+        vendor=VENDORS.get(vendor_id, f"0x{vendor_id:04x}"),
+        vendor_id=vendor_id,
+        device_id=props.deviceID,
+        driver_name=_text(driver.driverName) if driver is not None else "",
+        driver_info=_text(driver.driverInfo) if driver is not None else "",
+        driver_version=_driver_version(vendor_id, props.driverVersion),
+        driver_version_raw=props.driverVersion,
+        api_version=_version(api),
+        uuid=_uuid(ids.deviceUUID),
+        pipeline_cache_uuid=_uuid(props.pipelineCacheUUID),
+        memory_heaps=heaps,
+        subgroup_size=subgroup.subgroupSize,
+        fp16_storage=bool(f16_storage.storageBuffer16BitAccess),
+        fp16_arithmetic=bool(arith.shaderFloat16) if arith is not None else False,
+        int8_storage=bool(i8_storage.storageBuffer8BitAccess) if i8_storage is not None else False,
+        int8_arithmetic=bool(arith.shaderInt8) if arith is not None else False,
+        max_workgroup_size=tuple(limits.maxComputeWorkGroupSize),
+        max_workgroup_invocations=limits.maxComputeWorkGroupInvocations,
+        max_workgroup_count=tuple(limits.maxComputeWorkGroupCount),
+        max_shared_memory_bytes=limits.maxComputeSharedMemorySize,
+        max_push_constants_bytes=limits.maxPushConstantsSize,
+        max_storage_buffer_range=limits.maxStorageBufferRange,
+        min_storage_buffer_offset_alignment=limits.minStorageBufferOffsetAlignment,
+        non_coherent_atom_size=limits.nonCoherentAtomSize,
+        timestamp_period_ns=float(limits.timestampPeriod),
+        timestamps_supported=bool(limits.timestampComputeAndGraphics) or compute_timestamps,
+        extensions=extensions,
+    )
+
+
+def list_devices(instance: Any) -> list[DeviceInfo]:
+    """Probe every physical device the instance sees, in enumeration order."""
+    return [probe(pd, i) for i, pd in enumerate(instance.physical_devices())]
+
+
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
+
+
+def choose(devices: list[DeviceInfo], override: str | None = None) -> tuple[DeviceInfo, str]:
+    """Pick a device; returns it and the reason. `override` (or VKOCR_DEVICE) is an index, a UUID or a name part."""
+    if not devices:
+        raise VulkanUnavailable(f"the Vulkan loader found no device: {INSTALL_HINT}")
+    source = "device override"
+    if override is None and os.environ.get("VKOCR_DEVICE"):
+        override, source = os.environ["VKOCR_DEVICE"], "VKOCR_DEVICE"
+    if override:
+        wanted = override.strip()
+        if wanted.isdigit():
+            matches = [d for d in devices if d.index == int(wanted)]
+            how = "index"
+        elif _UUID.match(wanted):
+            matches = [d for d in devices if d.uuid.replace("-", "") == wanted.replace("-", "").lower()]
+            how = "UUID"
+        else:
+            matches = [d for d in devices if wanted.lower() in d.name.lower()]
+            how = "name"
+        if not matches:
+            names = ", ".join(f"{d.index}: {d.name} ({d.uuid})" for d in devices)
+            raise DeviceNotFound(f"{source}={override!r} matches no Vulkan device; devices are: {names}")
+        return matches[0], f"{source}={override!r} matched by {how}"
+    best = min(devices, key=lambda d: (TYPE_RANK[d.type], -d.device_local_mib, d.index))
+    return best, f"highest ranked type ({best.type}; discrete > integrated > virtual > cpu), then most device memory"

@@ -1,0 +1,52 @@
+"""Small helpers every kernel wrapper shares: grid sizes, push-constant packing, activation ids."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+from vk.errors import KernelArgumentError
+from vk.tensor import Tensor
+
+FLAT_LOCAL = 256  # workgroup size of one-dimensional kernels
+MAX_GROUPS_X = 65535  # the minimum maxComputeWorkGroupCount[0] every device guarantees
+
+# Ids shared with shaders/include/activation.glsl.
+ACTIVATION_IDS = {"none": 0, "relu": 1, "clip": 2, "hardsigmoid": 3, "hardswish": 4, "sigmoid": 5, "leakyrelu": 6}
+
+
+def flat_groups(n: int, local: int = FLAT_LOCAL) -> tuple[int, int, int]:
+    """Groups for n invocations of a 1-D kernel, folded into 2-D when n needs more than 65535 groups."""
+    groups = max(1, -(-n // local))
+    if groups <= MAX_GROUPS_X:
+        return groups, 1, 1
+    return MAX_GROUPS_X, -(-groups // MAX_GROUPS_X), 1
+
+
+def pack(fmt: str, *values: int | float) -> bytes:
+    """Little-endian push constants; `I` = uint, `i` = int, `f` = float."""
+    return struct.pack("<" + fmt, *values)
+
+
+def padded(values: Sequence[int], length: int, fill: int = 0) -> list[int]:
+    """Pad an array field of a push-constant block to its declared length."""
+    if len(values) > length:
+        raise KernelArgumentError(f"rank {len(values)} exceeds the kernel limit of {length}")
+    return [*values, *([fill] * (length - len(values)))]
+
+
+def activation_id(kind: str) -> int:
+    if kind not in ACTIVATION_IDS:
+        raise KernelArgumentError(f"unknown activation {kind!r}; known: {', '.join(ACTIVATION_IDS)}")
+    return ACTIVATION_IDS[kind]
+
+
+def require_float32(*tensors: Tensor) -> None:
+    for t in tensors:
+        if t.dtype.str != "<f4":
+            raise KernelArgumentError(f"kernel needs float32 tensors, got {t.dtype}")
+
+
+def require_shape(t: Tensor, shape: tuple[int, ...], what: str) -> None:
+    if tuple(t.shape) != tuple(shape):
+        raise KernelArgumentError(f"{what}: expected shape {shape}, got {t.shape}")

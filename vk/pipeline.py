@@ -1,0 +1,131 @@
+"""Compute pipelines: shader module + descriptor layout + push constants + specialization constants.
+
+Shapes travel in push constants and small enums (activation, workgroup size, tile) in specialization
+constants, so one pipeline serves every shape. Constant IDs 0, 1, 2 are the workgroup size by convention.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from vk.loader import binding, call
+from vk.shaders import spirv
+
+if TYPE_CHECKING:
+    from vk.device import Device
+
+Constant = int | float
+
+
+@dataclass(frozen=True)
+class KernelDef:
+    """What the host must know about a shader: its file, each binding's access ("r", "w", "rw"), push size."""
+
+    shader: str
+    access: tuple[str, ...]
+    push_bytes: int
+
+    def __post_init__(self) -> None:
+        assert all(a in ("r", "w", "rw") for a in self.access), self.access
+        assert self.push_bytes % 4 == 0 and self.push_bytes <= 128, "push constants: multiple of 4, at most 128"
+
+
+def pack_constants(constants: tuple[Constant, ...]) -> bytes:
+    """int → int32 (uint when ≥ 2^31), float → float32; bools are ints."""
+    out = b""
+    for c in constants:
+        if isinstance(c, float):
+            out += struct.pack("<f", c)
+        elif c >= 1 << 31:
+            out += struct.pack("<I", c)
+        else:
+            out += struct.pack("<i", c)
+    return out
+
+
+class Pipeline:
+    """One kernel specialised by `constants`. Created through `Device.pipeline()`, which caches it."""
+
+    def __init__(self, device: Device, kernel: KernelDef, constants: tuple[Constant, ...]) -> None:
+        vk = binding()
+        self.device, self.kernel, self.constants = device, kernel, constants
+        self.local_size = tuple(int(c) for c in constants[:3])
+        dev = device.handle
+        self.set_layout = self.layout = self.handle = None
+        try:
+            bindings = [
+                vk.VkDescriptorSetLayoutBinding(
+                    binding=i,
+                    descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                    descriptorCount=1,
+                    stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT,
+                )
+                for i in range(len(kernel.access))
+            ]
+            layout_info = vk.VkDescriptorSetLayoutCreateInfo(bindingCount=len(bindings), pBindings=bindings)
+            self.set_layout = call(vk.vkCreateDescriptorSetLayout, dev, layout_info, None)
+            set_layouts = [self.set_layout]
+            push_ranges = [
+                vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=kernel.push_bytes)
+            ]
+            pl_info = vk.VkPipelineLayoutCreateInfo(
+                setLayoutCount=1,
+                pSetLayouts=set_layouts,
+                pushConstantRangeCount=1 if kernel.push_bytes else 0,
+                pPushConstantRanges=push_ranges if kernel.push_bytes else None,
+            )
+            self.layout = call(vk.vkCreatePipelineLayout, dev, pl_info, None)
+
+            # Every nested struct and array stays in a local until vkCreateComputePipelines returns.
+            data = pack_constants(constants)
+            data_buf = vk.ffi.new("char[]", data) if data else None
+            entries = [vk.VkSpecializationMapEntry(constantID=i, offset=4 * i, size=4) for i in range(len(constants))]
+            spec_info = vk.VkSpecializationInfo(
+                mapEntryCount=len(entries), pMapEntries=entries, dataSize=len(data), pData=data_buf
+            ) if constants else None
+            stage = vk.VkPipelineShaderStageCreateInfo(
+                stage=vk.VK_SHADER_STAGE_COMPUTE_BIT,
+                module=device.shader_module(kernel.shader),
+                pName="main",
+                pSpecializationInfo=spec_info,
+            )
+            create_info = vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout, basePipelineIndex=-1)
+            self.handle = call(vk.vkCreateComputePipelines, dev, device.pipeline_cache.handle, 1, [create_info], None)[0]
+            del data_buf, entries, spec_info, stage, create_info
+        except BaseException:
+            self.close()
+            raise
+        device.live["pipeline"] += 1
+
+    def close(self) -> None:
+        vk = binding()
+        dev = self.device.handle
+        if self.handle is not None:
+            vk.vkDestroyPipeline(dev, self.handle, None)
+            self.device.live["pipeline"] -= 1
+            self.handle = None
+        if self.layout is not None:
+            vk.vkDestroyPipelineLayout(dev, self.layout, None)
+            self.layout = None
+        if self.set_layout is not None:
+            vk.vkDestroyDescriptorSetLayout(dev, self.set_layout, None)
+            self.set_layout = None
+
+
+def dispatch_groups(total: tuple[int, ...], local: tuple[int, ...]) -> tuple[int, int, int]:
+    """Workgroups needed to cover `total` invocations per axis with `local`-sized groups."""
+    t = (*total, 1, 1)[:3]
+    return tuple(max(1, -(-t[i] // local[i])) for i in range(3))  # type: ignore[return-value]
+
+
+def module_info(code: bytes) -> Any:
+    vk = binding()
+    return vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code)
+
+
+def load_module(device: Device, name: str) -> Any:
+    vk = binding()
+    info = module_info(spirv(name))
+    return call(vk.vkCreateShaderModule, device.handle, info, None)
