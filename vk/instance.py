@@ -8,7 +8,7 @@ from typing import Any
 
 import structlog
 
-from vk.errors import VkocrError, VulkanUnavailable
+from vk.errors import VkocrError, VulkanError, VulkanUnavailable
 from vk.loader import INSTALL_HINT, binding, call
 
 log = structlog.get_logger("vk.instance")
@@ -73,7 +73,17 @@ class Instance:
             engineVersion=1,
             apiVersion=self.api_version,
         )
+        # Synchronization validation also reports missing or wrong barriers, not just API misuse.
+        enabled_features = [vk.VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT]
+        features = (
+            vk.VkValidationFeaturesEXT(
+                enabledValidationFeatureCount=1, pEnabledValidationFeatures=enabled_features
+            )
+            if self.validation
+            else None
+        )
         create_info = vk.VkInstanceCreateInfo(
+            pNext=features,
             flags=flags,
             pApplicationInfo=app_info,
             enabledLayerCount=len(layers),
@@ -81,7 +91,12 @@ class Instance:
             enabledExtensionCount=len(extensions),
             ppEnabledExtensionNames=extensions,
         )
-        self.handle = call(vk.vkCreateInstance, create_info, None)
+        try:
+            self.handle = call(vk.vkCreateInstance, create_info, None)
+        except VulkanError as exc:
+            if exc.result in ("VK_ERROR_INCOMPATIBLE_DRIVER", "VK_ERROR_INITIALIZATION_FAILED"):
+                raise VulkanUnavailable(f"no usable Vulkan driver ({exc.result}): {INSTALL_HINT}") from exc
+            raise
         self._messenger = None
         if self.validation:
             self._messenger = self._create_messenger()

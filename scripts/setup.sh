@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Shared set-up for ./run.sh and ./test.sh. Idempotent: each step checks before it installs.
+#   scripts/setup.sh run    system Vulkan (loader + lavapipe if no driver), .venv with vkocr, default models
+#   scripts/setup.sh test   the same plus the Khronos validation layer and the test dependencies
+set -euo pipefail
+mode="${1:-run}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+say() { printf '[setup] %s\n' "$*"; }
+sudo_cmd=""
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd="sudo"; fi
+
+apt_updated=0
+apt_install() {
+    if ! command -v apt-get >/dev/null; then
+        say "need Debian/Ubuntu packages: $* (no apt-get here: install them with your package manager)"
+        exit 1
+    fi
+    if [ "$apt_updated" -eq 0 ]; then
+        $sudo_cmd apt-get update -qq
+        apt_updated=1
+    fi
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# 1. Python 3.11+ with venv.
+python="${PYTHON:-python3}"
+if ! command -v "$python" >/dev/null || ! "$python" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    say "installing Python 3 with venv (python3, python3-venv, python3-pip)"
+    apt_install python3 python3-venv python3-pip
+    python=python3
+    "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { say "vkocr needs Python >= 3.11"; exit 1; }
+fi
+
+# 2. Vulkan: the loader, and Mesa's lavapipe (a CPU driver) when no driver is installed at all.
+icd_dirs="/usr/share/vulkan/icd.d /etc/vulkan/icd.d /usr/local/share/vulkan/icd.d /usr/local/etc/vulkan/icd.d"
+has_driver() {
+    [ -n "${VK_DRIVER_FILES:-}${VK_ICD_FILENAMES:-}" ] && return 0
+    for d in $icd_dirs; do ls "$d"/*.json >/dev/null 2>&1 && return 0; done
+    return 1
+}
+# (no grep -q: it would exit early, ldconfig would die of SIGPIPE, and pipefail would call that a miss)
+if ! ldconfig -p 2>/dev/null | grep 'libvulkan\.so\.1' >/dev/null; then
+    say "no Vulkan loader found: installing libvulkan1"
+    apt_install libvulkan1
+fi
+if ! has_driver; then
+    say "no Vulkan driver found: installing Mesa's lavapipe CPU driver (mesa-vulkan-drivers); fine for correctness, not speed"
+    apt_install mesa-vulkan-drivers
+fi
+if [ "$mode" = test ] && ! ls /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json >/dev/null 2>&1; then
+    say "installing the Khronos validation layer (vulkan-validationlayers) for the test suite"
+    apt_install vulkan-validationlayers
+fi
+
+# 3. The virtual environment, reinstalled only when pyproject.toml or the mode changed.
+if [ ! -x .venv/bin/python ]; then
+    say "creating .venv"
+    "$python" -m venv .venv
+fi
+extras=""
+[ "$mode" = test ] && extras="[test]"
+stamp=".venv/.vkocr-installed"
+want="$(sha256sum pyproject.toml | cut -c1-64) $mode"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    say "installing vkocr${extras} into .venv"
+    log=".venv/pip-install.log"
+    if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e ".${extras}"; } >"$log" 2>&1; then
+        tail -n 30 "$log"
+        say "pip install failed; the whole log is in $log"
+        exit 1
+    fi
+    echo "$want" > "$stamp"
+fi
+
+# 4. The default models, checked by sha256.
+.venv/bin/python scripts/fetch_models.py

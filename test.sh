@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up (idempotent) and run the whole test suite, once, with the Khronos validation layer on:
+# any validation message fails the test that caused it. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")"
+scripts/setup.sh test
+export VKOCR_VALIDATION=1
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,221 @@
+"""The vk/ runtime on the real driver: device choice, memory pool, recorder replay, timestamps, leaks."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import resource
+
+import numpy as np
+import pytest
+
+from tests.kernels.harness import fresh_rng, poisoned
+from vk.device import Device
+from vk.devices import choose, list_devices
+from vk.errors import DeviceNotFound, RecorderStateError
+from vk.instance import VALIDATION, Instance
+from vk.kernels.elementwise import record_binary, record_unary
+from vk.recorder import Recorder
+
+
+@pytest.fixture(scope="module")
+def real_devices() -> list:
+    with Instance(validation=False) as inst:
+        return list_devices(inst)
+
+
+def test_choice_ranks_discrete_over_integrated_over_virtual_over_cpu(real_devices: list) -> None:
+    base = real_devices[0]
+    kinds = ["cpu", "virtual", "integrated", "discrete", "other"]
+    variants = [dataclasses.replace(base, index=i, type=t, name=f"dev-{t}") for i, t in enumerate(kinds)]
+    for n in range(1, len(variants) + 1):
+        chosen, reason = choose(variants[:n])
+        expected = min(variants[:n], key=lambda d: ["discrete", "integrated", "virtual", "cpu", "other"].index(d.type))
+        assert chosen.type == expected.type
+        assert chosen.type in reason
+
+
+def test_override_by_index_name_and_uuid(real_devices: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VKOCR_DEVICE", raising=False)
+    d = real_devices[-1]
+    assert choose(real_devices, str(d.index))[0] == d
+    assert choose(real_devices, d.name[:6].upper())[0].name.startswith(d.name[:6])
+    assert choose(real_devices, d.uuid)[0].uuid == d.uuid
+    assert choose(real_devices, d.uuid.replace("-", ""))[0].uuid == d.uuid
+    monkeypatch.setenv("VKOCR_DEVICE", str(d.index))
+    chosen, reason = choose(real_devices)
+    assert chosen == d and "VKOCR_DEVICE" in reason
+    with pytest.raises(DeviceNotFound, match="matches no Vulkan device.*" + d.name[:5]):
+        choose(real_devices, "no-such-gpu-name")
+
+
+def test_probe_reports_limits(real_devices: list) -> None:
+    d = real_devices[0]
+    assert d.max_workgroup_invocations >= 128 and d.max_push_constants_bytes >= 128
+    assert d.subgroup_size >= 1 and d.memory_heaps and d.api_version.startswith("1.")
+
+
+def test_memory_pool_aligns_reuses_and_counts(device: Device) -> None:
+    pool = device.pool
+    before = pool.stats("device")
+    allocs = [pool.alloc(n, "device") for n in (1, 100, 4096, 12345)]
+    assert all(a.offset % device.alignment == 0 for a in allocs)
+    assert pool.stats("device").in_use == before.in_use + sum(a.size for a in allocs)
+    freed = allocs[1]
+    pool.free(freed)
+    again = pool.alloc(64, "device")  # first fit lands in the hole left by the freed block
+    assert again.arena is freed.arena and again.offset == freed.offset
+    for a in [allocs[0], again, *allocs[2:]]:
+        pool.free(a)
+    after = pool.stats("device")
+    assert after.in_use == before.in_use
+    assert after.peak >= before.in_use + sum(a.size for a in allocs)
+
+
+def test_pool_grows_a_new_arena_for_big_requests(device: Device) -> None:
+    pool = device.pool
+    n_before = len(pool.arenas["device"])
+    big = pool.alloc(pool.arena_bytes + 1, "device")
+    assert len(pool.arenas["device"]) == n_before + 1
+    assert pool.stats("device").reserved >= pool.arena_bytes * 2
+    pool.free(big)
+    pool.trim()
+    assert len(pool.arenas["device"]) <= n_before
+
+
+def test_replay_follows_new_inputs_written_to_staging(device: Device) -> None:
+    """One recording (upload → kernels → readback) submitted many times with fresh inputs each time."""
+    rng, seed = fresh_rng()
+    n = 1000
+    upload = device.pool.alloc(4 * n, "upload")
+    readback = device.pool.alloc(4 * n, "readback")
+    x, y, z = device.tensor((n,)), device.tensor((n,)), device.tensor((n,))
+    with Recorder(device) as rec:
+        rec.copy(upload.view, x.view)
+        record_unary(rec, "relu", x, y)
+        record_binary(rec, "mul", y, x, z)
+        rec.copy(z.view, readback.view)
+        rec.end()
+        for _ in range(5):
+            data = rng.standard_normal(n).astype(np.float32)
+            upload.array()[:] = data
+            upload.flush()
+            readback.array()[:] = np.nan
+            rec.run()
+            readback.invalidate()
+            np.testing.assert_allclose(readback.array(), np.maximum(data, 0) * data, rtol=1e-6,
+                                       err_msg=f"seed {seed}")
+    for t in (x, y, z):
+        device.free(t)
+    device.pool.free(upload)
+    device.pool.free(readback)
+
+
+def test_profiled_recorder_times_every_command(device: Device) -> None:
+    x = device.upload(np.random.default_rng().standard_normal(4096).astype(np.float32))
+    y = poisoned(device, (4096,))
+    with Recorder(device, profile=True) as rec:
+        for _ in range(3):
+            record_unary(rec, "sigmoid", x, y)
+        rec.run()
+        timings = rec.timings()
+    assert [t.label for t in timings] == ["sigmoid"] * 3
+    assert all(t.ms >= 0 for t in timings)
+    device.free(x)
+    device.free(y)
+
+
+def test_recorder_refuses_use_out_of_order(device: Device) -> None:
+    x, y = device.tensor((8,)), device.tensor((8,))
+    with Recorder(device) as rec:
+        record_unary(rec, "relu", x, y)
+        rec.submit()
+        with pytest.raises(RecorderStateError):
+            rec.submit()
+        rec.wait()
+        with pytest.raises(RecorderStateError):
+            record_unary(rec, "relu", x, y)
+    device.free(x)
+    device.free(y)
+
+
+@pytest.mark.skipif(os.environ.get("VKOCR_VALIDATION") != "1", reason="needs the validation layer (./test.sh)")
+def test_validation_layer_reports_a_missing_barrier(device: Device) -> None:
+    """Proves the validation net works: skip our barrier logic and the layer must complain."""
+    x, y = device.upload(np.ones(64, np.float32)), device.tensor((64,))
+    before = len(VALIDATION.messages)
+    with Recorder(device) as rec:
+        record_unary(rec, "relu", x, y)
+        rec._pending.clear()  # forget the write to y: the next dispatch reads y without a barrier
+        record_unary(rec, "neg", y, x)
+        rec.run()
+    caught = VALIDATION.messages[before:]
+    del VALIDATION.messages[before:]  # expected: do not fail this test through the autouse check
+    assert any("READ_AFTER_WRITE" in m or "SYNC-HAZARD" in m for m in caught), caught
+    device.free(x)
+    device.free(y)
+
+
+def _live_vulkan_objects(device: Device) -> dict[str, int]:
+    return {k: v for k, v in device.live.items() if v}
+
+
+def _cycle(device: Device, n: int, in_place: bool) -> None:
+    x, y = device.tensor((n,)), device.tensor((n,))
+    with Recorder(device) as rec:
+        record_unary(rec, "relu", x, y)
+        record_binary(rec, "add", y, x, y if in_place else x)
+        rec.run()
+        rec.run()
+    device.free(x)
+    device.free(y)
+
+
+def test_no_leaks_across_1000_create_replay_destroy_cycles(device: Device) -> None:
+    rng, _ = fresh_rng()
+    _cycle(device, 10, True)  # pipelines are created once per device and kept: make them before counting
+    _cycle(device, 10, False)
+    objects_before = _live_vulkan_objects(device)
+    in_use_before = device.pool.stats().in_use
+    rss_samples = []
+    for cycle in range(1000):
+        _cycle(device, int(rng.integers(1, 5000)), bool(cycle % 2))
+        if cycle in (199, 999):
+            rss_samples.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    assert _live_vulkan_objects(device) == objects_before
+    assert device.pool.stats().in_use == in_use_before
+    assert rss_samples[1] - rss_samples[0] < 64 * 1024, f"max RSS grew {rss_samples} KiB"
+
+
+def test_device_open_close_cycles_leave_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Each close destroys children before the device; the validation layer reports any survivor."""
+    for _ in range(10):
+        with Device(cache_dir=tmp_path) as dev:
+            t = dev.upload(np.arange(10, dtype=np.float32))
+            with Recorder(dev) as rec:
+                record_unary(rec, "abs", t, t)
+                rec.run()
+        assert dev.handle is None
+
+
+def test_pipeline_cache_persists_and_is_rejected_when_driver_changes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with Device(cache_dir=tmp_path) as dev:
+        x = dev.tensor((16,))
+        with Recorder(dev) as rec:
+            record_unary(rec, "sqrt", x, x)
+        path = dev.pipeline_cache.path
+    assert path is not None and path.exists() and path.read_bytes().startswith(b"VKOCRPC1")
+    with Device(cache_dir=tmp_path) as dev:
+        assert dev.pipeline_cache.rejected_reason is None
+        assert dev.pipeline_cache.loaded_bytes > 0
+    blob = bytearray(path.read_bytes())
+    blob[8] ^= 0xFF  # the key: as if vendor, device, driver version or cache UUID had changed
+    path.write_bytes(bytes(blob))
+    with Device(cache_dir=tmp_path) as dev:
+        assert dev.pipeline_cache.rejected_reason == "device, driver version or pipelineCacheUUID changed"
+        assert dev.pipeline_cache.loaded_bytes == 0
+        y = dev.upload(np.full(4, 9.0, np.float32))
+        with Recorder(dev) as rec:
+            record_unary(rec, "sqrt", y, y)
+            rec.run()
+        np.testing.assert_array_equal(dev.download(y), np.full(4, 3.0, np.float32))

@@ -1,0 +1,142 @@
+"""`vkocr bench kernels`: GPU time of the core kernels (timestamps), against ceilings measured in the same run.
+
+Each case records `repeats` back-to-back dispatches of one kernel into one command buffer (each writes the same
+output, so the recorder puts a barrier between them), replays it once to warm up and then `rounds` times, and
+reports min and median per dispatch. Ceilings: a large device-to-device copy for bandwidth, our GEMM for
+arithmetic. Every case also checks its output against NumPy once, so a fast wrong kernel cannot pass unseen.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from vk.device import Device
+from vk.recorder import Recorder
+from vk.tensor import Tensor
+
+
+@dataclass
+class Case:
+    name: str
+    shape: str
+    flops: float  # per dispatch
+    bytes: float  # minimum global traffic per dispatch
+    inputs: list[np.ndarray]
+    out_shape: tuple[int, ...]
+    record: Callable[[Recorder, list[Tensor], Tensor], None]
+    reference: Callable[[list[np.ndarray]], np.ndarray]
+
+
+def _cases(rng: np.random.Generator) -> list[Case]:
+    from vk.kernels.conv import record_conv2d
+    from vk.kernels.depthwise import record_conv2d_depthwise
+    from vk.kernels.elementwise import record_binary
+    from vk.kernels.matmul import record_matmul
+    from vk.ops.conv import conv2d
+
+    def rand(*shape: int) -> np.ndarray:
+        return rng.uniform(-1, 1, shape).astype(np.float32)
+
+    n = 2048
+    hw = 160 * 160
+    add_n = (64 << 20) // 4
+    return [
+        Case("gemm", f"{n}x{n}x{n}", 2.0 * n**3, 3 * 4 * n * n, [rand(n, n), rand(n, n)], (n, n),
+             lambda r, t, o: record_matmul(r, t[0], t[1], o), lambda a: a[0] @ a[1]),
+        Case("conv3x3", "64->64 @160x160", 2.0 * 64 * 64 * 9 * hw, 4 * (2 * 64 * hw + 64 * 64 * 9),
+             [rand(1, 64, 160, 160), rand(64, 64, 3, 3), rand(64)], (1, 64, 160, 160),
+             lambda r, t, o: record_conv2d(r, t[0], t[1], o, t[2], pads=(1, 1, 1, 1)),
+             lambda a: conv2d(a[0], a[1], a[2], pads=(1, 1, 1, 1))),
+        Case("depthwise3x3", "128 @160x160", 2.0 * 128 * 9 * hw, 4 * (2 * 128 * hw + 128 * 9),
+             [rand(1, 128, 160, 160), rand(128, 1, 3, 3), rand(128)], (1, 128, 160, 160),
+             lambda r, t, o: record_conv2d_depthwise(r, t[0], t[1], o, t[2], strides=(1, 1), pads=(1, 1, 1, 1),
+                                                     dilations=(1, 1)),
+             lambda a: conv2d(a[0], a[1], a[2], pads=(1, 1, 1, 1), group=128)),
+        Case("conv1x1", "128->128 @160x160", 2.0 * 128 * 128 * hw, 4 * (2 * 128 * hw + 128 * 128),
+             [rand(1, 128, 160, 160), rand(128, 128, 1, 1), rand(128)], (1, 128, 160, 160),
+             lambda r, t, o: record_conv2d(r, t[0], t[1], o, t[2]), lambda a: conv2d(a[0], a[1], a[2])),
+        Case("add", "2 x 64 MiB", float(add_n), 3.0 * 4 * add_n, [rand(add_n), rand(add_n)], (add_n,),
+             lambda r, t, o: record_binary(r, "add", t[0], t[1], o), lambda a: a[0] + a[1]),
+    ]
+
+
+def _time(device: Device, record: Callable[[Recorder], None], repeats: int, rounds: int) -> list[float]:
+    samples: list[float] = []
+    with Recorder(device, profile=True) as rec:
+        for _ in range(repeats):
+            record(rec)
+        rec.run()  # warm-up: first-use costs (pipeline upload, page faults, clocks)
+        for _ in range(rounds):
+            rec.run()
+            samples += [t.ms for t in rec.timings()]
+    return samples
+
+
+def _summary(name: str, shape: str, samples: list[float]) -> dict[str, Any]:
+    return {"name": name, "shape": shape, "min_ms": min(samples), "median_ms": statistics.median(samples)}
+
+
+def run_kernel_bench(
+    override: str | None = None, *, repeats: int = 20, rounds: int = 3, only: list[str] | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    rng = np.random.default_rng()
+    with Device(override) as device:
+        results: dict[str, Any] = {"device": device.info.name, "driver": device.info.driver_version,
+                                   "device_type": device.info.type, "cases": []}
+        # Bandwidth ceiling: one large device-local copy (reads + writes 256 MiB each).
+        copy_bytes = 256 << 20
+        src, dst = device.tensor((copy_bytes // 4,)), device.tensor((copy_bytes // 4,))
+        samples = _time(device, lambda r: r.copy(src.view, dst.view), repeats, rounds)
+        copy = _summary("copy", "256 MiB device->device", samples)
+        copy["gbps"] = 2 * copy_bytes / (copy["min_ms"] * 1e6)
+        results["copy"] = copy
+        device.free(src)
+        device.free(dst)
+        for case in _cases(rng):
+            if only and case.name not in only:
+                continue
+            if progress:
+                print(f"bench: {case.name} {case.shape}", file=sys.stderr, flush=True)
+            tensors = [device.upload(a) for a in case.inputs]
+            out = device.upload(np.full(case.out_shape, np.nan, np.float32))
+            samples = _time(device, lambda r: case.record(r, tensors, out), repeats, rounds)
+            got = device.download(out)
+            ref = case.reference(case.inputs)
+            row = _summary(case.name, case.shape, samples)
+            row["rel_err"] = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+            row["tflops"] = case.flops / (row["min_ms"] * 1e9)
+            row["gbps"] = case.bytes / (row["min_ms"] * 1e6)
+            results["cases"].append(row)
+            for t in [*tensors, out]:
+                device.free(t)
+        gemm = next((c for c in results["cases"] if c["name"] == "gemm"), None)
+        for row in results["cases"]:
+            row["pct_bandwidth"] = 100 * row["gbps"] / copy["gbps"]
+            row["pct_gemm"] = 100 * row["tflops"] / gemm["tflops"] if gemm else None
+    return results
+
+
+def format_results(results: dict[str, Any]) -> str:
+    copy = results["copy"]
+    lines = [
+        f"device: {results['device']} ({results['device_type']}, driver {results['driver']})",
+        f"ceiling: copy {copy['gbps']:.0f} GB/s (min {copy['min_ms']:.3f} ms for 2 x 256 MiB)",
+        f"{'kernel':<13} {'shape':<20} {'min ms':>9} {'median ms':>10} {'TFLOP/s':>8} {'GB/s':>8} "
+        f"{'%copy BW':>8} {'%GEMM':>6} {'rel err':>8}",
+    ]
+    for r in results["cases"]:
+        pct_gemm = f"{r['pct_gemm']:.0f}" if r["pct_gemm"] is not None else "-"
+        lines.append(
+            f"{r['name']:<13} {r['shape']:<20} {r['min_ms']:>9.4f} {r['median_ms']:>10.4f} {r['tflops']:>8.2f} "
+            f"{r['gbps']:>8.0f} {r['pct_bandwidth']:>8.0f} {pct_gemm:>6} {r['rel_err']:>8.1e}"
+        )
+    if results["device_type"] == "cpu":
+        lines.append("note: a CPU Vulkan driver (lavapipe): these numbers are not speed claims")
+    return "\n".join(lines)
