@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Run `vkocr bench kernels` (and the kernel tests, with validation) on a machine that has a GPU driver but no
+# Vulkan loader and no package registry, such as the GPU benchmark machine. Bring, from a Debian machine:
+#   .gl/   apt-get download libvulkan1 libglvnd0 libegl1 libgl1 libglx0 libopengl0 libgles2 vulkan-validationlayers
+#   .whl/  pip download --no-deps --only-binary=:all: --python-version 3.12 ... vulkan cffi pycparser structlog
+# Usage: scripts/bench_remote.sh [OUT_DIR]
+set -uo pipefail
+out="${1:-/tmp}"
+for f in .gl/lib*.deb; do dpkg -x "$f" /; done
+ldconfig
+mkdir -p /tmp/vl && dpkg -x .gl/vulkan-validationlayers*.deb /tmp/vl
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/vulkan-*.whl .whl/cffi-*.whl .whl/pycparser-*.whl .whl/structlog-*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD
+python3 -m agent.cli devices | tee "$out/devices.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv 2>/dev/null | tee -a "$out/devices.txt"
+(
+    export VK_LAYER_PATH=/tmp/vl/usr/share/vulkan/explicit_layer.d LD_LIBRARY_PATH=/tmp/vl/usr/lib/x86_64-linux-gnu
+    VKOCR_VALIDATION=1 timeout 300 python3 -m pytest -q -p no:cacheprovider tests/kernels tests/test_runtime.py \
+        2>&1 | tail -n 15 | tee "$out/tests.txt"
+)
+python3 -m agent.cli bench kernels --repeats 20 | tee "$out/bench.txt"
+python3 -m agent.cli bench kernels --repeats 20 --json > "$out/bench.json"
