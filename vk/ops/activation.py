@@ -1,0 +1,50 @@
+"""Pointwise activations that the Vulkan kernels can fuse after Conv / Gemm.
+
+All functions compute in the input dtype (float32 in practice); ``alpha`` / ``beta``
+are cast to that dtype first, exactly as ONNX float attributes are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ACTIVATIONS: tuple[str, ...] = ("none", "relu", "clip", "hardsigmoid", "hardswish", "sigmoid", "leakyrelu")
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """Overflow-free logistic function 1 / (1 + exp(-x))."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+def hardsigmoid(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
+    """ONNX HardSigmoid: max(0, min(1, alpha * x + beta))."""
+    dt = x.dtype.type
+    return np.clip(dt(alpha) * x + dt(beta), dt(0), dt(1))
+
+
+def apply_activation(x: np.ndarray, kind: str, alpha: float = 0.0, beta: float = 0.0) -> np.ndarray:
+    """Apply activation ``kind`` to ``x``.
+
+    none: x.  relu: max(x, 0).  clip: min(max(x, alpha), beta) (ReLU6 = clip 0, 6).
+    hardsigmoid: max(0, min(1, alpha*x + beta)) (ONNX defaults 0.2, 0.5).
+    hardswish: x * hardsigmoid(x; alpha, beta) (ONNX HardSwish is alpha=1/6, beta=0.5).
+    sigmoid: 1 / (1 + exp(-x)).  leakyrelu: x if x >= 0 else alpha * x.
+    """
+    x = np.asarray(x)
+    dt = x.dtype.type
+    if kind == "none":
+        return x
+    if kind == "relu":
+        return np.maximum(x, dt(0))
+    if kind == "clip":
+        return np.minimum(np.maximum(x, dt(alpha)), dt(beta))
+    if kind == "hardsigmoid":
+        return hardsigmoid(x, alpha, beta)
+    if kind == "hardswish":
+        return x * hardsigmoid(x, alpha, beta)
+    if kind == "sigmoid":
+        return sigmoid(x)
+    if kind == "leakyrelu":
+        return np.where(x >= 0, x, dt(alpha) * x)
+    raise ValueError(f"unknown activation {kind!r}; expected one of {ACTIVATIONS}")
