@@ -35,17 +35,25 @@ def format_report(report: dict[str, Any]) -> str:
         lines += [
             f"{mark} [{d['index']}] {d['name']}",
             f"      type {d['type']}, vendor {d['vendor']} (0x{d['vendor_id']:04x}), device 0x{d['device_id']:04x}",
-            f"      driver {d['driver_name'] or '?'} {d['driver_version']} ({d['driver_info'] or 'no driver info'}), "
-            f"Vulkan {d['api_version']}",
+            (
+                f"      driver {d['driver_name'] or '?'} {d['driver_version']} "
+                f"({d['driver_info'] or 'no driver info'}), Vulkan {d['api_version']}"
+            ),
             f"      uuid {d['uuid']}",
             f"      memory heaps: {heaps}",
-            f"      subgroup size {d['subgroup_size']}; fp16 storage {_yes(d['fp16_storage'])}, "
-            f"arithmetic {_yes(d['fp16_arithmetic'])}; int8 storage {_yes(d['int8_storage'])}, "
-            f"arithmetic {_yes(d['int8_arithmetic'])}",
-            f"      workgroup: size ≤ {wg[0]}×{wg[1]}×{wg[2]}, ≤ {d['max_workgroup_invocations']} invocations, "
-            f"count ≤ {count[0]}×{count[1]}×{count[2]}, shared memory {d['max_shared_memory_bytes'] // 1024} KiB",
-            f"      timestamps {_yes(d['timestamps_supported'])} ({d['timestamp_period_ns']:g} ns/tick), "
-            f"push constants {d['max_push_constants_bytes']} B",
+            (
+                f"      subgroup size {d['subgroup_size']}; fp16 storage {_yes(d['fp16_storage'])}, "
+                f"arithmetic {_yes(d['fp16_arithmetic'])}; int8 storage {_yes(d['int8_storage'])}, "
+                f"arithmetic {_yes(d['int8_arithmetic'])}"
+            ),
+            (
+                f"      workgroup: size ≤ {wg[0]}×{wg[1]}×{wg[2]}, ≤ {d['max_workgroup_invocations']} invocations, "
+                f"count ≤ {count[0]}×{count[1]}×{count[2]}, shared memory {d['max_shared_memory_bytes'] // 1024} KiB"
+            ),
+            (
+                f"      timestamps {_yes(d['timestamps_supported'])} ({d['timestamp_period_ns']:g} ns/tick), "
+                f"push constants {d['max_push_constants_bytes']} B"
+            ),
         ]
     lines.append(f"chosen: [{chosen}] {report['chosen']['name']}: {report['chosen']['reason']}")
     return "\n".join(lines)

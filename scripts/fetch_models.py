@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.models import DEFAULT_MODELS, SOURCE_WHEEL, WHEEL_DIR, missing_or_bad, models_dir, sha256_of  # noqa: E402
+from agent.models import DEFAULT_MODELS, SOURCE_WHEEL, WHEEL_DIR, missing_or_bad, models_dir, sha256_of
 
 
 def main() -> int:

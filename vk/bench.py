@@ -106,7 +106,7 @@ def run_kernel_bench(
                 print(f"bench: {case.name} {case.shape}", file=sys.stderr, flush=True)
             tensors = [device.upload(a) for a in case.inputs]
             out = device.upload(np.full(case.out_shape, np.nan, np.float32))
-            samples = _time(device, lambda r: case.record(r, tensors, out), repeats, rounds)
+            samples = _time(device, lambda r, c=case, t=tensors, o=out: c.record(r, t, o), repeats, rounds)
             got = device.download(out)
             ref = case.reference(case.inputs)
             row = _summary(case.name, case.shape, samples)
@@ -125,11 +125,14 @@ def run_kernel_bench(
 
 def format_results(results: dict[str, Any]) -> str:
     copy = results["copy"]
+    header = (
+        f"{'kernel':<13} {'shape':<20} {'min ms':>9} {'median ms':>10} {'TFLOP/s':>8} {'GB/s':>8} "
+        f"{'%copy BW':>8} {'%GEMM':>6} {'rel err':>8}"
+    )
     lines = [
         f"device: {results['device']} ({results['device_type']}, driver {results['driver']})",
         f"ceiling: copy {copy['gbps']:.0f} GB/s (min {copy['min_ms']:.3f} ms for 2 x 256 MiB)",
-        f"{'kernel':<13} {'shape':<20} {'min ms':>9} {'median ms':>10} {'TFLOP/s':>8} {'GB/s':>8} "
-        f"{'%copy BW':>8} {'%GEMM':>6} {'rel err':>8}",
+        header,
     ]
     for r in results["cases"]:
         pct_gemm = f"{r['pct_gemm']:.0f}" if r["pct_gemm"] is not None else "-"

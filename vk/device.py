@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import structlog
@@ -189,7 +189,7 @@ class Device:
         self._destroy_device()
         self.instance.close()
 
-    def __enter__(self) -> Device:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

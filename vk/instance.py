@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import structlog
 
@@ -49,7 +49,7 @@ class Instance:
         self.validation = validation_requested() if validation is None else validation
         try:
             self.api_version = min(call(vk.vkEnumerateInstanceVersion), vk.VK_MAKE_VERSION(1, 3, 0))
-        except Exception:  # a Vulkan 1.0 loader has no vkEnumerateInstanceVersion
+        except (AttributeError, vk.ProcedureNotFoundError):  # a Vulkan 1.0 loader has no vkEnumerateInstanceVersion
             self.api_version = vk.VK_MAKE_VERSION(1, 0, 0)
         if self.api_version < vk.VK_MAKE_VERSION(1, 1, 0):
             raise VulkanUnavailable(f"the Vulkan loader supports only Vulkan 1.0; vkocr needs 1.1+: {INSTALL_HINT}")
@@ -133,7 +133,7 @@ class Instance:
         vk.vkDestroyInstance(self.handle, None)
         self.handle = None
 
-    def __enter__(self) -> Instance:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

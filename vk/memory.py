@@ -83,7 +83,7 @@ def find_memory_type(device: Device, type_bits: int, required: int, preferred: i
         flags = props.memoryTypes[i].propertyFlags
         if not (type_bits >> i) & 1 or flags & required != required:
             continue
-        score = (bin(flags & preferred).count("1"), -bin(flags & avoid).count("1"))
+        score = ((flags & preferred).bit_count(), -(flags & avoid).bit_count())
         if best_score is None or score > best_score:
             best, best_score = i, score
     if best < 0:
@@ -226,7 +226,7 @@ class MemoryPool:
 
     def trim(self) -> None:
         """Give empty arenas back to the driver."""
-        for kind, arenas in self.arenas.items():
+        for arenas in self.arenas.values():
             for arena in [a for a in arenas if a.in_use == 0]:
                 arena.close()
                 arenas.remove(arena)

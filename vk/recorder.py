@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from vk.errors import RecorderStateError, VulkanError
 from vk.loader import binding, call
@@ -272,7 +272,7 @@ class Recorder:
         self.cmd = None
         self.device.live["recorder"] -= 1
 
-    def __enter__(self) -> Recorder:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from vk.errors import KernelArgumentError
-from vk.kernels.launch import ACTIVATION_IDS, FLAT_LOCAL, flat_groups, pack, padded, require_float32, require_shape
+from vk.kernels.launch import (
+    ACTIVATION_IDS,
+    FLAT_LOCAL,
+    flat_groups,
+    pack,
+    padded,
+    require_float32,
+    require_shape,
+)
 from vk.pipeline import KernelDef
 from vk.recorder import Recorder
 from vk.tensor import Tensor

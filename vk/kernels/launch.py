@@ -23,7 +23,7 @@ def flat_groups(n: int, local: int = FLAT_LOCAL) -> tuple[int, int, int]:
     return MAX_GROUPS_X, -(-groups // MAX_GROUPS_X), 1
 
 
-def pack(fmt: str, *values: int | float) -> bytes:
+def pack(fmt: str, *values: float) -> bytes:
     """Little-endian push constants; `I` = uint, `i` = int, `f` = float."""
     return struct.pack("<" + fmt, *values)
 
