@@ -1,0 +1,226 @@
+"""copy_strided.comp (Concat, Slice, Transpose) against vk.ops.layout: copies must match exactly."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from tests.kernels.harness import fresh_rng, poisoned, release, run
+from vk.device import Device
+from vk.errors import KernelArgumentError
+from vk.kernels.layout import (
+    merge_axes,
+    record_concat,
+    record_slice,
+    record_transpose,
+    slice_output_shape,
+)
+from vk.ops.layout import concat, slice_, transpose
+from vk.recorder import Recorder
+from vk.tensor import Tensor
+
+INT64_MAX, INT32_MAX = 2**63 - 1, 2**31 - 1
+
+
+def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: type) -> np.ndarray:
+    if dtype is np.int32:
+        return rng.integers(-(2**31), 2**31, shape, dtype=np.int32)
+    return rng.uniform(-1, 1, shape).astype(np.float32)
+
+
+def assert_copied(device: Device, record: Callable[[Recorder, Tensor], None], ref: np.ndarray,
+                  what: str, seed: int) -> None:
+    out = poisoned(device, ref.shape, ref.dtype.type)
+    run(device, lambda rec: record(rec, out))
+    got = device.download(out)
+    release(device, out)
+    assert got.shape == ref.shape, f"{what}: shape {got.shape} != {ref.shape}"
+    assert np.array_equal(got, ref), f"{what}: {np.sum(got != ref)}/{ref.size} elements differ; seed {seed}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("count", [2, 3, 4])
+@pytest.mark.parametrize("axis", [0, 1, 2, 3, -1, -2, -3, -4])
+def test_concat_matches_reference(device: Device, axis: int, count: int, dtype: type) -> None:
+    rng, seed = fresh_rng()
+    base = [2, 3, 4, 5]
+    # a random length along the concat axis per input (different channel counts on axis 1)
+    shapes = [tuple(int(rng.integers(1, 5)) if d == axis % 4 else n for d, n in enumerate(base))
+              for _ in range(count)]
+    arrays = [random_array(rng, s, dtype) for s in shapes]
+    xs = [device.upload(a) for a in arrays]
+    assert_copied(device, lambda rec, out: record_concat(rec, xs, out, axis), concat(arrays, axis),
+                  f"concat {shapes} axis {axis}", seed)
+    release(device, *xs)
+
+
+@pytest.mark.parametrize(
+    ("shapes", "axis"),
+    [([(7,), (1,), (300,)], 0), ([(3, 0, 2), (3, 4, 2), (3, 1, 2)], 1), ([(1, 1, 5), (1, 1, 6)], -1)],
+)
+def test_concat_edge_shapes(device: Device, shapes: list[tuple[int, ...]], axis: int) -> None:
+    rng, seed = fresh_rng()
+    arrays = [random_array(rng, s, np.float32) for s in shapes]
+    # Device.upload cannot stage 0 bytes: empty inputs are bare (never read) tensors
+    xs = [device.upload(a) if a.size else device.tensor(a.shape) for a in arrays]
+    assert_copied(device, lambda rec, out: record_concat(rec, xs, out, axis), concat(arrays, axis),
+                  f"concat {shapes} axis {axis}", seed)
+    release(device, *xs)
+
+
+SLICES = [
+    # shape, starts, ends, axes, steps
+    ((10,), [2], [8], None, None),
+    ((10,), [1], [10], [0], [2]),
+    ((10,), [-1], [-INT64_MAX], [0], [-1]),
+    ((10,), [9], [0], [0], [-3]),
+    ((10,), [-2], [INT64_MAX], [0], [-3]),
+    ((10,), [3], [INT32_MAX], None, [2]),
+    ((4, 6, 8), [1, -5], [3, 100], [1, 2], [1, 2]),
+    ((4, 6, 8), [-1, 0, 7], [-100, 6, 0], [0, 1, 2], [-1, 2, -3]),
+    ((4, 6, 8), [0], [-1], [-1], [1]),
+    ((2, 3, 5, 7), [0, -2], [INT64_MAX, -INT64_MAX - 1], [3, -2], [3, -1]),
+    ((2, 3, 5, 7), [1, 0, -1], [2, INT64_MAX, -8], [0, 3, 2], [1, -2, -2]),
+    ((2, 3, 5, 7), [0, 1], [2, 3], [0, 1], [1, 1]),
+    ((3, 4, 2, 5, 3, 2), [2, 3, 1, -1], [-5, 0, 5, -10], [0, 1, 3, 5], [-1, -2, 2, -1]),
+    ((1, 64, 33), [0, 32], [1, 0], [0, 1], [1, -1]),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize(("shape", "starts", "ends", "axes", "steps"), SLICES)
+def test_slice_matches_reference(device: Device, shape: tuple[int, ...], starts: list[int], ends: list[int],
+                                 axes: list[int] | None, steps: list[int] | None, dtype: type) -> None:
+    rng, seed = fresh_rng()
+    x_np = random_array(rng, shape, dtype)
+    ref = np.ascontiguousarray(slice_(x_np, starts, ends, axes, steps))
+    assert slice_output_shape(shape, starts, ends, axes, steps) == ref.shape
+    x = device.upload(x_np)
+    assert_copied(device, lambda rec, out: record_slice(rec, x, out, starts, ends, axes, steps), ref,
+                  f"slice {shape} starts {starts} ends {ends} axes {axes} steps {steps}", seed)
+    release(device, x)
+
+
+@pytest.mark.parametrize(("starts", "ends", "steps"), [([20], [30], [1]), ([5], [2], [1]), ([2], [5], [-1]),
+                                                       ([-20], [-30], [1])])
+def test_empty_slice_records_nothing(
+    device: Device, starts: list[int], ends: list[int], steps: list[int]
+) -> None:
+    assert slice_output_shape((3, 10), starts, ends, [1], steps) == (3, 0)
+    assert slice_(np.zeros((3, 10)), starts, ends, [1], steps).shape == (3, 0)
+    x, out = device.tensor((3, 10)), device.tensor((3, 0))
+    with Recorder(device) as rec:
+        record_slice(rec, x, out, starts, ends, [1], steps)
+        assert rec.dispatch_count == 0
+    release(device, x, out)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("rank", [2, 3, 4, 5, 6])
+@pytest.mark.parametrize("repeat", range(4))
+def test_transpose_random_perms(device: Device, rank: int, repeat: int, dtype: type) -> None:
+    rng, seed = fresh_rng()
+    shape = tuple(int(n) for n in rng.integers(1, 6, rank))
+    perm = [int(p) for p in rng.permutation(rank)]
+    x_np = random_array(rng, shape, dtype)
+    x = device.upload(x_np)
+    ref = np.ascontiguousarray(transpose(x_np, perm))
+    assert_copied(device, lambda rec, out: record_transpose(rec, x, out, perm), ref,
+                  f"transpose {shape} perm {perm}", seed)
+    release(device, x)
+
+
+def test_transpose_default_perm_and_nchw_to_nhwc(device: Device) -> None:
+    rng, seed = fresh_rng()
+    x_np = random_array(rng, (2, 16, 9, 11), np.float32)
+    x = device.upload(x_np)
+    assert_copied(device, lambda rec, out: record_transpose(rec, x, out, None), transpose(x_np).copy(),
+                  "transpose reversed", seed)
+    assert_copied(device, lambda rec, out: record_transpose(rec, x, out, (0, 2, 3, 1)),
+                  transpose(x_np, (0, 2, 3, 1)).copy(), "NCHW -> NHWC", seed)
+    release(device, x)
+
+
+def test_large_copy_folds_grid(device: Device) -> None:
+    """16.8 M elements need more than 65535 workgroups of 256: the grid folds into 2-D."""
+    rng, seed = fresh_rng()
+    x_np = random_array(rng, (2, 2049, 4096), np.float32)
+    x = device.upload(x_np)
+    assert_copied(device, lambda rec, out: record_slice(rec, x, out, [-1], [-INT64_MAX], [0], [-1]),
+                  x_np[::-1].copy(), "reverse 16.8 M", seed)
+    release(device, x)
+
+
+def test_merge_axes() -> None:
+    # NCHW -> NHWC over the output index space (N, H, W, C): H and W fuse on both sides
+    assert merge_axes([2, 4, 5, 3], [60, 5, 1, 20], [60, 15, 3, 1]) == ([2, 20, 3], [60, 1, 20], [60, 3, 1])
+    assert merge_axes([3, 1, 4], [-4, 7, -1], [4, 4, 1]) == ([12], [-1], [1])  # reversed whole tensor
+    assert merge_axes([1, 1], [1, 1], [1, 1]) == ([1], [0], [0])
+
+
+def expect_error(
+    device: Device,
+    shapes: list[tuple[int, ...]],
+    out_shape: tuple[int, ...],
+    record: Callable[[Recorder, list[Tensor], Tensor], None],
+    out_dtype: type = np.float32,
+) -> None:
+    xs = [device.tensor(s) for s in shapes]
+    out = device.tensor(out_shape, out_dtype)
+    with pytest.raises(KernelArgumentError):
+        run(device, lambda rec: record(rec, xs, out))
+    release(device, *xs, out)
+
+
+@pytest.mark.parametrize(
+    ("shapes", "out_shape", "axis", "out_dtype"),
+    [
+        ([(2, 3), (2, 4)], (2, 7), 2, np.float32),
+        ([(2, 3), (2, 4)], (2, 7), -3, np.float32),
+        ([(2, 3), (3, 4)], (2, 7), 1, np.float32),
+        ([(2, 3), (2, 4)], (2, 8), 1, np.float32),
+        ([(2, 3), (2, 4, 1)], (2, 7), 1, np.float32),
+        ([(2, 3), (2, 4)], (2, 7), 1, np.int32),
+        ([(2, 3), (2, 4)], (2, 7), 1, np.float64),
+        ([], (2, 7), 1, np.float32),
+    ],
+)
+def test_concat_rejects_bad_arguments(
+    device: Device, shapes: list[tuple[int, ...]], out_shape: tuple[int, ...], axis: int, out_dtype: type
+) -> None:
+    expect_error(device, shapes, out_shape, lambda rec, xs, out: record_concat(rec, xs, out, axis), out_dtype)
+
+
+@pytest.mark.parametrize(
+    ("out_shape", "starts", "ends", "axes", "steps"),
+    [
+        ((4, 3), [0], [3], [1], [0]),
+        ((4, 3), [0], [3], [2], None),
+        ((4, 3), [0], [3], [-3], None),
+        ((4, 3), [0, 0], [3, 3], [1, 1], None),
+        ((4, 3), [0, 0], [3], [1], None),
+        ((4, 4), [0], [3], [1], None),
+        ((4, 6), [0, 0, 0], [1, 1, 1], None, None),
+    ],
+)
+def test_slice_rejects_bad_arguments(
+    device: Device, out_shape: tuple[int, ...], starts: list[int], ends: list[int],
+    axes: list[int] | None, steps: list[int] | None,
+) -> None:
+    expect_error(device, [(4, 6)], out_shape,
+                 lambda rec, xs, out: record_slice(rec, xs[0], out, starts, ends, axes, steps))
+
+
+@pytest.mark.parametrize(
+    ("perm", "out_shape"),
+    [([0, 0, 1], (2, 2, 3)), ([0, 1], (2, 3)), ([2, 0, 1], (2, 4, 3)), ([0, 1, 3], (2, 3, 4))],
+)
+def test_transpose_rejects_bad_arguments(device: Device, perm: list[int], out_shape: tuple[int, ...]) -> None:
+    expect_error(device, [(2, 3, 4)], out_shape, lambda rec, xs, out: record_transpose(rec, xs[0], out, perm))
+
+
+def test_rank_above_six_after_merging_is_rejected(device: Device) -> None:
+    # reversing seven axes leaves no two neighbours in order, so nothing merges
+    expect_error(device, [(2,) * 7], (2,) * 7, lambda rec, xs, out: record_transpose(rec, xs[0], out, None))

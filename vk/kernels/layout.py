@@ -1,0 +1,200 @@
+"""Concat, Slice and Transpose as strided copies of 32-bit words: shaders/copy_strided.comp.
+
+Each op becomes an index space (≤ 6 axes after merging), a signed element stride per axis into the input,
+one into the output, and a start offset in each; float32 and int32 tensors share the one pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from vk.errors import KernelArgumentError
+from vk.kernels.launch import FLAT_LOCAL, flat_groups, pack, padded, require_shape
+from vk.pipeline import KernelDef
+from vk.recorder import Recorder
+from vk.tensor import Tensor
+
+COPY_STRIDED = KernelDef("copy_strided", ("r", "w"), 88)
+MAX_RANK = 6
+INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
+
+
+def contiguous_strides(shape: Sequence[int]) -> list[int]:
+    """Row-major element strides."""
+    strides, acc = [0] * len(shape), 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d] = acc
+        acc *= shape[d]
+    return strides
+
+
+def merge_axes(
+    shape: Sequence[int], in_strides: Sequence[int], out_strides: Sequence[int]
+) -> tuple[list[int], list[int], list[int]]:
+    """Drop size-1 axes and fuse each axis into the one before it where both sides stay linear across them.
+
+    A contiguous copy collapses to rank 1; NCHW → NHWC becomes (N, H*W, C).
+    """
+    dims: list[int] = []
+    ins: list[int] = []
+    outs: list[int] = []
+    for size, si, so in zip(shape, in_strides, out_strides):
+        if size == 1:
+            continue
+        if dims and ins[-1] == si * size and outs[-1] == so * size:
+            dims[-1] *= size
+            ins[-1], outs[-1] = si, so
+        else:
+            dims.append(size)
+            ins.append(si)
+            outs.append(so)
+    return dims or [1], ins or [0], outs or [0]
+
+
+def require_words(*tensors: Tensor) -> None:
+    """One dtype of 4 bytes across the tensors: the kernel moves 32-bit words."""
+    dtypes = {t.dtype.str for t in tensors}
+    if len(dtypes) != 1 or tensors[0].dtype.itemsize != 4:
+        raise KernelArgumentError(f"strided copy needs one 32-bit dtype in all tensors, got {sorted(dtypes)}")
+
+
+def record_copy_strided(
+    rec: Recorder,
+    x: Tensor,
+    out: Tensor,
+    shape: Sequence[int],
+    in_strides: Sequence[int],
+    out_strides: Sequence[int],
+    in_offset: int = 0,
+    out_offset: int = 0,
+    label: str = "copy_strided",
+) -> None:
+    """out[out_offset + Σ i·out_strides] = x[in_offset + Σ i·in_strides] for every index i of `shape`."""
+    require_words(x, out)
+    n = 1
+    for size in shape:
+        n *= size
+    if n == 0:
+        return
+    dims, ins, outs = merge_axes(shape, in_strides, out_strides)
+    if len(dims) > MAX_RANK:
+        raise KernelArgumentError(f"{label}: index space of rank {len(dims)} > {MAX_RANK} after merging axes")
+    if max(x.numel, out.numel) > INT32_MAX:
+        raise KernelArgumentError(f"{label}: tensors over {INT32_MAX} elements exceed 32-bit indexing")
+    push = pack("IIiI6I6i6I", n, len(dims), in_offset, out_offset, *padded(dims, MAX_RANK, 1),
+                *padded(ins, MAX_RANK), *padded(outs, MAX_RANK))
+    pipeline = rec.device.pipeline(COPY_STRIDED, (FLAT_LOCAL, 1, 1))
+    rec.dispatch(pipeline, [x.view, out.view], push, flat_groups(n), label=label)
+
+
+def normalize_axis(axis: int, rank: int, what: str) -> int:
+    if not -rank <= axis < rank:
+        raise KernelArgumentError(f"{what}: axis {axis} out of range for rank {rank}")
+    return axis + rank if axis < 0 else axis
+
+
+def record_concat(rec: Recorder, xs: Sequence[Tensor], out: Tensor, axis: int) -> None:
+    """ONNX Concat along `axis` (negative counts from the end): one strided copy per input."""
+    if not xs:
+        raise KernelArgumentError("concat of no tensors")
+    require_words(*xs, out)
+    rank = len(out.shape)
+    axis = normalize_axis(axis, rank, "concat")
+    for x in xs:
+        if len(x.shape) != rank or any(x.shape[d] != out.shape[d] for d in range(rank) if d != axis):
+            raise KernelArgumentError(f"concat on axis {axis}: input {x.shape} does not fit {out.shape}")
+    total = sum(x.shape[axis] for x in xs)
+    require_shape(out, (*out.shape[:axis], total, *out.shape[axis + 1:]), "concat output")
+    out_strides = contiguous_strides(out.shape)
+    offset = 0
+    for x in xs:
+        record_copy_strided(rec, x, out, x.shape, contiguous_strides(x.shape), out_strides,
+                            out_offset=offset * out_strides[axis], label="concat")
+        offset += x.shape[axis]
+
+
+def slice_axis(start: int, end: int, step: int, dim: int) -> tuple[int, int]:
+    """ONNX Slice clamping of one axis: (first index, element count).
+
+    Negative start/end count from the end; step > 0 clamps start and end to [0, dim], step < 0 clamps
+    start to [0, dim-1] and end to [-1, dim-1]. An end of INT32/INT64 max means "to the end in the step's
+    direction" (as onnxruntime and vk.ops.layout.slice_ read it), also for negative steps.
+    """
+    if step == 0:
+        raise KernelArgumentError("slice step must be non-zero")
+    if end in (INT32_MAX, INT64_MAX):
+        end = dim if step > 0 else -1
+    elif end < 0:
+        end += dim
+    start += dim if start < 0 else 0
+    if step > 0:
+        start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+        return start, max(0, -(-(end - start) // step))
+    start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+    return start, max(0, -(-(start - end) // -step))
+
+
+def slice_plan(
+    shape: Sequence[int],
+    starts: Sequence[int],
+    ends: Sequence[int],
+    axes: Sequence[int] | None = None,
+    steps: Sequence[int] | None = None,
+) -> list[tuple[int, int, int]]:
+    """(first index, step, count) for every axis of `shape`; axes not sliced keep (0, 1, dim)."""
+    rank, n = len(shape), len(starts)
+    axes = list(range(n)) if axes is None else [normalize_axis(int(a), rank, "slice") for a in axes]
+    steps = [1] * n if steps is None else [int(s) for s in steps]
+    if not len(ends) == len(axes) == len(steps) == n:
+        raise KernelArgumentError(f"slice: unequal lengths of starts {starts}, ends {ends}, axes, steps")
+    if len(set(axes)) != n or n > rank:
+        raise KernelArgumentError(f"slice: axes {axes} repeat or exceed rank {rank}")
+    plan = [(0, 1, dim) for dim in shape]
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        first, count = slice_axis(int(start), int(end), step, shape[axis])
+        plan[axis] = (first, step, count)
+    return plan
+
+
+def slice_output_shape(
+    shape: Sequence[int],
+    starts: Sequence[int],
+    ends: Sequence[int],
+    axes: Sequence[int] | None = None,
+    steps: Sequence[int] | None = None,
+) -> tuple[int, ...]:
+    """Shape of ONNX Slice(x) for an input of `shape`."""
+    return tuple(count for _, _, count in slice_plan(shape, starts, ends, axes, steps))
+
+
+def record_slice(
+    rec: Recorder,
+    x: Tensor,
+    out: Tensor,
+    starts: Sequence[int],
+    ends: Sequence[int],
+    axes: Sequence[int] | None = None,
+    steps: Sequence[int] | None = None,
+) -> None:
+    """ONNX Slice (opset 13): out = x[starts:ends:steps] on `axes` (default 0..len(starts)-1)."""
+    require_words(x, out)
+    plan = slice_plan(x.shape, starts, ends, axes, steps)
+    require_shape(out, tuple(count for _, _, count in plan), "slice output")
+    x_strides = contiguous_strides(x.shape)
+    in_offset = sum(first * stride for (first, _, count), stride in zip(plan, x_strides) if count)
+    in_strides = [step * stride for (_, step, _), stride in zip(plan, x_strides)]
+    record_copy_strided(rec, x, out, out.shape, in_strides, contiguous_strides(out.shape),
+                        in_offset=in_offset, label="slice")
+
+
+def record_transpose(rec: Recorder, x: Tensor, out: Tensor, perm: Sequence[int] | None = None) -> None:
+    """ONNX Transpose: out.shape[i] = x.shape[perm[i]]; no perm reverses the axes."""
+    rank = len(x.shape)
+    perm = list(range(rank - 1, -1, -1)) if perm is None else [int(p) for p in perm]
+    if sorted(perm) != list(range(rank)):
+        raise KernelArgumentError(f"transpose: perm {perm} is not a permutation of 0..{rank - 1}")
+    require_words(x, out)
+    require_shape(out, tuple(x.shape[p] for p in perm), "transpose output")
+    x_strides = contiguous_strides(x.shape)
+    record_copy_strided(rec, x, out, out.shape, [x_strides[p] for p in perm], contiguous_strides(out.shape),
+                        label="transpose")

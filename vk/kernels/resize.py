@@ -1,0 +1,120 @@
+"""ONNX Resize (nearest / bilinear over H and W of NCHW float32): shaders/resize.comp.
+
+The coordinate transformation mode and the scale are resolved here into an exact affine map per axis,
+x_original = (y * A + B) / D with integers A, B, D, which the shader evaluates in exact integer arithmetic.
+Float32 arithmetic in the shader would decide ties (x.5 under round_prefer_*, integers under floor/ceil)
+differently from the ONNX reference for scales such as 4/6 or float32(1.7), whose inverse float32 rounds.
+Only 32-bit integer operations are used, so no device feature (shaderInt64, shaderFloat64) is needed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+
+import numpy as np
+
+from vk.errors import KernelArgumentError
+from vk.kernels.launch import FLAT_LOCAL, flat_groups, pack, require_float32
+from vk.pipeline import KernelDef
+from vk.recorder import Recorder
+from vk.tensor import Tensor
+
+RESIZE = KernelDef("resize", ("r", "w"), 84)
+MODE_IDS = {"nearest": 0, "linear": 1}
+NEAREST_IDS = {"round_prefer_floor": 0, "round_prefer_ceil": 1, "floor": 2, "ceil": 3}
+COORDINATE_MODES = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel")
+INT32 = range(-(2**31), 2**31)
+
+
+def source_map(in_len: int, out_len: int, scale: Fraction, mode: str) -> tuple[Fraction, Fraction]:
+    """(alpha, beta) with x_original = alpha * y + beta for output index y, as ONNX defines it.
+
+    `scale` is the ONNX scale (out/in when only sizes are known); align_corners and pytorch_half_pixel
+    use the length scale * in, which differs from out_len when scales were given.
+    """
+    length = scale * in_len
+    if mode == "half_pixel" or (mode == "pytorch_half_pixel" and length != 1):
+        return 1 / scale, 1 / (2 * scale) - Fraction(1, 2)
+    if mode == "pytorch_half_pixel":
+        return Fraction(0), Fraction(-1, 2)
+    if mode == "asymmetric":
+        return 1 / scale, Fraction(0)
+    if mode == "align_corners":
+        alpha = Fraction(0) if length == 1 else Fraction(in_len - 1) / (length - 1)
+        return alpha, Fraction(0)
+    known = ", ".join(COORDINATE_MODES)
+    raise KernelArgumentError(f"unknown coordinate_transformation_mode {mode!r}; known: {known}")
+
+
+def axis_words(alpha: Fraction, beta: Fraction, out_len: int) -> list[int]:
+    """Push-constant words of one axis: qa, qb, ra, rb, D (the last three as low/high 32-bit pairs)."""
+    d = math.lcm(alpha.denominator, beta.denominator)
+    qa, ra = divmod(int(alpha * d), d)
+    qb, rb = divmod(int(beta * d), d)
+    if d.bit_length() + out_len.bit_length() > 63:  # the shader's 64-bit remainders stay below D * out
+        raise KernelArgumentError(f"resize: scale too fine for exact coordinates (denominator {d})")
+    if (abs(qa) + 1) * out_len + abs(qb) not in INT32:  # bounds base = y*qa + qb + quotient (<= y)
+        raise KernelArgumentError(f"resize: source coordinates leave int32 (alpha {alpha}, beta {beta})")
+    words = [qa, qb]
+    for v in (ra, rb, d):
+        words += [v & 0xFFFFFFFF, v >> 32]
+    return words
+
+
+def exact_scale(scale: float | None, in_len: int, out_len: int) -> Fraction:
+    """The scale ONNX uses: the given one rounded to float32 (its tensor type), else out / in."""
+    if scale is None:
+        return Fraction(out_len, in_len)
+    s = float(np.float32(scale))
+    if not math.isfinite(s) or s <= 0:
+        raise KernelArgumentError(f"resize: scales must be finite and positive, got {scale}")
+    return Fraction(s)
+
+
+def check_resize_args(x: Tensor, out: Tensor, mode: str, ctm: str, nearest_mode: str,
+                      scales: Sequence[float] | None) -> None:
+    """Raise KernelArgumentError before anything is recorded."""
+    if mode not in MODE_IDS:
+        raise KernelArgumentError(f"unknown resize mode {mode!r}; known: {', '.join(MODE_IDS)}")
+    source_map(1, 1, Fraction(1), ctm)  # raises on an unknown coordinate_transformation_mode
+    if nearest_mode not in NEAREST_IDS:
+        raise KernelArgumentError(f"unknown nearest_mode {nearest_mode!r}; known: {', '.join(NEAREST_IDS)}")
+    require_float32(x, out)
+    if len(x.shape) != 4 or len(out.shape) != 4 or x.shape[:2] != out.shape[:2]:
+        raise KernelArgumentError(f"resize scales H and W of NCHW: input {x.shape}, output {out.shape}")
+    if min(x.shape) == 0 and out.numel:
+        raise KernelArgumentError(f"resize of an empty input {x.shape} into {out.shape}")
+    if scales is not None and len(scales) != 2:
+        raise KernelArgumentError(f"resize: scales are (h, w), got {scales}")
+    if out.numel >= 2**32:
+        raise KernelArgumentError(f"resize: output of {out.numel} elements exceeds 32-bit indexing")
+
+
+def record_resize(
+    rec: Recorder,
+    x: Tensor,
+    out: Tensor,
+    *,
+    mode: str,
+    coordinate_transformation_mode: str,
+    nearest_mode: str = "round_prefer_floor",
+    scales: Sequence[float] | None = None,
+) -> None:
+    """out = Resize(x) to out.shape's H and W; `scales` (h, w), when given, drive the coordinate transform."""
+    ctm = coordinate_transformation_mode
+    check_resize_args(x, out, mode, ctm, nearest_mode, scales)
+    if out.numel == 0:
+        return
+    words: list[int] = []
+    for axis in (2, 3):
+        n_in, n_out = x.shape[axis], out.shape[axis]
+        scale = exact_scale(None if scales is None else scales[axis - 2], n_in, n_out)
+        words += axis_words(*source_map(n_in, n_out, scale, ctm), n_out)
+    n, c, in_h, in_w = x.shape
+    push = pack("ii6Iii6I5I", *words, n * c, in_h, in_w, out.shape[2], out.shape[3])
+    rounding = NEAREST_IDS[nearest_mode] if mode == "nearest" else 0  # linear: one pipeline, any nearest_mode
+    constants = (FLAT_LOCAL, 1, 1, MODE_IDS[mode], rounding)
+    pipeline = rec.device.pipeline(RESIZE, constants)
+    rec.dispatch(pipeline, [x.view, out.view], push, flat_groups(out.numel), label=f"resize_{mode}")
