@@ -14,7 +14,7 @@ from vk.device import Device
 from vk.devices import choose, list_devices
 from vk.errors import DeviceNotFound, RecorderStateError
 from vk.instance import VALIDATION, Instance
-from vk.kernels.elementwise import record_binary, record_unary
+from vk.kernels.elementwise import UNARY, record_binary, record_unary
 from vk.recorder import Recorder
 
 
@@ -219,3 +219,20 @@ def test_pipeline_cache_persists_and_is_rejected_when_driver_changes(tmp_path) -
             record_unary(rec, "sqrt", y, y)
             rec.run()
         np.testing.assert_array_equal(dev.download(y), np.full(4, 3.0, np.float32))
+
+
+def test_empty_tensors_round_trip(device: Device) -> None:
+    t = device.upload(np.zeros((3, 0, 2), np.float32))
+    assert device.download(t).shape == (3, 0, 2)
+    device.free(t)
+
+
+def test_dispatch_refuses_a_binding_beyond_max_storage_buffer_range(device: Device) -> None:
+    from vk.memory import BufferView
+
+    x = device.tensor((4,))
+    too_big = BufferView(x.view.buffer, x.view.offset, device.info.max_storage_buffer_range + 4)
+    pipeline = device.pipeline(UNARY, (256, 1, 1, 1, 0.0, 0.0))
+    with Recorder(device) as rec, pytest.raises(ValueError, match="maxStorageBufferRange"):
+        rec.dispatch(pipeline, [too_big, x.view], b"\0" * 4, (1, 1, 1))
+    device.free(x)

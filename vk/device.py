@@ -131,6 +131,8 @@ class Device:
         array = np.ascontiguousarray(array, dtype=tensor.dtype)
         if array.shape != tensor.shape:
             raise ValueError(f"array shape {array.shape} != tensor shape {tensor.shape}")
+        if array.size == 0:
+            return
         staging = self.pool.alloc(tensor.nbytes, "upload")
         try:
             staging.array(tensor.dtype)[:] = array.reshape(-1)
@@ -144,6 +146,9 @@ class Device:
     def download(self, tensor: Tensor) -> np.ndarray:
         """The tensor's contents as a new NumPy array."""
         from vk.recorder import Recorder
+
+        if tensor.numel == 0:
+            return np.empty(tensor.shape, tensor.dtype)
 
         staging = self.pool.alloc(tensor.nbytes, "readback")
         try:

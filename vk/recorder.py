@@ -158,9 +158,13 @@ class Recorder:
         limit = self.device.info.max_workgroup_count
         if any(g < 1 or g > m for g, m in zip(groups, limit)):
             raise ValueError(f"{kernel.shader}: workgroup count {groups} outside 1..{limit}")
+        max_range = self.device.info.max_storage_buffer_range
         for v in views:
             if v.offset % self.device.alignment:
                 raise ValueError(f"{kernel.shader}: buffer offset {v.offset} not aligned to {self.device.alignment}")
+            if v.size > max_range:
+                raise ValueError(f"{kernel.shader}: binding of {v.size} B exceeds this device's "
+                                 f"maxStorageBufferRange ({max_range} B)")
         stage = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
         reads = [v for v, a in zip(views, kernel.access) if "r" in a]
         writes = [v for v, a in zip(views, kernel.access) if "w" in a]

@@ -21,7 +21,7 @@ class Tensor:
 
     @property
     def numel(self) -> int:
-        return int(np.prod(self.shape)) if self.shape else 1
+        return int(np.prod(self.shape))
 
     @property
     def nbytes(self) -> int:
