@@ -119,7 +119,7 @@ class Device:
 
     def upload(self, array: np.ndarray) -> Tensor:
         """A new device tensor holding `array` (one small submission; for tests and weights)."""
-        array = np.ascontiguousarray(array)
+        array = np.ascontiguousarray(array).reshape(np.shape(array))  # keeps 0-d arrays 0-d
         t = self.tensor(array.shape, array.dtype)
         self.write(t, array)
         return t
@@ -128,7 +128,7 @@ class Device:
         """Copy `array` into an existing device tensor through staging."""
         from vk.recorder import Recorder
 
-        array = np.ascontiguousarray(array, dtype=tensor.dtype)
+        array = np.ascontiguousarray(array, dtype=tensor.dtype).reshape(np.shape(array))
         if array.shape != tensor.shape:
             raise ValueError(f"array shape {array.shape} != tensor shape {tensor.shape}")
         if array.size == 0:

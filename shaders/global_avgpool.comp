@@ -1,0 +1,38 @@
+#version 450
+// GlobalAveragePool (NCHW): one workgroup per (n, c) plane. Invocations stride over the H*W plane
+// (adjacent invocations read adjacent elements), then a tree reduction in shared memory sums the
+// partial sums. The workgroup size is a power of two ≤ 256; planes beyond 65535 fold into grid y.
+#include "common.glsl"
+
+layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
+layout(std430, set = 0, binding = 1) writeonly buffer Y { float y[]; };
+
+layout(push_constant) uniform Params {
+    uint planes;  // N * C
+    uint size;    // H * W
+} p;
+
+shared float partial[256];
+
+void main() {
+    uint plane = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    if (plane >= p.planes) return;  // uniform across the workgroup: no barrier is skipped by part of it
+    uint t = gl_LocalInvocationID.x;
+    uint base = plane * p.size;
+    // Four strided elements per iteration into separate sums, so their loads are issued together.
+    uint step = gl_WorkGroupSize.x;
+    vec4 sums = vec4(0.0);
+    uint k = t;
+    for (; k + 3 * step < p.size; k += 4 * step) {
+        uint i = base + k;
+        sums += vec4(x[i], x[i + step], x[i + 2 * step], x[i + 3 * step]);
+    }
+    for (; k < p.size; k += step) sums.x += x[base + k];
+    partial[t] = (sums.x + sums.y) + (sums.z + sums.w);
+    barrier();
+    for (uint s = gl_WorkGroupSize.x / 2; s > 0; s >>= 1) {
+        if (t < s) partial[t] += partial[t + s];
+        barrier();
+    }
+    if (t == 0) y[plane] = partial[0] / float(p.size);
+}

@@ -1,0 +1,134 @@
+"""conv2d_depthwise.comp against vk.ops.conv.conv2d(group=C), fresh random inputs, outputs poisoned (NaN)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.kernels.harness import check, fresh_rng, poisoned, release, run
+from vk.device import Device
+from vk.errors import KernelArgumentError
+from vk.kernels.depthwise import record_conv2d_depthwise
+from vk.ops.conv import conv2d
+
+Pads = tuple[int, int, int, int]
+
+# (N, C, H, W), (kh, kw), strides, pads, dilations
+GEOMETRY_CASES = [
+    ((1, 1, 1, 1), (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
+    ((1, 3, 7, 9), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((2, 17, 13, 11), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+    ((1, 8, 16, 16), (3, 3), (2, 2), (0, 0, 1, 1), (1, 1)),
+    ((1, 5, 19, 23), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),
+    ((2, 4, 20, 17), (5, 5), (2, 2), (2, 2, 2, 2), (1, 1)),
+    ((1, 6, 15, 14), (3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),
+    ((1, 2, 12, 21), (3, 5), (1, 2), (0, 3, 2, 1), (2, 1)),
+    ((1, 3, 9, 8), (7, 7), (1, 1), (3, 3, 3, 3), (1, 1)),
+    ((1, 3, 4, 5), (3, 3), (1, 1), (0, 0, 0, 0), (1, 1)),
+    ((3, 1, 33, 70), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((1, 16, 40, 40), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((1, 7, 10, 10), (2, 2), (3, 3), (1, 0, 0, 1), (1, 1)),
+    ((1, 4, 6, 6), (3, 1), (1, 1), (1, 0, 1, 0), (1, 1)),
+    ((1, 3, 17, 10), (3, 3), (2, 1), (1, 1, 1, 1), (1, 1)),
+    ((2, 3, 21, 19), (5, 5), (1, 1), (0, 2, 1, 0), (1, 2)),
+]
+
+ACTIVATION_CASES = [
+    ("none", 0.0, 0.0), ("relu", 0.0, 0.0), ("clip", 0.0, 6.0), ("clip", -0.3, 0.4),
+    ("hardsigmoid", 0.2, 0.5), ("hardswish", 1 / 6, 0.5), ("sigmoid", 0.0, 0.0), ("leakyrelu", 0.1, 0.0),
+]
+
+
+def run_case(device: Device, shape: tuple[int, ...], kernel: tuple[int, int], strides: tuple[int, int],
+             pads: Pads, dilations: tuple[int, int], with_bias: bool = True,
+             activation: str = "none", alpha: float = 0.0, beta: float = 0.0) -> None:
+    rng, seed = fresh_rng()
+    c = shape[1]
+    x_np = rng.uniform(-1, 1, shape).astype(np.float32)
+    w_np = rng.uniform(-1, 1, (c, 1, *kernel)).astype(np.float32)
+    b_np = rng.uniform(-1, 1, (c,)).astype(np.float32) if with_bias else None
+    attrs = {"strides": strides, "pads": pads, "dilations": dilations,
+             "activation": activation, "alpha": alpha, "beta": beta}
+    ref = conv2d(x_np, w_np, b_np, group=c, **attrs)
+    x, w = device.upload(x_np), device.upload(w_np)
+    b = device.upload(b_np) if b_np is not None else None
+    out = poisoned(device, ref.shape)
+    run(device, lambda rec: record_conv2d_depthwise(rec, x, w, out, b, **attrs))
+    what = f"depthwise {shape} k{kernel} s{strides} p{pads} d{dilations} bias={with_bias} {activation}"
+    check(device.download(out), ref, what, seed)
+    release(device, x, w, out, *([b] if b is not None else []))
+
+
+@pytest.mark.parametrize(("shape", "kernel", "strides", "pads", "dilations"), GEOMETRY_CASES)
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_depthwise_geometry(device: Device, shape: tuple[int, ...], kernel: tuple[int, int],
+                            strides: tuple[int, int], pads: Pads, dilations: tuple[int, int],
+                            with_bias: bool) -> None:
+    run_case(device, shape, kernel, strides, pads, dilations, with_bias)
+
+
+@pytest.mark.parametrize(("activation", "alpha", "beta"), ACTIVATION_CASES)
+@pytest.mark.parametrize(("kernel", "strides"), [((3, 3), (1, 1)), ((5, 5), (2, 2))])
+def test_depthwise_activations(device: Device, activation: str, alpha: float, beta: float,
+                               kernel: tuple[int, int], strides: tuple[int, int]) -> None:
+    pad = kernel[0] // 2
+    run_case(device, (2, 5, 11, 13), kernel, strides, (pad,) * 4, (1, 1), True, activation, alpha, beta)
+
+
+def test_depthwise_benchmark_shape(device: Device) -> None:
+    """The shape that matters for speed: 3×3 on 1×128×160×160 (correctness only here)."""
+    run_case(device, (1, 128, 160, 160), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), True, "relu")
+
+
+def test_depthwise_replay_is_stable(device: Device) -> None:
+    """One recording submitted twice writes the same result."""
+    from vk.recorder import Recorder
+
+    rng, seed = fresh_rng()
+    x_np = rng.uniform(-1, 1, (1, 4, 9, 9)).astype(np.float32)
+    w_np = rng.uniform(-1, 1, (4, 1, 3, 3)).astype(np.float32)
+    ref = conv2d(x_np, w_np, group=4, pads=(1, 1, 1, 1))
+    x, w, out = device.upload(x_np), device.upload(w_np), poisoned(device, ref.shape)
+    with Recorder(device) as rec:
+        record_conv2d_depthwise(rec, x, w, out, pads=(1, 1, 1, 1))
+        rec.run()
+        check(device.download(out), ref, "first submission", seed)
+        device.write(out, np.full(ref.shape, np.nan, np.float32))
+        rec.run()
+    check(device.download(out), ref, "replay", seed)
+    release(device, x, w, out)
+
+
+BAD_ARGUMENTS = [
+    ("wrong weight shape", (1, 4, 8, 8), (4, 2, 3, 3), (1, 4, 6, 6), {}),
+    ("channel mismatch", (1, 4, 8, 8), (3, 1, 3, 3), (1, 4, 6, 6), {}),
+    ("wrong output shape", (1, 4, 8, 8), (4, 1, 3, 3), (1, 4, 8, 8), {}),
+    ("not NCHW", (4, 8, 8), (4, 1, 3, 3), (4, 6, 6), {}),
+    ("zero stride", (1, 4, 8, 8), (4, 1, 3, 3), (1, 4, 6, 6), {"strides": (0, 1)}),
+    ("negative pad", (1, 4, 8, 8), (4, 1, 3, 3), (1, 4, 6, 6), {"pads": (-1, 0, 0, 0)}),
+    ("three pads", (1, 4, 8, 8), (4, 1, 3, 3), (1, 4, 6, 6), {"pads": (1, 1, 1)}),
+    ("kernel larger than input", (1, 4, 2, 2), (4, 1, 3, 3), (1, 4, 1, 1), {}),
+    ("unknown activation", (1, 4, 8, 8), (4, 1, 3, 3), (1, 4, 6, 6), {"activation": "gelu"}),
+]
+
+
+@pytest.mark.parametrize(("why", "x_shape", "w_shape", "out_shape", "attrs"), BAD_ARGUMENTS)
+def test_depthwise_rejects_bad_arguments(device: Device, why: str, x_shape: tuple[int, ...],
+                                         w_shape: tuple[int, ...], out_shape: tuple[int, ...],
+                                         attrs: dict[str, object]) -> None:
+    x = device.tensor(x_shape)
+    w = device.tensor(w_shape)
+    out = device.tensor(out_shape)
+    with pytest.raises(KernelArgumentError):
+        run(device, lambda rec: record_conv2d_depthwise(rec, x, w, out, **attrs))
+    release(device, x, w, out)
+
+
+def test_depthwise_rejects_bad_bias_and_dtype(device: Device) -> None:
+    x, w, out = device.tensor((1, 4, 8, 8)), device.tensor((4, 1, 3, 3)), device.tensor((1, 4, 6, 6))
+    bad_bias, int_x = device.tensor((5,)), device.tensor((1, 4, 8, 8), np.int32)
+    with pytest.raises(KernelArgumentError):
+        run(device, lambda rec: record_conv2d_depthwise(rec, x, w, out, bad_bias))
+    with pytest.raises(KernelArgumentError):
+        run(device, lambda rec: record_conv2d_depthwise(rec, int_x, w, out))
+    release(device, x, w, out, bad_bias, int_x)

@@ -1,0 +1,230 @@
+"""softmax, layernorm, reduce_mean and argmax shaders against vk.ops, fresh random inputs, outputs poisoned.
+
+References run in float64 so the tolerance measures the kernel, not the reference's own float32 rounding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from tests.kernels.harness import check, fresh_rng, poisoned, release, run
+from vk.device import Device
+from vk.errors import KernelArgumentError
+from vk.kernels.reduce import (
+    contiguous_axes,
+    record_argmax,
+    record_layer_norm,
+    record_reduce_mean,
+    record_softmax,
+    row_local_size,
+    row_per_invocation,
+    softmax_cache,
+)
+from vk.ops.argmax import argmax_with_max
+from vk.ops.normalize import layer_norm, reduce_mean, softmax
+from vk.tensor import Tensor
+
+VOCAB = 6625  # the recogniser's output classes
+
+# (shape, axis): 1-element axes, long rows, inner > 1, batch > 1, odd sizes
+AXIS_CASES = [
+    ((1,), 0), ((7,), -1), ((3, 1), -1), ((3, 1, 4), 1), ((2, 5), 0), ((4, 17), -1), ((2, 3, 257), 2),
+    ((2, 40, VOCAB), -1), ((1, 80, VOCAB), 2), ((2, 3, 5, 7), 1), ((2, 300, 3), 1), ((5, 513), 1),
+    ((70_000, 2), 1),
+    ((2, 5, 40, 40), 1), ((3, 2, 33), 1), ((1, 1, 64), 1), ((2, 3, 70_000), 1),  # one invocation per row
+    ((3, 9000), 1),  # too long for softmax's register cache
+]
+
+
+def poisoned_any(device: Device, shape: tuple[int, ...], dtype: type = np.float32) -> Tensor:
+    """harness.poisoned, also for 0-d outputs: Device.upload turns a 0-d array into shape (1,), so poison one
+    element and view it as the scalar."""
+    return replace(poisoned(device, shape or (1,), dtype), shape=shape)
+
+
+def uniform(shape: tuple[int, ...]) -> tuple[np.ndarray, int]:
+    rng, seed = fresh_rng()
+    return rng.uniform(-1, 1, shape).astype(np.float32), seed
+
+
+@pytest.mark.parametrize(("shape", "axis"), AXIS_CASES)
+def test_softmax(device: Device, shape: tuple[int, ...], axis: int) -> None:
+    x_np, seed = uniform(shape)
+    ref = softmax(x_np.astype(np.float64), axis).astype(np.float32)
+    x, out = device.upload(x_np), poisoned(device, shape)
+    run(device, lambda rec: record_softmax(rec, x, out, axis))
+    check(device.download(out), ref, f"softmax {shape} axis={axis}", seed)
+    release(device, x, out)
+
+
+def test_softmax_is_stable_for_large_logits(device: Device) -> None:
+    """exp(1000) overflows: only the max-subtracted form gives finite probabilities."""
+    x_np, seed = uniform((3, 100))
+    x_np = x_np * 50 + 1000
+    ref = softmax(x_np.astype(np.float64), -1).astype(np.float32)
+    x, out = device.upload(x_np), poisoned(device, x_np.shape)
+    run(device, lambda rec: record_softmax(rec, x, out, -1))
+    check(device.download(out), ref, "softmax of large logits", seed)
+    release(device, x, out)
+
+
+@pytest.mark.parametrize(("shape", "axis"), [((1,), 0), ((3, 1), -1), ((2, 25, 120), -1), ((4, 7, 9), 1),
+                                             ((2, 3, 4, 5), -3), ((3, 384), -1), ((2, VOCAB), 1),
+                                             ((70_000, 3), -1)])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_layer_norm(device: Device, shape: tuple[int, ...], axis: int, with_bias: bool) -> None:
+    x_np, seed = uniform(shape)
+    rng, _ = fresh_rng()
+    normalized = shape[axis % len(shape):]
+    scale_np = rng.uniform(-1, 1, normalized).astype(np.float32)
+    bias_np = rng.uniform(-1, 1, normalized).astype(np.float32) if with_bias else None
+    ref = layer_norm(x_np.astype(np.float64), scale_np.astype(np.float64),
+                     None if bias_np is None else bias_np.astype(np.float64), axis=axis, epsilon=1e-5)
+    x, scale, out = device.upload(x_np), device.upload(scale_np), poisoned(device, shape)
+    bias = device.upload(bias_np) if bias_np is not None else None
+    run(device, lambda rec: record_layer_norm(rec, x, scale, out, bias, axis=axis, epsilon=1e-5))
+    what = f"layer norm {shape} axis={axis} bias={with_bias}"
+    check(device.download(out), ref.astype(np.float32), what, seed)
+    release(device, x, scale, out, *([bias] if bias is not None else []))
+
+
+def test_layer_norm_accepts_scale_without_leading_ones(device: Device) -> None:
+    x_np, seed = uniform((2, 1, 33))
+    scale_np = np.full((33,), 0.5, np.float32)
+    ref = layer_norm(x_np.astype(np.float64), scale_np.astype(np.float64), axis=1, epsilon=1e-3)
+    x, scale, out = device.upload(x_np), device.upload(scale_np), poisoned(device, x_np.shape)
+    run(device, lambda rec: record_layer_norm(rec, x, scale, out, axis=1, epsilon=1e-3))
+    check(device.download(out), ref.astype(np.float32), "layer norm, scale (33,), normalised (1, 33)", seed)
+    release(device, x, scale, out)
+
+
+REDUCE_MEAN_CASES = [
+    ((1,), (0,)), ((5,), None), ((3, 4), ()), ((2, 3, 4, 5), (2, 3)), ((2, 3, 4, 5), (-1,)),
+    ((2, 17, 9, 11), (1,)), ((2, 3, 4, 5), (1, 2)), ((3, 1, 5), (1,)), ((2, 3, 4, 5), (0, 1, 2)),
+    ((1, 96, 40, 40), (2, 3)),
+    ((2, VOCAB), (1,)), ((2, 1000, 3), (-2,)), ((1, 96, 40, 40), (1,)), ((2, 3, 5, 40), (1, 2)),
+]
+
+
+@pytest.mark.parametrize(("shape", "axes"), REDUCE_MEAN_CASES)
+@pytest.mark.parametrize("keepdims", [True, False])
+def test_reduce_mean(device: Device, shape: tuple[int, ...], axes: tuple[int, ...] | None,
+                     keepdims: bool) -> None:
+    x_np, seed = uniform(shape)
+    ref = np.asarray(reduce_mean(x_np.astype(np.float64), axes, keepdims), np.float32)
+    x, out = device.upload(x_np), poisoned_any(device, ref.shape)
+    run(device, lambda rec: record_reduce_mean(rec, x, out, axes, keepdims))
+    check(device.download(out), ref, f"reduce_mean {shape} axes={axes} keepdims={keepdims}", seed)
+    release(device, x, out)
+
+
+def distinct_values(shape: tuple[int, ...]) -> tuple[np.ndarray, int]:
+    """Uniform(-1, 1) with every value distinct, so the argmax is unique."""
+    rng, seed = fresh_rng()
+    n = int(np.prod(shape))
+    x = rng.permutation(n).astype(np.float64) / max(n, 1) * 2 - 1 + rng.uniform(0, 1 / (4 * max(n, 1)), n)
+    return x.astype(np.float32).reshape(shape), seed
+
+
+def argmax_case(device: Device, x_np: np.ndarray, axis: int, keepdims: bool, seed: int) -> None:
+    ref_idx, ref_val = argmax_with_max(x_np, axis, keepdims)
+    x = device.upload(x_np)
+    idx, val = poisoned_any(device, ref_idx.shape, np.int32), poisoned_any(device, ref_val.shape)
+    run(device, lambda rec: record_argmax(rec, x, idx, val, axis, keepdims))
+    got_idx = device.download(idx)
+    assert got_idx.dtype == np.int32
+    mismatches = np.argwhere(got_idx != ref_idx)
+    where = f"argmax {x_np.shape} axis={axis}: indices differ at {mismatches[:5]}"
+    assert not mismatches.size, f"{where}; seed {seed}"
+    check(device.download(val), ref_val, f"argmax values {x_np.shape} axis={axis}", seed)
+    release(device, x, idx, val)
+
+
+@pytest.mark.parametrize(("shape", "axis"), AXIS_CASES)
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_argmax(device: Device, shape: tuple[int, ...], axis: int, keepdims: bool) -> None:
+    x_np, seed = distinct_values(shape)
+    assert np.unique(x_np).size == x_np.size
+    argmax_case(device, x_np, axis, keepdims, seed)
+
+
+@pytest.mark.parametrize("length", [2, 5, 256, 257, 1000, VOCAB])
+def test_argmax_returns_first_of_tied_maxima(device: Device, length: int) -> None:
+    """Crafted rows: the maximum repeats at several positions (in different invocations' strides)."""
+    rng, seed = fresh_rng()
+    x_np = rng.uniform(-1, 0.5, (6, length)).astype(np.float32)
+    for row in range(6):
+        ties = rng.choice(length, size=min(length, 1 + row), replace=False)
+        x_np[row, ties] = 0.75
+    x_np[0, :] = 0.25  # a row that is all one value: index 0
+    argmax_case(device, x_np, -1, False, seed)
+
+
+def test_argmax_ties_along_a_channel_axis(device: Device) -> None:
+    """The same on short rows over a long inner axis, which run one invocation per row."""
+    rng, seed = fresh_rng()
+    x_np = rng.uniform(-1, 0.5, (2, 6, 100)).astype(np.float32)
+    x_np[:, [1, 4], ::2] = 0.75
+    x_np[:, [0, 5], 1::3] = 0.9
+    argmax_case(device, x_np, 1, True, seed)
+
+
+def test_argmax_counts_nan_as_largest(device: Device) -> None:
+    x_np, seed = distinct_values((3, 300))
+    x_np[1, [17, 200]] = np.nan
+    x = device.upload(x_np)
+    idx, val = poisoned(device, (3,), np.int32), poisoned(device, (3,))
+    run(device, lambda rec: record_argmax(rec, x, idx, val, -1))
+    assert device.download(idx)[1] == 17, f"seed {seed}"
+    assert np.isnan(device.download(val)[1])
+    release(device, x, idx, val)
+
+
+def test_row_local_size_is_a_power_of_two_up_to_256() -> None:
+    assert [row_local_size(n) for n in (1, 32, 33, 200, 256, 257, VOCAB)] == [32, 32, 64, 256, 256, 256, 256]
+
+
+def test_contiguous_axes() -> None:
+    assert contiguous_axes((3, 2), 4) == (2, 4)
+    assert contiguous_axes((-1, -2), 4) == (2, 4)
+    assert contiguous_axes(None, 3) == (0, 3)
+    for bad in [(0, 2), (1, 1), (4,), (-5,)]:
+        with pytest.raises(KernelArgumentError):
+            contiguous_axes(bad, 4)
+
+
+def test_reductions_reject_bad_arguments(device: Device) -> None:
+    x, same = device.tensor((2, 3, 4)), device.tensor((2, 3, 4))
+    wrong, ints = device.tensor((2, 3)), device.tensor((2, 3), np.int32)
+    scale4, scale5, floats = device.tensor((4,)), device.tensor((5,)), device.tensor((2, 3))
+    bad_calls = [
+        lambda rec: record_softmax(rec, x, wrong, -1),                     # output shape
+        lambda rec: record_softmax(rec, x, same, 3),                       # axis out of range
+        lambda rec: record_reduce_mean(rec, x, wrong, (0, 2), False),      # axes not contiguous
+        lambda rec: record_reduce_mean(rec, x, same, (2,), True),          # output shape
+        lambda rec: record_argmax(rec, x, floats, floats, -1),             # indices not int32
+        lambda rec: record_argmax(rec, x, ints, ints, -1),                 # values not float32
+        lambda rec: record_argmax(rec, x, ints, floats, -1, True),         # keepdims shape
+        lambda rec: record_layer_norm(rec, x, scale5, same),               # scale shape
+        lambda rec: record_layer_norm(rec, x, scale4, same, scale5),       # bias shape
+        lambda rec: record_layer_norm(rec, x, scale4, same, epsilon=-1.0),
+        lambda rec: record_layer_norm(rec, x, scale4, wrong),              # output shape
+    ]
+    for i, bad in enumerate(bad_calls):
+        with pytest.raises(KernelArgumentError):
+            run(device, bad)
+            pytest.fail(f"bad call {i} was accepted")
+    release(device, x, same, wrong, ints, scale4, scale5, floats)
+
+
+def test_row_per_invocation_only_for_short_rows_over_long_inner_axes() -> None:
+    assert row_per_invocation(128, 160 * 160)
+    assert not row_per_invocation(VOCAB, 64)
+    assert not row_per_invocation(3, 20)
+
+
+def test_softmax_caches_rows_up_to_8192_in_registers() -> None:
+    assert [softmax_cache(n) for n in (1, 32, 33, 256, 257, VOCAB, 8192, 8193)] == [1, 1, 1, 1, 2, 26, 32, 0]

@@ -1,0 +1,89 @@
+"""Depthwise 2-D convolution (group == Cin == Cout), bias, fused activation: shaders/conv2d_depthwise.comp."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vk.errors import KernelArgumentError
+from vk.kernels.launch import activation_id, pack, require_float32, require_shape
+from vk.kernels.spatial import (
+    conv_out_len,
+    four_pads,
+    pair,
+    require_group_count,
+    require_nchw,
+    require_positive_output,
+)
+from vk.pipeline import KernelDef, dispatch_groups
+from vk.recorder import Recorder
+from vk.tensor import Tensor
+
+DEPTHWISE = KernelDef("conv2d_depthwise", ("r", "r", "r", "w"), 32)
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """Outputs per invocation (rows, cols) and the workgroup shape (x: column blocks, y: row blocks)."""
+
+    rows: int
+    cols: int
+    local: tuple[int, int]
+
+
+def choose_tiling(kernel_w: int, stride_w: int) -> Tiling:
+    """Register blocking, measured on an H200 (1×128×160×160 3×3, 1×128×80×80 5×5, stride 1 and 2):
+    stride 1, kernel ≤ 3: 4 rows × 2 columns (rows share input rows; few columns keep a warp's loads close
+    together); stride 1, larger kernels: 4 × 4 in 8 × 8 workgroups (more reuse of the wider window);
+    stride 2: 2 × 2, as strided windows overlap less."""
+    if stride_w > 1:
+        return Tiling(2, 2, (16, 4))
+    if kernel_w <= 3:
+        return Tiling(4, 2, (16, 4))
+    return Tiling(4, 4, (8, 8))
+
+
+def record_conv2d_depthwise(
+    rec: Recorder,
+    x: Tensor,
+    w: Tensor,
+    out: Tensor,
+    b: Tensor | None = None,
+    *,
+    strides: Sequence[int] = (1, 1),
+    pads: Sequence[int] = (0, 0, 0, 0),
+    dilations: Sequence[int] = (1, 1),
+    activation: str = "none",
+    alpha: float = 0.0,
+    beta: float = 0.0,
+) -> None:
+    """out = act(depthwise_conv(x, w) + b): x (N, C, H, W), w (C, 1, kh, kw), b (C,),
+    pads (top, left, bottom, right)."""
+    require_float32(x, w, out, *([b] if b is not None else []))
+    n, c, h, wd = require_nchw(x, "depthwise conv input")
+    if len(w.shape) != 4 or tuple(w.shape[:2]) != (c, 1):
+        raise KernelArgumentError(f"depthwise conv weights must be ({c}, 1, kh, kw) for {c} channels, "
+                                  f"got {w.shape}")
+    kh, kw = int(w.shape[2]), int(w.shape[3])
+    if kh < 1 or kw < 1:
+        raise KernelArgumentError(f"depthwise conv kernel must be non-empty, got {w.shape}")
+    if b is not None:
+        require_shape(b, (c,), "depthwise conv bias")
+    (sh, sw), (dh, dw) = pair(strides, "strides"), pair(dilations, "dilations")
+    pt, pl, pb, pr = four_pads(pads)
+    out_shape = (n, c, conv_out_len(h, kh, sh, dh, pt + pb), conv_out_len(wd, kw, sw, dw, pl + pr))
+    require_positive_output(out_shape, "depthwise conv")
+    require_shape(out, out_shape, "depthwise conv output")
+    act = activation_id(activation)
+
+    tiling = choose_tiling(kw, sw)
+    oh, ow = out_shape[2], out_shape[3]
+    local = (*tiling.local, 1)
+    groups = dispatch_groups((-(-ow // tiling.cols), -(-oh // tiling.rows), n * c), local)
+    require_group_count(max(groups), "depthwise conv")
+    constants = (*local, kh, kw, sh, sw, dh, dw, tiling.rows, tiling.cols, int(b is not None), act,
+                 float(alpha), float(beta))
+    pipeline = rec.device.pipeline(DEPTHWISE, constants)
+    push = pack("IIiiiiii", n * c, c, h, wd, oh, ow, pt, pl)
+    bias_view = (b if b is not None else w).view
+    rec.dispatch(pipeline, [x.view, w.view, bias_view, out.view], push, groups, label="conv2d_depthwise")

@@ -1,0 +1,48 @@
+"""Argument checks and geometry shared by the NCHW spatial kernels (depthwise conv, conv transpose, pools)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from vk.errors import KernelArgumentError
+from vk.kernels.launch import MAX_GROUPS_X
+from vk.tensor import Tensor
+
+
+def pair(values: Sequence[int], what: str, minimum: int = 1) -> tuple[int, int]:
+    """(h, w) from a two-element attribute, each at least `minimum`."""
+    vals = tuple(int(v) for v in values)
+    if len(vals) != 2 or any(v < minimum for v in vals):
+        raise KernelArgumentError(f"{what} must be two integers ≥ {minimum}, got {tuple(values)}")
+    return vals  # type: ignore[return-value]
+
+
+def four_pads(pads: Sequence[int]) -> tuple[int, int, int, int]:
+    """ONNX 2-D pads (top, left, bottom, right), each ≥ 0."""
+    vals = tuple(int(v) for v in pads)
+    if len(vals) != 4 or any(v < 0 for v in vals):
+        raise KernelArgumentError(f"pads must be four integers ≥ 0 (top, left, bottom, right), "
+                                  f"got {tuple(pads)}")
+    return vals  # type: ignore[return-value]
+
+
+def require_nchw(t: Tensor, what: str) -> tuple[int, int, int, int]:
+    if len(t.shape) != 4 or 0 in t.shape:
+        raise KernelArgumentError(f"{what} must be a non-empty NCHW tensor, got shape {t.shape}")
+    return tuple(int(s) for s in t.shape)  # type: ignore[return-value]
+
+
+def conv_out_len(size: int, kernel: int, stride: int, dilation: int, pad_total: int) -> int:
+    """Output length of a convolution window sliding over a padded axis (ONNX, floor rounding)."""
+    return (size + pad_total - ((kernel - 1) * dilation + 1)) // stride + 1
+
+
+def require_positive_output(shape: tuple[int, ...], what: str) -> None:
+    if any(s < 1 for s in shape):
+        raise KernelArgumentError(f"{what}: these attributes give an empty output {shape}")
+
+
+def require_group_count(count: int, what: str) -> None:
+    """A grid axis that is not folded (y or z of a 3-D grid) holds at most 65535 groups on every device."""
+    if count > MAX_GROUPS_X:
+        raise KernelArgumentError(f"{what}: {count} workgroups on one grid axis exceeds {MAX_GROUPS_X}")
