@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in todo:
         out = SPV_DIR / f"{name}.spv"
         print(f"compiling {name}.comp", flush=True)
+        assert glslc is not None  # checked above whenever todo is non-empty
         subprocess.run([glslc, *GLSLC_FLAGS, str(SHADER_DIR / f"{name}.comp"), "-o", str(out)], check=True)
         manifest[name] = {
             "source_sha256": source_hash(name),

@@ -106,7 +106,10 @@ def run_kernel_bench(
                 print(f"bench: {case.name} {case.shape}", file=sys.stderr, flush=True)
             tensors = [device.upload(a) for a in case.inputs]
             out = device.upload(np.full(case.out_shape, np.nan, np.float32))
-            samples = _time(device, lambda r, c=case, t=tensors, o=out: c.record(r, t, o), repeats, rounds)
+            def record(r: Recorder, c: Case = case, t: list[Tensor] = tensors, o: Tensor = out) -> None:
+                c.record(r, t, o)
+
+            samples = _time(device, record, repeats, rounds)
             got = device.download(out)
             ref = case.reference(case.inputs)
             row = _summary(case.name, case.shape, samples)

@@ -32,7 +32,7 @@ def binding() -> Any:
 def result_name(exc: BaseException) -> str:
     """VK_ERROR_DEVICE_LOST from the binding's exception class VkErrorDeviceLost."""
     name = type(exc).__name__
-    words = []
+    words: list[str] = []
     for ch in name:
         if ch.isupper() and words:
             words.append("_")

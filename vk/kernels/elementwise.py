@@ -47,7 +47,9 @@ def broadcast_strides(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[list[int]
         return strides
 
     sa, sb = contiguous(dims_a), contiguous(dims_b)
-    shape, st_a, st_b = [], [], []
+    shape: list[int] = []
+    st_a: list[int] = []
+    st_b: list[int] = []
     for d in range(rank):
         if out[d] == 1:
             continue

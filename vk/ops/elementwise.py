@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -59,7 +59,7 @@ def erf(x: np.ndarray) -> np.ndarray:
         series += term / (2 * k + 1)
     series *= 2 / np.sqrt(np.pi)
     t = 1 / (1 + 0.5 * z)
-    poly = 0.17087277
+    poly: np.ndarray | float = 0.17087277
     for c in (-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418, 0.37409196,
               1.00002368, -1.26551223):
         poly = c + t * poly
@@ -75,7 +75,7 @@ def unary(op: str, x: np.ndarray, alpha: float = 0.0, beta: float = 0.0) -> np.n
     x = np.asarray(x)
     if op in _ACT_UNARY:
         return apply_activation(x, op, alpha, beta)
-    fns = {"sqrt": np.sqrt, "exp": np.exp, "tanh": np.tanh, "neg": np.negative, "abs": np.abs,
+    fns: dict[str, Callable[[np.ndarray], np.ndarray]] = {"sqrt": np.sqrt, "exp": np.exp, "tanh": np.tanh, "neg": np.negative, "abs": np.abs,
            "reciprocal": np.reciprocal, "erf": erf}
     if op not in fns:
         raise ValueError(f"unknown unary op {op!r}; expected one of {UNARY_OPS}")
