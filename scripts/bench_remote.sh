@@ -21,3 +21,21 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=cs
 )
 python3 -m agent.cli bench kernels --repeats 20 | tee "$out/bench.txt"
 python3 -m agent.cli bench kernels --repeats 20 --json > "$out/bench.json"
+# Peer in the same run: cuBLAS fp32 SGEMM (TF32 off) and a CUDA device copy through PyTorch, where present.
+python3 - <<'PY' 2>/dev/null | tee "$out/peer.txt"
+import torch
+torch.backends.cuda.matmul.allow_tf32 = False
+a, b = torch.randn(2048, 2048, device="cuda"), torch.randn(2048, 2048, device="cuda")
+src = torch.empty(64 << 20, device="cuda"); dst = torch.empty_like(src)
+def best(fn, n=50):
+    for _ in range(5): fn()
+    times = []
+    for _ in range(n):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); fn(); e.record(); torch.cuda.synchronize(); times.append(s.elapsed_time(e))
+    times.sort(); return times[0], times[len(times) // 2]
+mn, md = best(lambda: a @ b)
+print(f"peer cuBLAS sgemm 2048^3: min {mn:.4f} ms ({2 * 2048**3 / mn / 1e9:.1f} TFLOP/s), median {md:.4f} ms")
+mn, md = best(lambda: dst.copy_(src))
+print(f"peer CUDA copy 256 MiB: min {mn:.4f} ms ({2 * (256 << 20) / mn / 1e6:.0f} GB/s), median {md:.4f} ms")
+PY
