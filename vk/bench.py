@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,8 @@ import numpy as np
 from vk.device import Device
 from vk.recorder import Recorder
 from vk.tensor import Tensor
+
+WARMUP_S = 0.5
 
 
 @dataclass
@@ -71,7 +74,10 @@ def _time(device: Device, record: Callable[[Recorder], None], repeats: int, roun
     with Recorder(device, profile=True) as rec:
         for _ in range(repeats):
             record(rec)
-        rec.run()  # warm-up: first-use costs (pipeline upload, page faults, clocks)
+        # Warm-up for at least half a second: short bursts leave the GPU at idle clocks and read 3-6x slow.
+        start = time.perf_counter()
+        while time.perf_counter() - start < WARMUP_S:
+            rec.run()
         for _ in range(rounds):
             rec.run()
             samples += [t.ms for t in rec.timings()]

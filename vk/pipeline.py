@@ -120,12 +120,8 @@ def dispatch_groups(total: tuple[int, ...], local: tuple[int, ...]) -> tuple[int
     return tuple(max(1, -(-t[i] // local[i])) for i in range(3))  # type: ignore[return-value]
 
 
-def module_info(code: bytes) -> Any:
-    vk = binding()
-    return vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code)
-
-
 def load_module(device: Device, name: str) -> Any:
     vk = binding()
-    info = module_info(spirv(name))
+    code = spirv(name)  # the create info points into these bytes: keep them alive until the call returns
+    info = vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code)
     return call(vk.vkCreateShaderModule, device.handle, info, None)

@@ -1,0 +1,61 @@
+#version 450
+// out[z] = act(alpha · A[z] · B[z] + beta · C) for batch z = gl_WorkGroupID.z: ONNX MatMul (batched, numpy
+// broadcasting of the batch dims) and Gemm (2-D, C broadcast to (M, N), fused activation).
+// Every operand is addressed through element strides, so transposes and broadcasts need no copy: the host
+// merges batch dims (≤ 4) and passes per-operand batch strides (0 on broadcast dims).
+#include "common.glsl"
+#include "activation.glsl"
+
+layout(constant_id = 8) const bool A_K_FAST = true;  // A row-major (not transposed)
+layout(constant_id = 9) const bool B_N_FAST = true;  // B row-major (not transposed)
+
+layout(std430, set = 0, binding = 0) readonly buffer BufA { float a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB { float b[]; };
+layout(std430, set = 0, binding = 2) readonly buffer BufC { float c[]; };
+layout(std430, set = 0, binding = 3) writeonly buffer BufOut { float y[]; };
+
+layout(push_constant) uniform Params {
+    uint M, N, K;
+    uint a_m, a_k;       // element strides of A along m and k
+    uint b_k, b_n;
+    uint c_m, c_n;       // 0 on broadcast axes of C
+    uint has_c;
+    float alpha, beta;
+    uint act;            // ACTIVATION_IDS
+    float act_alpha, act_beta;
+    uint batch_rank;     // merged batch dims, outermost first
+    uint batch_shape[4];
+    uint batch_a[4];     // element strides of A / B per batch dim (0 where broadcast)
+    uint batch_b[4];
+} p;
+
+uint base_a, base_b, base_y;
+
+float load_a(uint batch, uint m, uint k) { return a[base_a + m * p.a_m + k * p.a_k]; }
+
+uvec4 b_column(uint batch, uint n) { return uvec4(base_b + n * p.b_n, 0, 0, 0); }
+
+float load_b(uint batch, uint k, uint n, uvec4 col) { return b[col.x + k * p.b_k]; }
+
+void store_c(uint batch, uint m, uint n, float acc) {
+    float v = p.alpha * acc;
+    if (p.has_c != 0) v += p.beta * c[m * p.c_m + n * p.c_n];
+    y[base_y + m * p.N + n] = activate(v, int(p.act), p.act_alpha, p.act_beta);
+}
+
+#include "gemm_tile.glsl"
+
+void main() {
+    uint batch = gl_WorkGroupID.z;
+    base_a = 0;
+    base_b = 0;
+    uint rest = batch;
+    for (int d = int(p.batch_rank) - 1; d >= 0; --d) {
+        uint coord = rest % p.batch_shape[d];
+        rest /= p.batch_shape[d];
+        base_a += coord * p.batch_a[d];
+        base_b += coord * p.batch_b[d];
+    }
+    base_y = batch * p.M * p.N;
+    gemm_tile(batch, p.M, p.N, p.K);
+}

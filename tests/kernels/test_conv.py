@@ -1,0 +1,132 @@
+"""conv2d.comp (implicit GEMM) against NumPy on fresh random inputs (outputs poisoned with NaN)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from tests.kernels.harness import check, fresh_rng, poisoned, release, run
+from vk.device import Device
+from vk.errors import KernelArgumentError
+from vk.kernels.conv import conv_output_shape, record_conv2d
+from vk.kernels.matmul import TILES
+from vk.ops.conv import conv2d
+
+
+@dataclass(frozen=True)
+class Case:
+    x: tuple[int, int, int, int]  # N, Cin, H, W
+    cout: int
+    kernel: tuple[int, int]
+    strides: tuple[int, int] = (1, 1)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dilations: tuple[int, int] = (1, 1)
+    group: int = 1
+    bias: bool = True
+    attrs: dict[str, object] = field(default_factory=dict, compare=False)
+
+    def __str__(self) -> str:
+        return (f"x{self.x} cout={self.cout} k{self.kernel} s{self.strides} p{self.pads} d{self.dilations} "
+                f"g{self.group} bias={self.bias} {self.attrs}")
+
+
+CASES = [
+    Case((1, 8, 13, 11), 16, (1, 1)),                                       # pointwise: plain GEMM loader
+    Case((2, 8, 13, 11), 16, (1, 1), bias=False),                           # pointwise, batch 2
+    Case((1, 8, 13, 11), 12, (1, 1), strides=(2, 2)),                       # 1×1 stride 2
+    Case((1, 6, 9, 10), 10, (1, 1), pads=(1, 0, 0, 2)),                     # 1×1 padded
+    Case((1, 5, 17, 19), 24, (3, 3), pads=(1, 1, 1, 1)),
+    Case((2, 5, 17, 19), 24, (3, 3), strides=(2, 2), pads=(1, 1, 1, 1), bias=False),
+    Case((1, 4, 16, 15), 8, (3, 3), strides=(2, 1), pads=(0, 1, 2, 1)),     # asymmetric pads, mixed stride
+    Case((1, 6, 21, 23), 8, (3, 3), pads=(2, 2, 2, 2), dilations=(2, 2)),
+    Case((1, 6, 21, 23), 8, (3, 3), pads=(2, 1, 0, 3), dilations=(2, 1)),
+    Case((1, 4, 19, 17), 8, (5, 5), pads=(2, 2, 2, 2)),
+    Case((2, 3, 23, 21), 9, (7, 7), strides=(2, 2), pads=(3, 3, 3, 3)),
+    Case((1, 3, 12, 40), 7, (3, 5), pads=(1, 2, 1, 2)),                    # rectangular kernel
+    Case((1, 8, 15, 13), 12, (3, 3), pads=(1, 1, 1, 1), group=2),
+    Case((2, 12, 11, 9), 6, (3, 3), strides=(2, 2), pads=(0, 1, 1, 0), group=3, bias=False),
+    Case((1, 16, 15, 17), 16, (3, 3), pads=(1, 1, 1, 1), group=16),        # depthwise
+    Case((2, 16, 14, 13), 16, (5, 5), strides=(2, 2), pads=(2, 2, 2, 2), group=16, bias=False),
+    Case((1, 8, 13, 11), 16, (3, 3), pads=(1, 1, 1, 1), group=8),          # depthwise, channel multiplier 2
+    Case((1, 64, 9, 9), 40, (1, 1), group=4),                               # grouped pointwise
+    Case((1, 3, 2, 3), 5, (3, 3), pads=(1, 1, 1, 1)),                      # output smaller than any tile
+    Case((1, 1, 1, 1), 1, (1, 1)),
+    Case((1, 33, 10, 14), 130, (3, 3), pads=(1, 1, 1, 1)),                 # M beyond one tile
+]
+
+
+def run_case(device: Device, case: Case, tile: str | None = None) -> None:
+    rng, seed = fresh_rng()
+    cin = case.x[1]
+    x_np = rng.uniform(-1.0, 1.0, case.x).astype(np.float32)
+    w_np = rng.uniform(-1.0, 1.0, (case.cout, cin // case.group, *case.kernel)).astype(np.float32)
+    b_np = rng.uniform(-1.0, 1.0, (case.cout,)).astype(np.float32) if case.bias else None
+    attrs = dict(strides=case.strides, pads=case.pads, dilations=case.dilations, group=case.group, **case.attrs)
+    ref = conv2d(x_np, w_np, b_np, **attrs)  # type: ignore[arg-type]
+    x, w, out = device.upload(x_np), device.upload(w_np), poisoned(device, ref.shape)
+    b = device.upload(b_np) if b_np is not None else None
+    run(device, lambda rec: record_conv2d(rec, x, w, out, b, tile=tile, **attrs))  # type: ignore[arg-type]
+    check(device.download(out), ref, f"conv2d {case} tile={tile}", seed)
+    release(device, x, w, out, *([b] if b is not None else []))
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_conv2d_matches_numpy(device: Device, case: Case) -> None:
+    run_case(device, case)
+
+
+@pytest.mark.parametrize("tile", list(TILES))
+@pytest.mark.parametrize("case", [CASES[1], CASES[5], CASES[13], CASES[-1]], ids=str)
+def test_conv2d_every_tile(device: Device, case: Case, tile: str) -> None:
+    run_case(device, case, tile)
+
+
+@pytest.mark.parametrize(
+    ("activation", "alpha", "beta"),
+    [
+        ("none", 0.0, 0.0), ("relu", 0.0, 0.0), ("clip", 0.0, 6.0), ("hardsigmoid", 1 / 6, 0.5),
+        ("hardswish", 1 / 6, 0.5), ("sigmoid", 0.0, 0.0), ("leakyrelu", 0.1, 0.0),
+    ],
+)
+def test_conv2d_fused_activation(device: Device, activation: str, alpha: float, beta: float) -> None:
+    attrs = {"activation": activation, "alpha": alpha, "beta": beta}
+    run_case(device, Case((1, 6, 12, 11), 20, (3, 3), pads=(1, 1, 1, 1), attrs=attrs))
+
+
+def test_conv_output_shape() -> None:
+    assert conv_output_shape((2, 3, 17, 19), (8, 3, 3, 3), pads=(1, 1, 1, 1)) == (2, 8, 17, 19)
+    assert conv_output_shape((1, 4, 16, 15), (8, 4, 3, 3), strides=(2, 1), pads=(0, 1, 2, 1)) == (1, 8, 8, 15)
+    assert conv_output_shape((1, 6, 21, 23), (8, 3, 3, 3), dilations=(2, 2), group=2) == (1, 8, 17, 19)
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "attrs"),
+    [
+        ((1, 6, 8, 8), (4, 4, 3, 3), {"group": 2}),        # weight channels ≠ Cin / group
+        ((1, 6, 8, 8), (5, 3, 3, 3), {"group": 2}),        # Cout not divisible by group
+        ((1, 5, 8, 8), (4, 1, 3, 3), {"group": 2}),        # Cin not divisible by group
+        ((1, 3, 2, 2), (4, 3, 3, 3), {}),                  # kernel larger than the input: empty output
+        ((3, 8, 8), (4, 3, 3, 3), {}),                     # not NCHW
+        ((1, 3, 8, 8), (4, 3, 3, 3), {"strides": (0, 1)}),
+        ((1, 3, 8, 8), (4, 3, 3, 3), {"pads": (1, 1)}),
+    ],
+)
+def test_bad_shapes_raise(x_shape: tuple[int, ...], w_shape: tuple[int, ...], attrs: dict[str, object]) -> None:
+    with pytest.raises(KernelArgumentError):
+        conv_output_shape(x_shape, w_shape, **attrs)  # type: ignore[arg-type]
+
+
+def test_bad_arguments_raise(device: Device) -> None:
+    x, w, out = device.tensor((1, 3, 8, 8)), device.tensor((4, 3, 3, 3)), device.tensor((1, 4, 6, 6))
+    bad_bias, bad_out = device.tensor((3,)), device.tensor((1, 4, 8, 8))
+    for record in [
+        lambda rec: record_conv2d(rec, x, w, bad_out),
+        lambda rec: record_conv2d(rec, x, w, out, bad_bias),
+        lambda rec: record_conv2d(rec, x, w, out, activation="gelu"),
+        lambda rec: record_conv2d(rec, x, w, out, group=3),
+    ]:
+        with pytest.raises(KernelArgumentError):
+            run(device, record)
+    release(device, x, w, out, bad_bias, bad_out)

@@ -1,0 +1,129 @@
+"""gemm.comp (MatMul, Gemm) against NumPy on fresh random inputs (outputs poisoned with NaN)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from tests.kernels.harness import check, fresh_rng, poisoned, release, run
+from vk.device import Device
+from vk.errors import KernelArgumentError
+from vk.kernels.matmul import TILES, pick_tile, record_gemm, record_matmul
+from vk.ops.matmul import gemm, matmul
+
+ODD = [1, 7, 33, 65, 130]
+ACTIVATIONS = [
+    ("none", 0.0, 0.0), ("relu", 0.0, 0.0), ("clip", 0.0, 6.0), ("hardsigmoid", 1 / 6, 0.5),
+    ("hardswish", 1 / 6, 0.5), ("sigmoid", 0.0, 0.0), ("leakyrelu", 0.1, 0.0),
+]
+
+
+def uniform(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    return rng.uniform(-1.0, 1.0, shape).astype(np.float32)
+
+
+def run_matmul(device: Device, shape_a: tuple[int, ...], shape_b: tuple[int, ...], tile: str | None = None) -> None:
+    rng, seed = fresh_rng()
+    a_np, b_np = uniform(rng, shape_a), uniform(rng, shape_b)
+    ref = matmul(a_np, b_np)
+    a, b, out = device.upload(a_np), device.upload(b_np), poisoned(device, ref.shape)
+    run(device, lambda rec: record_matmul(rec, a, b, out, tile=tile))
+    check(device.download(out), ref, f"matmul {shape_a}@{shape_b} tile={tile}", seed)
+    release(device, a, b, out)
+
+
+@pytest.mark.parametrize(("m", "n", "k"), list(itertools.product(ODD, repeat=3)))
+def test_matmul_odd_sizes(device: Device, m: int, n: int, k: int) -> None:
+    run_matmul(device, (m, k), (k, n))
+
+
+@pytest.mark.parametrize("tile", list(TILES))
+@pytest.mark.parametrize(("m", "n", "k"), [(130, 65, 33), (1, 257, 7), (65, 1, 130), (200, 131, 17), (33, 129, 300)])
+def test_matmul_every_tile(device: Device, tile: str, m: int, n: int, k: int) -> None:
+    run_matmul(device, (m, k), (k, n), tile)
+
+
+@pytest.mark.parametrize(
+    ("shape_a", "shape_b"),
+    [
+        ((2, 1, 5, 7), (3, 7, 4)),
+        ((5, 7), (4, 7, 9)),
+        ((4, 5, 7), (7, 9)),
+        ((2, 3, 33, 7), (2, 3, 7, 65)),
+        ((1, 3, 1, 2, 5, 7), (2, 1, 4, 1, 7, 3)),
+        ((3, 1, 1, 1, 6), (1, 2, 4, 6, 1)),
+    ],
+)
+def test_matmul_broadcast_batch(device: Device, shape_a: tuple[int, ...], shape_b: tuple[int, ...]) -> None:
+    run_matmul(device, shape_a, shape_b)
+
+
+def run_gemm(device: Device, m: int, n: int, k: int, c_shape: tuple[int, ...] | None, **attrs: object) -> None:
+    rng, seed = fresh_rng()
+    a_np = uniform(rng, (k, m) if attrs.get("trans_a") else (m, k))
+    b_np = uniform(rng, (n, k) if attrs.get("trans_b") else (k, n))
+    c_np = uniform(rng, c_shape) if c_shape is not None else None
+    kwargs = {key: v for key, v in attrs.items() if key != "tile"}
+    ref = gemm(a_np, b_np, c_np, **kwargs)  # type: ignore[arg-type]
+    a, b, out = device.upload(a_np), device.upload(b_np), poisoned(device, ref.shape)
+    c = device.upload(c_np) if c_np is not None else None
+    run(device, lambda rec: record_gemm(rec, a, b, out, c, **attrs))  # type: ignore[arg-type]
+    check(device.download(out), ref, f"gemm M={m} N={n} K={k} C={c_shape} {attrs}", seed)
+    release(device, a, b, out, *([c] if c is not None else []))
+
+
+@pytest.mark.parametrize("tile", list(TILES))
+@pytest.mark.parametrize(("trans_a", "trans_b"), list(itertools.product([False, True], repeat=2)))
+def test_gemm_transposes(device: Device, tile: str, trans_a: bool, trans_b: bool) -> None:
+    run_gemm(device, 130, 67, 33, None, trans_a=trans_a, trans_b=trans_b, tile=tile)
+
+
+@pytest.mark.parametrize("c_shape", [(33,), (1, 33), (65, 1), (65, 33), (1,), (), (1, 1)])
+@pytest.mark.parametrize(("alpha", "beta"), [(1.0, 1.0), (0.5, -2.0)])
+def test_gemm_c_broadcast(device: Device, c_shape: tuple[int, ...], alpha: float, beta: float) -> None:
+    run_gemm(device, 65, 33, 7, c_shape, alpha=alpha, beta=beta, trans_b=True)
+
+
+@pytest.mark.parametrize(("activation", "act_alpha", "act_beta"), ACTIVATIONS)
+def test_gemm_fused_activation(device: Device, activation: str, act_alpha: float, act_beta: float) -> None:
+    run_gemm(device, 33, 130, 65, (130,), alpha=2.0, activation=activation, act_alpha=act_alpha, act_beta=act_beta)
+
+
+def test_pick_tile_by_problem_size() -> None:
+    assert pick_tile(2048, 2048, 1) == TILES["large"]
+    assert pick_tile(1024, 1024, 1) == TILES["wide"]  # large would give 64 workgroups: too few
+    assert pick_tile(16, 10000, 1) == TILES["thin"]
+    assert pick_tile(100, 50, 1) == TILES["small"]
+    assert pick_tile(2048, 2048, 1, "small") == TILES["small"]
+
+
+def test_bad_arguments_raise(device: Device) -> None:
+    t = {shape: device.tensor(shape) for shape in [(4,), (3, 4), (4, 5), (5, 4), (3, 5), (3, 4, 5), (2, 3, 5), (2,)]}
+    cases = [
+        lambda rec: record_matmul(rec, t[(3, 4)], t[(5, 4)], t[(3, 5)]),  # inner dims differ
+        lambda rec: record_matmul(rec, t[(4,)], t[(4, 5)], t[(3, 5)]),  # 1-D operand
+        lambda rec: record_matmul(rec, t[(3, 4)], t[(4, 5)], t[(5, 4)]),  # wrong output shape
+        lambda rec: record_matmul(rec, t[(3, 4, 5)], t[(2, 3, 5)], t[(3, 4, 5)]),  # batch dims do not broadcast
+        lambda rec: record_matmul(rec, t[(3, 4)], t[(4, 5)], t[(3, 5)], tile="huge"),
+        lambda rec: record_gemm(rec, t[(3, 4)], t[(4, 5)], t[(3, 5)], t[(2,)]),  # C does not broadcast
+        lambda rec: record_gemm(rec, t[(3, 4)], t[(4, 5)], t[(3, 5)], activation="gelu"),
+        lambda rec: record_gemm(rec, t[(3, 4)], t[(4, 5)], t[(3, 5)], trans_a=True),
+        lambda rec: record_gemm(rec, t[(3, 4, 5)], t[(4, 5)], t[(3, 5)]),  # gemm is 2-D only
+    ]
+    for record in cases:
+        with pytest.raises(KernelArgumentError):
+            run(device, record)
+    ints = device.upload(np.zeros((3, 4), np.int32))
+    with pytest.raises(KernelArgumentError):
+        run(device, lambda rec: record_matmul(rec, ints, t[(4, 5)], t[(3, 5)]))
+    release(device, ints, *t.values())
+
+
+def test_too_many_batch_dims_raise(device: Device) -> None:
+    a, b = device.tensor((2, 1, 2, 1, 2, 3, 4)), device.tensor((1, 2, 1, 2, 1, 4, 5))
+    out = device.tensor((2, 2, 2, 2, 2, 3, 5))
+    with pytest.raises(KernelArgumentError):
+        run(device, lambda rec: record_matmul(rec, a, b, out))
+    release(device, a, b, out)

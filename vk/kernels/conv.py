@@ -1,0 +1,90 @@
+"""ONNX Conv (2-D, NCHW, any group) as an implicit GEMM on the tiled GEMM core: shaders/conv2d.comp."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from vk.errors import KernelArgumentError
+from vk.kernels.launch import activation_id, pack, require_float32, require_shape
+from vk.kernels.matmul import check_groups, pick_tile
+from vk.pipeline import KernelDef
+from vk.recorder import Recorder
+from vk.tensor import Tensor
+
+CONV2D = KernelDef("conv2d", ("r", "r", "r", "w"), 68)
+
+
+def _ints(values: Sequence[int], count: int, what: str, least: int) -> tuple[int, ...]:
+    out = tuple(int(v) for v in values)
+    if len(out) != count or any(v < least for v in out):
+        raise KernelArgumentError(f"conv2d: {what} must be {count} integers ≥ {least}, got {tuple(values)}")
+    return out
+
+
+def conv_output_shape(
+    x_shape: Sequence[int],
+    w_shape: Sequence[int],
+    *,
+    strides: Sequence[int] = (1, 1),
+    pads: Sequence[int] = (0, 0, 0, 0),
+    dilations: Sequence[int] = (1, 1),
+    group: int = 1,
+) -> tuple[int, int, int, int]:
+    """(N, Cout, Hout, Wout) of ONNX Conv; KernelArgumentError for inconsistent shapes or an empty output."""
+    if len(x_shape) != 4 or len(w_shape) != 4:
+        raise KernelArgumentError(f"conv2d needs 4-D x and w, got {tuple(x_shape)} and {tuple(w_shape)}")
+    n, cin, h, wd = x_shape
+    cout, cin_g, kh, kw = w_shape
+    if group < 1 or cin % group or cout % group or cin_g != cin // group:
+        raise KernelArgumentError(f"conv2d: x {tuple(x_shape)} / w {tuple(w_shape)} inconsistent with group={group}")
+    (sh, sw), (dh, dw) = _ints(strides, 2, "strides", 1), _ints(dilations, 2, "dilations", 1)
+    pt, pl, pb, pr = _ints(pads, 4, "pads", 0)
+    oh = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
+    ow = (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
+    if min(n, cout, oh, ow, kh, kw, cin_g) <= 0:
+        raise KernelArgumentError(f"conv2d: empty output or kernel: x {tuple(x_shape)}, w {tuple(w_shape)}, "
+                                  f"output ({n}, {cout}, {oh}, {ow})")
+    return n, cout, oh, ow
+
+
+def record_conv2d(
+    rec: Recorder,
+    x: Tensor,
+    w: Tensor,
+    out: Tensor,
+    b: Tensor | None = None,
+    *,
+    strides: Sequence[int] = (1, 1),
+    pads: Sequence[int] = (0, 0, 0, 0),
+    dilations: Sequence[int] = (1, 1),
+    group: int = 1,
+    activation: str = "none",
+    alpha: float = 0.0,
+    beta: float = 0.0,
+    tile: str | None = None,
+) -> None:
+    """out = act(conv(x, w) + b): x (N, Cin, H, W), w (Cout, Cin/group, kh, kw), b (Cout,),
+    pads (top, left, bottom, right). One GEMM per (image, group); `tile` forces a tile config."""
+    require_float32(x, w, out, *([b] if b is not None else []))
+    shape = conv_output_shape(x.shape, w.shape, strides=strides, pads=pads, dilations=dilations, group=group)
+    require_shape(out, shape, "conv2d output")
+    n, cout, oh, ow = shape
+    _, _, h, wd = x.shape
+    _, cin_g, kh, kw = w.shape
+    if b is not None:
+        require_shape(b, (cout,), "conv2d bias")
+    act = activation_id(activation)
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilations, pads
+    pointwise = kh == kw == sh == sw == 1 and pt == pl == pb == pr == 0
+    cout_g = cout // group
+    chosen = pick_tile(cout_g, oh * ow, n * group, tile)
+    groups = chosen.groups(cout_g, oh * ow, n * group)
+    check_groups(rec, groups, "conv2d")
+    # the kernel size is specialised (constant division); shapes and the rest travel as push constants
+    pipeline = rec.device.pipeline(CONV2D, (*chosen.constants(), int(pointwise), kh, kw))
+    push = pack(
+        "13I2I2f", group, cin_g, cout_g, h, wd, oh, ow, sh, sw, dh, dw, pt, pl,
+        int(b is not None), act, float(alpha), float(beta),
+    )
+    views = [x.view, w.view, (b if b is not None else w).view, out.view]
+    rec.dispatch(pipeline, views, push, groups, label="conv2d")

@@ -1,0 +1,198 @@
+"""ONNX MatMul and Gemm on the tiled GEMM core: shaders/gemm.comp over shaders/include/gemm_tile.glsl."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from vk.errors import KernelArgumentError
+from vk.kernels.elementwise import broadcast_strides
+from vk.kernels.launch import activation_id, pack, padded, require_float32, require_shape
+from vk.pipeline import KernelDef
+from vk.recorder import Recorder
+from vk.tensor import Tensor
+
+GEMM = KernelDef("gemm", ("r", "r", "r", "w"), 112)
+MAX_BATCH_RANK = 4
+
+
+@dataclass(frozen=True)
+class GemmTile:
+    """One tile configuration of gemm_tile.glsl: a BM × BN output tile per workgroup, BK deep per step,
+    TM × TN outputs per thread."""
+
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+
+    def __post_init__(self) -> None:
+        # what gemm_tile.glsl can hold in its named registers, and lavapipe's 32 KiB of shared memory
+        assert self.tm in (4, 8) and self.tn in (4, 8), self
+        assert self.bm % (4 * self.tm) == 0 and self.bn % (4 * self.tn) == 0, self
+        for elements in (self.bm * self.bk, self.bk * self.bn):
+            assert elements % self.threads == 0 and elements // self.threads <= 4, self
+        assert 2 * self.bk * (self.bm + 4 + self.bn + 4) * 4 <= 32768, self
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+    def constants(self) -> tuple[int, ...]:
+        """Specialization constants 0..7: workgroup size, then BM, BN, BK, TM, TN."""
+        return (self.threads, 1, 1, self.bm, self.bn, self.bk, self.tm, self.tn)
+
+    def groups(self, m: int, n: int, batches: int) -> tuple[int, int, int]:
+        return -(-n // self.bn), -(-m // self.bm), batches
+
+
+# large: the classic 128×128×8 SGEMM tile, 8×8 per thread (17 KiB of shared memory), for big problems.
+# wide: 64×128×8, 4×8 per thread, for 33..96 output rows (convs with 48..96 output channels).
+# small: 64×64×16, 4×4 per thread, four times large's workgroups, for problems too small to fill a GPU.
+# thin: 32×128×8, 4×4 per thread, for ≤ 32 output rows (narrow convs, GEMV-like products).
+TILES = {
+    "large": GemmTile(128, 128, 8, 8, 8),
+    "wide": GemmTile(64, 128, 8, 4, 8),
+    "small": GemmTile(64, 64, 16, 4, 4),
+    "thin": GemmTile(32, 128, 8, 4, 4),
+}
+# A big tile only pays while it still gives most multiprocessors of a big GPU a workgroup (132 on an H200):
+# on an H200 large beat wide from about 100 large workgroups up (1280³, a 128-channel 3×3 conv at 120×120).
+MIN_GROUPS = 96
+
+
+def pick_tile(m: int, n: int, batches: int, tile: str | None = None) -> GemmTile:
+    """The tile config for an M × N output repeated `batches` times; `tile` forces one by name.
+
+    ≤ 32 rows: thin. Otherwise the biggest tile that wastes little on edges (M, N > 96 for large, N > 96 for
+    wide) and still makes MIN_GROUPS workgroups; small when neither does.
+    """
+    if tile is not None:
+        if tile not in TILES:
+            raise KernelArgumentError(f"unknown tile config {tile!r}; known: {', '.join(TILES)}")
+        return TILES[tile]
+
+    def enough(name: str) -> bool:
+        gx, gy, gz = TILES[name].groups(m, n, batches)
+        return gx * gy * gz >= MIN_GROUPS
+
+    if m <= 32:
+        return TILES["thin"]
+    if m > 96 and n > 96 and enough("large"):
+        return TILES["large"]
+    if n > 96 and enough("wide"):
+        return TILES["wide"]
+    return TILES["small"]
+
+
+def check_groups(rec: Recorder, groups: tuple[int, int, int], what: str) -> None:
+    limit = rec.device.info.max_workgroup_count
+    if any(g > lim for g, lim in zip(groups, limit)):
+        raise KernelArgumentError(f"{what}: needs workgroups {groups}, device allows {tuple(limit)}")
+
+
+def _record(
+    rec: Recorder,
+    operands: tuple[Tensor, Tensor, Tensor, Tensor],
+    mnk: tuple[int, int, int],
+    strides: tuple[int, ...],
+    batch: tuple[list[int], list[int], list[int]],
+    epilogue: tuple[int, float, float, int, float, float],
+    tile: GemmTile,
+    label: str,
+) -> None:
+    """One gemm.comp dispatch. strides = (a_m, a_k, b_k, b_n, c_m, c_n); batch = merged (shape, a, b) strides;
+    epilogue = (has_c, alpha, beta, activation id, act_alpha, act_beta)."""
+    m, n, k = mnk
+    a_k, b_n = strides[1], strides[3]
+    shape, batch_a, batch_b = batch
+    if len(shape) > MAX_BATCH_RANK:
+        raise KernelArgumentError(f"{label}: {len(shape)} batch dims after merging, at most {MAX_BATCH_RANK}")
+    groups = tile.groups(m, n, math.prod(shape))
+    check_groups(rec, groups, label)
+    # spec constants 8, 9: fetch along the contiguous axis of A and B so that warps read coalesced
+    pipeline = rec.device.pipeline(GEMM, (*tile.constants(), int(a_k == 1), int(b_n == 1)))
+    has_c, alpha, beta, act, act_alpha, act_beta = epilogue
+    push = pack(
+        "3I6II2fI2fI4I4I4I", m, n, k, *strides, has_c, alpha, beta, act, act_alpha, act_beta,
+        len(shape), *padded(shape, 4, 1), *padded(batch_a, 4), *padded(batch_b, 4),
+    )
+    rec.dispatch(pipeline, [v.view for v in operands], push, groups, label=label)
+
+
+def matmul_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """numpy.matmul's output shape for ≥ 2-D operands; KernelArgumentError if they do not fit."""
+    if len(a_shape) < 2 or len(b_shape) < 2:
+        raise KernelArgumentError(f"matmul needs ≥ 2-D operands, got {a_shape} and {b_shape}")
+    if a_shape[-1] != b_shape[-2]:
+        raise KernelArgumentError(f"matmul: inner dims differ: {a_shape} @ {b_shape}")
+    try:
+        batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    except ValueError as exc:
+        raise KernelArgumentError(f"matmul: batch dims of {a_shape} and {b_shape} do not broadcast") from exc
+    return (*batch, a_shape[-2], b_shape[-1])
+
+
+def record_matmul(rec: Recorder, a: Tensor, b: Tensor, out: Tensor, *, tile: str | None = None) -> None:
+    """out = a @ b (numpy.matmul) for ≥ 2-D float32 tensors, batch dims broadcast; `tile` forces a config."""
+    require_float32(a, b, out)
+    require_shape(out, matmul_shape(a.shape, b.shape), "matmul output")
+    if out.numel == 0:
+        return
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    shape, st_a, st_b = broadcast_strides(a.shape[:-2], b.shape[:-2])
+    batch = (shape, [s * m * k for s in st_a], [s * k * n for s in st_b])
+    chosen = pick_tile(m, n, math.prod(shape), tile)
+    _record(rec, (a, b, a, out), (m, n, k), (k, 1, n, 1, 0, 0), batch, (0, 1.0, 0.0, 0, 0.0, 0.0), chosen, "matmul")
+
+
+def c_strides(c_shape: tuple[int, ...], m: int, n: int) -> tuple[int, int]:
+    """Element strides of C along m and n when it is broadcast (unidirectionally) to (M, N)."""
+    if len(c_shape) > 2:
+        raise KernelArgumentError(f"gemm: C must be at most 2-D, got {c_shape}")
+    cm, cn = (1, 1, *c_shape)[-2:]
+    if cm not in (1, m) or cn not in (1, n):
+        raise KernelArgumentError(f"gemm: C {c_shape} does not broadcast to ({m}, {n})")
+    return (cn if cm != 1 else 0), (1 if cn != 1 else 0)
+
+
+def record_gemm(
+    rec: Recorder,
+    a: Tensor,
+    b: Tensor,
+    out: Tensor,
+    c: Tensor | None = None,
+    *,
+    alpha: float = 1.0,
+    beta: float = 1.0,
+    trans_a: bool = False,
+    trans_b: bool = False,
+    activation: str = "none",
+    act_alpha: float = 0.0,
+    act_beta: float = 0.0,
+    tile: str | None = None,
+) -> None:
+    """ONNX Gemm: out = act(alpha · A' · B' + beta · C), A' = aᵀ if trans_a (likewise B'), C broadcast to
+    (M, N); the transposes are strides, never copies. `tile` forces a tile config (see TILES)."""
+    require_float32(a, b, out, *([c] if c is not None else []))
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise KernelArgumentError(f"gemm needs 2-D operands, got {a.shape} and {b.shape}")
+    m, k = a.shape[::-1] if trans_a else a.shape
+    k_b, n = b.shape[::-1] if trans_b else b.shape
+    if k != k_b:
+        raise KernelArgumentError(f"gemm: inner dims differ: A' is ({m}, {k}), B' is ({k_b}, {n})")
+    require_shape(out, (m, n), "gemm output")
+    c_m, c_n = c_strides(c.shape, m, n) if c is not None else (0, 0)
+    act = activation_id(activation)
+    if out.numel == 0:
+        return
+    a_m, a_k = (1, m) if trans_a else (k, 1)
+    b_k, b_n = (1, k) if trans_b else (n, 1)
+    epilogue = (int(c is not None), float(alpha), float(beta), act, float(act_alpha), float(act_beta))
+    operands = (a, b, c if c is not None else a, out)
+    strides = (a_m, a_k, b_k, b_n, c_m, c_n)
+    _record(rec, operands, (m, n, k), strides, ([1], [0], [0]), epilogue, pick_tile(m, n, 1, tile), "gemm")
