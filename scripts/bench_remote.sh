@@ -16,11 +16,11 @@ python3 -m agent.cli devices | tee "$out/devices.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv 2>/dev/null | tee -a "$out/devices.txt"
 (
     export VK_LAYER_PATH=/tmp/vl/usr/share/vulkan/explicit_layer.d LD_LIBRARY_PATH=/tmp/vl/usr/lib/x86_64-linux-gnu
-    VKOCR_VALIDATION=1 timeout 300 python3 -m pytest -q -p no:cacheprovider tests/kernels tests/test_runtime.py \
-        2>&1 | tail -n 15 | tee "$out/tests.txt"
+    VKOCR_VALIDATION=1 timeout 300 python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tail -n 15 | tee "$out/tests.txt"
 )
-python3 -m agent.cli bench kernels --repeats 20 | tee "$out/bench.txt"
 python3 -m agent.cli bench kernels --repeats 20 --json > "$out/bench.json"
+python3 -c "import json, sys; from vk.bench import format_results; print(format_results(json.load(open(sys.argv[1]))))" \
+    "$out/bench.json" | tee "$out/bench.txt"
 # Peer in the same run: cuBLAS fp32 SGEMM (TF32 off) and a CUDA device copy through PyTorch, where present.
 python3 - <<'PY' 2>/dev/null | tee "$out/peer.txt"
 import torch
