@@ -13,6 +13,7 @@ from vk.errors import KernelArgumentError
 from vk.kernels.layout import (
     merge_axes,
     record_concat,
+    record_copy,
     record_slice,
     record_transpose,
     slice_output_shape,
@@ -224,3 +225,21 @@ def test_transpose_rejects_bad_arguments(device: Device, perm: list[int], out_sh
 def test_rank_above_six_after_merging_is_rejected(device: Device) -> None:
     # reversing seven axes leaves no two neighbours in order, so nothing merges
     expect_error(device, [(2,) * 7], (2,) * 7, lambda rec, xs, out: record_transpose(rec, xs[0], out, None))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("shape", [(1,), (3,), (4,), (2, 3, 5), (8, 16), (70_001,), (65_536 * 4 + 4,)])
+def test_contiguous_copy_is_exact(device: Device, shape: tuple[int, ...], dtype: type) -> None:
+    """Sizes that are and are not multiples of 16 bytes (vec4 path and word path)."""
+    rng, seed = fresh_rng()
+    x_np = random_array(rng, shape, dtype)
+    x = device.upload(x_np)
+    assert_copied(device, lambda rec, out: record_copy(rec, x, out), x_np, f"copy {shape}", seed)
+    release(device, x)
+
+
+def test_copy_refuses_size_mismatch(device: Device) -> None:
+    x, y = device.tensor((4,)), device.tensor((5,))
+    with Recorder(device) as rec, pytest.raises(KernelArgumentError, match="copy of 16 B into 20 B"):
+        record_copy(rec, x, y)
+    release(device, x, y)

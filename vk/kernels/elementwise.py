@@ -19,6 +19,7 @@ from vk.recorder import Recorder
 from vk.tensor import Tensor
 
 BINARY = KernelDef("binary", ("r", "r", "w"), 80)
+BINARY_VEC4 = KernelDef("binary_vec4", ("r", "r", "w"), 4)
 UNARY = KernelDef("unary", ("r", "w"), 4)
 BINARY_IDS = {"add": 0, "sub": 1, "mul": 2, "div": 3, "pow": 4}
 UNARY_IDS = {**ACTIVATION_IDS, "sqrt": 16, "exp": 17, "tanh": 18, "neg": 19, "abs": 20, "reciprocal": 21}
@@ -70,12 +71,16 @@ def record_binary(rec: Recorder, op: str, a: Tensor, b: Tensor, out: Tensor) -> 
         raise KernelArgumentError(f"unknown binary op {op!r}; known: {', '.join(BINARY_IDS)}")
     require_float32(a, b, out)
     require_shape(out, tuple(np.broadcast_shapes(a.shape, b.shape)), f"{op} output")
+    n = out.numel
+    if tuple(a.shape) == tuple(b.shape) and n % 4 == 0:  # memory-bound: move 16 bytes per load and store
+        pipeline = rec.device.pipeline(BINARY_VEC4, (FLAT_LOCAL, 1, 1, BINARY_IDS[op]))
+        rec.dispatch(pipeline, [a.view, b.view, out.view], pack("I", n // 4), flat_groups(n // 4), label=op)
+        return
     shape, st_a, st_b = broadcast_strides(a.shape, b.shape)
     if len(shape) > MAX_RANK:
         raise KernelArgumentError(f"{op}: broadcast needs rank {len(shape)} > {MAX_RANK} after merging axes")
     same = tuple(a.shape) == tuple(b.shape)
     pipeline = rec.device.pipeline(BINARY, (FLAT_LOCAL, 1, 1, BINARY_IDS[op], 0 if same else 1))
-    n = out.numel
     push = pack("II6I6I6I", n, len(shape), *padded(shape, 6, 1), *padded(st_a, 6), *padded(st_b, 6))
     rec.dispatch(pipeline, [a.view, b.view, out.view], push, flat_groups(n), label=op)
 
