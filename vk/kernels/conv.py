@@ -7,18 +7,12 @@ from collections.abc import Sequence
 from vk.errors import KernelArgumentError
 from vk.kernels.launch import activation_id, pack, require_float32, require_shape
 from vk.kernels.matmul import check_groups, pick_tile
+from vk.kernels.spatial import conv_out_len, four_pads, pair
 from vk.pipeline import KernelDef
 from vk.recorder import Recorder
 from vk.tensor import Tensor
 
 CONV2D = KernelDef("conv2d", ("r", "r", "r", "w"), 68)
-
-
-def _ints(values: Sequence[int], count: int, what: str, least: int) -> tuple[int, ...]:
-    out = tuple(int(v) for v in values)
-    if len(out) != count or any(v < least for v in out):
-        raise KernelArgumentError(f"conv2d: {what} must be {count} integers ≥ {least}, got {tuple(values)}")
-    return out
 
 
 def conv_output_shape(
@@ -37,10 +31,10 @@ def conv_output_shape(
     cout, cin_g, kh, kw = w_shape
     if group < 1 or cin % group or cout % group or cin_g != cin // group:
         raise KernelArgumentError(f"conv2d: x {tuple(x_shape)} / w {tuple(w_shape)} inconsistent with group={group}")
-    (sh, sw), (dh, dw) = _ints(strides, 2, "strides", 1), _ints(dilations, 2, "dilations", 1)
-    pt, pl, pb, pr = _ints(pads, 4, "pads", 0)
-    oh = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
-    ow = (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
+    (sh, sw), (dh, dw) = pair(strides, "conv2d strides"), pair(dilations, "conv2d dilations")
+    pt, pl, pb, pr = four_pads(pads)
+    oh = conv_out_len(h, kh, sh, dh, pt + pb)
+    ow = conv_out_len(wd, kw, sw, dw, pl + pr)
     if min(n, cout, oh, ow, kh, kw, cin_g) <= 0:
         raise KernelArgumentError(f"conv2d: empty output or kernel: x {tuple(x_shape)}, w {tuple(w_shape)}, "
                                   f"output ({n}, {cout}, {oh}, {ow})")
