@@ -20,7 +20,7 @@ def run_numpy(
     g = spec.graph
     values: dict[str, np.ndarray] = dict(g.constants)
     for name in g.inputs:
-        values[name] = np.ascontiguousarray(feeds[name], dtype=np.float32)
+        values[name] = np.ascontiguousarray(feeds[name], dtype=np.float32).reshape(np.shape(feeds[name]))
     users: dict[str, int] = {}
     for node in g.nodes:
         for name in node.inputs:

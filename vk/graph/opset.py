@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -81,20 +81,20 @@ def _run_conv(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
                        alpha=a.get("act_alpha", 0.0), beta=a.get("act_beta", 0.0))]
 
 
-def _transpose_attrs(node: Node) -> dict[str, Any]:
+def conv_transpose_attrs(node: Node) -> dict[str, Any]:
     return {**conv_attrs(node, ()), "output_padding": tuple(node.attrs.get("output_padding", (0, 0)))}
 
 
 def _infer_conv_transpose(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
     if "output_shape" in node.attrs:
         raise ValueError(f"{node.name}: ConvTranspose output_shape is not supported")
-    return [conv_transpose_output_shape(shapes[0], shapes[1], **_transpose_attrs(node))]
+    return [conv_transpose_output_shape(shapes[0], shapes[1], **conv_transpose_attrs(node))]
 
 
 @op("ConvTranspose", infer=_infer_conv_transpose)
 def _run_conv_transpose(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
     a = node.attrs
-    y = ops.conv_transpose2d(x[0], x[1], x[2] if len(x) > 2 else None, **_transpose_attrs(node))
+    y = ops.conv_transpose2d(x[0], x[1], x[2] if len(x) > 2 else None, **conv_transpose_attrs(node))
     return [ops.apply_activation(y, a.get("activation", "none"), a.get("act_alpha", 0.0), a.get("act_beta", 0.0))]
 
 
@@ -107,7 +107,7 @@ def _run_batchnorm(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
     return [((data - mean.reshape(shape)) * k + bias.reshape(shape)).astype(data.dtype)]
 
 
-def _pool_attrs(node: Node) -> dict[str, Any]:
+def pool_attrs(node: Node) -> dict[str, Any]:
     a = node.attrs
     pads = list(a.get("pads", [0, 0, 0, 0]))
     return {"kernel": tuple(a["kernel_shape"]), "strides": tuple(a.get("strides", (1, 1))),
@@ -115,17 +115,17 @@ def _pool_attrs(node: Node) -> dict[str, Any]:
 
 
 def _infer_pool(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
-    return [pool_output_shape(shapes[0], **_pool_attrs(node))]
+    return [pool_output_shape(shapes[0], **pool_attrs(node))]
 
 
 @op("MaxPool", infer=_infer_pool)
 def _run_max_pool(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
-    return [ops.max_pool2d(x[0], **_pool_attrs(node))]
+    return [ops.max_pool2d(x[0], **pool_attrs(node))]
 
 
 @op("AveragePool", infer=_infer_pool)
 def _run_average_pool(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
-    return [ops.average_pool2d(x[0], **_pool_attrs(node),
+    return [ops.average_pool2d(x[0], **pool_attrs(node),
                                count_include_pad=bool(node.attrs.get("count_include_pad", 0)))]
 
 
@@ -331,7 +331,13 @@ def resize_args(node: Node, in_shape: Shape, consts: Sequence[np.ndarray | None]
     return tuple(int(np.floor(d * s)) for d, s in zip(in_shape, sc)), sc
 
 
-def resize_modes(node: Node) -> dict[str, str]:
+class ResizeModes(TypedDict):
+    mode: str
+    coordinate_transformation_mode: str
+    nearest_mode: str
+
+
+def resize_modes(node: Node) -> ResizeModes:
     a = node.attrs
     return {"mode": a.get("mode", "nearest"),
             "coordinate_transformation_mode": a.get("coordinate_transformation_mode", "half_pixel"),
@@ -350,7 +356,7 @@ def _run_resize(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def _infer_matmul(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
-    a, b = shapes
+    a, b = shapes[:2]  # a fused bias may follow as a third input
     return [(*np.broadcast_shapes(a[:-2], b[:-2]), a[-2], b[-1])]
 
 
