@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from agent.logs import configure_logging
 from vk.errors import VkocrError
@@ -15,15 +17,21 @@ vkocr: PP-OCR text detection, direction classification and recognition on Vulkan
 
 Commands available now:
   devices          list every Vulkan device, its features, and which one vkocr would use and why
+  infer            run one ONNX model on one tensor (.npy in, .npy out)
+  inspect          what the graph passes and the plan make of a model at one input shape
+  debug compare    ours against onnxruntime node by node: the first node that diverges
   bench kernels    time the core kernels on the chosen device against measured ceilings
+  bench models     time the PP-OCR models: ours, onnxruntime (CPU) and ncnn (Vulkan) in one run
 """
 
 
-def _add_device_option(p: argparse.ArgumentParser) -> None:
+def _add_device_option(p: argparse.ArgumentParser, *, cpu: bool = False) -> None:
+    extra = "; 'cpu' runs the NumPy executor instead (the explicit CPU fallback)" if cpu else ""
     p.add_argument(
         "--device",
         metavar="SEL",
-        help="Vulkan device to use: index, UUID or part of the name (default: VKOCR_DEVICE, else the best ranked)",
+        help="Vulkan device to use: index, UUID or part of the name (default: VKOCR_DEVICE, else the best "
+        f"ranked){extra}",
     )
 
 
@@ -43,6 +51,74 @@ def cmd_bench_kernels(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_infer(args: argparse.Namespace) -> int:
+    from agent.model_commands import cmd_infer as run
+
+    return run(args)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from agent.model_commands import format_inspect, inspect_report
+
+    report = inspect_report(args.model, args.shape, args.device)
+    print(json.dumps(report, indent=2) if args.json else format_inspect(report))
+    return 0
+
+
+def cmd_debug_compare(args: argparse.Namespace) -> int:
+    from agent.model_commands import compare_report, format_compare, load_input
+
+    report = compare_report(args.model, load_input(args.input), args.device, args.tolerance)
+    print(json.dumps(report, indent=2) if args.json else format_compare(report))
+    return 1 if report["first_divergence"] else 0
+
+
+def cmd_bench_models(args: argparse.Namespace) -> int:
+    from agent.bench_models import format_model_results, run_model_bench
+
+    results = run_model_bench(args.device, runs=args.runs, peers_dir=args.peers, only=args.only,
+                              progress=not args.json)
+    print(json.dumps(results, indent=2) if args.json else format_model_results(results))
+    return 0
+
+
+def _add_model_commands(sub: Any) -> None:
+    from agent.model_commands import parse_shape
+
+    infer = sub.add_parser("infer", help="run one ONNX model on one tensor",
+                           description="Run MODEL.onnx on the float32 tensor in IN.npy and save its (first) "
+                           "output to OUT.npy, through a Vulkan plan or, with --device cpu, the NumPy executor.")
+    infer.add_argument("model", metavar="MODEL.onnx")
+    infer.add_argument("--input", required=True, metavar="IN.npy", help="float32 input tensor (numpy .npy)")
+    infer.add_argument("--output", required=True, metavar="OUT.npy", help="where to save the output")
+    _add_device_option(infer, cpu=True)
+    infer.set_defaults(func=cmd_infer)
+
+    inspect = sub.add_parser("inspect", help="nodes, dispatches, weights and planned memory of a model",
+                             description="Print the nodes before and after the graph passes, the dispatch count, "
+                             "the weights (MiB), the planned activation peak against one buffer per tensor "
+                             "(MiB) and the pipelines a plan for this input shape uses.")
+    inspect.add_argument("model", metavar="MODEL.onnx")
+    inspect.add_argument("--shape", required=True, type=parse_shape, help="input shape, e.g. 1x3x736x736")
+    inspect.add_argument("--json", action="store_true", help="print as JSON")
+    _add_device_option(inspect, cpu=True)
+    inspect.set_defaults(func=cmd_inspect)
+
+    debug = sub.add_parser("debug", help="debugging tools")
+    debug_sub = debug.add_subparsers(dest="debug_command", metavar="WHAT", required=True)
+    compare = debug_sub.add_parser(
+        "compare", help="ours against onnxruntime, node by node",
+        description="Run MODEL.onnx on IN.npy with every node's output read back, and onnxruntime (CPU, "
+        "optimisations off) on the same input; name the first node whose output differs by more than the "
+        "tolerance (relative L2). Exit status 1 when one does. Needs onnxruntime.")
+    compare.add_argument("model", metavar="MODEL.onnx")
+    compare.add_argument("--input", required=True, metavar="IN.npy", help="float32 input tensor (numpy .npy)")
+    compare.add_argument("--tolerance", type=float, default=1e-4, help="relative L2 error allowed (default 1e-4)")
+    compare.add_argument("--json", action="store_true", help="print as JSON")
+    _add_device_option(compare, cpu=True)
+    compare.set_defaults(func=cmd_debug_compare)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vkocr", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -59,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     devices.add_argument("--json", action="store_true", help="print the same information as JSON")
     _add_device_option(devices)
     devices.set_defaults(func=cmd_devices)
+    _add_model_commands(sub)
 
     bench = sub.add_parser("bench", help="benchmarks (run on the machine you want numbers for)")
     bench_sub = bench.add_subparsers(dest="bench_command", metavar="WHAT", required=True)
@@ -74,6 +151,21 @@ def build_parser() -> argparse.ArgumentParser:
     kernels.add_argument("--json", action="store_true", help="print results as JSON")
     _add_device_option(kernels)
     kernels.set_defaults(func=cmd_bench_kernels)
+    models = bench_sub.add_parser(
+        "models",
+        help="time det/cls/rec: ours, onnxruntime (CPU) and ncnn (Vulkan) in one run",
+        description="Wall time numpy in -> numpy out (min and median after warm-up) of the PP-OCR models at "
+        "det 1x3x736x736 and 1x3x544x960, rec 1x3x48x320 and 16x3x48x320, cls 16x3x48x192: ours (with GPU, "
+        "upload and readback time from timestamps, and the dispatch count), onnxruntime on the CPU and ncnn "
+        "on Vulkan, where installed.",
+    )
+    models.add_argument("--runs", type=int, default=20, help="timed runs per case (default 20)")
+    models.add_argument("--only", action="append", choices=["det", "cls", "rec"], help="only this model")
+    models.add_argument("--peers", type=Path, default=None, metavar="DIR",
+                        help="folder with the ncnn models (default ../shared/peers/ncnn-ppocrv4)")
+    models.add_argument("--json", action="store_true", help="print results as JSON")
+    _add_device_option(models)
+    models.set_defaults(func=cmd_bench_models)
     return parser
 
 

@@ -66,6 +66,16 @@ class Allocation:
         arr = np.frombuffer(self.arena.mapped, dtype=dt, count=count, offset=self.offset)
         return arr.reshape(shape) if shape is not None else arr
 
+    def sub(self, offset: int, nbytes: int) -> Allocation:
+        """Bytes [offset, offset + nbytes) of this allocation, e.g. one tensor of a planned arena. Free the
+        parent allocation, never a sub-range (the arena does not know it)."""
+        if offset < 0 or nbytes < 0 or offset + nbytes > self.size or offset % self.arena.alignment:
+            raise ValueError(f"sub-range [{offset}, {offset + nbytes}) outside this {self.size} B allocation "
+                             f"or not aligned to {self.arena.alignment}")
+        alignment = self.arena.alignment
+        size = min(self.size - offset, max(alignment, math.ceil(nbytes / alignment) * alignment))
+        return Allocation(self.arena, self.offset + offset, size, nbytes)
+
     def flush(self) -> None:
         """Make host writes visible to the device (a no-op on coherent memory)."""
         self.arena.flush_range(self.offset, self.size, invalidate=False)

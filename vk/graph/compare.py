@@ -24,7 +24,8 @@ class LayerDiff:
 
 def rel_err(ours: np.ndarray, ref: np.ndarray) -> float:
     ref64 = np.asarray(ref, np.float64)
-    return float(np.linalg.norm(np.asarray(ours, np.float64) - ref64) / max(np.linalg.norm(ref64), 1e-30))
+    diff = float(np.linalg.norm(np.asarray(ours, np.float64) - ref64))
+    return diff / max(float(np.linalg.norm(ref64)), 1e-30)
 
 
 def onnxruntime_values(model_path: str | Path, feeds: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:

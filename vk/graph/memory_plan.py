@@ -1,0 +1,112 @@
+"""Liveness-based placement of a plan's activations in one arena: values whose lifetimes do not overlap share
+bytes.
+
+Each value is live over the closed step interval [first, last] (written at `first`, last read at `last`), so a
+node's output never shares bytes with its own inputs. A view (Reshape, Squeeze, …) owns no bytes: it sits at its
+source's offset, and its source stays live until the view's last use.
+
+Placement is the greedy-by-size heuristic (TFLite's and others'): largest values first, each at the lowest
+aligned offset where it overlaps no already placed value that is live at the same time. Pure Python, no Vulkan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+
+class Lifetime(NamedTuple):
+    """One value: its size and the steps that write it first and read it last."""
+
+    name: str
+    nbytes: int
+    first: int
+    last: int
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Byte offset of every value (views included), the arena size, and the one-buffer-per-tensor size."""
+
+    offsets: dict[str, int]
+    arena_bytes: int
+    naive_bytes: int
+    alignment: int
+
+
+def aligned(nbytes: int, alignment: int) -> int:
+    """The bytes a value reserves: rounded up to the alignment, never zero (Vulkan binds no empty range)."""
+    return max(alignment, -(-nbytes // alignment) * alignment)
+
+
+def resolve_alias(name: str, aliases: Mapping[str, str]) -> str:
+    """The value that owns the bytes behind `name` (following views of views)."""
+    seen = {name}
+    while name in aliases:
+        name = aliases[name]
+        if name in seen:
+            raise ValueError(f"alias cycle through {name!r}")
+        seen.add(name)
+    return name
+
+
+def _owned_lifetimes(values: Iterable[Lifetime], aliases: Mapping[str, str]) -> dict[str, Lifetime]:
+    """One lifetime per owning value, stretched over the uses of every view of it."""
+    by_name = {v.name: Lifetime(*v) for v in values}
+    owned = {name: v for name, v in by_name.items() if name not in aliases}
+    for view, v in by_name.items():
+        if view not in aliases:
+            continue
+        root = resolve_alias(view, aliases)
+        if root not in owned:
+            raise ValueError(f"view {view!r} aliases {root!r}, which is not a planned value")
+        r = owned[root]
+        if v.nbytes > r.nbytes:
+            raise ValueError(f"view {view!r} ({v.nbytes} B) is larger than its source {root!r} ({r.nbytes} B)")
+        owned[root] = r._replace(first=min(r.first, v.first), last=max(r.last, v.last))
+    return owned
+
+
+def _lowest_free_offset(size: int, busy: list[tuple[int, int]], alignment: int) -> int:
+    """The lowest aligned offset where [offset, offset + size) misses every (offset, end) range in `busy`."""
+    offset = 0
+    for lo, hi in sorted(busy):
+        if offset + size <= lo:
+            break
+        offset = max(offset, -(-hi // alignment) * alignment)
+    return offset
+
+
+def plan_memory(
+    values: Iterable[Lifetime | tuple[str, int, int, int]],
+    aliases: Mapping[str, str] | None = None,
+    alignment: int = 64,
+) -> MemoryPlan:
+    """Offsets for `values` (name, nbytes, first_step, last_step); `aliases` maps a view to its source."""
+    if alignment < 1:
+        raise ValueError(f"alignment must be positive, got {alignment}")
+    aliases = dict(aliases or {})
+    lifetimes = [Lifetime(*v) for v in values]
+    owned = _owned_lifetimes(lifetimes, aliases)
+    for v in owned.values():
+        if v.first > v.last or v.nbytes < 0:
+            raise ValueError(f"value {v.name!r}: bad lifetime [{v.first}, {v.last}] or size {v.nbytes}")
+    # largest first; ties by first use then name, so the plan is deterministic
+    order = sorted(owned.values(), key=lambda v: (-aligned(v.nbytes, alignment), v.first, v.name))
+    placed: list[tuple[Lifetime, int]] = []
+    offsets: dict[str, int] = {}
+    arena = 0
+    for v in order:
+        size = aligned(v.nbytes, alignment)
+        busy = [(off, off + aligned(p.nbytes, alignment)) for p, off in placed
+                if p.first <= v.last and v.first <= p.last]
+        offset = _lowest_free_offset(size, busy, alignment)
+        placed.append((v, offset))
+        offsets[v.name] = offset
+        arena = max(arena, offset + size)
+    for v in lifetimes:
+        if v.name in aliases:
+            offsets[v.name] = offsets[resolve_alias(v.name, aliases)]
+    naive = sum(aligned(v.nbytes, alignment) for v in owned.values())
+    return MemoryPlan(offsets, arena, naive, alignment)

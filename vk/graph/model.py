@@ -1,0 +1,196 @@
+"""A loaded model: the optimised graph, its weights on the device (uploaded once), and an LRU cache of plans,
+one per input shape.
+
+`Model.load(path, device)` runs on Vulkan; `Model.load(path, None)` is the explicit CPU fallback, the NumPy
+executor (`model.backend` says which). One thread drives a model (the agent's GPU worker): the cache is not
+locked.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Self
+
+import numpy as np
+import onnx
+import structlog
+
+from vk.graph import passes
+from vk.graph.ir import Graph, Node
+from vk.graph.lower import check_lowerable, device_constants, host_inputs
+from vk.graph.onnx_import import ModelError, from_onnx
+from vk.graph.plan import ConstantArena, InputError, NumpyPlan, Plan, check_float32
+
+if TYPE_CHECKING:
+    from vk.device import Device
+
+log = structlog.get_logger("vk.graph.model")
+
+CPU_BACKEND = "cpu (numpy)"
+ONNX_FLOAT = 1
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What the model file declares about its input: each dimension (None where dynamic) and the element type."""
+
+    name: str
+    dims: tuple[int | None, ...] | None  # None: not declared (a Graph built in code)
+    float32: bool = True
+
+    def check_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
+        shape = tuple(int(d) for d in shape)
+        if any(d < 1 for d in shape):
+            raise InputError(f"input {self.name}: dimensions must be positive, got {shape}")
+        if self.dims is None:
+            return shape
+        expected = "(" + ", ".join("?" if d is None else str(d) for d in self.dims) + ")"
+        if len(shape) != len(self.dims):
+            raise InputError(f"input {self.name}: expected rank {len(self.dims)} {expected}, got shape {shape}")
+        for axis, (want, got) in enumerate(zip(self.dims, shape)):
+            if want is not None and want != got:
+                raise InputError(f"input {self.name}: dimension {axis} must be {want} {expected}, got shape {shape}")
+        return shape
+
+
+def declared_input(model: onnx.ModelProto, name: str) -> InputSpec:
+    for value in model.graph.input:
+        if value.name == name:
+            tensor = value.type.tensor_type
+            dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+                         for d in tensor.shape.dim)
+            return InputSpec(name, dims if tensor.HasField("shape") else None, tensor.elem_type == ONNX_FLOAT)
+    return InputSpec(name, None)
+
+
+def read_model(source: str | Path | onnx.ModelProto | Graph) -> tuple[Graph, InputSpec | None]:
+    """The IR and, for ONNX sources, the declared input."""
+    if isinstance(source, Graph):
+        return source, None
+    if isinstance(source, onnx.ModelProto):
+        proto, name = source, source.graph.name
+    else:
+        try:
+            proto, name = onnx.load(str(source)), Path(source).name
+        except Exception as exc:  # onnx raises DecodeError, OSError, ...: all mean "not a readable model"
+            raise ModelError(f"cannot read ONNX model {source}: {exc}") from exc
+    graph = from_onnx(proto, name=name)
+    return graph, declared_input(proto, graph.inputs[0]) if len(graph.inputs) == 1 else None
+
+
+def runtime_nodes(graph: Graph) -> list[Node]:
+    """Nodes that touch input data for every input shape; Shape ends that chain (its output is per-shape
+    metadata, folded when a plan is specialised)."""
+    live = set(graph.inputs)
+    nodes = []
+    for node in graph.nodes:
+        if node.op != "Shape" and any(name in live for name in node.inputs):
+            nodes.append(node)
+            live.update(name for name in node.outputs if name)
+    return nodes
+
+
+def load_time_constants(graph: Graph, nodes: Sequence[Node]) -> dict[str, np.ndarray]:
+    """Every device constant these nodes need that is known without an input shape (all of them, for models
+    whose shape subgraphs feed only host inputs)."""
+    arrays: dict[str, np.ndarray] = {}
+    for node in nodes:
+        values = [graph.constants.get(name) if name else None for name in node.inputs]
+        host = host_inputs(node, values)
+        if any(i < len(values) and node.inputs[i] and values[i] is None for i in host):
+            continue  # steered by a per-shape value: its plan decides
+        arrays.update(device_constants(node, values))
+    return arrays
+
+
+class Model:
+    """An optimised graph plus, on Vulkan, its weight arena; plans are made on demand and cached by shape."""
+
+    def __init__(self, graph: Graph, device: Device | None, *, input_spec: InputSpec | None = None,
+                 plan_cache_size: int = 8) -> None:
+        if len(graph.inputs) != 1:
+            raise ModelError(f"model {graph.name} has inputs {graph.inputs}: vkocr plans take exactly one")
+        if plan_cache_size < 1:
+            raise ValueError(f"plan_cache_size must be ≥ 1, got {plan_cache_size}")
+        self.device = device
+        self.graph = passes.optimize(graph)
+        self.input = input_spec or InputSpec(graph.inputs[0], None)
+        if not self.input.float32:
+            raise ModelError(f"model {graph.name}: input {self.input.name} is not float32")
+        self.output = self.graph.outputs[0]
+        self.plan_cache_size = plan_cache_size
+        self.recordings = 0  # plans built (on Vulkan: recorded); a cache hit builds nothing
+        self._plans: OrderedDict[tuple[tuple[int, ...], tuple[str, ...]], Plan | NumpyPlan] = OrderedDict()
+        self._weights: ConstantArena | None = None
+        if device is not None:
+            nodes = runtime_nodes(self.graph)
+            for node in nodes:
+                check_lowerable(node)  # an op without a Vulkan lowering fails here, naming node and op
+            self._weights = ConstantArena(device, load_time_constants(self.graph, nodes))
+        log.info("model_loaded", model=self.graph.name, backend=self.backend, nodes=len(self.graph.nodes),
+                 weight_mib=round(self.weight_bytes / 2**20, 2))
+
+    @classmethod
+    def load(cls, source: str | Path | onnx.ModelProto | Graph, device: Device | None, *,
+             plan_cache_size: int = 8) -> Model:
+        """Import (ONNX file, ModelProto or IR graph), optimise once and, on a device, upload the weights."""
+        graph, spec = read_model(source)
+        return cls(graph, device, input_spec=spec, plan_cache_size=plan_cache_size)
+
+    @property
+    def backend(self) -> str:
+        return CPU_BACKEND if self.device is None else f"vulkan ({self.device.info.name})"
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of constants uploaded to the device at load (0 on the CPU backend)."""
+        return self._weights.nbytes if self._weights is not None else 0
+
+    @property
+    def cached_shapes(self) -> list[tuple[int, ...]]:
+        """Input shapes of the cached plans, least recently used first."""
+        return [shape for shape, _extras in self._plans]
+
+    def plan(self, input_shape: Sequence[int], *, extra_outputs: Sequence[str] = ()) -> Plan | NumpyPlan:
+        """The plan for this input shape (and extra values to read back), recorded on first use."""
+        shape = self.input.check_shape(input_shape)
+        key = (shape, tuple(extra_outputs))
+        if key in self._plans:
+            self._plans.move_to_end(key)
+            return self._plans[key]
+        plan = self._build(shape, extra_outputs)
+        self.recordings += 1
+        self._plans[key] = plan
+        while len(self._plans) > self.plan_cache_size:
+            _, evicted = self._plans.popitem(last=False)
+            evicted.close()
+        return plan
+
+    def _build(self, shape: tuple[int, ...], extra_outputs: Sequence[str]) -> Plan | NumpyPlan:
+        if self.device is None:
+            return NumpyPlan(self.graph, shape, extra_outputs=extra_outputs)
+        assert self._weights is not None
+        return Plan(self.device, self.graph, self._weights, shape, extra_outputs=extra_outputs)
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        """The model's (first) output for input `x`: float32, of the model's rank and fixed dimensions."""
+        check_float32(x, f"input {self.input.name}")
+        return self.plan(x.shape).run(x)[self.output]
+
+    def close(self) -> None:
+        """Free every plan and the weights."""
+        while self._plans:
+            _, plan = self._plans.popitem()
+            plan.close()
+        if self._weights is not None:
+            self._weights.close()
+            self._weights = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,410 @@
+"""A plan: one model compiled for one input shape, recorded once and replayed for every request.
+
+Building a plan specialises the graph (shape inference, folding of shape subgraphs), places every activation in
+one arena by lifetime (vk/graph/memory_plan.py), maps the persistent staging buffers, and records ONE command
+buffer: upload staging → input tensor, every node's dispatches (vk/graph/lower.py), outputs → readback staging.
+`run()` then only copies the input into mapped memory, submits, waits and copies the outputs out.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Self
+
+import numpy as np
+import structlog
+
+from vk.errors import KernelArgumentError, VkocrError
+from vk.graph import passes
+from vk.graph.ir import Graph, Node
+from vk.graph.lower import (
+    LoweringError,
+    NodeConstants,
+    check_lowerable,
+    derived_key,
+    device_constants,
+    host_inputs,
+    is_view,
+    record_node,
+)
+from vk.graph.memory_plan import Lifetime, MemoryPlan, plan_memory
+from vk.graph.numpy_executor import run_numpy
+from vk.graph.specialize import Specialized, specialize
+from vk.memory import Allocation, BufferView
+from vk.pipeline import Pipeline
+from vk.recorder import Recorder, Timing
+from vk.tensor import Tensor
+
+if TYPE_CHECKING:
+    from vk.device import Device
+
+log = structlog.get_logger("vk.graph.plan")
+
+FLOAT32 = np.dtype(np.float32)
+DEFAULT_TIMEOUT_S = 300.0  # a det plan on a CPU driver (lavapipe) takes tens of seconds
+
+
+class InputError(KernelArgumentError):
+    """Raised when an input has the wrong rank, a wrong fixed dimension (channels) or a dtype other than
+    float32; checked before any GPU work."""
+
+
+def check_float32(x: Any, what: str) -> np.ndarray:
+    """`x` itself when it is a float32 NumPy array; InputError otherwise (never a silent conversion)."""
+    if not isinstance(x, np.ndarray):
+        raise InputError(f"{what}: expected a numpy array, got {type(x).__name__}")
+    if x.dtype != FLOAT32:
+        raise InputError(f"{what}: expected float32, got {x.dtype}")
+    return x
+
+
+def check_input_array(x: Any, shape: tuple[int, ...], what: str) -> np.ndarray:
+    """`x` itself when it is a float32 array of exactly `shape`; InputError otherwise."""
+    x = check_float32(x, what)
+    if tuple(x.shape) != tuple(shape):
+        raise InputError(f"{what}: expected shape {tuple(shape)}, got {tuple(x.shape)}")
+    return x
+
+
+def specialize_for(graph: Graph, input_shape: tuple[int, ...]) -> Specialized:
+    """Shapes for this input, shape subgraphs folded, then the per-shape passes."""
+    if len(graph.inputs) != 1:
+        raise VkocrError(f"plans take one graph input, {graph.name} has {graph.inputs}")
+    return passes.finalize(specialize(graph, {graph.inputs[0]: tuple(int(d) for d in input_shape)}))
+
+
+# -- device constants ------------------------------------------------------------------------------------------
+
+
+def _layout(arrays: Mapping[str, np.ndarray], alignment: int) -> tuple[dict[str, int], int]:
+    offsets, end = {}, 0
+    for key, array in arrays.items():
+        offsets[key] = end
+        end += max(alignment, math.ceil(array.nbytes / alignment) * alignment)
+    return offsets, end
+
+
+class ConstantArena:
+    """Float32 constants in one device allocation, uploaded through one staging buffer in one copy."""
+
+    def __init__(self, device: Device, arrays: Mapping[str, np.ndarray]) -> None:
+        self.device = device
+        self._arrays = {k: np.ascontiguousarray(a, dtype=np.float32) for k, a in arrays.items()}
+        offsets, total = _layout(self._arrays, device.alignment)
+        self.nbytes = sum(a.nbytes for a in self._arrays.values())
+        self.alloc: Allocation | None = device.pool.alloc(total, "device") if total else None
+        self.tensors: dict[str, Tensor] = {}
+        if self.alloc is not None:
+            self._upload(self.alloc, offsets, total)
+            self.tensors = {k: Tensor(self.alloc.sub(offsets[k], a.nbytes), a.shape, FLOAT32)
+                            for k, a in self._arrays.items()}
+
+    def _upload(self, target: Allocation, offsets: dict[str, int], total: int) -> None:
+        staging = self.device.pool.alloc(total, "upload")
+        try:
+            raw = staging.array(np.uint8)
+            for key, array in self._arrays.items():
+                raw[offsets[key]:offsets[key] + array.nbytes] = array.reshape(-1).view(np.uint8)
+            staging.flush()
+            with Recorder(self.device) as rec:  # same layout on both sides: one copy of everything
+                rec.copy(staging.view, target.view, label="upload_constants")
+                rec.run()
+        finally:
+            self.device.pool.free(staging)
+
+    def lookup(self, key: str, array: np.ndarray) -> Tensor | None:
+        """The uploaded tensor for `key` if it holds exactly `array` (a per-plan fold may differ)."""
+        known = self._arrays.get(key)
+        if known is None:
+            return None
+        same = known is array or (known.shape == np.shape(array) and np.array_equal(known, array))
+        return self.tensors[key] if same else None
+
+    def close(self) -> None:
+        if self.alloc is not None:
+            self.device.pool.free(self.alloc)
+            self.alloc = None
+        self.tensors.clear()
+
+
+# -- lifetimes -----------------------------------------------------------------------------------------------------
+
+
+def view_sources(nodes: Sequence[Node]) -> dict[str, str]:
+    """Output → input of every node that is a view (same bytes, another shape)."""
+    return {n.outputs[0]: n.inputs[0] for n in nodes if is_view(n)}
+
+
+def lifetimes(spec: Specialized, keep: Sequence[str]) -> list[Lifetime]:
+    """Step 0 uploads the inputs, node i runs at step i + 1, the step after the last node reads back `keep`."""
+    g = spec.graph
+    end = len(g.nodes) + 1
+    first = {name: 0 for name in g.inputs}
+    last = dict(first)
+    for step, node in enumerate(g.nodes, start=1):
+        for name in node.inputs:
+            if name in first:
+                last[name] = step
+        for name in node.outputs:
+            if name:
+                first[name] = last[name] = step
+    for name in keep:
+        last[name] = end
+    return [Lifetime(name, max(1, math.prod(spec.shapes[name])) * FLOAT32.itemsize, first[name], last[name])
+            for name in first]
+
+
+# -- recording -------------------------------------------------------------------------------------------------------
+
+
+class _KernelTrackingRecorder(Recorder):
+    """A Recorder that remembers which kernels it dispatched (Plan.pipelines)."""
+
+    def __init__(self, device: Device, *, profile: bool = False) -> None:
+        super().__init__(device, profile=profile)
+        self.kernels: set[str] = set()
+
+    def dispatch(self, pipeline: Pipeline, views: Sequence[BufferView], push: bytes,
+                 groups: tuple[int, int, int], label: str = "") -> None:
+        self.kernels.add(pipeline.kernel.shader)
+        super().dispatch(pipeline, views, push, groups, label)
+
+
+@dataclass(frozen=True)
+class PlanProfile:
+    """GPU time of one replay: the input upload, every node that dispatched (label = node name), the readback."""
+
+    upload_ms: float
+    nodes: list[Timing]
+    readback_ms: float
+
+    @property
+    def total_ms(self) -> float:
+        return self.upload_ms + sum(t.ms for t in self.nodes) + self.readback_ms
+
+
+@dataclass(frozen=True)
+class _Step:
+    node: Node
+    ins: list[Tensor | None]
+    outs: list[Tensor]
+    consts: NodeConstants
+
+
+class Plan:
+    """One model at one input shape on one device: recorded once, `run()` any number of times."""
+
+    def __init__(self, device: Device, graph: Graph, weights: ConstantArena, input_shape: Sequence[int], *,
+                 extra_outputs: Sequence[str] = ()) -> None:
+        started = time.perf_counter()
+        self.device = device
+        self.input_shape = tuple(int(d) for d in input_shape)
+        self.spec = specialize_for(graph, self.input_shape)
+        g = self.spec.graph
+        self.input_name = g.inputs[0]
+        self.output_names = [*g.outputs, *(n for n in extra_outputs if n not in g.outputs)]
+        self._check_graph()
+        self.memory: MemoryPlan = plan_memory(lifetimes(self.spec, self.output_names), view_sources(g.nodes),
+                                              device.alignment)
+        self._arena: Allocation | None = None
+        self._local: ConstantArena | None = None
+        self._staging: list[Allocation] = []
+        self._recorder: _KernelTrackingRecorder | None = None
+        self._profiler: _KernelTrackingRecorder | None = None
+        try:
+            self._arena = device.pool.alloc(self.memory.arena_bytes, "device")
+            self._tensors = self._place_tensors(self._arena)
+            self._steps = self._bind_steps(weights)
+            self._upload, self._input_host = self._stage(self.input_name, "upload")
+            self._readback = {name: self._stage(name, "readback") for name in self.output_names}
+            self._recorder, self._spans = self._record(profile=False)
+        except BaseException:
+            self.close()
+            raise
+        self.dispatch_count = self._recorder.dispatch_count
+        self.pipelines: set[str] = set(self._recorder.kernels)
+        log.info("plan_recorded", graph=graph.name, shape=self.input_shape, dispatches=self.dispatch_count,
+                 arena_mib=round(self.arena_bytes / 2**20, 1), naive_mib=round(self.naive_bytes / 2**20, 1),
+                 ms=round((time.perf_counter() - started) * 1e3, 1))
+
+    # -- building ---------------------------------------------------------------------------------------------
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.memory.arena_bytes
+
+    @property
+    def naive_bytes(self) -> int:
+        return self.memory.naive_bytes
+
+    @property
+    def local_constant_bytes(self) -> int:
+        """Constants this plan uploaded itself because the model's weight arena lacks them (per-shape folds)."""
+        return self._local.nbytes if self._local is not None else 0
+
+    def _check_graph(self) -> None:
+        g = self.spec.graph
+        for node in g.nodes:
+            check_lowerable(node)
+        for name in self.output_names:
+            if name not in self.spec.shapes or name in g.constants:
+                raise LoweringError(f"output {name} is not computed at runtime for input shape {self.input_shape}")
+
+    def _place_tensors(self, arena: Allocation) -> dict[str, Tensor]:
+        return {name: Tensor(arena.sub(offset, max(1, math.prod(self.spec.shapes[name])) * FLOAT32.itemsize),
+                             self.spec.shapes[name], FLOAT32)
+                for name, offset in self.memory.offsets.items()}
+
+    def _bind_steps(self, weights: ConstantArena) -> list[_Step]:
+        """Every node's device tensors and host constants. Constants the model's weights lack (values folded
+        for this shape only) are uploaded into a small arena of this plan."""
+        g = self.spec.graph
+        needs = []
+        for node in g.nodes:
+            values = [g.constants.get(name) if name else None for name in node.inputs]
+            needs.append((node, values, device_constants(node, values)))
+        missing = {k: a for _, _, needed in needs for k, a in needed.items() if weights.lookup(k, a) is None}
+        local = self._local = ConstantArena(self.device, missing) if missing else None
+
+        def device_tensor(key: str, array: np.ndarray) -> Tensor:
+            found = local.tensors[key] if local is not None and key in missing else weights.lookup(key, array)
+            assert found is not None, key
+            return found
+
+        return [self._step(node, values, {k: device_tensor(k, a) for k, a in needed.items()})
+                for node, values, needed in needs]
+
+    def _step(self, node: Node, values: list[np.ndarray | None], constants: Mapping[str, Tensor]) -> _Step:
+        host = host_inputs(node, values)
+        ins: list[Tensor | None] = []
+        for i, name in enumerate(node.inputs):
+            if not name or i in host:
+                ins.append(None)
+            else:
+                ins.append(self._tensors[name] if name in self._tensors else constants[name])
+        prefix = derived_key(node, "")
+        derived = {k[len(prefix):]: t for k, t in constants.items() if k.startswith(prefix)}
+        outs = [self._tensors[name] for name in node.outputs if name]
+        return _Step(node, ins, outs, NodeConstants(values, derived))
+
+    def _stage(self, name: str, kind: str) -> tuple[Allocation, np.ndarray]:
+        """Persistent host-visible staging for one value, and a NumPy view of its mapped bytes."""
+        tensor = self._tensors[name]
+        alloc = self.device.pool.alloc(tensor.nbytes, kind)
+        self._staging.append(alloc)
+        return alloc, alloc.array(np.float32, tensor.shape)
+
+    def _record(self, *, profile: bool) -> tuple[_KernelTrackingRecorder, list[tuple[str, int]]]:
+        """One command buffer for the whole plan; the dispatch count of every node, in order."""
+        rec = _KernelTrackingRecorder(self.device, profile=profile)
+        try:
+            rec.copy(self._upload.view, self._tensors[self.input_name].view, label="upload")
+            spans = []
+            for step in self._steps:
+                before = rec.dispatch_count
+                record_node(rec, step.node, step.ins, step.outs, step.consts)
+                spans.append((step.node.name, rec.dispatch_count - before))
+            for name in self.output_names:
+                rec.copy(self._tensors[name].view, self._readback[name][0].view, label="readback")
+            rec.end()
+        except BaseException:
+            rec.close()
+            raise
+        return rec, spans
+
+    # -- running ----------------------------------------------------------------------------------------------------
+
+    def fill_arena(self, value: float) -> None:
+        """Set every activation byte to `value` (tests poison with NaN, so an element no kernel writes shows)."""
+        if self._arena is None:
+            raise VkocrError("plan is closed")
+        words = Tensor(self._arena, (self.arena_bytes // FLOAT32.itemsize,), FLOAT32)
+        self.device.write(words, np.full(words.shape, value, np.float32))
+
+    def _replay(self, rec: Recorder, x: np.ndarray, timeout_s: float) -> None:
+        x = check_input_array(x, self.input_shape, f"input {self.input_name}")
+        np.copyto(self._input_host, x)
+        self._upload.flush()
+        rec.submit()
+        rec.wait(timeout_s)
+
+    def run(self, x: np.ndarray, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, np.ndarray]:
+        """The outputs for input `x` (float32, exactly this plan's shape), each copied out of the mapping."""
+        if self._recorder is None:
+            raise VkocrError("plan is closed")
+        self._replay(self._recorder, x, timeout_s)
+        results = {}
+        for name, (alloc, host) in self._readback.items():
+            alloc.invalidate()
+            results[name] = host.copy()
+        return results
+
+    def profile(self, x: np.ndarray, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> PlanProfile:
+        """Per-node GPU time for input `x`, from a second, timestamped recording (made on first use)."""
+        if self._recorder is None:
+            raise VkocrError("plan is closed")
+        if self._profiler is None:
+            self._profiler, _ = self._record(profile=True)
+        if not self._profiler.profile:
+            raise VkocrError(f"{self.device.info.name} has no timestamp queries on its compute queue")
+        self._replay(self._profiler, x, timeout_s)
+        timings = self._profiler.timings()
+        upload, rest = timings[0], timings[1:]
+        nodes, i = [], 0
+        for name, count in self._spans:
+            if count:
+                nodes.append(Timing(name, sum(t.ms for t in rest[i:i + count])))
+            i += count
+        return PlanProfile(upload.ms, nodes, sum(t.ms for t in rest[i:]))
+
+    # -- lifetime -------------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Wait for any submission, then free the recordings, the arena, local constants and staging."""
+        for rec in (self._recorder, self._profiler):
+            if rec is not None:
+                rec.close()
+        self._recorder = self._profiler = None
+        if self._arena is not None:
+            self.device.pool.free(self._arena)
+            self._arena = None
+        if self._local is not None:
+            self._local.close()
+            self._local = None
+        for alloc in self._staging:
+            self.device.pool.free(alloc)
+        self._staging.clear()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class NumpyPlan:
+    """The explicit CPU fallback: the same interface as Plan, executed by the NumPy reference ops."""
+
+    def __init__(self, graph: Graph, input_shape: Sequence[int], *, extra_outputs: Sequence[str] = ()) -> None:
+        self.input_shape = tuple(int(d) for d in input_shape)
+        self.spec = specialize_for(graph, self.input_shape)
+        self.input_name = self.spec.graph.inputs[0]
+        self.output_names = [*self.spec.graph.outputs, *(n for n in extra_outputs if n not in self.spec.graph.outputs)]
+        self._extra = set(self.output_names)
+
+    def run(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        x = check_input_array(x, self.input_shape, f"input {self.input_name}")
+        values = run_numpy(self.spec, {self.input_name: x}, keep=self._extra.__contains__)
+        return {name: values[name] for name in self.output_names}
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
