@@ -1,26 +1,42 @@
 #!/usr/bin/env bash
-# Run `vkocr bench kernels` (and the kernel tests, with validation) on a machine that has a GPU driver but no
-# Vulkan loader and no package registry, such as the GPU benchmark machine. Bring, from a Debian machine:
-#   .gl/   apt-get download libvulkan1 libglvnd0 libegl1 libgl1 libglx0 libopengl0 libgles2 vulkan-validationlayers
-#   .whl/  pip download --no-deps --only-binary=:all: --python-version 3.12 ... vulkan cffi pycparser structlog
-# Usage: scripts/bench_remote.sh [OUT_DIR]
+# Run the benchmarks (and the tests, with validation) on a machine that has a GPU driver but no Vulkan loader
+# and no package registry, such as the GPU benchmark machine. Bring, from a Debian machine:
+#   .gl/     apt-get download libvulkan1 libglvnd0 libegl1 libgl1 libglx0 libopengl0 libgles2 vulkan-validationlayers
+#   .whl/    pip download --no-deps --only-binary=:all: --python-version 3.12 ... vulkan cffi pycparser structlog ncnn
+#   models/  the default models (./run.sh puts them there)
+#   .peers/  the ncnn models of ../shared/peers/ncnn-ppocrv4 (for `bench models`)
+# Usage: scripts/bench_remote.sh OUT_DIR [kernels] [models] [tests]   (default: all three)
 set -uo pipefail
 out="${1:-/tmp}"
+shift || true
+what="${*:-tests kernels models}"
 for f in .gl/lib*.deb; do dpkg -x "$f" /; done
 ldconfig
 mkdir -p /tmp/vl && dpkg -x .gl/vulkan-validationlayers*.deb /tmp/vl
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    .whl/vulkan-*.whl .whl/cffi-*.whl .whl/pycparser-*.whl .whl/structlog-*.whl || exit 1
+    .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD
 python3 -m agent.cli devices | tee "$out/devices.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv 2>/dev/null | tee -a "$out/devices.txt"
-(
-    export VK_LAYER_PATH=/tmp/vl/usr/share/vulkan/explicit_layer.d LD_LIBRARY_PATH=/tmp/vl/usr/lib/x86_64-linux-gnu
-    VKOCR_VALIDATION=1 timeout 300 python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tail -n 15 | tee "$out/tests.txt"
-)
-python3 -m agent.cli bench kernels --repeats 20 --json > "$out/bench.json"
-python3 -c "import json, sys; from vk.bench import format_results; print(format_results(json.load(open(sys.argv[1]))))" \
-    "$out/bench.json" | tee "$out/bench.txt"
+lscpu 2>/dev/null | grep -E "Model name|^CPU\(s\)" | tee -a "$out/devices.txt"
+case "$what" in *tests*)
+    (
+        export VK_LAYER_PATH=/tmp/vl/usr/share/vulkan/explicit_layer.d LD_LIBRARY_PATH=/tmp/vl/usr/lib/x86_64-linux-gnu
+        VKOCR_VALIDATION=1 timeout 300 python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tail -n 15 \
+            | tee "$out/tests.txt"
+    ) ;;
+esac
+case "$what" in *kernels*)
+    python3 -m agent.cli bench kernels --repeats 20 --json > "$out/bench.json"
+    python3 -c "import json, sys; from vk.bench import format_results; print(format_results(json.load(open(sys.argv[1]))))" \
+        "$out/bench.json" | tee "$out/bench.txt" ;;
+esac
+case "$what" in *models*)
+    python3 -m agent.cli bench models --runs 20 --peers .peers --json > "$out/models.json"
+    python3 -c "import json, sys; from agent.bench_models import format_model_results as f; print(f(json.load(open(sys.argv[1]))))" \
+        "$out/models.json" | tee "$out/models.txt" ;;
+esac
+case "$what" in *kernels*)
 # Peer in the same run: cuBLAS fp32 SGEMM (TF32 off) and a CUDA device copy through PyTorch, where present.
 python3 - <<'PY' 2>/dev/null | tee "$out/peer.txt"
 import torch
@@ -39,3 +55,5 @@ print(f"peer cuBLAS sgemm 2048^3: min {mn:.4f} ms ({2 * 2048**3 / mn / 1e9:.1f} 
 mn, md = best(lambda: dst.copy_(src))
 print(f"peer CUDA copy 256 MiB: min {mn:.4f} ms ({2 * (256 << 20) / mn / 1e6:.0f} GB/s), median {md:.4f} ms")
 PY
+;;
+esac
