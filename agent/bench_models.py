@@ -104,13 +104,13 @@ def bench_ncnn(case: BenchCase, x: np.ndarray, runs: int, peers_dir: Path) -> di
         import ncnn
     except ImportError:
         return "ncnn not installed"
-    stem = peers_dir / NCNN_FILES[case.role]
-    if not stem.with_suffix(".ncnn.param").exists():
-        return f"no ncnn model at {stem}.ncnn.param"
+    param = peers_dir / f"{NCNN_FILES[case.role]}.ncnn.param"  # (with_suffix would eat the ".0_cls_infer")
+    if not param.exists():
+        return f"no ncnn model at {param}"
     net = ncnn.Net()
     net.opt.use_vulkan_compute = True
-    net.load_param(str(stem.with_suffix(".ncnn.param")))
-    net.load_model(str(stem.with_suffix(".ncnn.bin")))
+    net.load_param(str(param))
+    net.load_model(str(param.with_name(f"{NCNN_FILES[case.role]}.ncnn.bin")))
 
     def run() -> list[np.ndarray]:
         outs = []
