@@ -60,6 +60,7 @@ class Recorder:
         self.ended = False
         self.profile = profile and device.info.timestamps_supported
         self.dispatch_count = 0
+        self.command_count = 0  # dispatches and copies: with profile=True, one timestamp each
         alloc_info = vk.VkCommandBufferAllocateInfo(
             commandPool=device.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1
         )
@@ -191,6 +192,7 @@ class Recorder:
                                   kernel.push_bytes, data)
         vk.vkCmdDispatch(self.cmd, *groups)
         self.dispatch_count += 1
+        self.command_count += 1
         if self.profile:
             self._timestamp(label or kernel.shader, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT)
 
@@ -203,6 +205,7 @@ class Recorder:
         self._sync(vk.VK_PIPELINE_STAGE_TRANSFER_BIT, [src], [BufferView(dst.buffer, dst.offset, src.size)])
         region = [vk.VkBufferCopy(srcOffset=src.offset, dstOffset=dst.offset, size=src.size)]
         vk.vkCmdCopyBuffer(self.cmd, src.buffer, dst.buffer, 1, region)
+        self.command_count += 1
         if self.profile:
             self._timestamp(label, vk.VK_PIPELINE_STAGE_TRANSFER_BIT)
 

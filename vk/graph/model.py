@@ -22,7 +22,7 @@ from vk.graph import passes
 from vk.graph.ir import Graph, Node
 from vk.graph.lower import check_lowerable, device_constants, host_inputs
 from vk.graph.onnx_import import ModelError, from_onnx
-from vk.graph.plan import ConstantArena, InputError, NumpyPlan, Plan, check_float32
+from vk.graph.plan import ConstantArena, InputError, NumpyPlan, Plan, StageHooks, check_float32
 
 if TYPE_CHECKING:
     from vk.device import Device
@@ -123,7 +123,8 @@ class Model:
         self.output = self.graph.outputs[0]
         self.plan_cache_size = plan_cache_size
         self.recordings = 0  # plans built (on Vulkan: recorded); a cache hit builds nothing
-        self._plans: OrderedDict[tuple[tuple[int, ...], tuple[str, ...]], Plan | NumpyPlan] = OrderedDict()
+        self._plans: OrderedDict[tuple[tuple[int, ...], tuple[str, ...], StageHooks | None], Plan | NumpyPlan] = (
+            OrderedDict())
         self._weights: ConstantArena | None = None
         if device is not None:
             nodes = runtime_nodes(self.graph)
@@ -152,16 +153,18 @@ class Model:
     @property
     def cached_shapes(self) -> list[tuple[int, ...]]:
         """Input shapes of the cached plans, least recently used first."""
-        return [shape for shape, _extras in self._plans]
+        return [shape for shape, _extras, _hooks in self._plans]
 
-    def plan(self, input_shape: Sequence[int], *, extra_outputs: Sequence[str] = ()) -> Plan | NumpyPlan:
-        """The plan for this input shape (and extra values to read back), recorded on first use."""
+    def plan(self, input_shape: Sequence[int], *, extra_outputs: Sequence[str] = (),
+             hooks: StageHooks | None = None) -> Plan | NumpyPlan:
+        """The plan for this input shape (and extra values to read back, and GPU work around the network),
+        recorded on first use."""
         shape = self.input.check_shape(input_shape)
-        key = (shape, tuple(extra_outputs))
+        key = (shape, tuple(extra_outputs), hooks)
         if key in self._plans:
             self._plans.move_to_end(key)
             return self._plans[key]
-        plan = self._build(shape, extra_outputs)
+        plan = self._build(shape, extra_outputs, hooks)
         self.recordings += 1
         self._plans[key] = plan
         while len(self._plans) > self.plan_cache_size:
@@ -169,11 +172,14 @@ class Model:
             evicted.close()
         return plan
 
-    def _build(self, shape: tuple[int, ...], extra_outputs: Sequence[str]) -> Plan | NumpyPlan:
+    def _build(self, shape: tuple[int, ...], extra_outputs: Sequence[str], hooks: StageHooks | None
+               ) -> Plan | NumpyPlan:
         if self.device is None:
+            if hooks is not None:
+                raise ModelError("stage hooks record GPU work: the CPU backend has none")
             return NumpyPlan(self.graph, shape, extra_outputs=extra_outputs)
         assert self._weights is not None
-        return Plan(self.device, self.graph, self._weights, shape, extra_outputs=extra_outputs)
+        return Plan(self.device, self.graph, self._weights, shape, extra_outputs=extra_outputs, hooks=hooks)
 
     def run(self, x: np.ndarray) -> np.ndarray:
         """The model's (first) output for input `x`: float32, of the model's rank and fixed dimensions."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
@@ -186,6 +186,22 @@ class PlanProfile:
         return self.upload_ms + sum(t.ms for t in self.nodes) + self.readback_ms
 
 
+@dataclass(frozen=True, eq=False)
+class StageHooks:
+    """GPU work recorded around a plan's network in the same command buffer (compared by identity, so a
+    model caches one plan per shape and hooks object).
+
+    `prologue(rec, input)` fills the network input on the GPU instead of the host upload (an application
+    decodes an image once and preprocesses it in a shader); `epilogue(rec, outputs)` consumes the outputs on
+    the GPU (an argmax, say) and records its own readback; with `read_outputs=False` the full outputs are not
+    copied back at all. Both only record: whatever changes per request they read from buffers they own.
+    """
+
+    prologue: Callable[[Recorder, Tensor], None]
+    epilogue: Callable[[Recorder, dict[str, Tensor]], None] | None = None
+    read_outputs: bool = True
+
+
 @dataclass(frozen=True)
 class _Step:
     node: Node
@@ -198,7 +214,7 @@ class Plan:
     """One model at one input shape on one device: recorded once, `run()` any number of times."""
 
     def __init__(self, device: Device, graph: Graph, weights: ConstantArena, input_shape: Sequence[int], *,
-                 extra_outputs: Sequence[str] = ()) -> None:
+                 extra_outputs: Sequence[str] = (), hooks: StageHooks | None = None) -> None:
         started = time.perf_counter()
         self.device = device
         self.input_shape = tuple(int(d) for d in input_shape)
@@ -206,6 +222,7 @@ class Plan:
         g = self.spec.graph
         self.input_name = g.inputs[0]
         self.output_names = [*g.outputs, *(n for n in extra_outputs if n not in g.outputs)]
+        self.hooks = hooks
         self._check_graph()
         self.memory: MemoryPlan = plan_memory(lifetimes(self.spec, self.output_names), view_sources(g.nodes),
                                               device.alignment)
@@ -218,8 +235,11 @@ class Plan:
             self._arena = device.pool.alloc(self.memory.arena_bytes, "device")
             self._tensors = self._place_tensors(self._arena)
             self._steps = self._bind_steps(weights)
-            self._upload, self._input_host = self._stage(self.input_name, "upload")
-            self._readback = {name: self._stage(name, "readback") for name in self.output_names}
+            self._upload: Allocation | None = None
+            if hooks is None:
+                self._upload, self._input_host = self._stage(self.input_name, "upload")
+            read = hooks is None or hooks.read_outputs
+            self._readback = {name: self._stage(name, "readback") for name in self.output_names} if read else {}
             self._recorder, self._spans = self._record(profile=False)
         except BaseException:
             self.close()
@@ -297,18 +317,28 @@ class Plan:
         self._staging.append(alloc)
         return alloc, alloc.array(np.float32, tensor.shape)
 
+    def input_tensor(self) -> Tensor:
+        return self._tensors[self.input_name]
+
     def _record(self, *, profile: bool) -> tuple[_KernelTrackingRecorder, list[tuple[str, int]]]:
-        """One command buffer for the whole plan; the dispatch count of every node, in order."""
+        """One command buffer for the whole plan; the command count of the input step, every node, and the
+        output step, in order (the profile splits timestamps by these counts)."""
         rec = _KernelTrackingRecorder(self.device, profile=profile)
         try:
-            rec.copy(self._upload.view, self._tensors[self.input_name].view, label="upload")
-            spans = []
+            if self.hooks is None:
+                assert self._upload is not None
+                rec.copy(self._upload.view, self.input_tensor().view, label="upload")
+            else:
+                self.hooks.prologue(rec, self.input_tensor())
+            spans = [("input", rec.command_count)]
             for step in self._steps:
-                before = rec.dispatch_count
+                before = rec.command_count
                 record_node(rec, step.node, step.ins, step.outs, step.consts)
-                spans.append((step.node.name, rec.dispatch_count - before))
-            for name in self.output_names:
-                rec.copy(self._tensors[name].view, self._readback[name][0].view, label="readback")
+                spans.append((step.node.name, rec.command_count - before))
+            if self.hooks is not None and self.hooks.epilogue is not None:
+                self.hooks.epilogue(rec, {name: self._tensors[name] for name in self.output_names})
+            for name, (alloc, _host) in self._readback.items():
+                rec.copy(self._tensors[name].view, alloc.view, label="readback")
             rec.end()
         except BaseException:
             rec.close()
@@ -324,15 +354,21 @@ class Plan:
         words = Tensor(self._arena, (self.arena_bytes // FLOAT32.itemsize,), FLOAT32)
         self.device.write(words, np.full(words.shape, value, np.float32))
 
-    def _replay(self, rec: Recorder, x: np.ndarray, timeout_s: float) -> None:
-        x = check_input_array(x, self.input_shape, f"input {self.input_name}")
-        np.copyto(self._input_host, x)
-        self._upload.flush()
+    def _replay(self, rec: Recorder, x: np.ndarray | None, timeout_s: float) -> None:
+        if self._upload is not None:
+            if x is None:
+                raise InputError(f"input {self.input_name}: this plan takes its input from the host")
+            x = check_input_array(x, self.input_shape, f"input {self.input_name}")
+            np.copyto(self._input_host, x)
+            self._upload.flush()
+        elif x is not None:
+            raise InputError(f"input {self.input_name}: this plan's prologue fills its input on the GPU")
         rec.submit()
         rec.wait(timeout_s)
 
-    def run(self, x: np.ndarray, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, np.ndarray]:
-        """The outputs for input `x` (float32, exactly this plan's shape), each copied out of the mapping."""
+    def run(self, x: np.ndarray | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, np.ndarray]:
+        """The outputs for input `x` (float32, exactly this plan's shape; None when a prologue fills the input),
+        each copied out of the mapping (none when the hooks read their own results)."""
         if self._recorder is None:
             raise VkocrError("plan is closed")
         self._replay(self._recorder, x, timeout_s)
@@ -342,7 +378,7 @@ class Plan:
             results[name] = host.copy()
         return results
 
-    def profile(self, x: np.ndarray, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> PlanProfile:
+    def profile(self, x: np.ndarray | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> PlanProfile:
         """Per-node GPU time for input `x`, from a second, timestamped recording (made on first use)."""
         if self._recorder is None:
             raise VkocrError("plan is closed")
@@ -352,13 +388,13 @@ class Plan:
             raise VkocrError(f"{self.device.info.name} has no timestamp queries on its compute queue")
         self._replay(self._profiler, x, timeout_s)
         timings = self._profiler.timings()
-        upload, rest = timings[0], timings[1:]
-        nodes, i = [], 0
-        for name, count in self._spans:
+        (_, n_input), node_spans = self._spans[0], self._spans[1:]
+        nodes, i = [], n_input
+        for name, count in node_spans:
             if count:
-                nodes.append(Timing(name, sum(t.ms for t in rest[i:i + count])))
+                nodes.append(Timing(name, sum(t.ms for t in timings[i:i + count])))
             i += count
-        return PlanProfile(upload.ms, nodes, sum(t.ms for t in rest[i:]))
+        return PlanProfile(sum(t.ms for t in timings[:n_input]), nodes, sum(t.ms for t in timings[i:]))
 
     # -- lifetime -------------------------------------------------------------------------------------------------
 
