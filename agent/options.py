@@ -23,6 +23,7 @@ class OcrOptions:
     min_height: int = 30  # images this short, or wider than width_height_ratio, get a letterbox
     width_height_ratio: float = 8.0
     max_pixels: int = 40_000_000  # decoded-size limit, checked before decoding
+    apply_exif: bool = True  # RapidOCR ignores EXIF orientation; DESIGN.md applies it
     # det
     limit_side_len: int = 736
     limit_type: str = "min"

@@ -1,0 +1,46 @@
+"""The explicit CPU fallback of the OCR stages: the NumPy references of the image kernels and the NumPy
+executor of the models. Chosen with `--device cpu`, and reported as such."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from vk.graph.model import Model
+from vk.kernels.image import CropSlot
+from vk.ops.image import preprocess_image, resize_normalize_pad, rotate_crop, warp_perspective_cubic
+
+
+class CpuStages:
+    backend = "cpu (numpy)"
+
+    def __init__(self, model_paths: Mapping[str, Path]) -> None:
+        self.models = {role: Model.load(path, None) for role, path in model_paths.items()}
+        self.image = np.zeros((1, 1, 3), np.uint8)
+
+    def load(self, image: np.ndarray) -> None:
+        self.image = image
+
+    def detect(self, det_h: int, det_w: int) -> np.ndarray:
+        return self.models["det"].run(preprocess_image(self.image, det_h, det_w))[0, 0]
+
+    def _batch(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
+        items = []
+        for c in crops:
+            warped = warp_perspective_cubic(self.image, c.inverse, c.width, c.height)
+            crop = rotate_crop(warped, c.rotate90, c.rotate180)
+            items.append(resize_normalize_pad(crop, height, width, c.resized_w))
+        return np.stack(items)
+
+    def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
+        return self.models["cls"].run(self._batch(crops, height, width))
+
+    def recognize(self, crops: Sequence[CropSlot], height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+        probs = self.models["rec"].run(self._batch(crops, height, width))
+        return probs.argmax(axis=-1).astype(np.int32), probs.max(axis=-1)
+
+    def close(self) -> None:
+        for model in self.models.values():
+            model.close()

@@ -1,0 +1,153 @@
+"""The OCR stages on the GPU, one submission each (DESIGN.md, "One request, end to end").
+
+The prepared image is written once per request into a persistent host-visible buffer that the shaders read
+directly; a small params buffer per stage carries what changes per request (sizes, crop matrices). Each stage
+is a plan of its model with hooks: det resizes and normalises the image in a shader before the network;
+cls and rec sample their crops out of the same image buffer with the warp shader; rec reduces its
+probabilities to argmax and max on the GPU, so T×2 values per line come back instead of T×6625.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from vk.device import Device
+from vk.errors import KernelArgumentError
+from vk.graph.model import Model
+from vk.graph.plan import Plan, StageHooks
+from vk.kernels.image import (
+    IMAGE_PARAMS_WORDS,
+    CropSlot,
+    crop_params,
+    crop_params_words,
+    image_params,
+    record_crop_warp,
+    record_image_preprocess,
+    rgb_words,
+)
+from vk.kernels.reduce import record_argmax
+from vk.memory import Allocation
+from vk.recorder import Recorder
+from vk.tensor import Tensor
+
+DEFAULT_IMAGE_CAPACITY = 2048 * 2048 * 3  # bytes: RapidOCR caps the longest side at 2000 before detection
+
+
+class HostBuffer:
+    """A persistent host-visible allocation bound straight into shaders (no copy), as a uint32 tensor."""
+
+    def __init__(self, device: Device, words: int) -> None:
+        self.device = device
+        self.alloc: Allocation = device.pool.alloc(4 * words, "upload")
+        self.tensor = Tensor(self.alloc, (words,), np.dtype(np.uint32))
+
+    def write(self, words: np.ndarray) -> None:
+        self.alloc.array(np.uint32)[: len(words)] = words
+        self.alloc.flush()
+
+    def close(self) -> None:
+        self.device.pool.free(self.alloc)
+
+
+class ArgmaxReadback:
+    """The rec epilogue of one plan shape: argmax and max over the classes, and their readback."""
+
+    def __init__(self, device: Device, shape: tuple[int, ...]) -> None:
+        self.device = device
+        self.indices = device.tensor(shape, np.int32)
+        self.values = device.tensor(shape, np.float32)
+        self.indices_back = device.pool.alloc(self.indices.nbytes, "readback")
+        self.values_back = device.pool.alloc(self.values.nbytes, "readback")
+
+    def record(self, rec: Recorder, probs: Tensor) -> None:
+        record_argmax(rec, probs, self.indices, self.values, axis=-1)
+        rec.copy(self.indices.view, self.indices_back.view)
+        rec.copy(self.values.view, self.values_back.view)
+
+    def read(self) -> tuple[np.ndarray, np.ndarray]:
+        self.indices_back.invalidate()
+        self.values_back.invalidate()
+        shape = self.indices.shape
+        return (self.indices_back.array(np.int32, shape).copy(), self.values_back.array(np.float32, shape).copy())
+
+    def close(self) -> None:
+        for t in (self.indices, self.values):
+            self.device.free(t)
+        for a in (self.indices_back, self.values_back):
+            self.device.pool.free(a)
+
+
+class GpuStages:
+    def __init__(self, device: Device, model_paths: Mapping[str, Path], *, max_batch: int = 64,
+                 image_capacity: int = DEFAULT_IMAGE_CAPACITY) -> None:
+        self.device = device
+        self.backend = f"vulkan ({device.info.name})"
+        self.models = {role: Model.load(path, device) for role, path in model_paths.items()}
+        self.max_batch = max_batch
+        self.image_capacity = image_capacity
+        self.image = HostBuffer(device, -(-image_capacity // 4))
+        self.det_params = HostBuffer(device, IMAGE_PARAMS_WORDS)
+        self.cls_params = HostBuffer(device, crop_params_words(max_batch))
+        self.rec_params = HostBuffer(device, crop_params_words(max_batch))
+        self._argmax: dict[tuple[int, ...], ArgmaxReadback] = {}
+        self.det_hooks = StageHooks(
+            lambda rec, x: record_image_preprocess(rec, self.image.tensor, self.det_params.tensor, x))
+        self.cls_hooks = StageHooks(lambda rec, x: record_crop_warp(rec, self.image.tensor, self.cls_params.tensor, x))
+        self.rec_hooks = StageHooks(lambda rec, x: record_crop_warp(rec, self.image.tensor, self.rec_params.tensor, x),
+                                    self._rec_epilogue, read_outputs=False)
+        self._image_hw: tuple[int, int] = (0, 0)
+
+    def _rec_epilogue(self, rec: Recorder, outputs: dict[str, Tensor]) -> None:
+        (probs,) = outputs.values()
+        shape = tuple(probs.shape[:-1])
+        if shape not in self._argmax:
+            self._argmax[shape] = ArgmaxReadback(self.device, shape)
+        self._argmax[shape].record(rec, probs)
+
+    def load(self, image: np.ndarray) -> None:
+        """Write this request's prepared image where every stage's shaders read it."""
+        if image.nbytes > self.image_capacity:
+            raise KernelArgumentError(f"prepared image of {image.shape[1]}×{image.shape[0]} pixels needs "
+                                      f"{image.nbytes} bytes; the GPU image buffer holds {self.image_capacity}")
+        self.image.write(rgb_words(image))
+        self._image_hw = image.shape[:2]
+
+    def _plan(self, role: str, shape: tuple[int, ...], hooks: StageHooks) -> Plan:
+        plan = self.models[role].plan(shape, hooks=hooks)
+        assert isinstance(plan, Plan)
+        return plan
+
+    def detect(self, det_h: int, det_w: int) -> np.ndarray:
+        h, w = self._image_hw
+        self.det_params.write(image_params(h, w, det_h, det_w, capacity=self.image_capacity))
+        plan = self._plan("det", (1, 3, det_h, det_w), self.det_hooks)
+        return plan.run()[plan.output_names[0]][0, 0]
+
+    def _crop_params(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
+        if len(crops) > self.max_batch:
+            raise KernelArgumentError(f"{len(crops)} crops in one batch; at most {self.max_batch}")
+        h, w = self._image_hw
+        return crop_params(h, w, crops, len(crops), height, width, capacity=self.image_capacity)
+
+    def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
+        self.cls_params.write(self._crop_params(crops, height, width))
+        plan = self._plan("cls", (len(crops), 3, height, width), self.cls_hooks)
+        return plan.run()[plan.output_names[0]]
+
+    def recognize(self, crops: Sequence[CropSlot], height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+        self.rec_params.write(self._crop_params(crops, height, width))
+        plan = self._plan("rec", (len(crops), 3, height, width), self.rec_hooks)
+        plan.run()
+        out_shape = plan.spec.shape(plan.output_names[0])
+        return self._argmax[tuple(out_shape[:-1])].read()
+
+    def close(self) -> None:
+        for model in self.models.values():
+            model.close()
+        for a in self._argmax.values():
+            a.close()
+        for buf in (self.image, self.det_params, self.cls_params, self.rec_params):
+            buf.close()

@@ -1,0 +1,233 @@
+"""The OCR pipeline: decode → prepare → det → DB boxes → crops → cls → rec → CTC → plugins.
+
+The orchestration here mirrors RapidOCR 1.4.4 step by step (its batching by aspect ratio, its crop rules, its
+filters), so that our lines match its lines; the stages themselves run on the GPU (agent/gpu_stages.py) or,
+chosen explicitly, on the CPU with the NumPy references (agent/cpu_stages.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, Self
+
+import numpy as np
+import structlog
+
+from agent.images import decode_image
+from agent.models import DEFAULT_MODELS, models_dir
+from agent.options import OcrOptions
+from agent.prep import Prepared, prepare, to_original
+from postproc.ctc import ctc_greedy_decode, load_charset
+from postproc.db import db_boxes
+from postproc.order import sort_boxes
+from postproc.registry import PluginChain, build_chain
+from postproc.result import OcrLine, OcrResult
+from vk.kernels.image import CropSlot, crop_slot
+from vk.ops.image import det_input_size, resize_linear_u8
+
+log = structlog.get_logger("agent.pipeline")
+
+
+class Stages(Protocol):
+    """What runs the networks: the GPU stages or the CPU fallback."""
+
+    backend: str
+
+    def load(self, image: np.ndarray) -> None:
+        """The prepared image (H×W×3 uint8 RGB) that the next stages read."""
+
+    def detect(self, det_h: int, det_w: int) -> np.ndarray:
+        """Probability map (det_h × det_w) of the loaded image resized to det_h × det_w."""
+
+    def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
+        """(n, 2) class probabilities of the crops (0°, 180°)."""
+
+    def recognize(self, crops: Sequence[CropSlot], height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+        """(n, T) argmax indices and (n, T) max probabilities per time step."""
+
+    def close(self) -> None: ...
+
+
+def default_model_paths(directory: Path | None = None) -> dict[str, Path]:
+    root = directory or models_dir()
+    return {m.role: root / m.filename for m in DEFAULT_MODELS}
+
+
+def ratio_batches(ratios: Sequence[float], batch: int) -> list[list[int]]:
+    """Indices grouped as RapidOCR groups them: sorted by width/height ratio (np.argsort), `batch` at a time."""
+    order = np.argsort(np.array(ratios, dtype=np.float64))
+    return [order[i:i + batch].tolist() for i in range(0, len(order), batch)]
+
+
+def slot_ratio(slot: CropSlot) -> float:
+    """Width/height of the crop as the model sees it (after the 90° turn): RapidOCR's sort key."""
+    return slot.height / slot.width if slot.rotate90 else slot.width / slot.height
+
+
+def whole_image_quad(h: int, w: int) -> np.ndarray:
+    """The quad that samples the whole image unchanged (the line of a request without detection)."""
+    return np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32)
+
+
+class OcrPipeline:
+    """One OCR engine: the three models on one backend, options, and a plugin chain. Not thread-safe: one
+    worker drives it (the agent's GPU worker)."""
+
+    def __init__(self, stages: Stages, charset: list[str], options: OcrOptions | None = None,
+                 plugins: PluginChain | None = None) -> None:
+        self.stages = stages
+        self._device: Any = None  # the Vulkan device open() made for this pipeline, closed with it
+        self.charset = charset
+        self.options = options or OcrOptions()
+        self.options.validate()
+        self.plugins = plugins if plugins is not None else build_chain(self.options.plugins,
+                                                                       self.options.plugin_options)
+
+    @classmethod
+    def open(cls, device: str | None = None, *, options: OcrOptions | None = None,
+             model_dir: Path | None = None) -> OcrPipeline:
+        """The pipeline on the chosen Vulkan device (index, UUID, name part; default VKOCR_DEVICE or the best
+        ranked), or with device="cpu" on the NumPy fallback."""
+        from vk.graph.onnx_import import load_onnx
+
+        paths = default_model_paths(model_dir)
+        charset = load_charset(load_onnx(paths["rec"]).metadata)
+        if device == "cpu":
+            from agent.cpu_stages import CpuStages
+
+            return cls(CpuStages(paths), charset, options)
+        from agent.gpu_stages import GpuStages
+        from vk.device import Device
+
+        dev = Device(device)
+        try:
+            pipeline = cls(GpuStages(dev, paths), charset, options)
+        except BaseException:
+            dev.close()
+            raise
+        pipeline._device = dev
+        return pipeline
+
+    @property
+    def backend(self) -> str:
+        return self.stages.backend
+
+    def close(self) -> None:
+        self.stages.close()
+        if self._device is not None:
+            self._device.close()
+            self._device = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- one request ------------------------------------------------------------------------------------------
+
+    def __call__(self, source: Any, **overrides: Any) -> OcrResult:
+        opts = self.options.replace(**overrides) if overrides else self.options
+        timings: dict[str, float] = {}
+        clock = time.perf_counter()
+
+        def lap(name: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            timings[name] = timings.get(name, 0.0) + (now - clock) * 1e3
+            clock = now
+
+        image = decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif)
+        prep = prepare(image, resize_linear_u8, max_side_len=opts.max_side_len, min_side_len=opts.min_side_len,
+                       min_height=opts.min_height, width_height_ratio=opts.width_height_ratio,
+                       letterbox=opts.use_det)
+        self.stages.load(prep.image)
+        lap("decode")
+        h, w = prep.image.shape[:2]
+        quads: list[np.ndarray]
+        if opts.use_det:
+            quads = self._detect(prep, opts, lap)
+            if not quads:
+                return OcrResult(timings_ms=timings)
+            slots = [crop_slot(q, opts.rec_height, 10**6) for q in quads]
+        else:
+            quads = [whole_image_quad(h, w)]
+            slots = [CropSlot(np.eye(3), w, h, False, False, 1)]  # RapidOCR passes the image itself on
+        angles = [0] * len(slots)
+        cls_only: list[tuple[str, float]] = []
+        if opts.use_cls:
+            slots, angles, cls_only = self._classify(slots, opts)
+            lap("cls")
+        texts: list[tuple[str, float]] | None = None
+        if opts.use_rec:
+            texts = self._recognize(slots, opts)
+            lap("rec")
+        result = self._assemble(prep, quads, angles, texts, cls_only, opts)
+        lap("postproc")
+        result.timings_ms = timings
+        self.plugins.run(result)
+        return result
+
+    def _detect(self, prep: Prepared, opts: OcrOptions, lap: Any) -> list[np.ndarray]:
+        h, w = prep.image.shape[:2]
+        det_h, det_w = det_input_size(h, w, opts.limit_side_len, opts.limit_type)
+        if det_h <= 0 or det_w <= 0:
+            return []
+        prob = self.stages.detect(det_h, det_w)
+        lap("det")
+        boxes, _scores = db_boxes(prob, w, h, thresh=opts.thresh, box_thresh=opts.box_thresh,
+                                  max_candidates=opts.max_candidates, unclip_ratio=opts.unclip_ratio,
+                                  use_dilation=opts.use_dilation, score_mode=opts.score_mode)
+        lap("db")
+        return [np.asarray(b, np.float32) for b in sort_boxes(list(boxes))]
+
+    def _classify(self, slots: list[CropSlot], opts: OcrOptions
+                  ) -> tuple[list[CropSlot], list[int], list[tuple[str, float]]]:
+        angles = [0] * len(slots)
+        verdicts: list[tuple[str, float]] = [("0", 0.0)] * len(slots)
+        out = list(slots)
+        for group in ratio_batches([slot_ratio(s) for s in slots], opts.cls_batch):
+            batch = [self._fit(slots[i], opts.cls_height, opts.cls_width) for i in group]
+            probs = self.stages.classify(batch, opts.cls_height, opts.cls_width)
+            for i, p in zip(group, probs):
+                label, score = int(np.argmax(p)), float(np.max(p))
+                verdicts[i] = (("0", "180")[label], score)
+                if label == 1 and score > opts.cls_thresh:
+                    out[i] = dataclasses.replace(out[i], rotate180=True)
+                    angles[i] = 180
+        return out, angles, verdicts
+
+    @staticmethod
+    def _fit(slot: CropSlot, height: int, max_width: int) -> CropSlot:
+        """The slot with resized_w as resize_norm_img computes it for a model input max_width wide."""
+        return dataclasses.replace(slot, resized_w=min(max_width, math.ceil(height * slot_ratio(slot))))
+
+    def _recognize(self, slots: list[CropSlot], opts: OcrOptions) -> list[tuple[str, float]]:
+        texts: list[tuple[str, float]] = [("", 0.0)] * len(slots)
+        for group in ratio_batches([slot_ratio(s) for s in slots], opts.rec_batch):
+            max_ratio = max([opts.rec_width / opts.rec_height, *(slot_ratio(slots[i]) for i in group)])
+            width = int(opts.rec_height * max_ratio)  # RapidOCR's batch width, exactly
+            batch = [self._fit(slots[i], opts.rec_height, width) for i in group]
+            indices, scores = self.stages.recognize(batch, opts.rec_height, width)
+            for i, decoded in zip(group, ctc_greedy_decode(indices, scores, self.charset)):
+                texts[i] = decoded
+        return texts
+
+    def _assemble(self, prep: Prepared, quads: list[np.ndarray], angles: list[int],
+                  texts: list[tuple[str, float]] | None, verdicts: list[tuple[str, float]],
+                  opts: OcrOptions) -> OcrResult:
+        boxes = to_original(np.stack(quads), prep) if quads else np.zeros((0, 4, 2), np.float32)
+        lines = []
+        for i, box in enumerate(boxes):
+            if texts is None:  # detection (and classification) only: boxes without text
+                score = verdicts[i][1] if verdicts else 1.0
+                lines.append(OcrLine("", score, box.tolist(), angles[i]))
+                continue
+            text, score = texts[i]
+            if score >= opts.text_score:
+                lines.append(OcrLine(text, score, box.tolist(), angles[i]))
+        return OcrResult(lines)

@@ -1,0 +1,228 @@
+"""Contours of a binary map as ``cv2.findContours(RETR_LIST, CHAIN_APPROX_SIMPLE)`` lists them, without OpenCV.
+
+DB postprocessing only needs, per contour, a point sequence whose convex hull and hull order equal OpenCV's,
+and the order of the contours themselves (RapidOCR keeps the first ``max_candidates``). Both follow from
+Suzuki-Abe border following, which OpenCV implements:
+
+* Foreground is 8-connected, background 4-connected; outside the image counts as background.
+* Every 8-connected component has one outer border, found by the raster scan at the component's first pixel
+  (top row, leftmost), traced counter-clockwise on screen (down the left side first).
+* Every 4-connected background region that does not reach the image edge (a hole) has one hole border, found
+  at the foreground pixel just left of the hole's first pixel and traced clockwise on screen.
+* ``RETR_LIST`` returns the borders in the reverse of the raster order in which they were found.
+
+The map is reduced to horizontal runs; components are unions of runs that touch across adjacent rows, holes
+are unions of the gaps between runs that never reach the image edge. Outer borders are not traced: the
+leftmost and rightmost pixel of every row of a component, listed down the left side and up the right side,
+hold every vertex of the component's hull in the order the traced border visits them, starting from the same
+pixel, which is all ``convexHull`` looks at (its output order depends only on the relative order of the hull
+vertices in its input); row ends that cannot be hull vertices are dropped first. Holes are rare and small, so
+they are traced exactly, with OpenCV's direction rules.
+
+Known limit: where OpenCV's border passes a hull vertex twice (a one-pixel neck that sticks out), OpenCV's
+unstable sort decides which visit its hull keeps; here the vertex is listed once, on the way down. Such a
+vertex would only change which of several equal-area rectangles wins, by float rounding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+# OpenCV's chain-code directions (dx, dy): 0 = right, then counter-clockwise on screen
+_STEPS = ((1, 0), (1, -1), (0, -1), (-1, -1), (-1, 0), (-1, 1), (0, 1), (1, 1))
+_NO_RUNS = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Horizontal runs of a binary map, in raster order: row, first and last column (inclusive)."""
+
+    row: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+
+@dataclass(frozen=True)
+class Contour:
+    """One border: ``points`` (K, 2) int64 (x, y) in traversal order, starting where OpenCV starts.
+
+    Outer borders carry the component's possible hull vertices among its row ends (see the module docstring)
+    and the indices of its runs in ``ContourSet.runs``; holes carry the traced border (OpenCV's
+    ``CHAIN_APPROX_SIMPLE`` points, whose first point may differ from ``start``) and no runs.
+    """
+
+    points: np.ndarray
+    hole: bool
+    start: tuple[int, int]  # (row, col) of the pixel where the raster scan found the border
+    runs: np.ndarray  # indices into ContourSet.runs of the component's runs (empty for a hole)
+
+
+@dataclass(frozen=True)
+class ContourSet:
+    contours: list[Contour]  # in cv2.findContours(RETR_LIST) order
+    runs: Runs
+
+
+def find_contours(bitmap: np.ndarray) -> ContourSet:
+    """All outer and hole borders of the nonzero pixels of ``bitmap``, in OpenCV's ``RETR_LIST`` order."""
+    fg = np.asarray(bitmap) != 0
+    h, w = fg.shape
+    runs = find_runs(fg)
+    found = _outer_borders(runs, w) + [
+        Contour(_trace_hole(fg, start), True, start, _NO_RUNS) for start in _hole_starts(runs, h, w)
+    ]
+    found.sort(key=lambda c: c.start[0] * w + c.start[1], reverse=True)
+    return ContourSet(found, runs)
+
+
+def find_runs(fg: np.ndarray) -> Runs:
+    """The horizontal runs of a boolean map."""
+    h, w = fg.shape
+    padded = np.zeros((h, w + 2), dtype=bool)
+    padded[:, 1:-1] = fg
+    rows, cols = np.nonzero(padded[:, 1:] != padded[:, :-1])
+    return Runs(rows[0::2].astype(np.int64), cols[0::2].astype(np.int64), cols[1::2].astype(np.int64) - 1)
+
+
+def _touching(row: np.ndarray, start: np.ndarray, end: np.ndarray, slack: int, width: int) -> np.ndarray:
+    """Pairs (i, j) of intervals in rows r and r + 1 (sorted by row, then start, disjoint within a row) whose
+    column ranges overlap once widened by ``slack`` (1 = 8-connected foreground, 0 = 4-connected background)."""
+    base = width + 4
+    key_start = row * base + start
+    key_end = row * base + end
+    lo = np.searchsorted(key_end, (row - 1) * base + start - slack, side="left")
+    hi = np.searchsorted(key_start, (row - 1) * base + end + slack, side="right")
+    lo = np.maximum(lo, np.searchsorted(row, row - 1, side="left"))
+    hi = np.minimum(hi, np.searchsorted(row, row - 1, side="right"))
+    counts = np.maximum(hi - lo, 0)
+    below = np.repeat(np.arange(row.size), counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    above = np.repeat(lo, counts) + offsets
+    return np.stack([above, below])
+
+
+def _components(n: int, pairs: np.ndarray) -> np.ndarray:
+    graph = coo_matrix((np.ones(pairs.shape[1], dtype=np.int8), (pairs[0], pairs[1])), shape=(n, n))
+    return connected_components(graph, directed=False)[1]
+
+
+def _outer_borders(runs: Runs, w: int) -> list[Contour]:
+    n = runs.row.size
+    if n == 0:
+        return []
+    comp = _components(n, _touching(runs.row, runs.start, runs.end, 1, w))
+    order = np.argsort(comp, kind="stable")  # by component, raster order within
+    comp_sorted, row = comp[order], runs.row[order]
+    new_row = np.ones(n, dtype=bool)
+    new_row[1:] = (comp_sorted[1:] != comp_sorted[:-1]) | (row[1:] != row[:-1])
+    first = np.flatnonzero(new_row)
+    last = np.append(first[1:], n) - 1
+    g_row, g_left, g_right, g_comp = row[first], runs.start[order][first], runs.end[order][last], comp_sorted[first]
+    bounds = np.append(np.flatnonzero(np.r_[True, g_comp[1:] != g_comp[:-1]]), g_comp.size)
+    run_bounds = np.append(np.flatnonzero(np.r_[True, comp_sorted[1:] != comp_sorted[:-1]]), n)
+    out = []
+    for k in range(bounds.size - 1):
+        a, b = bounds[k], bounds[k + 1]
+        r, left, right = g_row[a:b], g_left[a:b], g_right[a:b]
+        members = order[run_bounds[k] : run_bounds[k + 1]]
+        out.append(Contour(_hull_path(r, left, right), False, (int(r[0]), int(left[0])), members))
+    return out
+
+
+def _new_extreme(v: np.ndarray, below: bool) -> np.ndarray:
+    """Rows whose value is a strict new minimum (``below``) or maximum seen from the top or from the bottom;
+    the first and last rows count too."""
+    acc = np.minimum.accumulate if below else np.maximum.accumulate
+    sign = 1 if below else -1
+    keep = np.ones(v.size, dtype=bool)
+    keep[1:-1] = (sign * v[1:-1] < sign * acc(v)[:-2]) | (sign * v[1:-1] < sign * acc(v[::-1])[::-1][2:])
+    return keep
+
+
+def _hull_path(row: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Down the left side, up the right side, keeping only the row ends that can be hull vertices: a left end
+    that is not a strict new minimum from above or below lies between two others (likewise on the right).
+    One-pixel rows appear once, on the way down."""
+    keep_left, keep_right = _new_extreme(left, True), _new_extreme(right, False)
+    single = left == right
+    down = keep_left | (single & keep_right)
+    up = (keep_right & ~single)[::-1]
+    xs = np.concatenate([left[down], right[::-1][up]])
+    ys = np.concatenate([row[down], row[::-1][up]])
+    return np.stack([xs, ys], axis=1)
+
+
+def _hole_starts(runs: Runs, h: int, w: int) -> list[tuple[int, int]]:
+    """Where the raster scan finds each hole border: left of the first pixel of every enclosed background
+    region. Background is cut into segments between runs; a region is enclosed when none of its segments
+    touches the image edge or a row without foreground."""
+    n = runs.row.size
+    if n < 2:
+        return []
+    same_row_as_prev = np.r_[False, runs.row[1:] == runs.row[:-1]]
+    last_in_row = np.r_[runs.row[1:] != runs.row[:-1], True]
+    # the segment before every run, and the one after the last run of each row
+    seg_row = np.concatenate([runs.row, runs.row[last_in_row]])
+    seg_start = np.concatenate([np.where(same_row_as_prev, np.r_[0, runs.end[:-1] + 1], 0), runs.end[last_in_row] + 1])
+    seg_end = np.concatenate([runs.start - 1, np.full(int(last_in_row.sum()), w - 1)])
+    keep = seg_start <= seg_end
+    order = np.lexsort((seg_start[keep], seg_row[keep]))
+    seg_row, seg_start, seg_end = seg_row[keep][order], seg_start[keep][order], seg_end[keep][order]
+    if seg_row.size == 0:
+        return []
+    rows_with_fg = np.zeros(h + 2, dtype=bool)
+    rows_with_fg[runs.row + 1] = True
+    open_ = (
+        (seg_start == 0)
+        | (seg_end == w - 1)
+        | ~rows_with_fg[seg_row]  # the row above has no foreground (or is outside the image)
+        | ~rows_with_fg[seg_row + 2]  # the row below
+    )
+    comp = _components(seg_row.size, _touching(seg_row, seg_start, seg_end, 0, w))
+    open_comp = np.zeros(int(comp.max()) + 1, dtype=bool)
+    open_comp[comp[open_]] = True
+    enclosed = ~open_comp[comp]
+    _, first = np.unique(comp[enclosed], return_index=True)  # segments are in raster order
+    idx = np.flatnonzero(enclosed)[first]
+    return [(int(r), int(c) - 1) for r, c in zip(seg_row[idx], seg_start[idx], strict=True)]
+
+
+def _trace_hole(fg: np.ndarray, start: tuple[int, int]) -> np.ndarray:
+    """The hole border from ``start`` (the foreground pixel left of the hole's first pixel), as OpenCV's
+    ``icvFetchContour`` follows it, keeping the points where the direction changes (CHAIN_APPROX_SIMPLE)."""
+    h, w = fg.shape
+
+    def on(x: int, y: int) -> bool:
+        return 0 <= x < w and 0 <= y < h and bool(fg[y, x])
+
+    y0, x0 = start
+    s = s_end = 0  # a hole border starts looking right, at the hole
+    while True:  # clockwise search for the first neighbour on the border
+        s = (s - 1) & 7
+        x1, y1 = x0 + _STEPS[s][0], y0 + _STEPS[s][1]
+        if on(x1, y1) or s == s_end:
+            break
+    if s == s_end:
+        return np.array([[x0, y0]], dtype=np.int64)
+    points = []
+    x3, y3 = x0, y0
+    prev = s ^ 4
+    while True:
+        first = s
+        for k in range(first + 1, first + 9):  # counter-clockwise search from the last direction
+            s = k & 7
+            x4, y4 = x3 + _STEPS[s][0], y3 + _STEPS[s][1]
+            if on(x4, y4):
+                break
+        if s != prev:
+            points.append((x3, y3))
+            prev = s
+        if (x4, y4) == (x0, y0) and (x3, y3) == (x1, y1):
+            break
+        x3, y3 = x4, y4
+        s = (s + 4) & 7
+    return np.array(points, dtype=np.int64)

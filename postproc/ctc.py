@@ -1,0 +1,73 @@
+"""CTC greedy decoding of the recogniser's output, as RapidOCR 1.4.4's ``CTCLabelDecode``.
+
+The recogniser's GPU stage returns, per line and time step, the argmax class and its probability; decoding
+keeps a step when its class differs from the previous step's and is not the blank (class 0), and scores the
+line with the mean probability of the kept steps (0.0 when nothing is kept, as RapidOCR).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from postproc.errors import CharsetError
+
+BLANK = "blank"
+
+
+@dataclass(frozen=True)
+class CtcText:
+    """One decoded line: text, score, and for each character its time step and probability."""
+
+    text: str
+    score: float
+    positions: tuple[int, ...]  # time-step index of each character of ``text``
+    char_scores: tuple[float, ...]
+    steps: int  # number of time steps in the recogniser's output (T)
+
+
+def load_charset(model_metadata: Mapping[str, str], key: str = "character") -> list[str]:
+    """The class list of a PaddleOCR recogniser from its ONNX metadata: "blank" (class 0), the dictionary
+    (``str.splitlines`` of the metadata value, as RapidOCR reads it), then a space (the last class)."""
+    try:
+        text = model_metadata[key]
+    except KeyError:
+        raise CharsetError(f"the recognition model has no {key!r} metadata; cannot build its dictionary") from None
+    chars = text.splitlines()
+    if not chars:
+        raise CharsetError(f"the recognition model's {key!r} metadata is empty")
+    return [BLANK, *chars, " "]
+
+
+def _validate(indices: np.ndarray, scores: np.ndarray, charset: Sequence[str]) -> None:
+    if indices.ndim != 2 or indices.shape != scores.shape:
+        raise ValueError(f"indices and scores must both be (B, T); got {indices.shape} and {scores.shape}")
+    if indices.size and (indices.min() < 0 or indices.max() >= len(charset)):
+        raise CharsetError(
+            f"class index out of range: model output uses [{indices.min()}, {indices.max()}], "
+            f"dictionary has {len(charset)} classes"
+        )
+
+
+def ctc_decode(indices: np.ndarray, scores: np.ndarray, charset: Sequence[str]) -> list[CtcText]:
+    """Greedy CTC decoding of (B, T) argmax classes and their (B, T) probabilities, with positions."""
+    indices = np.asarray(indices)
+    scores = np.asarray(scores)
+    _validate(indices, scores, charset)
+    out = []
+    for idx, prob in zip(indices, scores, strict=True):
+        keep = np.ones(idx.shape[0], dtype=bool)
+        keep[1:] = idx[1:] != idx[:-1]
+        keep &= idx != 0
+        kept = prob[keep].tolist()
+        text = "".join(charset[i] for i in idx[keep].tolist())
+        score = float(np.mean(kept)) if kept else 0.0
+        out.append(CtcText(text, score, tuple(np.flatnonzero(keep).tolist()), tuple(kept), int(idx.shape[0])))
+    return out
+
+
+def ctc_greedy_decode(indices: np.ndarray, scores: np.ndarray, charset: Sequence[str]) -> list[tuple[str, float]]:
+    """(text, score) per line, exactly RapidOCR's ``CTCLabelDecode`` on the same argmax/max values."""
+    return [(t.text, t.score) for t in ctc_decode(indices, scores, charset)]

@@ -1,0 +1,103 @@
+"""DB text-detection postprocessing, reproducing RapidOCR 1.4.4's ``DBPostProcess`` and
+``TextDetector.filter_tag_det_res`` without OpenCV.
+
+Steps, each matching RapidOCR (and through it OpenCV 5) exactly:
+
+1. bitmap = prob > thresh, dilated by the 2×2 all-ones kernel anchored at its centre (1, 1): a pixel turns on
+   when it or its left, upper or upper-left neighbour is on (``dilate``).
+2. contours as ``cv2.findContours(RETR_LIST, CHAIN_APPROX_SIMPLE)`` lists them, holes included, in OpenCV's
+   order (last found first); the first ``max_candidates`` are kept (``contours``).
+3. min-area box of each contour, corners ordered as ``get_mini_boxes`` (``minrect``); shorter side < min_size
+   → dropped.
+4. score: mean probability inside the box (``fast``) or the contour (``slow``) (``score``); < box_thresh →
+   dropped.
+5. unclip by area·ratio/perimeter with round joins (``unclip``), min-area box again; shorter side
+   < min_size + 2 → dropped.
+6. scaled to the destination size in float32, rounded, clipped to [0, dest], truncated to int32.
+7. ``filter_tag_det_res``: corners ordered clockwise, clipped to [0, dest-1], boxes whose sides are ≤ 3 pixels
+   dropped (``detfilter``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from postproc.contours import find_contours
+from postproc.detfilter import clip_quad, keep_box, order_points_clockwise
+from postproc.minrect import mini_box
+from postproc.score import box_score_fast, box_score_slow
+from postproc.unclip import unclip
+
+
+def dilate(bitmap: np.ndarray) -> np.ndarray:
+    """``cv2.dilate(bitmap, np.ones((2, 2)))``: the default anchor of a 2×2 kernel is (1, 1), so each pixel
+    takes the maximum over itself and its left, upper and upper-left neighbours (the image edge adds none)."""
+    b = np.asarray(bitmap, dtype=bool)
+    out = b.copy()
+    out[1:, :] |= b[:-1, :]
+    out[:, 1:] |= b[:, :-1]
+    out[1:, 1:] |= b[:-1, :-1]
+    return out
+
+
+def _to_dest(box: np.ndarray, width: int, height: int, dest_w: int, dest_h: int) -> np.ndarray:
+    """RapidOCR's scaling, in float32 as NumPy computes it there, then truncation to int32."""
+    box = box.copy()
+    box[:, 0] = np.clip(np.round(box[:, 0] / width * dest_w), 0, dest_w)
+    box[:, 1] = np.clip(np.round(box[:, 1] / height * dest_h), 0, dest_h)
+    return box.astype(np.int32)
+
+
+def db_boxes(
+    prob: np.ndarray,
+    dest_w: int,
+    dest_h: int,
+    *,
+    thresh: float = 0.3,
+    box_thresh: float = 0.5,
+    max_candidates: int = 1000,
+    unclip_ratio: float = 1.6,
+    use_dilation: bool = True,
+    score_mode: str = "fast",
+    min_size: int = 3,
+) -> tuple[np.ndarray, list[float]]:
+    """Text boxes from a DB probability map (H×W float32; leading axes of size 1 are dropped).
+
+    Returns (N, 4, 2) float32 quads in destination pixels, corners clockwise from the top-left, in RapidOCR's
+    (unsorted) order, and each box's score. Defaults are RapidOCR 1.4.4's.
+    """
+    if score_mode not in ("fast", "slow"):
+        raise ValueError(f"score_mode must be 'fast' or 'slow', got {score_mode!r}")
+    prob = np.asarray(prob, dtype=np.float32)
+    while prob.ndim > 2 and prob.shape[0] == 1:
+        prob = prob[0]
+    if prob.ndim != 2:
+        raise ValueError(f"expected an H×W probability map, got shape {prob.shape}")
+    height, width = prob.shape
+    dest_w, dest_h = int(dest_w), int(dest_h)
+    bitmap = prob > thresh
+    if use_dilation:
+        bitmap = dilate(bitmap)
+    found = find_contours(bitmap)
+    boxes: list[np.ndarray] = []
+    scores: list[float] = []
+    for contour in found.contours[:max_candidates]:
+        box, sside = mini_box([tuple(p) for p in contour.points.tolist()])
+        if sside < min_size:
+            continue
+        if score_mode == "fast":
+            score = box_score_fast(prob, box)
+        else:
+            score = box_score_slow(prob, found, contour)
+        if box_thresh > score:
+            continue
+        box, sside = mini_box(unclip(box, unclip_ratio))
+        if sside < min_size + 2:
+            continue
+        quad = clip_quad(order_points_clockwise(_to_dest(box, width, height, dest_w, dest_h)), dest_h, dest_w)
+        if keep_box(quad):
+            boxes.append(quad)
+            scores.append(score)
+    if not boxes:
+        return np.zeros((0, 4, 2), dtype=np.float32), []
+    return np.array(boxes, dtype=np.float32), scores

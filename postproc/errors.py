@@ -1,0 +1,35 @@
+"""Errors raised by ``postproc``. Every one derives from ``PostprocError``."""
+
+from __future__ import annotations
+
+
+class PostprocError(Exception):
+    """Base class of every error ``postproc`` raises on purpose."""
+
+
+class CharsetError(PostprocError):
+    """Raised when the recogniser's dictionary cannot be built from the model metadata, or when the model's
+    output uses a class the dictionary does not have."""
+
+
+class PluginError(PostprocError):
+    """Base class of plugin configuration errors (raised while building a chain, never while running one)."""
+
+
+class UnknownPluginError(PluginError):
+    """Raised at configuration time when a chain names a plugin that is neither built in nor installed under
+    the ``vkocr.postproc`` entry-point group."""
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        self.name = name
+        self.known = known
+        super().__init__(f"unknown postprocessing plugin {name!r}; known: {', '.join(known) or 'none'}")
+
+
+class PluginLoadError(PluginError):
+    """Raised at configuration time when an installed plugin's entry point cannot be imported or does not
+    give a plugin factory."""
+
+
+class PluginConfigError(PluginError):
+    """Raised at configuration time when a plugin rejects its options (unknown key, bad pattern, wrong type)."""

@@ -1,0 +1,1 @@
+"""Built-in postprocessing plugins: ``regex_fields`` and ``merge_lines``."""

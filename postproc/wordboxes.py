@@ -1,0 +1,180 @@
+"""Per-character boxes of a recognised line, as RapidOCR 1.4.4's ``CalRecBoxes`` computes them.
+
+Each kept CTC time step is a column of the recogniser's input; a character's box is centred on its column,
+as wide as the mean spacing of the characters of its kind in its word group (Chinese characters and
+"English" — everything else — are measured separately), spans the crop's height, is shrunk where neighbours
+overlap, and is mapped back through the inverse of the crop's perspective transform into the coordinates of
+the detection box. The caller maps them on to the original image as it maps line boxes (RapidOCR then
+truncates them to int32).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from postproc.ctc import CtcText
+from postproc.perspective import invert3, perspective_transform
+from postproc.result import CharBox
+
+
+def _is_han(ch: str) -> bool:
+    return "\u4e00" <= ch <= "\u9fff"
+
+
+def word_info(text: str, positions: Sequence[int]) -> tuple[list[list[str]], list[list[int]], list[str]]:
+    """RapidOCR's ``get_word_info``: characters grouped into runs of Chinese ("cn") or other ("en&num")
+    characters, split where the kind changes or two kept steps are more than 4 columns apart."""
+    cols = np.asarray(positions, dtype=np.int64)
+    width = np.zeros(cols.shape)
+    if cols.size:
+        width[1:] = cols[1:] - cols[:-1]
+        width[0] = min(3 if _is_han(text[0]) else 2, int(cols[0]))
+    words: list[list[str]] = []
+    word_cols: list[list[int]] = []
+    states: list[str] = []
+    state: str | None = None
+    chars: list[str] = []
+    char_cols: list[int] = []
+    for i, ch in enumerate(text):
+        kind = "cn" if _is_han(ch) else "en&num"
+        if state is None:
+            state = kind
+        if state != kind or width[i] > 4:
+            if chars:
+                words.append(chars)
+                word_cols.append(char_cols)
+                states.append(state)
+                chars, char_cols = [], []
+            state = kind
+        chars.append(ch)
+        char_cols.append(int(cols[i]))
+    if chars and state is not None:
+        words.append(chars)
+        word_cols.append(char_cols)
+        states.append(state)
+    return words, word_cols, states
+
+
+def _cells(text: str, crop_w: int, crop_h: int, columns: float, groups: tuple) -> tuple[list[str], list[list]]:
+    """``cal_ocr_word_box`` on the crop rectangle: characters in text order, boxes sorted by left edge."""
+    words, word_cols, states = groups
+    cell_width = crop_w / columns
+    widths: dict[str, list[float]] = {"cn": [], "en": []}
+    cols: dict[str, list[int]] = {"cn": [], "en": []}
+    contents: list[str] = []
+    for word, word_col, state in zip(words, word_cols, states, strict=True):
+        kind = "cn" if state == "cn" else "en"
+        if len(word_col) > 1:
+            widths[kind].append((word_col[-1] - word_col[0]) * cell_width / (len(word_col) - 1))
+        cols[kind] += word_col
+        contents += word
+    boxes: list[list] = []
+    for kind in ("cn", "en"):
+        if not cols[kind]:
+            continue
+        avg = np.mean(widths[kind]) if widths[kind] else crop_w / len(text)
+        for col in cols[kind]:
+            centre = (col + 0.5) * cell_width
+            x0 = max(int(centre - avg / 2), 0)
+            x1 = min(int(centre + avg / 2), crop_w)
+            boxes.append([[x0, 0], [x1, 0], [x1, crop_h], [x0, crop_h]])
+    return contents, sorted(boxes, key=lambda b: b[0][0])
+
+
+def _separate(boxes: list[list]) -> list[list]:
+    """``adjust_box_overlap``: neighbours that overlap each give up half of the overlap."""
+    for cur, nxt in itertools.pairwise(boxes):
+        if cur[1][0] > nxt[0][0]:
+            d = abs(cur[1][0] - nxt[0][0])
+            cur[1][0] -= d / 2
+            cur[2][0] -= d / 2
+            nxt[0][0] += d - d / 2
+            nxt[3][0] += d - d / 2
+    return boxes
+
+
+def _order_points(box: list[list[int]]) -> list[list[int]]:
+    """RapidOCR's ``order_points`` for a mapped character box (its case analysis kept as is)."""
+    pts = np.array(box).reshape((-1, 2))
+    cx, cy = np.mean(pts[:, 0]), np.mean(pts[:, 1])
+    xs, ys = pts[:, 0], pts[:, 1]
+    if np.any(xs == cx) and np.any(ys == cy):  # a diamond
+        p1, p2 = pts[np.where(xs == np.min(xs))], pts[np.where(ys == np.min(ys))]
+        p3, p4 = pts[np.where(xs == np.max(xs))], pts[np.where(ys == np.max(ys))]
+    elif np.all(xs == cx):  # all on one vertical line
+        order = np.argsort(ys)
+        p1, p2, p3, p4 = (pts[k] for k in order[:4])
+    elif np.any(xs == cx) and np.all(ys != cy):  # two share the centre x: top pair, then bottom pair
+        top, bottom = pts[np.where(ys < cy)], pts[np.where(ys > cy)]
+        p1, p2 = top[np.where(top[:, 0] == np.min(top[:, 0]))], top[np.where(top[:, 0] == np.max(top[:, 0]))]
+        p3 = bottom[np.where(bottom[:, 0] == np.max(bottom[:, 0]))]
+        p4 = bottom[np.where(bottom[:, 0] == np.min(bottom[:, 0]))]
+    else:  # left pair, then right pair
+        left, right = pts[np.where(xs < cx)], pts[np.where(xs > cx)]
+        p1 = left[np.where(left[:, 1] == np.min(left[:, 1]))]
+        p4 = left[np.where(left[:, 1] == np.max(left[:, 1]))]
+        p2 = right[np.where(right[:, 1] == np.min(right[:, 1]))]
+        p3 = right[np.where(right[:, 1] == np.max(right[:, 1]))]
+
+    def one(p: np.ndarray) -> np.ndarray:
+        return p.reshape((1, 2)) if p.shape in ((2,), (1, 2)) else p[:1, :]
+
+    return np.array([one(p1), one(p2), one(p3), one(p4)]).reshape((-1, 2)).tolist()
+
+
+def _crop_direction(box: np.ndarray) -> str:
+    """"h" when the crop was turned 90° (height/width ≥ 1.5, sides as the crop measured them)."""
+    width = int(max(np.linalg.norm(box[0] - box[1]), np.linalg.norm(box[2] - box[3])))
+    height = int(max(np.linalg.norm(box[0] - box[3]), np.linalg.norm(box[1] - box[2])))
+    return "h" if height * 1.0 / width >= 1.5 else "w"
+
+
+def _to_image(det_box: np.ndarray, boxes: list[list], direction: str) -> list[list[list[int]]]:
+    """``reverse_rotate_crop_image``: crop coordinates → detection-box coordinates, truncated to ints."""
+    pts = np.array(det_box, dtype=np.float32)
+    left, top = int(np.min(pts[:, 0])), int(np.min(pts[:, 1]))
+    pts[:, 0] = pts[:, 0] - left
+    pts[:, 1] = pts[:, 1] - top
+    crop_w = int(np.linalg.norm(pts[0] - pts[1]))
+    crop_h = int(np.linalg.norm(pts[0] - pts[3]))
+    std = np.array([[0, 0], [crop_w, 0], [crop_w, crop_h], [0, crop_h]], dtype=np.float32)
+    inverse = invert3(perspective_transform(pts, std))
+    out = []
+    for box in boxes:
+        mapped = []
+        for point in box:
+            x, y = point
+            if direction == "h":  # undo the 90° turn: rotate by -90° about the origin, shift by the width
+                a = math.radians(-90)
+                x, y = float(x * math.cos(a) + y * math.sin(a) + 0), float(y * math.cos(a) - x * math.sin(a) + 0)
+                x = x + crop_w
+            px, py, pz = np.dot(inverse, np.array([x, y, 1], dtype=np.float32))
+            mapped.append([int(px / pz + left), int(py / pz + top)])
+        out.append(_order_points(mapped))
+    return out
+
+
+def char_boxes(
+    decoded: CtcText, det_box: np.ndarray, crop_w: int, crop_h: int, max_wh_ratio: float
+) -> list[CharBox]:
+    """Per-character boxes of one line (RapidOCR's ``return_word_box``), in detection-box coordinates.
+
+    ``det_box``: the line's 4×2 detection quad (the one the crop was cut from); ``crop_w``/``crop_h``: the crop
+    as the recogniser got it (after any 90° turn); ``max_wh_ratio``: the width/height ratio the recogniser's
+    batch was padded to (at least 320/48). Boxes pair with characters in RapidOCR's order: characters in text
+    order, boxes by left edge.
+    """
+    if not decoded.text:
+        return []
+    columns = decoded.steps * ((crop_w * 1.0 / crop_h) / max_wh_ratio)
+    groups = word_info(decoded.text, decoded.positions)
+    contents, boxes = _cells(decoded.text, crop_w, crop_h, columns, groups)
+    mapped = _to_image(np.asarray(det_box), _separate(boxes), _crop_direction(np.asarray(det_box)))
+    return [
+        CharBox(ch, [[float(x), float(y)] for x, y in box], float(score))
+        for ch, box, score in zip(contents, mapped, decoded.char_scores, strict=False)
+    ]

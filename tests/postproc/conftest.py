@@ -1,0 +1,21 @@
+"""Fixtures for the postproc tests: a fresh random generator per test, its seed printed for replay."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ROOT / "models"
+COMPAT = ROOT.parent / "shared" / "compat" / "rapidocr-1.4.4"
+
+
+@pytest.fixture
+def rng() -> Iterator[np.random.Generator]:
+    seed = secrets.randbits(64)
+    print(f"rng seed {seed}")  # shown by pytest when the test fails
+    yield np.random.default_rng(seed)

@@ -1,0 +1,238 @@
+"""RapidOCR's image preprocessing on the GPU: shaders/image_preprocess.comp and shaders/crop_warp.comp.
+
+Both kernels are recorded once and replayed for every request. Everything that changes per request (image
+size, row stride, byte offset, output size, crop matrices, sizes, flags, widths, how many slots are valid) is
+read by the shader from a small *params* buffer (uint32 words) that the host fills with `image_params` /
+`crop_params` and copies to the device with the image; push constants hold only the recording's fixed
+shapes (and the detector's mean / std).
+
+The input is packed RGB8 (3 bytes a pixel, rows `row_stride` bytes apart, starting `offset` bytes into the
+buffer) in a uint32 tensor; `rgb_words` packs an H×W×3 array. Outputs are float32 NCHW with planes **B, G, R**
+— RapidOCR works on OpenCV's BGR images and feeds their channels in that order to all three models.
+
+Params layouts (uint32 words; floats as their bit patterns):
+
+    image_params (IMAGE_PARAMS_WORDS = 8):
+        0 src_w   1 src_h   2 row_stride (bytes)   3 offset (bytes)   4 out_w   5 out_h
+        6 tie_x (float)   7 tie_y (float)
+    crop_params (CROP_HEADER_WORDS + CROP_SLOT_WORDS · batch):
+        header: 0 src_w   1 src_h   2 row_stride   3 offset   4 n_valid   5..7 0
+        slot b, at 8 + 16 b:
+            0..8  the 3×3 matrix crop pixel (x, y, 1) → source pixel, row-major, float32 (cv::invert of
+                  getPerspectiveTransform, cast to float32 as OpenCV's warp does)
+            9 crop_w   10 crop_h   (the warp's size, before rotation)
+            11 flags (1: np.rot90, 2: 180°)   12 resized_w
+            13 tie_x (float, rotated width → resized_w)   14 tie_y (float, rotated height → out H)   15 0
+
+`tie_*` is `resize_tie(src, dst)`: the sign and size of the double rounding error in cv2's resize scale,
+which decides the rare source coordinates that fall exactly halfway between two float32 values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from vk.errors import KernelArgumentError
+from vk.kernels.launch import MAX_GROUPS_X, pack, require_float32
+from vk.ops.image import ROTATE90_RATIO, crop_geometry, det_input_size, resized_width
+from vk.pipeline import KernelDef
+from vk.recorder import Recorder
+from vk.tensor import Tensor
+
+__all__ = [
+    "CROP_HEADER_WORDS", "CROP_SLOT_WORDS", "IMAGE_PARAMS_WORDS", "MAX_SIDE", "CropSlot", "crop_geometry",
+    "crop_params", "crop_params_words", "crop_slot", "det_input_size", "image_params", "record_crop_warp",
+    "record_image_preprocess", "resize_tie", "rgb_words",
+]
+
+IMAGE_PREPROCESS = KernelDef("image_preprocess", ("r", "r", "w"), 32)
+CROP_WARP = KernelDef("crop_warp", ("r", "r", "w"), 12)
+IMAGE_PARAMS_WORDS = 8
+CROP_HEADER_WORDS = 8
+CROP_SLOT_WORDS = 16
+MAX_SIDE = 32768  # any image or output side; the shaders' integer coordinate arithmetic stays in int32
+PREPROCESS_LOCAL = (16, 16, 1)
+CROP_LOCAL = (64, 1, 1)
+ROT90, ROT180 = 1, 2
+
+
+# -- host helpers -------------------------------------------------------------------------------------------------
+
+def rgb_words(rgb: np.ndarray) -> np.ndarray:
+    """An H×W×3 uint8 image as packed bytes in uint32 words (little endian, zero-padded to a whole word)."""
+    data = np.ascontiguousarray(rgb, dtype=np.uint8).reshape(-1)
+    words = np.zeros(-(-data.size // 4), np.uint32)
+    words.view(np.uint8)[:data.size] = data
+    return words
+
+
+def resize_tie(src: int, dst: int) -> float:
+    """(scale / (src / dst) - 1) · 2^53 as float32, scale = 1 / (dst / src) in double as cv2.resize computes it:
+    where the exact source coordinate is halfway between two float32s, this decides which one cv2 gets."""
+    scale = 1.0 / (dst / src)
+    return float(np.float32(float((Fraction(scale) / Fraction(src, dst) - 1) * 2**53)))
+
+
+def _f32_bits(v: float) -> int:
+    return int(np.float32(v).view(np.uint32))
+
+
+def _check_side(what: str, v: int) -> None:
+    if not 1 <= v <= MAX_SIDE:
+        raise KernelArgumentError(f"{what} {v} outside 1..{MAX_SIDE}")
+
+
+def _check_axis(what: str, src: int, dst: int) -> None:
+    _check_side(f"{what} source side", src)
+    _check_side(f"{what} output side", dst)
+    if (2 * dst + 1) * src >= 2**31:
+        raise KernelArgumentError(f"{what}: resize {src} → {dst} leaves the shader's int32 coordinates")
+
+
+def _source_words(src_h: int, src_w: int, row_stride: int | None, offset: int, capacity: int | None) -> list[int]:
+    _check_side("image width", src_w)
+    _check_side("image height", src_h)
+    stride = 3 * src_w if row_stride is None else row_stride
+    if stride < 3 * src_w or offset < 0:
+        raise KernelArgumentError(f"row stride {stride} < 3 · width {src_w}, or negative offset {offset}")
+    end = offset + (src_h - 1) * stride + 3 * src_w
+    if end >= 2**32 or (capacity is not None and end > capacity):
+        raise KernelArgumentError(f"image of {src_h}×{src_w} (stride {stride}, offset {offset}) ends at byte {end}, "
+                                  f"beyond the buffer's {capacity if capacity is not None else 2**32 - 1}")
+    return [src_w, src_h, stride, offset]
+
+
+def image_params(src_h: int, src_w: int, out_h: int, out_w: int, *, row_stride: int | None = None,
+                 offset: int = 0, capacity: int | None = None) -> np.ndarray:
+    """The params words of record_image_preprocess: resize the src_h × src_w image to out_h × out_w (at most the
+    output tensor's H × W; the rest of it is written with 0). `capacity`: the image buffer's size in bytes,
+    checked when given."""
+    _check_axis("width", src_w, out_w)
+    _check_axis("height", src_h, out_h)
+    words = _source_words(src_h, src_w, row_stride, offset, capacity)
+    words += [out_w, out_h, _f32_bits(resize_tie(src_w, out_w)), _f32_bits(resize_tie(src_h, out_h))]
+    return np.array(words, np.uint32)
+
+
+@dataclass(frozen=True)
+class CropSlot:
+    """One crop for record_crop_warp: what get_rotate_crop_image and resize_norm_img derive from a quad."""
+
+    inverse: np.ndarray  # 3×3 float64, crop pixel (x, y, 1) → source pixel
+    width: int  # the warp's size, before rotation
+    height: int
+    rotate90: bool  # np.rot90 (height / width >= 1.5)
+    rotate180: bool  # the classifier's 180° verdict
+    resized_w: int  # width after resizing to the model's height (before zero padding)
+
+
+def crop_slot(quad: np.ndarray, out_h: int, max_w: int, *, rotate180: bool = False,
+              resized_w: int | None = None) -> CropSlot:
+    """The CropSlot of a 4×2 quad (RapidOCR's point order) going into an out_h-high, max_w-wide model input:
+    resized_w as resize_norm_img computes it (for rec, max_w is RapidOCR's batch width int(out_h ·
+    max_wh_ratio), which may be less than the tensor's width: the kernel pads to the tensor)."""
+    w, h, inverse = crop_geometry(quad)
+    rotate90 = h * 1.0 / w >= ROTATE90_RATIO
+    rw, rh = (h, w) if rotate90 else (w, h)
+    if resized_w is None:
+        resized_w = resized_width(rw, rh, out_h, max_w)
+    return CropSlot(inverse, w, h, rotate90, rotate180, resized_w)
+
+
+def crop_params_words(batch: int) -> int:
+    return CROP_HEADER_WORDS + CROP_SLOT_WORDS * batch
+
+
+def crop_params(src_h: int, src_w: int, slots: Sequence[CropSlot], batch: int, out_h: int, out_w: int, *,
+                row_stride: int | None = None, offset: int = 0, capacity: int | None = None) -> np.ndarray:
+    """The params words of record_crop_warp for an output tensor (batch, 3, out_h, out_w): slots[b] fills slot
+    b, the remaining slots are written with zeros."""
+    if len(slots) > batch:
+        raise KernelArgumentError(f"{len(slots)} crops for a batch of {batch}")
+    words = np.zeros(crop_params_words(batch), np.uint32)
+    words[:4] = _source_words(src_h, src_w, row_stride, offset, capacity)
+    words[4] = len(slots)
+    for b, s in enumerate(slots):
+        if not 1 <= s.resized_w <= out_w:
+            raise KernelArgumentError(f"crop {b}: resized width {s.resized_w} outside 1..{out_w}")
+        rw, rh = (s.height, s.width) if s.rotate90 else (s.width, s.height)
+        _check_axis(f"crop {b} width", rw, s.resized_w)
+        _check_axis(f"crop {b} height", rh, out_h)
+        m = np.asarray(s.inverse, np.float64).reshape(9).astype(np.float32)
+        if not np.isfinite(m).all():
+            raise KernelArgumentError(f"crop {b}: matrix {s.inverse.tolist()} is not finite in float32")
+        flags = (ROT90 if s.rotate90 else 0) | (ROT180 if s.rotate180 else 0)
+        base = CROP_HEADER_WORDS + CROP_SLOT_WORDS * b
+        words[base:base + 9] = m.view(np.uint32)
+        words[base + 9:base + 15] = [s.width, s.height, flags, s.resized_w,
+                                     _f32_bits(resize_tie(rw, s.resized_w)), _f32_bits(resize_tie(rh, out_h))]
+    return words
+
+
+# -- recording ---------------------------------------------------------------------------------------------------
+
+def _check_buffers(image_u8: Tensor, params: Tensor, words: int, what: str) -> None:
+    for t, name in ((image_u8, "image"), (params, "params")):
+        if t.dtype != np.dtype(np.uint32) or t.numel == 0:
+            raise KernelArgumentError(f"{what}: the {name} buffer must be a non-empty uint32 tensor, "
+                                      f"got {t.dtype} {t.shape}")
+    if params.numel < words:
+        raise KernelArgumentError(f"{what}: params holds {params.numel} words, needs {words}")
+
+
+def _check_output(out: Tensor, what: str) -> None:
+    if out.numel >= 2**32:
+        raise KernelArgumentError(f"{what}: output of {out.numel} elements exceeds 32-bit indexing")
+
+
+def _groups(total: tuple[int, int, int], local: tuple[int, int, int], what: str) -> tuple[int, int, int]:
+    groups = (-(-total[0] // local[0]), -(-total[1] // local[1]), -(-total[2] // local[2]))
+    if max(groups) > MAX_GROUPS_X:
+        raise KernelArgumentError(f"{what}: {groups} workgroups exceed {MAX_GROUPS_X} per axis")
+    return groups
+
+
+def record_image_preprocess(rec: Recorder, image_u8: Tensor, params: Tensor, out: Tensor, *,
+                            mean: Sequence[float] = (0.5, 0.5, 0.5), std: Sequence[float] = (0.5, 0.5, 0.5)) -> None:
+    """out (1, 3, H, W) = the detector input of the image described by params (image_params): cv2.resize
+    INTER_LINEAR to (out_h, out_w) ≤ (H, W), (v / 255 - mean) / std, planes B, G, R; the rest of out is 0.
+    mean / std are per output plane (B first), as RapidOCR's config lists them."""
+    _check_buffers(image_u8, params, IMAGE_PARAMS_WORDS, "image_preprocess")
+    require_float32(out)
+    if len(out.shape) != 4 or tuple(out.shape[:2]) != (1, 3):
+        raise KernelArgumentError(f"image_preprocess: output must be (1, 3, H, W), got {out.shape}")
+    _check_side("output height", out.shape[2])
+    _check_side("output width", out.shape[3])
+    if len(mean) != 3 or len(std) != 3 or any(s == 0 for s in std):
+        raise KernelArgumentError(f"image_preprocess: mean and std need 3 values, std non-zero: {mean}, {std}")
+    _check_output(out, "image_preprocess")
+    cap_h, cap_w = out.shape[2], out.shape[3]
+    inv_std = [float(np.float32(1.0 / s)) for s in std]
+    push = pack("II6f", cap_w, cap_h, *(float(m) for m in mean), *inv_std)
+    pipeline = rec.device.pipeline(IMAGE_PREPROCESS, PREPROCESS_LOCAL)
+    groups = _groups((cap_w, cap_h, 1), PREPROCESS_LOCAL, "image_preprocess")
+    rec.dispatch(pipeline, [image_u8.view, params.view, out.view], push, groups, label="image_preprocess")
+
+
+def record_crop_warp(rec: Recorder, image_u8: Tensor, params: Tensor, out: Tensor) -> None:
+    """out (B, 3, Hc, Wc) = the cls / rec input of the crops described by params (crop_params): slot b <
+    n_valid is get_rotate_crop_image of its quad (cubic warp, rot90, optional 180°) resized to (Hc,
+    resized_w), (v / 255 - 0.5) / 0.5, planes B, G, R, zero-padded to Wc; slots from n_valid on are 0."""
+    require_float32(out)
+    if len(out.shape) != 4 or out.shape[1] != 3:
+        raise KernelArgumentError(f"crop_warp: output must be (B, 3, H, W), got {out.shape}")
+    batch, _, cap_h, cap_w = out.shape
+    _check_buffers(image_u8, params, crop_params_words(batch), "crop_warp")
+    _check_side("crop output height", cap_h)
+    _check_side("crop output width", cap_w)
+    if not 1 <= batch <= MAX_GROUPS_X:
+        raise KernelArgumentError(f"crop_warp: batch {batch} outside 1..{MAX_GROUPS_X}")
+    _check_output(out, "crop_warp")
+    groups = _groups((cap_w, cap_h, batch), CROP_LOCAL, "crop_warp")
+    pipeline = rec.device.pipeline(CROP_WARP, CROP_LOCAL)
+    push = pack("III", batch, cap_h, cap_w)
+    rec.dispatch(pipeline, [image_u8.view, params.view, out.view], push, groups, label="crop_warp")
