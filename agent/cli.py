@@ -16,6 +16,7 @@ DESCRIPTION = """\
 vkocr: PP-OCR text detection, direction classification and recognition on Vulkan compute shaders.
 
 Commands available now:
+  ocr              read text in images: detection, direction, recognition (no server)
   devices          list every Vulkan device, its features, and which one vkocr would use and why
   infer            run one ONNX model on one tensor (.npy in, .npy out)
   inspect          what the graph passes and the plan make of a model at one input shape
@@ -82,6 +83,12 @@ def cmd_bench_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ocr(args: argparse.Namespace) -> int:
+    from agent.ocr_command import run
+
+    return run(args)
+
+
 def _add_model_commands(sub: Any) -> None:
     from agent.model_commands import parse_shape
 
@@ -135,6 +142,15 @@ def build_parser() -> argparse.ArgumentParser:
     devices.add_argument("--json", action="store_true", help="print the same information as JSON")
     _add_device_option(devices)
     devices.set_defaults(func=cmd_devices)
+    from agent.ocr_command import add_arguments
+
+    ocr = sub.add_parser("ocr", help="read text in images, locally",
+                         description="Detect, classify and recognise text in each IMAGE with the default models "
+                         "(RapidOCR 1.4.4's parameters), on the chosen Vulkan device or, with --device cpu, the "
+                         "NumPy fallback. Exit status 1 when an image could not be read.")
+    add_arguments(ocr)
+    _add_device_option(ocr, cpu=True)
+    ocr.set_defaults(func=cmd_ocr)
     _add_model_commands(sub)
 
     bench = sub.add_parser("bench", help="benchmarks (run on the machine you want numbers for)")

@@ -21,11 +21,12 @@ from agent.images import decode_image
 from agent.models import DEFAULT_MODELS, models_dir
 from agent.options import OcrOptions
 from agent.prep import Prepared, prepare, to_original
-from postproc.ctc import ctc_greedy_decode, load_charset
+from postproc.ctc import CtcText, ctc_decode, load_charset
 from postproc.db import db_boxes
 from postproc.order import sort_boxes
 from postproc.registry import PluginChain, build_chain
-from postproc.result import OcrLine, OcrResult
+from postproc.result import CharBox, OcrLine, OcrResult
+from postproc.wordboxes import char_boxes
 from vk.kernels.image import CropSlot, crop_slot
 from vk.ops.image import det_input_size, resize_linear_u8
 
@@ -162,11 +163,14 @@ class OcrPipeline:
         if opts.use_cls:
             slots, angles, cls_only = self._classify(slots, opts)
             lap("cls")
-        texts: list[tuple[str, float]] | None = None
+        texts: list[CtcText] | None = None
+        chars: list[tuple[CharBox, ...] | None] = [None] * len(slots)
         if opts.use_rec:
-            texts = self._recognize(slots, opts)
+            texts, batch_ratios = self._recognize(slots, opts)
             lap("rec")
-        result = self._assemble(prep, quads, angles, texts, cls_only, opts)
+            if opts.return_word_box and opts.use_det:
+                chars = [self._chars(t, q, s, r, prep) for t, q, s, r in zip(texts, quads, slots, batch_ratios)]
+        result = self._assemble(prep, quads, angles, texts, chars, cls_only, opts)
         lap("postproc")
         result.timings_ms = timings
         self.plugins.run(result)
@@ -206,19 +210,32 @@ class OcrPipeline:
         """The slot with resized_w as resize_norm_img computes it for a model input max_width wide."""
         return dataclasses.replace(slot, resized_w=min(max_width, math.ceil(height * slot_ratio(slot))))
 
-    def _recognize(self, slots: list[CropSlot], opts: OcrOptions) -> list[tuple[str, float]]:
-        texts: list[tuple[str, float]] = [("", 0.0)] * len(slots)
+    def _recognize(self, slots: list[CropSlot], opts: OcrOptions) -> tuple[list[CtcText], list[float]]:
+        """Decoded text of every slot, and the width/height ratio its batch was padded to."""
+        texts: list[CtcText] = [CtcText("", 0.0, (), (), 0)] * len(slots)
+        batch_ratios = [0.0] * len(slots)
         for group in ratio_batches([slot_ratio(s) for s in slots], opts.rec_batch):
             max_ratio = max([opts.rec_width / opts.rec_height, *(slot_ratio(slots[i]) for i in group)])
             width = int(opts.rec_height * max_ratio)  # RapidOCR's batch width, exactly
             batch = [self._fit(slots[i], opts.rec_height, width) for i in group]
             indices, scores = self.stages.recognize(batch, opts.rec_height, width)
-            for i, decoded in zip(group, ctc_greedy_decode(indices, scores, self.charset)):
-                texts[i] = decoded
-        return texts
+            for i, decoded in zip(group, ctc_decode(indices, scores, self.charset)):
+                texts[i], batch_ratios[i] = decoded, max_ratio
+        return texts, batch_ratios
 
-    def _assemble(self, prep: Prepared, quads: list[np.ndarray], angles: list[int],
-                  texts: list[tuple[str, float]] | None, verdicts: list[tuple[str, float]],
+    @staticmethod
+    def _chars(text: CtcText, quad: np.ndarray, slot: CropSlot, batch_ratio: float, prep: Prepared
+               ) -> tuple[CharBox, ...]:
+        """Per-character boxes in original-image pixels, truncated to integers as RapidOCR does."""
+        crop_w, crop_h = (slot.height, slot.width) if slot.rotate90 else (slot.width, slot.height)
+        boxes = char_boxes(text, quad, crop_w, crop_h, batch_ratio)
+        if not boxes:
+            return ()
+        mapped = to_original(np.array([b.box for b in boxes], np.float32), prep).astype(np.int32)
+        return tuple(CharBox(b.text, m.astype(float).tolist(), b.score) for b, m in zip(boxes, mapped))
+
+    def _assemble(self, prep: Prepared, quads: list[np.ndarray], angles: list[int], texts: list[CtcText] | None,
+                  chars: list[tuple[CharBox, ...] | None], verdicts: list[tuple[str, float]],
                   opts: OcrOptions) -> OcrResult:
         boxes = to_original(np.stack(quads), prep) if quads else np.zeros((0, 4, 2), np.float32)
         lines = []
@@ -227,7 +244,7 @@ class OcrPipeline:
                 score = verdicts[i][1] if verdicts else 1.0
                 lines.append(OcrLine("", score, box.tolist(), angles[i]))
                 continue
-            text, score = texts[i]
+            text, score = texts[i].text, texts[i].score
             if score >= opts.text_score:
-                lines.append(OcrLine(text, score, box.tolist(), angles[i]))
+                lines.append(OcrLine(text, score, box.tolist(), angles[i], chars[i]))
         return OcrResult(lines)

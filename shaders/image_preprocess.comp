@@ -2,15 +2,16 @@
 // Detector input from packed RGB8 pixels: cv2.resize INTER_LINEAR (bit-exact on uint8), then
 // (float32(v) * float32(1/255) - mean) * (1/std), written as planes B, G, R (what RapidOCR feeds the model).
 //
-// Everything that changes per request comes from the params buffer (see vk/kernels/image.py IMAGE_PARAMS):
+// Everything that changes per request comes from the params buffer (vk/kernels/image.py, image_params):
 // source size, row stride and byte offset, output size, and per axis the tie-break term of the coordinate
 // arithmetic. cv2 computes a source coordinate as float32((d + 0.5) * scale - 0.5) in double with
 // scale = 1 / (dst / src); that equals the float32 nearest to the exact rational ((2d + 1) src - dst) / (2 dst)
-// except when the rational lies exactly halfway between two float32s, where the double's rounding error
+// except when the rational m lies exactly halfway between two float32s, where the double's rounding error
 // decides. The shader rounds the rational exactly (integer long division) and settles the halfway cases with
-// delta = (scale / (src / dst) - 1) * 2^53, which the host computes exactly: the double product
-// (d + 0.5) * scale leaves the midpoint m iff |m + 0.5| * |delta| > 2^e (m + 0.5 = mu * 2^e), in delta's
-// direction. The vertical pass is OpenCV's SIMD formula, which is what cv2 produces for every pixel.
+// delta = (scale / (src / dst) - 1) * 2^53, which the host computes exactly (resize_tie): the double product
+// (d + 0.5) * scale = (m + 0.5)(1 + delta 2^-53) rounds away from m + 0.5 iff mu * |delta| > 1, where
+// m + 0.5 = mu * 2^e with 1 <= mu < 2, and then lies on delta's side of the midpoint; else ties go to even.
+// The vertical pass is OpenCV's SIMD formula, which is what cv2 produces for every pixel.
 // No [[unroll]]: spirv-opt's unroller drops the NoContraction decorations of `precise` on the copies.
 #include "common.glsl"
 

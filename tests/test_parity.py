@@ -151,3 +151,11 @@ def test_cpu_fallback_reads_the_same(tmp_path: Path) -> None:
         result = cpu(source("ch_en_num.jpg"), **RAPIDOCR)
     expected = REFERENCE["ch_en_num.jpg"]["full"]
     assert [line.text for line in result.lines] == [e["text"] for e in expected]
+
+
+def test_vertical_words_with_per_character_boxes(ocr: OcrPipeline) -> None:
+    result = ocr(source("text_vertical_words.png"), return_word_box=True, **RAPIDOCR)
+    chars = [c.text for line in result.lines for c in (line.chars or ())]
+    assert chars[:10] == ["已", "取", "之", "時", "不", "參", "一", "人", "見", "而"]
+    for line in result.lines:
+        assert line.chars is not None and all(len(c.box) == 4 for c in line.chars)

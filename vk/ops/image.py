@@ -9,7 +9,7 @@ except the network inputs, whose channel planes are in the order RapidOCR feeds 
 - crops (``get_rotate_crop_image``): ``cv2.getPerspectiveTransform`` of the quad onto a w×h rectangle,
   ``cv2.warpPerspective(INTER_CUBIC, BORDER_REPLICATE)``, ``np.rot90`` when h/w ≥ 1.5; the classifier's 180°
   verdict is ``cv2.rotate(crop, ROTATE_180)``;
-- cls / rec (``resize_norm_img``): ``cv2.resize`` to (H, resized_w), ``float32(v) / 255 - 0.5) / 0.5`` in
+- cls / rec (``resize_norm_img``): ``cv2.resize`` to (H, resized_w), ``(float32(v) / 255 - 0.5) / 0.5`` in
   float32, zero padding to the model width.
 
 The OpenCV arithmetic reproduced here (opencv-python 5.0, checked against it in tests/kernels/test_image.py):
@@ -23,8 +23,9 @@ The OpenCV arithmetic reproduced here (opencv-python 5.0, checked against it in 
   (INTER_AREA in cv2) give the same bytes.
 - ``warpPerspective`` INTER_CUBIC on uint8, no longer OpenCV 4's 1/32-pixel fixed-point tables: the
   source→crop matrix is inverted (``cv::invert``, DECOMP_LU closed form, float64) and cast to float32; per
-  output pixel ``mX = y * m1 + m2`` (float32), ``xs = float32((mX + m0 x) / (mZ + m6 x))`` (the division in
-  double), clamped to [-max(w, 16), 2 max(w, 16)]; the fractional part gives float32 cubic weights
+  output pixel ``mX = y * m1 + m2`` (float32), ``xs = float32((mX + m0 x) * (1 / (mZ + m6 x)))`` (each of
+  those operations in double; checked bit for bit on float32 images too, where every coordinate shows),
+  clamped to [-max(w, 16), 2 max(w, 16)]; the fractional part gives float32 cubic weights
   (A = -0.75, one weight by fused multiply-adds), rows are summed with fused multiply-adds in float32, the
   result rounded half to even and saturated. BORDER_REPLICATE clamps every tap.
 - ``getPerspectiveTransform``: the 8×8 system with float32 products, solved by OpenCV's LU (partial pivoting)
