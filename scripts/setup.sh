@@ -54,6 +54,19 @@ if [ "$mode" = test ] && ! ls /usr/share/vulkan/explicit_layer.d/VkLayer_khronos
     apt_install vulkan-validationlayers
 fi
 
+# Fonts: a CJK-capable one for `vkocr ocr --vis`; the tests also render text in DejaVu and WenQuanYi.
+fonts="fonts-wqy-microhei"
+[ "$mode" = test ] && fonts="$fonts fonts-dejavu-core"
+missing_fonts=""
+for f in $fonts; do
+    dpkg-query -W -f='${Status}' "$f" 2>/dev/null | grep "install ok installed" >/dev/null || missing_fonts="$missing_fonts $f"
+done
+if [ -n "$missing_fonts" ]; then
+    say "installing fonts:$missing_fonts"
+    # shellcheck disable=SC2086
+    apt_install $missing_fonts
+fi
+
 # 3. The virtual environment, reinstalled only when pyproject.toml or the mode changed.
 if [ ! -x .venv/bin/python ]; then
     say "creating .venv"
