@@ -40,6 +40,7 @@ class Device:
     ) -> None:
         vk = binding()
         self.live: Counter[str] = Counter()
+        self.wait_seconds = 0.0  # time the host spent blocked on fences: what is not Python overhead
         self.instance = Instance(validation=validation)
         self.handle = None
         try:

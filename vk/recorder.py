@@ -8,6 +8,7 @@ after every command, and `timings()` gives each command's GPU time.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
@@ -238,7 +239,9 @@ class Recorder:
         vk = binding()
         if not self._in_flight:
             return
+        started = time.perf_counter()
         call(vk.vkWaitForFences, self.device.handle, 1, self._fences, vk.VK_TRUE, int(timeout_s * 1e9))
+        self.device.wait_seconds += time.perf_counter() - started
         self._in_flight = False
 
     def run(self) -> None:

@@ -1,0 +1,120 @@
+"""`vkocr bench pipeline`: the whole OCR pipeline per image, ours against RapidOCR 1.4.4 (onnxruntime on the CPU)
+in the same run: median and p99 per image, our per-stage breakdown, and the Python time outside GPU waits."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.images import decode_image
+
+
+def rendered_pages(count: int, seed: int = 0) -> list[tuple[str, np.ndarray]]:
+    """Synthetic document pages: lines of Chinese and Latin text in WenQuanYi and DejaVu (Debian fonts)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    from agent.visualize import FONT_CANDIDATES
+
+    font_path = next((p for p in FONT_CANDIDATES if Path(p).exists()), None)
+    phrases = ["生产日期 2026-11-29", "批号 LOT A2391-7", "有效期至 2028-05-31", "Serial No. 4471-0093-22",
+               "上海市浦东新区张江路 88 号", "Net weight 500 g", "保质期十二个月", "Made in China",
+               "产品名称：工业清洗剂", "Store below 25°C", "执行标准 GB/T 13173", "Batch 20261129-03"]
+    rng = np.random.default_rng(seed)
+    pages = []
+    for i in range(count):
+        page = Image.new("RGB", (1240, 1754), "white")  # A4 at 150 dpi
+        draw = ImageDraw.Draw(page)
+        y = 80
+        while y < 1650:
+            size = int(rng.integers(24, 44))
+            font = ImageFont.truetype(font_path, size) if font_path else ImageFont.load_default()
+            text = "  ".join(rng.choice(phrases, size=int(rng.integers(1, 3))))
+            draw.text((int(rng.integers(60, 200)), y), text, fill=(20, 20, 20), font=font)
+            y += int(size * 1.8)
+        pages.append((f"page-{i + 1}", np.asarray(page)))
+    return pages
+
+
+def percentile(samples: list[float], q: float) -> float:
+    return float(np.percentile(np.array(samples), q))
+
+
+def run_pipeline_bench(device: str | None, images: list[str], *, pages: int = 4, runs: int = 10,
+                       progress: bool = True) -> dict[str, Any]:
+    from agent.pipeline import OcrPipeline
+
+    inputs = [(Path(p).name, decode_image(p)) for p in images] + rendered_pages(pages)
+    try:
+        from rapidocr_onnxruntime import RapidOCR
+
+        rapid: Any = RapidOCR()
+    except ImportError:
+        rapid = None
+    rows = []
+    with OcrPipeline.open(device) as ocr:
+        dev = getattr(ocr, "_device", None)
+        for name, rgb in inputs:
+            if progress:
+                print(f"bench: {name}", file=sys.stderr, flush=True)
+            result = ocr(rgb)  # first call: plans are recorded here, not timed
+            walls, pythons, stages = [], [], []
+            for _ in range(runs):
+                waited = dev.wait_seconds if dev is not None else 0.0
+                start = time.perf_counter()
+                result = ocr(rgb)
+                wall = time.perf_counter() - start
+                gpu_wait = (dev.wait_seconds - waited) if dev is not None else 0.0
+                walls.append(wall * 1e3)
+                pythons.append((wall - gpu_wait) * 1e3)
+                stages.append(result.timings_ms)
+            row: dict[str, Any] = {
+                "image": name, "size": f"{rgb.shape[1]}x{rgb.shape[0]}", "lines": len(result.lines),
+                "ours_median_ms": statistics.median(walls), "ours_p99_ms": percentile(walls, 99),
+                "python_outside_gpu_waits_ms": statistics.median(pythons),
+                "stages_ms": {k: statistics.median([s.get(k, 0.0) for s in stages]) for k in stages[-1]},
+            }
+            if rapid is not None:
+                bgr = np.ascontiguousarray(rgb[..., ::-1])
+                rapid(bgr)
+                times = []
+                for _ in range(runs):
+                    start = time.perf_counter()
+                    res, _ = rapid(bgr)
+                    times.append((time.perf_counter() - start) * 1e3)
+                row["rapidocr_median_ms"] = statistics.median(times)
+                row["rapidocr_p99_ms"] = percentile(times, 99)
+                row["rapidocr_lines"] = len(res or [])
+            rows.append(row)
+        backend = ocr.backend
+    summary: dict[str, Any] = {"backend": backend, "images": rows,
+                               "ours_median_of_medians_ms": statistics.median(r["ours_median_ms"] for r in rows)}
+    if rapid is not None:
+        summary["rapidocr_median_of_medians_ms"] = statistics.median(r["rapidocr_median_ms"] for r in rows)
+    return summary
+
+
+def format_pipeline_results(r: dict[str, Any]) -> str:
+    lines = [f"backend: {r['backend']}",
+             (f"{'image':<34} {'size':>10} {'lines':>5} {'ours med':>9} {'p99':>8} {'py ms':>6} "
+             f"{'RapidOCR med':>12} {'p99':>8} {'ratio':>6}  stages (median ms)")]
+    for row in r["images"]:
+        rapid = row.get("rapidocr_median_ms")
+        ratio = f"{rapid / row['ours_median_ms']:.1f}x" if rapid else "-"
+        stages = " ".join(f"{k}={v:.1f}" for k, v in row["stages_ms"].items())
+        lines.append(
+            f"{row['image'][:34]:<34} {row['size']:>10} {row['lines']:>5} {row['ours_median_ms']:>9.1f} "
+            f"{row['ours_p99_ms']:>8.1f} {row['python_outside_gpu_waits_ms']:>6.1f} "
+            f"{(f'{rapid:.1f}' if rapid else 'n/a'):>12} {row.get('rapidocr_p99_ms', 0):>8.1f} {ratio:>6}  {stages}"
+        )
+    ours = r["ours_median_of_medians_ms"]
+    rapid_all = r.get("rapidocr_median_of_medians_ms")
+    tail = f"median per image: ours {ours:.1f} ms"
+    if rapid_all:
+        tail += f", RapidOCR {rapid_all:.1f} ms ({rapid_all / ours:.1f}x)"
+    lines.append(tail)
+    return "\n".join(lines)
