@@ -133,9 +133,14 @@ class GpuStages:
         return crop_params(h, w, crops, len(crops), height, width, capacity=self.image_capacity)
 
     def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
-        self.cls_params.write(self._crop_params(crops, height, width))
-        plan = self._plan("cls", (len(crops), 3, height, width), self.cls_hooks)
-        return plan.run()[plan.output_names[0]]
+        """Crops in a batch rounded up to a power of two (few plans); the warp zero-fills the spare slots."""
+        batch = min(self.max_batch, 1 << max(0, len(crops) - 1).bit_length())
+        h, w = self._image_hw
+        if len(crops) > self.max_batch:
+            raise KernelArgumentError(f"{len(crops)} crops in one batch; at most {self.max_batch}")
+        self.cls_params.write(crop_params(h, w, crops, batch, height, width, capacity=self.image_capacity))
+        plan = self._plan("cls", (batch, 3, height, width), self.cls_hooks)
+        return plan.run()[plan.output_names[0]][: len(crops)]
 
     def recognize(self, crops: Sequence[CropSlot], height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
         self.rec_params.write(self._crop_params(crops, height, width))

@@ -53,6 +53,9 @@ class Stages(Protocol):
     def close(self) -> None: ...
 
 
+CLS_SUBMISSION = 64  # crops classified per submission (the GPU stage's params buffer holds 64 slots)
+
+
 def default_model_paths(directory: Path | None = None) -> dict[str, Path]:
     root = directory or models_dir()
     return {m.role: root / m.filename for m in DEFAULT_MODELS}
@@ -194,7 +197,10 @@ class OcrPipeline:
         angles = [0] * len(slots)
         verdicts: list[tuple[str, float]] = [("0", 0.0)] * len(slots)
         out = list(slots)
-        for group in ratio_batches([slot_ratio(s) for s in slots], opts.cls_batch):
+        # Every crop is padded to the classifier's fixed width, so grouping cannot change a verdict: all crops
+        # go in as few submissions as the stage allows, instead of RapidOCR's groups of cls_batch.
+        step = max(opts.cls_batch, CLS_SUBMISSION)
+        for group in [list(range(i, min(i + step, len(slots)))) for i in range(0, len(slots), step)]:
             batch = [self._fit(slots[i], opts.cls_height, opts.cls_width) for i in group]
             probs = self.stages.classify(batch, opts.cls_height, opts.cls_width)
             for i, p in zip(group, probs):
