@@ -34,6 +34,7 @@ from vk.recorder import Recorder
 from vk.tensor import Tensor
 
 DEFAULT_IMAGE_CAPACITY = 2048 * 2048 * 3  # bytes: RapidOCR caps the longest side at 2000 before detection
+MAX_REC_STEPS = 8192  # time steps per line (the recogniser makes one per 8 input columns)
 
 
 class HostBuffer:
@@ -53,30 +54,38 @@ class HostBuffer:
 
 
 class ArgmaxReadback:
-    """The rec epilogue of one plan shape: argmax and max over the classes, and their readback."""
+    """The rec epilogue: argmax and max over the classes, and their readback. One fixed-size set of buffers
+    serves every plan shape (submissions never overlap), so no memory grows with the number of widths seen."""
 
-    def __init__(self, device: Device, shape: tuple[int, ...]) -> None:
-        self.device = device
-        self.indices = device.tensor(shape, np.int32)
-        self.values = device.tensor(shape, np.float32)
-        self.indices_back = device.pool.alloc(self.indices.nbytes, "readback")
-        self.values_back = device.pool.alloc(self.values.nbytes, "readback")
+    def __init__(self, device: Device, capacity: int) -> None:
+        self.device, self.capacity = device, capacity
+        self.indices = device.pool.alloc(4 * capacity, "device")
+        self.values = device.pool.alloc(4 * capacity, "device")
+        self.indices_back = device.pool.alloc(4 * capacity, "readback")
+        self.values_back = device.pool.alloc(4 * capacity, "readback")
+        self.shape: tuple[int, ...] = (0,)
 
     def record(self, rec: Recorder, probs: Tensor) -> None:
-        record_argmax(rec, probs, self.indices, self.values, axis=-1)
-        rec.copy(self.indices.view, self.indices_back.view)
-        rec.copy(self.values.view, self.values_back.view)
+        shape = tuple(probs.shape[:-1])
+        count = int(np.prod(shape))
+        if count > self.capacity:
+            raise KernelArgumentError(f"recogniser output of {shape} time steps exceeds the {self.capacity} "
+                                      "that the argmax buffers hold")
+        indices = Tensor(self.indices, shape, np.dtype(np.int32))
+        values = Tensor(self.values, shape, np.dtype(np.float32))
+        record_argmax(rec, probs, indices, values, axis=-1)
+        rec.copy(indices.view, self.indices_back.view)
+        rec.copy(values.view, self.values_back.view)
 
-    def read(self) -> tuple[np.ndarray, np.ndarray]:
+    def read(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         self.indices_back.invalidate()
         self.values_back.invalidate()
-        shape = self.indices.shape
-        return (self.indices_back.array(np.int32, shape).copy(), self.values_back.array(np.float32, shape).copy())
+        count = int(np.prod(shape))
+        return (self.indices_back.array(np.int32)[:count].reshape(shape).copy(),
+                self.values_back.array(np.float32)[:count].reshape(shape).copy())
 
     def close(self) -> None:
-        for t in (self.indices, self.values):
-            self.device.free(t)
-        for a in (self.indices_back, self.values_back):
+        for a in (self.indices, self.values, self.indices_back, self.values_back):
             self.device.pool.free(a)
 
 
@@ -92,7 +101,7 @@ class GpuStages:
         self.det_params = HostBuffer(device, IMAGE_PARAMS_WORDS)
         self.cls_params = HostBuffer(device, crop_params_words(max_batch))
         self.rec_params = HostBuffer(device, crop_params_words(max_batch))
-        self._argmax: dict[tuple[int, ...], ArgmaxReadback] = {}
+        self._argmax = ArgmaxReadback(device, max_batch * MAX_REC_STEPS)
         self.det_hooks = StageHooks(
             lambda rec, x: record_image_preprocess(rec, self.image.tensor, self.det_params.tensor, x))
         self.cls_hooks = StageHooks(lambda rec, x: record_crop_warp(rec, self.image.tensor, self.cls_params.tensor, x))
@@ -102,10 +111,7 @@ class GpuStages:
 
     def _rec_epilogue(self, rec: Recorder, outputs: dict[str, Tensor]) -> None:
         (probs,) = outputs.values()
-        shape = tuple(probs.shape[:-1])
-        if shape not in self._argmax:
-            self._argmax[shape] = ArgmaxReadback(self.device, shape)
-        self._argmax[shape].record(rec, probs)
+        self._argmax.record(rec, probs)
 
     def load(self, image: np.ndarray) -> None:
         """Write this request's prepared image where every stage's shaders read it."""
@@ -126,33 +132,29 @@ class GpuStages:
         plan = self._plan("det", (1, 3, det_h, det_w), self.det_hooks)
         return plan.run()[plan.output_names[0]][0, 0]
 
-    def _crop_params(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
+    def _crop_params(self, crops: Sequence[CropSlot], batch: int, height: int, width: int) -> np.ndarray:
         if len(crops) > self.max_batch:
             raise KernelArgumentError(f"{len(crops)} crops in one batch; at most {self.max_batch}")
         h, w = self._image_hw
-        return crop_params(h, w, crops, len(crops), height, width, capacity=self.image_capacity)
+        return crop_params(h, w, crops, batch, height, width, capacity=self.image_capacity)
 
     def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
         """Crops in a batch rounded up to a power of two (few plans); the warp zero-fills the spare slots."""
         batch = min(self.max_batch, 1 << max(0, len(crops) - 1).bit_length())
-        h, w = self._image_hw
-        if len(crops) > self.max_batch:
-            raise KernelArgumentError(f"{len(crops)} crops in one batch; at most {self.max_batch}")
-        self.cls_params.write(crop_params(h, w, crops, batch, height, width, capacity=self.image_capacity))
+        self.cls_params.write(self._crop_params(crops, batch, height, width))
         plan = self._plan("cls", (batch, 3, height, width), self.cls_hooks)
         return plan.run()[plan.output_names[0]][: len(crops)]
 
     def recognize(self, crops: Sequence[CropSlot], height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-        self.rec_params.write(self._crop_params(crops, height, width))
+        self.rec_params.write(self._crop_params(crops, len(crops), height, width))
         plan = self._plan("rec", (len(crops), 3, height, width), self.rec_hooks)
         plan.run()
         out_shape = plan.spec.shape(plan.output_names[0])
-        return self._argmax[tuple(out_shape[:-1])].read()
+        return self._argmax.read(tuple(out_shape[:-1]))
 
     def close(self) -> None:
         for model in self.models.values():
             model.close()
-        for a in self._argmax.values():
-            a.close()
+        self._argmax.close()
         for buf in (self.image, self.det_params, self.cls_params, self.rec_params):
             buf.close()
