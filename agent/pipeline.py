@@ -156,7 +156,9 @@ class OcrPipeline:
         if opts.use_det:
             quads = self._detect(prep, opts, lap)
             if not quads:
-                return OcrResult(timings_ms=timings)
+                empty = OcrResult(timings_ms=timings)
+                self.plugins.run(empty)  # plugins see every result, an empty one too
+                return empty
             slots = [crop_slot(q, opts.rec_height, 10**6) for q in quads]
         else:
             quads = [whole_image_quad(h, w)]
