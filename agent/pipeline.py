@@ -27,7 +27,7 @@ from postproc.order import sort_boxes
 from postproc.registry import PluginChain, build_chain
 from postproc.result import CharBox, OcrLine, OcrResult
 from postproc.wordboxes import char_boxes
-from vk.kernels.image import CropSlot, crop_slot
+from vk.kernels.image import CropSlot, crop_slots
 from vk.ops.image import det_input_size, resize_linear_u8
 
 log = structlog.get_logger("agent.pipeline")
@@ -159,7 +159,7 @@ class OcrPipeline:
                 empty = OcrResult(timings_ms=timings)
                 self.plugins.run(empty)  # plugins see every result, an empty one too
                 return empty
-            slots = [crop_slot(q, opts.rec_height, 10**6) for q in quads]
+            slots = crop_slots(np.stack(quads), opts.rec_height, 10**6)
         else:
             quads = [whole_image_quad(h, w)]
             slots = [CropSlot(np.eye(3), w, h, False, False, 1)]  # RapidOCR passes the image itself on

@@ -364,3 +364,17 @@ def test_resize_norm_img_matches_rapidocr(rapidocr: ModuleType) -> None:
             ref = TextRecognizer.resize_norm_img(rec, bgr, ratio)
             got = resize_normalize_pad(crop, 48, width, resized_width(crop.shape[1], crop.shape[0], 48, width))
             np.testing.assert_array_equal(got, ref, err_msg=f"rec width {width}; seed {seed}")
+
+
+def test_batched_crop_slots_equal_one_at_a_time() -> None:
+    from vk.kernels.image import crop_slot, crop_slots
+
+    rng = np.random.default_rng()
+    centres = rng.uniform(50, 400, (25, 1, 2))
+    quads = (centres + rng.uniform(-40, 40, (25, 4, 2)) + np.array([[-60, -9], [60, -9], [60, 9], [-60, 9]]))
+    quads = quads.astype(np.float32)
+    batched = crop_slots(quads, 48, 10**6)
+    single = [crop_slot(q, 48, 10**6) for q in quads]
+    for a, b in zip(batched, single):
+        assert (a.width, a.height, a.rotate90, a.resized_w) == (b.width, b.height, b.rotate90, b.resized_w)
+        np.testing.assert_array_equal(a.inverse, b.inverse)

@@ -38,14 +38,14 @@ import numpy as np
 
 from vk.errors import KernelArgumentError
 from vk.kernels.launch import MAX_GROUPS_X, pack, require_float32
-from vk.ops.image import ROTATE90_RATIO, crop_geometry, det_input_size, resized_width
+from vk.ops.image import ROTATE90_RATIO, crop_geometries, crop_geometry, det_input_size, resized_width
 from vk.pipeline import KernelDef
 from vk.recorder import Recorder
 from vk.tensor import Tensor
 
 __all__ = [
     "CROP_HEADER_WORDS", "CROP_SLOT_WORDS", "IMAGE_PARAMS_WORDS", "MAX_SIDE", "CropSlot", "crop_geometry",
-    "crop_params", "crop_params_words", "crop_slot", "det_input_size", "image_params", "record_crop_warp",
+    "crop_params", "crop_params_words", "crop_slot", "crop_slots", "det_input_size", "image_params", "record_crop_warp",
     "record_image_preprocess", "resize_tie", "rgb_words",
 ]
 
@@ -128,6 +128,16 @@ class CropSlot:
     rotate90: bool  # np.rot90 (height / width >= 1.5)
     rotate180: bool  # the classifier's 180° verdict
     resized_w: int  # width after resizing to the model's height (before zero padding)
+
+
+def crop_slots(quads: np.ndarray, out_h: int, max_w: int) -> list[CropSlot]:
+    """crop_slot of N quads (N, 4, 2), their geometry computed in one batch."""
+    slots = []
+    for w, h, inverse in crop_geometries(quads):
+        rotate90 = h * 1.0 / w >= ROTATE90_RATIO
+        rw, rh = (h, w) if rotate90 else (w, h)
+        slots.append(CropSlot(inverse, w, h, rotate90, False, resized_width(rw, rh, out_h, max_w)))
+    return slots
 
 
 def crop_slot(quad: np.ndarray, out_h: int, max_w: int, *, rotate180: bool = False,
