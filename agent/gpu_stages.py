@@ -1,7 +1,8 @@
 """The OCR stages on the GPU, one submission each (DESIGN.md, "One request, end to end").
 
-The prepared image is written once per request into a persistent host-visible buffer that the shaders read
-directly; a small params buffer per stage carries what changes per request (sizes, crop matrices). Each stage
+The prepared image is written once per request into persistent host-visible staging and copied into a
+device-local image buffer (one small copy submission, recorded once per size class), which every stage's
+shaders then read; a small params buffer per stage carries what changes per request (sizes, crop matrices). Each stage
 is a plan of its model with hooks: det resizes and normalises the image in a shader before the network;
 cls and rec sample their crops out of the same image buffer with the warp shader; rec reduces its
 probabilities to argmax and max on the GPU, so T×2 values per line come back instead of T×6625.
@@ -29,7 +30,7 @@ from vk.kernels.image import (
     rgb_words,
 )
 from vk.kernels.reduce import record_argmax
-from vk.memory import Allocation
+from vk.memory import Allocation, BufferView
 from vk.recorder import Recorder
 from vk.tensor import Tensor
 
@@ -51,6 +52,34 @@ class HostBuffer:
 
     def close(self) -> None:
         self.device.pool.free(self.alloc)
+
+
+COPY_GRANULE = 1 << 20  # image copies are recorded per MiB of size, so at most capacity/granule recordings
+
+
+class DeviceImage:
+    """The device-local image buffer that shaders read (reading host memory over PCIe is slow on discrete
+    GPUs), filled from the staging buffer by a copy recorded once per size class and replayed."""
+
+    def __init__(self, device: Device, words: int) -> None:
+        self.device = device
+        self.tensor = device.tensor((words,), np.uint32)
+        self._copies: dict[int, Recorder] = {}
+
+    def fill_from(self, staging: HostBuffer, nbytes: int) -> None:
+        size = min(self.tensor.nbytes, -(-max(nbytes, 1) // COPY_GRANULE) * COPY_GRANULE)
+        rec = self._copies.get(size)
+        if rec is None:
+            rec = self._copies[size] = Recorder(self.device)
+            src, dst = staging.tensor.view, self.tensor.view
+            rec.copy(BufferView(src.buffer, src.offset, size), BufferView(dst.buffer, dst.offset, size))
+            rec.end()
+        rec.run()
+
+    def close(self) -> None:
+        for rec in self._copies.values():
+            rec.close()
+        self.device.free(self.tensor)
 
 
 class ArgmaxReadback:
@@ -97,7 +126,9 @@ class GpuStages:
         self.models = {role: Model.load(path, device) for role, path in model_paths.items()}
         self.max_batch = max_batch
         self.image_capacity = image_capacity
-        self.image = HostBuffer(device, -(-image_capacity // 4))
+        words = -(-image_capacity // 4)
+        self.image_staging = HostBuffer(device, words)
+        self.image = DeviceImage(device, words)
         self.det_params = HostBuffer(device, IMAGE_PARAMS_WORDS)
         self.cls_params = HostBuffer(device, crop_params_words(max_batch))
         self.rec_params = HostBuffer(device, crop_params_words(max_batch))
@@ -118,7 +149,9 @@ class GpuStages:
         if image.nbytes > self.image_capacity:
             raise KernelArgumentError(f"prepared image of {image.shape[1]}×{image.shape[0]} pixels needs "
                                       f"{image.nbytes} bytes; the GPU image buffer holds {self.image_capacity}")
-        self.image.write(rgb_words(image))
+        words = rgb_words(image)
+        self.image_staging.write(words)
+        self.image.fill_from(self.image_staging, 4 * len(words))
         self._image_hw = image.shape[:2]
 
     def _plan(self, role: str, shape: tuple[int, ...], hooks: StageHooks) -> Plan:
@@ -156,5 +189,6 @@ class GpuStages:
         for model in self.models.values():
             model.close()
         self._argmax.close()
-        for buf in (self.image, self.det_params, self.cls_params, self.rec_params):
+        self.image.close()
+        for buf in (self.image_staging, self.det_params, self.cls_params, self.rec_params):
             buf.close()
