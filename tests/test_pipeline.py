@@ -1,0 +1,74 @@
+"""The pipeline's contract around the OCR itself: bad input and bad options fail clearly before any GPU work,
+plugins add fields, and a plugin that raises does not lose the result."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+
+from agent.errors import ImageError, OptionsError
+from agent.pipeline import OcrPipeline
+from agent.visualize import find_font
+from postproc.registry import PluginChain, build_chain
+from postproc.result import OcrResult
+
+
+@pytest.fixture(scope="module")
+def ocr() -> Iterator[OcrPipeline]:
+    with OcrPipeline.open() as pipeline:
+        yield pipeline
+
+
+def label_image(text: str) -> np.ndarray:
+    """One dark line of text on white, in a font the set-up installs."""
+    font_path = find_font()
+    if font_path is None:
+        pytest.skip("no font installed (apt-get install fonts-wqy-microhei)")
+    image = Image.new("RGB", (420, 64), "white")
+    ImageDraw.Draw(image).text((12, 14), text, fill=(10, 10, 10), font=ImageFont.truetype(font_path, 30))
+    return np.asarray(image)
+
+
+def test_corrupt_bytes_fail_with_a_reason(ocr: OcrPipeline) -> None:
+    with pytest.raises(ImageError) as info:
+        ocr(b"\x89PNG\r\n\x1a\n this is not a PNG")
+    assert info.value.reason == "corrupt"
+
+
+def test_an_image_over_the_pixel_limit_is_refused(ocr: OcrPipeline) -> None:
+    with pytest.raises(ImageError) as info:
+        ocr(np.full((300, 400, 3), 255, np.uint8), max_pixels=100_000)
+    assert info.value.reason == "too_large"
+
+
+@pytest.mark.parametrize(("option", "value"), [("no_such_option", 1), ("text_score", 2.0), ("box_thresh", "high"),
+                                               ("limit_type", "sideways"), ("use_det", "yes")])
+def test_bad_options_name_the_option(ocr: OcrPipeline, option: str, value: object) -> None:
+    with pytest.raises(OptionsError, match=option):
+        ocr(np.zeros((64, 64, 3), np.uint8), **{option: value})
+
+
+def test_plugins_add_fields_and_a_raising_one_loses_nothing(ocr: OcrPipeline) -> None:
+    def boom(result: OcrResult) -> dict[str, object]:
+        raise RuntimeError("plugin bug")
+
+    fields = build_chain(["regex_fields"], {"regex_fields": {"lot": r"LOT\s*(\w+)"}})
+    ocr.plugins = PluginChain([*fields.plugins, ("boom", boom)])
+    try:
+        result = ocr(label_image("LOT A2391"))
+    finally:
+        ocr.plugins = PluginChain()
+    assert [line.text for line in result.lines] == ["LOT A2391"]
+    assert result.fields == {"lot": "A2391"}
+    assert result.errors == [{"plugin": "boom", "error": "RuntimeError: plugin bug"}]
+    assert "plugin.regex_fields" in result.timings_ms
+
+
+def test_the_agent_keeps_working_after_bad_requests(ocr: OcrPipeline) -> None:
+    for bad in (b"", b"garbage", np.zeros((0, 5, 3), np.uint8)):
+        with pytest.raises(ImageError):
+            ocr(bad)
+    assert [line.text for line in ocr(label_image("SERIAL-0042")).lines] == ["SERIAL-0042"]
