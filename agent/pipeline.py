@@ -8,7 +8,6 @@ chosen explicitly, on the CPU with the NumPy references (agent/cpu_stages.py).
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -69,7 +68,8 @@ def ratio_batches(ratios: Sequence[float], batch: int) -> list[list[int]]:
 
 def slot_ratio(slot: CropSlot) -> float:
     """Width/height of the crop as the model sees it (after the 90° turn): RapidOCR's sort key."""
-    return slot.height / slot.width if slot.rotate90 else slot.width / slot.height
+    width, height = slot.model_size
+    return width / height
 
 
 def whole_image_quad(h: int, w: int) -> np.ndarray:
@@ -203,7 +203,7 @@ class OcrPipeline:
         # go in as few submissions as the stage allows, instead of RapidOCR's groups of cls_batch.
         step = max(opts.cls_batch, CLS_SUBMISSION)
         for group in [list(range(i, min(i + step, len(slots)))) for i in range(0, len(slots), step)]:
-            batch = [self._fit(slots[i], opts.cls_height, opts.cls_width) for i in group]
+            batch = [slots[i].fitted(opts.cls_height, opts.cls_width) for i in group]
             probs = self.stages.classify(batch, opts.cls_height, opts.cls_width)
             for i, p in zip(group, probs):
                 label, score = int(np.argmax(p)), float(np.max(p))
@@ -213,11 +213,6 @@ class OcrPipeline:
                     angles[i] = 180
         return out, angles, verdicts
 
-    @staticmethod
-    def _fit(slot: CropSlot, height: int, max_width: int) -> CropSlot:
-        """The slot with resized_w as resize_norm_img computes it for a model input max_width wide."""
-        return dataclasses.replace(slot, resized_w=min(max_width, math.ceil(height * slot_ratio(slot))))
-
     def _recognize(self, slots: list[CropSlot], opts: OcrOptions) -> tuple[list[CtcText], list[float]]:
         """Decoded text of every slot, and the width/height ratio its batch was padded to."""
         texts: list[CtcText] = [CtcText("", 0.0, (), (), 0)] * len(slots)
@@ -225,7 +220,7 @@ class OcrPipeline:
         for group in ratio_batches([slot_ratio(s) for s in slots], opts.rec_batch):
             max_ratio = max([opts.rec_width / opts.rec_height, *(slot_ratio(slots[i]) for i in group)])
             width = int(opts.rec_height * max_ratio)  # RapidOCR's batch width, exactly
-            batch = [self._fit(slots[i], opts.rec_height, width) for i in group]
+            batch = [slots[i].fitted(opts.rec_height, width) for i in group]
             indices, scores = self.stages.recognize(batch, opts.rec_height, width)
             for i, decoded in zip(group, ctc_decode(indices, scores, self.charset)):
                 texts[i], batch_ratios[i] = decoded, max_ratio
@@ -235,7 +230,7 @@ class OcrPipeline:
     def _chars(text: CtcText, quad: np.ndarray, slot: CropSlot, batch_ratio: float, prep: Prepared
                ) -> tuple[CharBox, ...]:
         """Per-character boxes in original-image pixels, truncated to integers as RapidOCR does."""
-        crop_w, crop_h = (slot.height, slot.width) if slot.rotate90 else (slot.width, slot.height)
+        crop_w, crop_h = slot.model_size
         boxes = char_boxes(text, quad, crop_w, crop_h, batch_ratio)
         if not boxes:
             return ()

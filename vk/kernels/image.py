@@ -30,6 +30,7 @@ which decides the rare source coordinates that fall exactly halfway between two 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -129,15 +130,20 @@ class CropSlot:
     rotate180: bool  # the classifier's 180° verdict
     resized_w: int  # width after resizing to the model's height (before zero padding)
 
+    @property
+    def model_size(self) -> tuple[int, int]:
+        """(width, height) of the crop as the model sees it: after the 90° turn."""
+        return (self.height, self.width) if self.rotate90 else (self.width, self.height)
+
+    def fitted(self, out_h: int, max_w: int) -> CropSlot:
+        """This slot with resized_w as resize_norm_img computes it for an out_h-high, max_w-wide input."""
+        return dataclasses.replace(self, resized_w=resized_width(*self.model_size, out_h, max_w))
+
 
 def crop_slots(quads: np.ndarray, out_h: int, max_w: int) -> list[CropSlot]:
     """crop_slot of N quads (N, 4, 2), their geometry computed in one batch."""
-    slots = []
-    for w, h, inverse in crop_geometries(quads):
-        rotate90 = h * 1.0 / w >= ROTATE90_RATIO
-        rw, rh = (h, w) if rotate90 else (w, h)
-        slots.append(CropSlot(inverse, w, h, rotate90, False, resized_width(rw, rh, out_h, max_w)))
-    return slots
+    return [CropSlot(inverse, w, h, h * 1.0 / w >= ROTATE90_RATIO, False, 0).fitted(out_h, max_w)
+            for w, h, inverse in crop_geometries(quads)]
 
 
 def crop_slot(quad: np.ndarray, out_h: int, max_w: int, *, rotate180: bool = False,
@@ -145,12 +151,8 @@ def crop_slot(quad: np.ndarray, out_h: int, max_w: int, *, rotate180: bool = Fal
     """The CropSlot of a 4×2 quad (RapidOCR's point order) going into an out_h-high, max_w-wide model input:
     resized_w as resize_norm_img computes it (for rec, max_w is RapidOCR's batch width int(out_h ·
     max_wh_ratio), which may be less than the tensor's width: the kernel pads to the tensor)."""
-    w, h, inverse = crop_geometry(quad)
-    rotate90 = h * 1.0 / w >= ROTATE90_RATIO
-    rw, rh = (h, w) if rotate90 else (w, h)
-    if resized_w is None:
-        resized_w = resized_width(rw, rh, out_h, max_w)
-    return CropSlot(inverse, w, h, rotate90, rotate180, resized_w)
+    slot = dataclasses.replace(crop_slots(np.asarray(quad)[None], out_h, max_w)[0], rotate180=rotate180)
+    return slot if resized_w is None else dataclasses.replace(slot, resized_w=resized_w)
 
 
 def crop_params_words(batch: int) -> int:
@@ -169,7 +171,7 @@ def crop_params(src_h: int, src_w: int, slots: Sequence[CropSlot], batch: int, o
     for b, s in enumerate(slots):
         if not 1 <= s.resized_w <= out_w:
             raise KernelArgumentError(f"crop {b}: resized width {s.resized_w} outside 1..{out_w}")
-        rw, rh = (s.height, s.width) if s.rotate90 else (s.width, s.height)
+        rw, rh = s.model_size
         _check_axis(f"crop {b} width", rw, s.resized_w)
         _check_axis(f"crop {b} height", rh, out_h)
         m = np.asarray(s.inverse, np.float64).reshape(9).astype(np.float32)
