@@ -15,6 +15,7 @@ from vk.ops.image import preprocess_image, resize_normalize_pad, rotate_crop, wa
 
 class CpuStages:
     backend = "cpu (numpy)"
+    max_batch = 64  # as the GPU stages: the same submissions, so the same results
 
     def __init__(self, model_paths: Mapping[str, Path]) -> None:
         self.models = {role: Model.load(path, None) for role, path in model_paths.items()}

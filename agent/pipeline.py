@@ -36,6 +36,7 @@ class Stages(Protocol):
     """What runs the networks: the GPU stages or the CPU fallback."""
 
     backend: str
+    max_batch: int  # crops one classify or recognize call takes
 
     def load(self, image: np.ndarray) -> None:
         """The prepared image (H×W×3 uint8 RGB) that the next stages read."""
@@ -50,9 +51,6 @@ class Stages(Protocol):
         """(n, T) argmax indices and (n, T) max probabilities per time step."""
 
     def close(self) -> None: ...
-
-
-CLS_SUBMISSION = 64  # crops classified per submission (the GPU stage's params buffer holds 64 slots)
 
 
 def default_model_paths(directory: Path | None = None) -> dict[str, Path]:
@@ -201,7 +199,7 @@ class OcrPipeline:
         out = list(slots)
         # Every crop is padded to the classifier's fixed width, so grouping cannot change a verdict: all crops
         # go in as few submissions as the stage allows, instead of RapidOCR's groups of cls_batch.
-        step = max(opts.cls_batch, CLS_SUBMISSION)
+        step = self.stages.max_batch
         for group in [list(range(i, min(i + step, len(slots)))) for i in range(0, len(slots), step)]:
             batch = [slots[i].fitted(opts.cls_height, opts.cls_width) for i in group]
             probs = self.stages.classify(batch, opts.cls_height, opts.cls_width)
