@@ -133,7 +133,32 @@ class OcrPipeline:
     # -- one request ------------------------------------------------------------------------------------------
 
     def __call__(self, source: Any, **overrides: Any) -> OcrResult:
+        """Read one image (path, bytes or array) with these options changed for this call; plugins included."""
         opts = self.options.replace(**overrides) if overrides else self.options
+        chain = self.chain_for(opts)
+        return self.finish(self.recognize(source, opts), chain)
+
+    def chain_for(self, opts: OcrOptions) -> PluginChain:
+        """The plugin chain these options ask for: the deployment's own, or one built for this request (which
+        raises UnknownPluginError or PluginConfigError before any GPU work)."""
+        if opts.plugins == self.options.plugins and opts.plugin_options == self.options.plugin_options:
+            return self.plugins
+        return build_chain(opts.plugins, opts.plugin_options)
+
+    @staticmethod
+    def finish(result: OcrResult, chain: PluginChain) -> OcrResult:
+        """The plugin chain over a recognised result: CPU work that the agent overlaps with the next request's
+        GPU work."""
+        clock = time.perf_counter()
+        chain.run(result)
+        result.timings_ms["plugins"] = (time.perf_counter() - clock) * 1e3
+        return result
+
+    def recognize(self, source: Any, opts: OcrOptions | None = None, *, decoded: bool = False) -> OcrResult:
+        """Lines of one image without the plugin chain: every stage that needs the device, and the CPU steps
+        between them. ``decoded``: ``source`` is already decode_image's output (the agent decodes on the
+        request's thread, before the GPU queue)."""
+        opts = opts or self.options
         timings: dict[str, float] = {}
         clock = time.perf_counter()
 
@@ -143,7 +168,7 @@ class OcrPipeline:
             timings[name] = timings.get(name, 0.0) + (now - clock) * 1e3
             clock = now
 
-        image = decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif)
+        image = source if decoded else decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif)
         prep = prepare(image, resize_linear_u8, max_side_len=opts.max_side_len, min_side_len=opts.min_side_len,
                        min_height=opts.min_height, width_height_ratio=opts.width_height_ratio,
                        letterbox=opts.use_det)
@@ -154,9 +179,7 @@ class OcrPipeline:
         if opts.use_det:
             quads = self._detect(prep, opts, lap)
             if not quads:
-                empty = OcrResult(timings_ms=timings)
-                self.plugins.run(empty)  # plugins see every result, an empty one too
-                return empty
+                return OcrResult(timings_ms=timings)
             slots = crop_slots(np.stack(quads), opts.rec_height, 10**6)
         else:
             quads = [whole_image_quad(h, w)]
@@ -176,7 +199,6 @@ class OcrPipeline:
         result = self._assemble(prep, quads, angles, texts, chars, cls_only, opts)
         lap("postproc")
         result.timings_ms = timings
-        self.plugins.run(result)
         return result
 
     def _detect(self, prep: Prepared, opts: OcrOptions, lap: Any) -> list[np.ndarray]:
