@@ -85,6 +85,22 @@ def test_pool_grows_a_new_arena_for_big_requests(device: Device) -> None:
     assert len(pool.arenas["device"]) <= n_before
 
 
+def test_device_memory_usage_follows_live_tensors(device: Device) -> None:
+    used0, reserved0 = device.memory_usage()
+    assert (used0, reserved0) == (device.pool.stats().in_use, device.pool.stats().reserved)
+    fits_none = max([device.pool.arena_bytes, *(a.size for a in device.pool.arenas["device"])]) // 4 + 1
+    big = device.tensor((fits_none,))  # fits no existing arena: a new one is reserved for it
+    small = device.upload(np.arange(1000, dtype=np.float32))
+    used1, reserved1 = device.memory_usage()
+    assert used1 == used0 + big.alloc.size + small.alloc.size
+    assert reserved1 >= reserved0 + big.nbytes and reserved1 >= used1
+    device.free(big)
+    device.free(small)
+    assert device.memory_usage()[0] == used0
+    device.pool.trim()
+    assert device.memory_usage()[1] < reserved1
+
+
 def test_replay_follows_new_inputs_written_to_staging(device: Device) -> None:
     """One recording (upload → kernels → readback) submitted many times with fresh inputs each time."""
     rng, seed = fresh_rng()
@@ -177,6 +193,8 @@ def test_no_leaks_across_1000_create_replay_destroy_cycles(device: Device) -> No
     rng, _ = fresh_rng()
     _cycle(device, 10, True)  # pipelines are created once per device and kept: make them before counting
     _cycle(device, 10, False)
+    _cycle(device, 12, True)  # sizes divisible by 4 take the vec4 kernels: make those before counting too
+    _cycle(device, 12, False)
     objects_before = _live_vulkan_objects(device)
     in_use_before = device.pool.stats().in_use
     rss_samples = []

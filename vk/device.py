@@ -164,6 +164,11 @@ class Device:
     def free(self, tensor: Tensor) -> None:
         self.pool.free(tensor.alloc)
 
+    def memory_usage(self) -> tuple[int, int]:
+        """(bytes in live allocations, bytes allocated from the driver) of the memory pool, all kinds."""
+        stats = self.pool.stats()
+        return stats.in_use, stats.reserved
+
     # -- lifetime ---------------------------------------------------------------------------------------------
 
     def wait_idle(self) -> None:
