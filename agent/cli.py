@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agent.client_command import add_client_parser
 from agent.logs import configure_logging
 from vk.errors import VkocrError
 
@@ -16,13 +17,16 @@ DESCRIPTION = """\
 vkocr: PP-OCR text detection, direction classification and recognition on Vulkan compute shaders.
 
 Commands available now:
+  serve            run the gRPC agent: OCR, status streaming, health, reflection
   ocr              read text in images: detection, direction, recognition (no server)
+  client           talk to running agents over gRPC: ocr, stream, watch, health
   devices          list every Vulkan device, its features, and which one vkocr would use and why
   infer            run one ONNX model on one tensor (.npy in, .npy out)
   inspect          what the graph passes and the plan make of a model at one input shape
   debug compare    ours against onnxruntime node by node: the first node that diverges
   bench kernels    time the core kernels on the chosen device against measured ceilings
   bench models     time the PP-OCR models: ours, onnxruntime (CPU) and ncnn (Vulkan) in one run
+  bundle           model bundles: keygen, create, sign, verify, inspect
 """
 
 
@@ -161,6 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device_option(ocr, cpu=True)
     ocr.set_defaults(func=cmd_ocr)
     _add_model_commands(sub)
+    from agent.bundle_command import add_bundle_parser
+
+    add_bundle_parser(sub)
+    add_client_parser(sub)
+    from agent.serve_command import add_serve_parser
+
+    add_serve_parser(sub)
 
     bench = sub.add_parser("bench", help="benchmarks (run on the machine you want numbers for)")
     bench_sub = bench.add_subparsers(dest="bench_command", metavar="WHAT", required=True)

@@ -91,12 +91,13 @@ class OcrPipeline:
 
     @classmethod
     def open(cls, device: str | None = None, *, options: OcrOptions | None = None,
-             model_dir: Path | None = None) -> OcrPipeline:
+             model_dir: Path | None = None, model_paths: dict[str, Path] | None = None) -> OcrPipeline:
         """The pipeline on the chosen Vulkan device (index, UUID, name part; default VKOCR_DEVICE or the best
-        ranked), or with device="cpu" on the NumPy fallback."""
+        ranked), or with device="cpu" on the NumPy fallback. Models: ``model_paths`` by role (det, cls, rec),
+        else the default file names in ``model_dir``."""
         from vk.graph.onnx_import import load_onnx
 
-        paths = default_model_paths(model_dir)
+        paths = model_paths or default_model_paths(model_dir)
         charset = load_charset(load_onnx(paths["rec"]).metadata)
         if device == "cpu":
             from agent.cpu_stages import CpuStages
@@ -117,6 +118,15 @@ class OcrPipeline:
     @property
     def backend(self) -> str:
         return self.stages.backend
+
+    @property
+    def device(self) -> Any:
+        """The Vulkan device this pipeline opened (None on the CPU fallback)."""
+        return self._device
+
+    @property
+    def device_name(self) -> str:
+        return self._device.info.name if self._device is not None else "cpu"
 
     def close(self) -> None:
         self.stages.close()
