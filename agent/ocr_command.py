@@ -6,9 +6,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.errors import ImageError, OptionsError
+
+if TYPE_CHECKING:
+    from postproc.result import OcrResult
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,6 +52,21 @@ def vis_path(base: Path, index: int, count: int) -> Path:
     return base if count == 1 else base.with_name(f"{base.stem}-{index}{base.suffix or '.png'}")
 
 
+def format_text(image: str, result: OcrResult, device: str) -> str:
+    """The readable form of one image's result (also `vkocr client ocr`'s): a header, a line per text line,
+    then plugin fields and plugin failures."""
+    total_ms = result.timings_ms.get("total", sum(result.timings_ms.values()))  # the agent reports a total
+    out = [f"{image}: {len(result.lines)} lines ({device}, {total_ms:.0f} ms)"]
+    for line in result.lines:
+        angle = " (180°)" if line.angle else ""
+        out.append(f"  {line.score:.3f}  {line.text}{angle}")
+    for key, value in result.fields.items():
+        out.append(f"  field {key}: {value}")
+    for error in result.errors:
+        out.append(f"  plugin {error['plugin']} failed: {error['error']}")
+    return "\n".join(out)
+
+
 def run(args: argparse.Namespace) -> int:
     from agent.images import decode_image
     from agent.options import OcrOptions
@@ -70,15 +88,7 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 print(result.to_json(image=image, device=ocr.backend), flush=True)
             else:
-                print(f"{image}: {len(result.lines)} lines ({ocr.backend}, "
-                      f"{sum(result.timings_ms.values()):.0f} ms)")
-                for line in result.lines:
-                    angle = " (180°)" if line.angle else ""
-                    print(f"  {line.score:.3f}  {line.text}{angle}")
-                for key, value in result.fields.items():
-                    print(f"  field {key}: {value}")
-                for error in result.errors:
-                    print(f"  plugin {error['plugin']} failed: {error['error']}")
+                print(format_text(image, result, ocr.backend))
             if args.vis is not None:
                 from agent.visualize import draw_result
 

@@ -89,3 +89,11 @@ fi
 
 # 4. The default models, checked by sha256.
 .venv/bin/python scripts/fetch_models.py
+
+# 5. A development signing key, the default models as a signed bundle (state/bundles/) and the model store
+#    (state/models/) seeded with it and, when none is active yet, activated. Development only: production
+#    bundles are signed with a release key kept off the boards (deploy/README.md); images set
+#    VKOCR_DEV_BUNDLE=0 so that no development key is baked in.
+if [ "${VKOCR_DEV_BUNDLE:-1}" != 0 ]; then
+    .venv/bin/python scripts/make_dev_bundle.py
+fi

@@ -1,0 +1,58 @@
+"""The set-up step scripts/make_dev_bundle.py: key, signed bundle of the default models, seeded store;
+idempotent."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from agent.bundle import verify
+from agent.model_store import ModelStore
+from agent.models import missing_or_bad
+from agent.signing import TrustedKeys
+from tests.conftest import ROOT, SHARED
+
+pytestmark = pytest.mark.skipif(bool(missing_or_bad()), reason="the default models are not in models/")
+
+
+def load_script():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("make_dev_bundle", ROOT / "scripts" / "make_dev_bundle.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_dev_bundle_with_a_rendered_self_test_is_idempotent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = load_script()
+    args = ["--state", str(tmp_path / "state"), "--compat", str(tmp_path / "no-compat")]
+    assert script.main(args) == 0
+    first = capsys.readouterr().out
+    assert "new development key" in first and "self-test is a rendered 'HELLO'" in first and "activated" in first
+    [bundle] = (tmp_path / "state" / "bundles").glob("ppocrv4-default-*.vkb")
+    trusted = TrustedKeys.from_paths([tmp_path / "state" / "keys" / "dev.pub"])
+    manifest = verify(bundle, trusted)
+    assert [t.expect for t in manifest.self_tests] == ["HELLO"]
+    store = ModelStore(tmp_path / "state" / "models", trusted)
+    assert store.active() == manifest.version
+    assert store.self_tests(manifest.version)[0].image.stat().st_size > 500  # a real PNG, not a placeholder
+    stamp = bundle.stat().st_mtime_ns
+
+    assert script.main(args) == 0
+    second = capsys.readouterr().out
+    assert "present and verified" in second and "already stored" in second and "left as it is" in second
+    assert bundle.stat().st_mtime_ns == stamp and len(store.versions()) == 1
+
+
+@pytest.mark.skipif(not (SHARED / "compat" / "rapidocr-1.4.4" / "images" / "issue_170.png").is_file(),
+                    reason="../shared/compat is absent")
+def test_dev_bundle_carries_rapidocr_s_image_when_present(tmp_path: Path) -> None:
+    script = load_script()
+    assert script.main(["--state", str(tmp_path / "state")]) == 0
+    [bundle] = (tmp_path / "state" / "bundles").glob("*.vkb")
+    manifest = verify(bundle, TrustedKeys.from_paths([tmp_path / "state" / "keys"]))
+    assert [(t.image, t.expect) for t in manifest.self_tests] == [("selftest/issue_170.png", "TEST")]
+    image = manifest.file("selftest/issue_170.png")
+    assert image.size == (SHARED / "compat" / "rapidocr-1.4.4" / "images" / "issue_170.png").stat().st_size
