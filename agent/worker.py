@@ -13,8 +13,9 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -103,6 +104,7 @@ class GpuWorker:
         self._busy = threading.Lock()  # held while a job runs its device stages
         self._fault_next_submission = False
         self.loaded = threading.Event()
+        self.dropped: Counter[str] = Counter()  # jobs dropped before GPU work: "cancelled", "deadline"
 
     # -- outside the worker thread ----------------------------------------------------------------------------
 
@@ -156,7 +158,7 @@ class GpuWorker:
                 job = self._jobs.get_nowait()
             except queue.Empty:
                 break
-            job.future.set_exception(NotServing("agent stopped before this request reached the GPU"))
+            settle(job.future, error=NotServing("agent stopped before this request reached the GPU"))
         self._postproc.shutdown(wait=True)
 
     def pool_usage(self) -> tuple[int, int]:
@@ -202,7 +204,11 @@ class GpuWorker:
             except queue.Empty:
                 continue
             with self._busy:
-                self._process(job)
+                try:
+                    self._process(job)
+                except Exception as exc:  # a bug of ours must not stop the worker
+                    log.error("worker_error", request_id=job.request_id, error=repr(exc), exc_info=exc)
+                    settle(job.future, error=exc)
         if self.pipeline is not None:
             self.pipeline.close()
             self.pipeline = None
@@ -225,18 +231,21 @@ class GpuWorker:
         message.done.set_result(message.pipeline)
 
     def _process(self, job: Job) -> None:
-        if job.cancelled.is_set():
-            job.future.set_exception(CancelledDropped("client cancelled before the GPU work started"))
-            return
         waited_ms = (time.monotonic() - job.enqueued) * 1e3
         if job.deadline is not None and time.monotonic() >= job.deadline:
-            job.future.set_exception(DeadlineDropped(
+            self.dropped["deadline"] += 1
+            settle(job.future, error=DeadlineDropped(
                 f"deadline passed after {waited_ms:.0f} ms in the queue, before any GPU work"))
+            return
+        # The handler cancels the future when its client goes; from RUNNING on, nobody can cancel it.
+        if job.cancelled.is_set() or not job.future.set_running_or_notify_cancel():
+            self.dropped["cancelled"] += 1
+            settle(job.future, error=CancelledDropped("client cancelled before the GPU work started"))
             return
         try:
             result = self._recognize_with_recovery(job)
-        except BaseException as exc:  # noqa: BLE001
-            job.future.set_exception(exc)
+        except Exception as exc:  # noqa: BLE001 - every failure goes back to its request, never up this thread
+            settle(job.future, error=exc)
             return
         result.timings_ms["queue"] = waited_ms
         if self._overlap:
@@ -298,11 +307,25 @@ class GpuWorker:
                 job = self._jobs.get_nowait()
             except queue.Empty:
                 return
-            job.future.set_exception(NotServing(why))
+            settle(job.future, error=NotServing(why))
 
     @staticmethod
     def _finish(job: Job, result: OcrResult) -> None:
         try:
-            job.future.set_result(OcrPipeline.finish(result, job.chain))
-        except BaseException as exc:  # noqa: BLE001 - the chain records plugin errors itself; this is a bug of ours
-            job.future.set_exception(exc)
+            finished = OcrPipeline.finish(result, job.chain)
+        except Exception as exc:  # noqa: BLE001 - the chain records plugin errors itself; this is a bug of ours
+            settle(job.future, error=exc)
+            return
+        settle(job.future, result=finished)
+
+
+def settle(future: Future[OcrResult], *, result: OcrResult | None = None, error: BaseException | None = None
+           ) -> None:
+    """Complete a request's future unless it already is (its handler may have cancelled it meanwhile)."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+    except InvalidStateError:
+        pass

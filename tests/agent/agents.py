@@ -1,0 +1,54 @@
+"""What the end-to-end agent tests share: word images rendered here, and real agents on loopback ports."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+from vkocr.v1 import ocr_pb2
+
+from agent.config import load_config
+from agent.server import BackgroundAgent, start_agent
+
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"  # fonts-dejavu-core, installed by ./test.sh
+
+# Recognition only: the whole image is one line. 48×320 is the smallest input the recogniser takes, so these are
+# the cheapest real requests on lavapipe (about 0.4 s each).
+REC_ONLY = ocr_pb2.Options(use_det=False, use_cls=False)
+
+
+def word_pixels(text: str, size: int = 28) -> np.ndarray:
+    """Black text on white, one line, tightly framed (H×W×3 uint8)."""
+    font = ImageFont.truetype(FONT, size)
+    image = Image.new("RGB", (24 + int(size * 0.62) * len(text), size + 12), "white")
+    ImageDraw.Draw(image).text((12, 4), text, fill="black", font=font)
+    return np.asarray(image)
+
+
+def word_png(text: str, size: int = 28) -> bytes:
+    out = io.BytesIO()
+    Image.fromarray(word_pixels(text, size)).save(out, format="PNG")
+    return out.getvalue()
+
+
+def lot_number(i: int) -> str:
+    """Distinct, reliably recognised words: LOT0000, LOT0001, …"""
+    return f"LOT{i:04d}"
+
+
+def agent_config(**overrides: Any) -> Any:
+    """A loopback agent on a free port; `overrides` as {"server.queue_size": 1, ...}."""
+    return load_config(None, env={}, overrides={"server.listen": "127.0.0.1:0", "logging.json": True, **overrides})
+
+
+@contextmanager
+def running_agent(**overrides: Any) -> Iterator[BackgroundAgent]:
+    background = start_agent(agent_config(**overrides))
+    try:
+        yield background
+    finally:
+        background.stop(5)

@@ -1,0 +1,297 @@
+"""The agent end to end: a real server on a loopback port, real models on the Vulkan device, real gRPC clients."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_status import rpc_status
+from vkocr.v1 import ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
+
+from agent.server import BackgroundAgent, start_agent
+from tests.agent.agents import REC_ONLY, agent_config, lot_number, running_agent, word_pixels, word_png
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"),
+                                reason="fonts-dejavu-core (installed by ./test.sh) renders the test images")
+
+
+@pytest.fixture(scope="module")
+def agent() -> Iterator[BackgroundAgent]:
+    with running_agent(**{"server.status_interval_s": 0.2}) as background:
+        yield background
+
+
+@pytest.fixture
+def ocr(agent: BackgroundAgent) -> Iterator[ocr_pb2_grpc.OcrStub]:
+    with grpc.insecure_channel(agent.target) as channel:
+        yield ocr_pb2_grpc.OcrStub(channel)
+
+
+def rec_request(i: int) -> ocr_pb2.RecognizeRequest:
+    return ocr_pb2.RecognizeRequest(request_id=f"id-{i}", encoded=word_png(lot_number(i)), options=REC_ONLY)
+
+
+def details(err: grpc.RpcError) -> list[object]:
+    """The google.rpc details of a failed call, unpacked."""
+    status = rpc_status.from_call(err)
+    assert status is not None, f"no rich status in {err}"
+    unpacked = []
+    for any_detail in status.details:
+        for kind in (error_details_pb2.BadRequest, error_details_pb2.RetryInfo, error_details_pb2.ErrorInfo):
+            if any_detail.Is(kind.DESCRIPTOR):
+                message = kind()
+                any_detail.Unpack(message)
+                unpacked.append(message)
+    return unpacked
+
+
+def test_recognize_finds_and_reads_every_line(ocr: ocr_pb2_grpc.OcrStub, agent: BackgroundAgent) -> None:
+    import io
+
+    from PIL import Image
+
+    page = Image.new("RGB", (420, 150), "white")
+    page.paste(Image.fromarray(word_pixels("LOT4821", 30)), (20, 20))
+    page.paste(Image.fromarray(word_pixels("EXP2027-03", 30)), (20, 90))
+    buffer = io.BytesIO()
+    page.save(buffer, format="PNG")
+    response = ocr.Recognize(ocr_pb2.RecognizeRequest(request_id="page-1", encoded=buffer.getvalue()))
+    assert response.request_id == "page-1"
+    assert [line.text for line in response.lines] == ["LOT4821", "EXP2027-03"]  # PP-OCR drops the spaces, as RapidOCR does
+    first = response.lines[0]
+    assert len(first.box) == 4 and 10 <= first.box[0].x <= 40 and 15 <= first.box[0].y <= 40
+    assert (response.image_width, response.image_height) == (420, 150)
+    assert response.model_version == "ppocrv4-rapidocr-1.4.4"
+    assert response.device == agent.agent.state.get().device
+    assert {"decode", "det", "db", "cls", "rec", "queue", "plugins", "total"} <= set(response.timings_ms)
+
+
+def test_raw_pixels_in_every_layout_read_the_same(ocr: ocr_pb2_grpc.OcrStub) -> None:
+    pixels = word_pixels("LOT0815")
+    gray = pixels[..., 0]
+    cases = {
+        ocr_pb2.RGB8: pixels, ocr_pb2.BGR8: pixels[..., ::-1], ocr_pb2.GRAY8: gray,
+        ocr_pb2.GRAY16: gray.astype("<u2") * 257,
+    }
+    for layout, array in cases.items():
+        raw = ocr_pb2.RawImage(data=array.tobytes(), height=array.shape[0], width=array.shape[1], layout=layout)
+        response = ocr.Recognize(ocr_pb2.RecognizeRequest(raw=raw, options=REC_ONLY))
+        assert [line.text for line in response.lines] == ["LOT0815"], ocr_pb2.PixelLayout.Name(layout)
+
+
+def test_stream_of_100_answers_in_request_order(ocr: ocr_pb2_grpc.OcrStub) -> None:
+    answers = list(ocr.RecognizeStream(rec_request(i) for i in range(100)))
+    assert [a.request_id for a in answers] == [f"id-{i}" for i in range(100)]
+    assert [a.lines[0].text if a.lines else "" for a in answers] == [lot_number(i) for i in range(100)]
+    assert not any(a.HasField("error") for a in answers)
+
+
+def test_a_bad_request_in_a_stream_fails_alone(ocr: ocr_pb2_grpc.OcrStub) -> None:
+    requests = [rec_request(1), ocr_pb2.RecognizeRequest(request_id="bad", encoded=b"\x89PNG\r\n\x1a\n broken"),
+                rec_request(2)]
+    answers = list(ocr.RecognizeStream(iter(requests)))
+    assert [a.request_id for a in answers] == ["id-1", "bad", "id-2"]
+    assert answers[1].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert [a.lines[0].text for a in (answers[0], answers[2])] == [lot_number(1), lot_number(2)]
+
+
+def test_16_concurrent_clients_times_20_requests_all_correct(agent: BackgroundAgent) -> None:
+    def client(k: int) -> list[tuple[str, str]]:
+        with grpc.insecure_channel(agent.target) as channel:
+            stub = ocr_pb2_grpc.OcrStub(channel)
+            got = []
+            for j in range(20):
+                i = 100 + 20 * k + j
+                response = stub.Recognize(rec_request(i), timeout=600)
+                got.append((response.request_id, response.lines[0].text if response.lines else ""))
+            return got
+
+    with ThreadPoolExecutor(16) as pool:
+        results = [answer for answers in pool.map(client, range(16)) for answer in answers]
+    assert len(results) == 320
+    assert all(text == lot_number(int(rid[3:])) for rid, text in results), \
+        [r for r in results if r[1] != lot_number(int(r[0][3:]))]
+
+
+def test_bad_image_is_invalid_argument_with_field_details(ocr: ocr_pb2_grpc.OcrStub) -> None:
+    with pytest.raises(grpc.RpcError) as caught:
+        ocr.Recognize(ocr_pb2.RecognizeRequest(encoded=b"GIF89a not really"))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    (bad,) = details(caught.value)
+    assert isinstance(bad, error_details_pb2.BadRequest)
+    assert bad.field_violations[0].field == "image" and bad.field_violations[0].reason == "corrupt"
+    assert ocr.Recognize(rec_request(3)).lines[0].text == lot_number(3)  # still serving
+
+
+def test_bad_options_and_unknown_plugins_are_invalid_argument(ocr: ocr_pb2_grpc.OcrStub) -> None:
+    cases = {
+        "options": ocr_pb2.Options(box_thresh=1.5),
+        "options.plugins": ocr_pb2.Options(plugins=ocr_pb2.PluginSelection(names=["no_such_plugin"])),
+    }
+    for field, options in cases.items():
+        with pytest.raises(grpc.RpcError) as caught:
+            ocr.Recognize(ocr_pb2.RecognizeRequest(encoded=word_png("x"), options=options))
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        (bad,) = details(caught.value)
+        assert bad.field_violations[0].field == field, caught.value.details()
+
+
+def test_plugins_chosen_per_request_add_fields(ocr: ocr_pb2_grpc.OcrStub) -> None:
+    from google.protobuf import struct_pb2
+
+    plugin_options = struct_pb2.Struct()
+    plugin_options.update({"regex_fields": {"lot": {"pattern": r"LOT(\d+)", "type": "int"}}})
+    options = ocr_pb2.Options(use_det=False, use_cls=False, plugins=ocr_pb2.PluginSelection(
+        names=["regex_fields"], options=plugin_options))
+    response = ocr.Recognize(ocr_pb2.RecognizeRequest(encoded=word_png("LOT0042"), options=options))
+    assert "lot" in response.fields.fields, response
+    assert response.fields["lot"] == 42
+
+
+def test_oversized_message_is_refused_and_the_agent_serves_on(ocr: ocr_pb2_grpc.OcrStub) -> None:
+    with pytest.raises(grpc.RpcError) as caught:
+        ocr.Recognize(ocr_pb2.RecognizeRequest(encoded=os.urandom(17 * 1024 * 1024)))
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "larger than max" in (caught.value.details() or "")
+    assert ocr.Recognize(rec_request(4)).lines[0].text == lot_number(4)
+
+
+def test_expired_deadline_is_dropped_before_gpu_work(ocr: ocr_pb2_grpc.OcrStub, agent: BackgroundAgent) -> None:
+    worker = agent.agent.worker
+    dropped = worker.dropped["deadline"]
+    # a recognition-only request several times the usual width keeps the worker busy for seconds on lavapipe
+    slow = ocr.Recognize.future(ocr_pb2.RecognizeRequest(encoded=word_png("SLOW1234" * 8), options=REC_ONLY))
+    while not worker._busy.locked():
+        time.sleep(0.005)
+    with pytest.raises(grpc.RpcError) as caught:
+        ocr.Recognize(rec_request(5), timeout=0.2)
+    assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    slow.result(timeout=600)
+    deadline = time.monotonic() + 30
+    while worker.dropped["deadline"] == dropped and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert worker.dropped["deadline"] == dropped + 1
+
+
+def test_cancelled_stream_leaves_the_agent_serving(ocr: ocr_pb2_grpc.OcrStub, agent: BackgroundAgent) -> None:
+    stream = ocr.RecognizeStream(rec_request(i) for i in range(200, 240))
+    first = next(stream)
+    assert first.request_id == "id-200"
+    stream.cancel()
+    deadline = time.monotonic() + 60
+    while agent.agent.stats.snapshot().in_flight and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert agent.agent.stats.snapshot().in_flight == 0
+    assert agent.agent.worker.queue_depth() == 0
+    assert ocr.Recognize(rec_request(6)).lines[0].text == lot_number(6)
+
+
+def test_status_watch_streams_updates(agent: BackgroundAgent, ocr: ocr_pb2_grpc.OcrStub) -> None:
+    from google.protobuf import duration_pb2
+
+    with grpc.insecure_channel(agent.target) as channel:
+        watch = status_pb2_grpc.StatusStub(channel).Watch(
+            status_pb2.WatchStatusRequest(interval=duration_pb2.Duration(nanos=100_000_000)), timeout=120)
+        first = next(watch)
+        assert first.state == status_pb2.SERVING and first.sequence == 0
+        assert first.queue_capacity == 32 and first.uptime_s > 0 and first.device
+        ocr.Recognize(rec_request(7))
+        later = next(watch)
+        while later.requests_total <= first.requests_total:
+            later = next(watch)
+        assert later.sequence > first.sequence
+        assert later.latency_p50_ms > 0 and later.latency_p99_ms >= later.latency_p50_ms
+        assert later.pool_reserved_bytes >= later.pool_used_bytes > 0
+        watch.cancel()
+
+
+def test_health_and_reflection_list_the_services(agent: BackgroundAgent) -> None:
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    with grpc.insecure_channel(agent.target) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "vkocr.v1.Ocr"):
+            assert health.Check(health_pb2.HealthCheckRequest(service=service)).status == \
+                health_pb2.HealthCheckResponse.SERVING
+        reflect = reflection_pb2_grpc.ServerReflectionStub(channel)
+        (answer,) = reflect.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+        names = {s.name for s in answer.list_services_response.service}
+        assert {"vkocr.v1.Ocr", "vkocr.v1.Status", "grpc.health.v1.Health"} <= names
+
+
+def test_full_queue_is_resource_exhausted_with_a_retry_hint() -> None:
+    with running_agent(**{"server.queue_size": 1}) as background, \
+            grpc.insecure_channel(background.target) as channel:
+        stub = ocr_pb2_grpc.OcrStub(channel)
+        stub.Recognize(rec_request(0))  # plans recorded: the burst below meets a warm worker
+        futures = [stub.Recognize.future(rec_request(i)) for i in range(12)]
+        ok, exhausted = [], []
+        for i, future in enumerate(futures):
+            try:
+                ok.append((i, future.result(timeout=600).lines[0].text))
+            except grpc.RpcError as err:
+                assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, err
+                exhausted.append(err)
+        assert exhausted and ok
+        assert all(text == lot_number(i) for i, text in ok)
+        retry = [d for d in details(exhausted[0]) if isinstance(d, error_details_pb2.RetryInfo)]
+        assert retry and retry[0].retry_delay.ToTimedelta().total_seconds() > 0
+        assert background.agent.stats.snapshot().rejected_total == len(exhausted)
+
+
+def test_health_watch_through_load_serving_rebuild_serving() -> None:
+    from agent.pipeline import OcrPipeline
+
+    may_load = threading.Event()
+
+    def open_when_allowed() -> OcrPipeline:  # the real models, once the watch below is connected
+        assert may_load.wait(120)
+        return OcrPipeline.open()
+
+    background = start_agent(agent_config(), wait_serving=False, open_pipeline=open_when_allowed)
+    seen: list[int] = []
+    try:
+        with grpc.insecure_channel(background.target) as channel:
+            watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(), timeout=600)
+
+            def collect() -> None:
+                try:
+                    for update in watch:
+                        seen.append(update.status)
+                except grpc.RpcError:
+                    pass
+
+            reader = threading.Thread(target=collect)
+            reader.start()
+            wait_for(lambda: seen == [health_pb2.HealthCheckResponse.NOT_SERVING])
+            may_load.set()
+            assert background.agent.worker.loaded.wait(300)
+            wait_for(lambda: seen[-1:] == [health_pb2.HealthCheckResponse.SERVING])
+            stub = ocr_pb2_grpc.OcrStub(channel)
+            assert stub.Recognize(rec_request(8)).lines[0].text == lot_number(8)
+            background.agent.worker.inject_device_loss()
+            # the request that meets the lost device is answered after the rebuild, on the new device
+            assert stub.Recognize(rec_request(9), timeout=600).lines[0].text == lot_number(9)
+            wait_for(lambda: seen[-1:] == [health_pb2.HealthCheckResponse.SERVING])
+            status = status_pb2_grpc.StatusStub(channel).Get(status_pb2.GetStatusRequest())
+            assert status.device_rebuilds == 1 and status.state == status_pb2.SERVING
+            watch.cancel()
+            reader.join(10)
+    finally:
+        background.stop(5)
+    not_serving, serving = health_pb2.HealthCheckResponse.NOT_SERVING, health_pb2.HealthCheckResponse.SERVING
+    assert seen == [not_serving, serving, not_serving, serving]
+
+
+def wait_for(condition: object, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.01)
+    assert condition(), "condition not reached"  # type: ignore[operator]
