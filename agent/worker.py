@@ -102,7 +102,6 @@ class GpuWorker:
         self._thread = threading.Thread(target=self._run, name="vkocr-gpu-worker", daemon=True)
         self._accepting = True
         self._busy = threading.Lock()  # held while a job runs its device stages
-        self._fault_next_submission = False
         self.loaded = threading.Event()
         self.dropped: Counter[str] = Counter()  # jobs dropped before GPU work: "cancelled", "deadline"
 
@@ -140,9 +139,12 @@ class GpuWorker:
         message.done.result(timeout)
 
     def inject_device_loss(self) -> None:
-        """Fault injection for recovery drills and tests: the next job's submission fails as a lost device
-        does, through the same path a real loss takes."""
-        self._fault_next_submission = True
+        """Fault injection for recovery drills and tests: the device's next queue submission fails with
+        VK_ERROR_DEVICE_LOST, and the worker recovers through the path a real loss takes."""
+        pipeline = self.pipeline
+        if pipeline is None or pipeline.device is None:
+            raise WorkerError("no Vulkan device to fail (models not loaded, or serving on the CPU)")
+        pipeline.device.inject_submit_failure("VK_ERROR_DEVICE_LOST")
 
     def stop(self, grace_s: float) -> None:
         """Stop accepting, let queued and running jobs finish for up to `grace_s`, fail the rest, close."""
@@ -257,9 +259,6 @@ class GpuWorker:
         for attempt in (1, 2):
             assert self.pipeline is not None
             try:
-                if self._fault_next_submission:
-                    self._fault_next_submission = False
-                    raise VulkanError("vkQueueSubmit", "VK_ERROR_DEVICE_LOST (injected)")
                 return self.pipeline.recognize(job.image, job.options, decoded=True)
             except VulkanError as exc:
                 log.error("device_failure", request_id=job.request_id, error=str(exc), attempt=attempt)

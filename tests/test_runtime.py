@@ -256,3 +256,22 @@ def test_dispatch_refuses_a_binding_beyond_max_storage_buffer_range(device: Devi
     with Recorder(device) as rec, pytest.raises(ValueError, match="maxStorageBufferRange"):
         rec.dispatch(pipeline, [too_big, x.view], b"\0" * 4, (1, 1, 1))
     device.free(x)
+
+
+def test_injected_submit_failure_raises_like_a_lost_device(device: Device) -> None:
+    from vk.errors import DeviceLost
+
+    rng, seed = fresh_rng()
+    data = rng.standard_normal(256).astype(np.float32)
+    x, y = device.upload(data), device.tensor((256,))
+    device.write(y, np.full(256, np.nan, np.float32))
+    with Recorder(device) as rec:
+        record_unary(rec, "relu", x, y)
+        rec.end()
+        device.inject_submit_failure()
+        with pytest.raises(DeviceLost, match="VK_ERROR_DEVICE_LOST"):
+            rec.submit()
+        rec.run()  # the failure was one submission's: the next one reaches the driver
+    np.testing.assert_array_equal(device.download(y), np.maximum(data, 0), err_msg=f"seed {seed}")
+    device.free(x)
+    device.free(y)

@@ -41,6 +41,7 @@ class Device:
         vk = binding()
         self.live: Counter[str] = Counter()
         self.wait_seconds = 0.0  # time the host spent blocked on fences: what is not Python overhead
+        self.fail_next_submit: str | None = None  # fault injection: the VkResult the next submission fails with
         self.instance = Instance(validation=validation)
         self.handle = None
         try:
@@ -163,6 +164,11 @@ class Device:
 
     def free(self, tensor: Tensor) -> None:
         self.pool.free(tensor.alloc)
+
+    def inject_submit_failure(self, result: str = "VK_ERROR_DEVICE_LOST") -> None:
+        """Fault injection for recovery drills and tests: the next queue submission fails with `result`, as
+        a real failure would (DeviceLost for VK_ERROR_DEVICE_LOST), instead of reaching the driver."""
+        self.fail_next_submit = result
 
     def memory_usage(self) -> tuple[int, int]:
         """(bytes in live allocations, bytes allocated from the driver) of the memory pool, all kinds."""

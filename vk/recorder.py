@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
-from vk.errors import RecorderStateError, VulkanError
+from vk.errors import DeviceLost, RecorderStateError, VulkanError
 from vk.loader import binding, call
 from vk.memory import BufferView
 from vk.pipeline import Pipeline
@@ -230,6 +230,10 @@ class Recorder:
             self.end()
         if self._in_flight:
             raise RecorderStateError("submit() while the previous submission is still running: wait() first")
+        if self.device.fail_next_submit is not None:
+            result, self.device.fail_next_submit = self.device.fail_next_submit, None
+            error = DeviceLost if result == "VK_ERROR_DEVICE_LOST" else VulkanError
+            raise error("vkQueueSubmit", f"{result} (injected)")
         call(vk.vkResetFences, self.device.handle, 1, self._fences)
         call(vk.vkQueueSubmit, self.device.queue, 1, [self._submit_info], self.fence)
         self._in_flight = True
