@@ -81,14 +81,14 @@ def run(args: argparse.Namespace) -> int:
             except (ImageError, OptionsError) as exc:
                 failed += 1
                 if args.json:
-                    print(json.dumps({"image": image, "error": str(exc), "device": ocr.backend}, ensure_ascii=False))
+                    print(json.dumps({"image": image, "error": str(exc), "device": ocr.device_name}, ensure_ascii=False))
                 else:
                     print(f"{image}: error: {exc}", file=sys.stderr)
                 continue
             if args.json:
-                print(result.to_json(image=image, device=ocr.backend), flush=True)
+                print(result.to_json(image=image, device=ocr.device_name), flush=True)
             else:
-                print(format_text(image, result, ocr.backend))
+                print(format_text(image, result, ocr.device_name))
             if args.vis is not None:
                 from agent.visualize import draw_result
 
