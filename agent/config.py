@@ -3,7 +3,7 @@
 Every setting has a default, so ``vkocr serve`` runs without a file. Sections and keys are the dataclasses
 below; ``VKOCR_<SECTION>_<KEY>`` (e.g. ``VKOCR_SERVER_QUEUE_SIZE=64``) overrides one key; ``[ocr]`` holds the
 deployment's OCR option defaults (any field of agent.options.OcrOptions). ``vkocr serve --print-config`` prints
-the merged result.
+the merged result. Relative paths in a file are relative to the file's folder (PATH_KEYS).
 """
 
 from __future__ import annotations
@@ -156,6 +156,7 @@ def load_config(path: Path | None = None, *, env: Mapping[str, str] | None = Non
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config {path} is not valid TOML: {exc}") from exc
         apply_table(config, data, str(path))
+        resolve_paths(config, path.parent)
     env = os.environ if env is None else env
     for section, key in settable_keys(config):
         name = f"{ENV_PREFIX}{section}_{key}".upper()
@@ -166,6 +167,24 @@ def load_config(path: Path | None = None, *, env: Mapping[str, str] | None = Non
         set_key(config, section, key, value, dotted)
     config.validate()
     return config
+
+
+# Keys that name files or folders. In a config file, a relative one is relative to that file's folder (so a
+# checked-in config works from any working directory); from the environment or a flag, to the working directory.
+PATH_KEYS = (("tls", "cert"), ("tls", "key"), ("tls", "client_ca"), ("models", "dir"), ("models", "store"),
+             ("models", "trusted_keys"))
+
+
+def resolve_paths(config: AgentConfig, base: Path) -> None:
+    """Make the relative paths of PATH_KEYS absolute against `base` (the config file's folder)."""
+
+    def resolve(value: str) -> str:
+        return os.path.normpath(base.resolve() / value) if value and not Path(value).is_absolute() else value
+
+    for section, key in PATH_KEYS:
+        table = getattr(config, section)
+        value = getattr(table, key)
+        setattr(table, key, [resolve(v) for v in value] if isinstance(value, list) else resolve(value))
 
 
 def settable_keys(config: AgentConfig) -> list[tuple[str, str]]:

@@ -92,6 +92,39 @@ def permission_denied(message: str) -> status_pb2.Status:
     return _status(code_pb2.PERMISSION_DENIED, message)
 
 
+def unauthenticated(message: str) -> status_pb2.Status:
+    return _status(code_pb2.UNAUTHENTICATED, message)
+
+
+def not_found(message: str) -> status_pb2.Status:
+    return _status(code_pb2.NOT_FOUND, message)
+
+
+def already_exists(message: str) -> status_pb2.Status:
+    return _status(code_pb2.ALREADY_EXISTS, message)
+
+
+def aborted(message: str) -> status_pb2.Status:
+    return _status(code_pb2.ABORTED, message)
+
+
+def out_of_range(message: str) -> status_pb2.Status:
+    return _status(code_pb2.OUT_OF_RANGE, message)
+
+
+def failed_precondition(
+    message: str, violations: Iterable[tuple[str, str, str]] = ()
+) -> status_pb2.Status:
+    """FAILED_PRECONDITION with ``google.rpc.PreconditionFailure``: (type, subject, description) per failed
+    check, e.g. ("SELF_TEST", "selftest/label.png", "expected 'LOT 42', read 'LOT 4Z'")."""
+    failure = error_details_pb2.PreconditionFailure()
+    for kind, subject, description in violations:
+        failure.violations.add(type=kind, subject=subject, description=description)
+    if not failure.violations:
+        return _status(code_pb2.FAILED_PRECONDITION, message)
+    return _status(code_pb2.FAILED_PRECONDITION, message, failure)
+
+
 def new_incident_id() -> str:
     """A short random id for an INTERNAL error, logged with the exception and sent to the client."""
     return secrets.token_hex(6)
@@ -130,7 +163,7 @@ def describe_status(status: status_pb2.Status) -> str:
     """One line: ``"CODE_NAME: message"``, then each detail (field violations, retry delay, incident id)."""
     parts = [f"{code_name(status.code)}: {status.message}"]
     parts.extend(_describe_detail(detail, status.message) for detail in status.details)
-    return "; ".join(parts)
+    return "; ".join(part for part in parts if part)
 
 
 def describe_rpc_error(err: grpc.RpcError) -> str:
@@ -154,6 +187,10 @@ def _describe_detail(detail: any_pb2.Any, message: str) -> str:
     retry = error_details_pb2.RetryInfo()
     if detail.Unpack(retry):
         return f"retry after {retry.retry_delay.ToTimedelta().total_seconds():g} s"
+    failure = error_details_pb2.PreconditionFailure()
+    if detail.Unpack(failure):  # what the message already says is not said twice
+        return "; ".join(f"{v.type} {v.subject}: {v.description}" for v in failure.violations
+                         if v.description not in message)
     info = error_details_pb2.ErrorInfo()
     if detail.Unpack(info):
         if "incident_id" in info.metadata:

@@ -1,6 +1,11 @@
 """The agent process: the asyncio gRPC server with the OCR, status, health and reflection services, the GPU
 worker behind them, and the optional Prometheus endpoint.
 
+With `[models] store` set, the agent serves the store's active version (the bundle's OCR options over the
+deployment's `[ocr]`), and the Models service uploads, activates and rolls back versions (agent/activation.py);
+without an active version it stays up in state FAILED until one is activated. Without a store it serves the
+model files in `[models] dir`.
+
 Health (grpc.health.v1) follows the serving state: NOT_SERVING while models load, while the device is rebuilt
 and while draining; SERVING when a request would succeed. The services run on one event loop, so open streams
 and a full queue never take the threads that health checks need.
@@ -22,16 +27,22 @@ import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
-from vkocr.v1 import ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
+from vkocr.v1 import models_pb2, models_pb2_grpc, ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
 
+from agent.activation import Activator
 from agent.config import AgentConfig, split_host_port
 from agent.metrics import Metrics
+from agent.model_store import ModelStore
 from agent.models import DEFAULT_MODELS, missing_or_bad
+from agent.options import OcrOptions
 from agent.pipeline import OcrPipeline, default_model_paths
+from agent.services.models import ModelsService
 from agent.services.ocr import OcrService
 from agent.services.status import StatusService
+from agent.signing import TrustedKeys
 from agent.state import ServingState, StateBoard, StateSnapshot
 from agent.stats import RequestStats
+from agent.uploads import UploadArea
 from agent.worker import GpuWorker, PipelineFactory
 from vk.errors import VkocrError
 
@@ -39,11 +50,13 @@ log = structlog.get_logger("agent.server")
 
 OCR_SERVICE = ocr_pb2.DESCRIPTOR.services_by_name["Ocr"].full_name
 STATUS_SERVICE = status_pb2.DESCRIPTOR.services_by_name["Status"].full_name
+MODELS_SERVICE = models_pb2.DESCRIPTOR.services_by_name["Models"].full_name
 HEALTH_SERVICES = ("", OCR_SERVICE)  # "" is the whole agent
 
 
 class Agent:
-    """One running agent. Create, `await start()`, and `await stop(grace)`; `port` is the bound port."""
+    """One running agent. Create, `await start()`, and `await stop(grace)`; `port` is the bound port.
+    `open_pipeline` (tests, embedding) replaces the models the configuration names, store included."""
 
     def __init__(self, config: AgentConfig, *, open_pipeline: PipelineFactory | None = None,
                  model_version: str | None = None) -> None:
@@ -53,16 +66,33 @@ class Agent:
         self.metrics = Metrics() if config.metrics.listen else None
         self.metrics_server: Any = None
         self.options = config.ocr_options()
-        factory = open_pipeline or self._default_factory()
-        cpu = self._cpu_factory() if config.device.cpu_fallback and config.device.select != "cpu" else None
-        self.worker = GpuWorker(factory, self.state, model_version=model_version or default_model_version(config),
-                                queue_size=config.server.queue_size,
+        self.store: ModelStore | None = None
+        self.activator: Activator | None = None
+        self.models: ModelsService | None = None
+        use_cpu_fallback = config.device.cpu_fallback and config.device.select != "cpu"
+        if open_pipeline is None and config.models.store:
+            models = config.models
+            self.store = ModelStore(Path(models.store), TrustedKeys.from_paths(map(Path, models.trusted_keys)),
+                                    keep=models.keep, max_bundle_bytes=models.max_bundle_bytes)
+            self.activator = Activator(self.store, self.state, self.options, config.device.select or None,
+                                       on_swap=self._on_swap)
+            factory: PipelineFactory = self.activator.serving_factory
+            cpu = self.activator.cpu_factory if use_cpu_fallback else None
+            version = ""  # the activator names it once the active version has loaded
+        else:
+            factory = open_pipeline or self._default_factory()
+            cpu = self._cpu_factory() if use_cpu_fallback else None
+            version = model_version or default_model_version(config)
+        self.worker = GpuWorker(factory, self.state, model_version=version, queue_size=config.server.queue_size,
                                 postproc_threads=config.server.postproc_threads, overlap=config.server.overlap,
                                 cpu_fallback=cpu)
+        if self.activator is not None:
+            self.activator.attach(self.worker)
         self.health = HealthServicer()
         self.server: grpc.aio.Server | None = None
         self.port = 0
         self._unsubscribe: Callable[[], None] | None = None
+        self._loading: asyncio.Future[str | None] | None = None
         self.ocr: OcrService | None = None
 
     def _model_paths(self) -> dict[str, Path]:
@@ -74,6 +104,12 @@ class Agent:
 
     def _cpu_factory(self) -> PipelineFactory:
         return lambda: OcrPipeline.open("cpu", options=self.options, model_paths=self._model_paths())
+
+    def _on_swap(self, version: str, options: OcrOptions) -> None:
+        """A new version serves (activator's thread): requests take its options from now on."""
+        self.options = options
+        if self.ocr is not None:
+            self.ocr.options = options
 
     async def start(self) -> None:
         config = self.config
@@ -90,14 +126,25 @@ class Agent:
             StatusService(self.state, self.worker, self.stats, interval_s=config.server.status_interval_s,
                           metrics=self.metrics), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        reflection.enable_server_reflection(
-            (OCR_SERVICE, STATUS_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-             reflection.SERVICE_NAME), server)
+        services = [OCR_SERVICE, STATUS_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
+        if self.store is not None and self.activator is not None:
+            recovery = self.store.recover()
+            if recovery.active_changed or recovery.removed_incomplete:
+                log.warning("model_store_recovered", summary=recovery.describe())
+            uploads = UploadArea(self.store.root / "uploads", config.models.max_bundle_bytes)
+            uploads.clean_stale()
+            self.models = ModelsService(config, self.store, self.activator, uploads)
+            models_pb2_grpc.add_ModelsServicer_to_server(self.models, server)
+            services.append(MODELS_SERVICE)
+        reflection.enable_server_reflection((*services, reflection.SERVICE_NAME), server)
         for service in HEALTH_SERVICES:
             await self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
         loop = asyncio.get_running_loop()
-        self._unsubscribe = self.state.subscribe(
-            lambda snap: loop.call_soon_threadsafe(lambda: loop.create_task(self._on_state(snap))))
+
+        def on_change(snap: StateSnapshot) -> None:
+            loop.call_soon_threadsafe(lambda: loop.create_task(self._on_state(snap)))
+
+        self._unsubscribe = self.state.subscribe(on_change)
         host, port = split_host_port(config.server.listen)
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
@@ -121,7 +168,11 @@ class Agent:
             log.info("metrics_listening", address=f"{m_host}:{bound}")
         await server.start()
         self.server = server
-        self.worker.start()  # loads the models on the worker thread; health turns SERVING when done
+        if self.activator is not None:
+            # Verifies and loads the store's active version on a thread, then starts the worker with it.
+            self._loading = loop.run_in_executor(None, self.activator.load_active)
+        else:
+            self.worker.start()  # loads the models on the worker thread; health turns SERVING when done
         log.info("listening", address=f"{host}:{self.port}", tls=config.tls_enabled,
                  mutual_tls=bool(config.tls.client_ca))
 
@@ -143,12 +194,18 @@ class Agent:
         self.state.set(state=ServingState.DRAINING, reason="stopping")
         await self.health.enter_graceful_shutdown()
         loop = asyncio.get_running_loop()
-        worker_done = loop.run_in_executor(None, self.worker.stop, grace)
+        if self.activator is not None:  # no activation after this; one in progress may finish within grace
+            await loop.run_in_executor(None, self.activator.stop, grace)
+        worker_started = self.activator is None or self.activator.worker_started
+        worker_done = loop.run_in_executor(None, self.worker.stop, grace) if worker_started else None
         if self.server is not None:
             await self.server.stop(grace)
-        await worker_done
+        if worker_done is not None:
+            await worker_done
         if self.ocr is not None:
             self.ocr.close()
+        if self.models is not None:
+            self.models.close()
         if self._unsubscribe is not None:
             self._unsubscribe()
         if self.metrics_server is not None:

@@ -68,6 +68,7 @@ class Job:
     options: OcrOptions
     chain: PluginChain
     deadline: float | None = None  # time.monotonic() after which the answer is useless
+    model_version: str = ""  # the version that answered, set by the worker when the job runs
     cancelled: threading.Event = field(default_factory=threading.Event)
     future: Future[OcrResult] = field(default_factory=Future)
     enqueued: float = field(default_factory=time.monotonic)
@@ -101,6 +102,7 @@ class GpuWorker:
         self._postproc = ThreadPoolExecutor(postproc_threads, thread_name_prefix="vkocr-postproc")
         self._thread = threading.Thread(target=self._run, name="vkocr-gpu-worker", daemon=True)
         self._accepting = True
+        self._stopping = False
         self._busy = threading.Lock()  # held while a job runs its device stages
         self.loaded = threading.Event()
         self.dropped: Counter[str] = Counter()  # jobs dropped before GPU work: "cancelled", "deadline"
@@ -148,13 +150,15 @@ class GpuWorker:
 
     def stop(self, grace_s: float) -> None:
         """Stop accepting, let queued and running jobs finish for up to `grace_s`, fail the rest, close."""
+        self._stopping = True
         self._accepting = False
         deadline = time.monotonic() + grace_s
         while (self._jobs.qsize() or self._busy.locked()) and time.monotonic() < deadline:
             time.sleep(0.01)
         self._control.put(_STOP)
         self._wake.release()
-        self._thread.join(max(0.0, deadline - time.monotonic()) + 5.0)
+        if self._thread.is_alive():
+            self._thread.join(max(0.0, deadline - time.monotonic()) + 5.0)
         while True:  # whatever the grace period did not reach is failed, never silently dropped
             try:
                 job = self._jobs.get_nowait()
@@ -224,6 +228,7 @@ class GpuWorker:
     def _do_swap(self, message: _Swap) -> None:
         old, self.pipeline = self.pipeline, message.pipeline
         self.model_version = message.model_version
+        self._accepting = not self._stopping  # a swap also revives a worker whose device could not be rebuilt
         self._announce(ServingState.SERVING, "")
         if old is not None:
             try:
@@ -244,6 +249,7 @@ class GpuWorker:
             self.dropped["cancelled"] += 1
             settle(job.future, error=CancelledDropped("client cancelled before the GPU work started"))
             return
+        job.model_version = self.model_version
         try:
             result = self._recognize_with_recovery(job)
         except Exception as exc:  # noqa: BLE001 - every failure goes back to its request, never up this thread

@@ -153,7 +153,7 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
             result.timings_ms["decode"] = result.timings_ms.get("decode", 0.0) + decode_ms
             result.timings_ms["total"] = (time.monotonic() - record.started) * 1e3
             record.lines, record.timings_ms = len(result.lines), result.timings_ms
-            return wire.result_to_proto(result, record.request_id, self.worker.model_version,
+            return wire.result_to_proto(result, record.request_id, job.model_version,
                                         pipeline.device_name, record.image)
         finally:
             self.stats.finished()

@@ -5,6 +5,7 @@ EC P-256 keys, so making one takes milliseconds.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import ipaddress
 from dataclasses import dataclass
@@ -26,10 +27,15 @@ class TlsFiles:
     client_cert: Path
     client_key: Path
     client_cn: str
+    other_client_cert: Path | None = None  # a second client of the same CA, when asked for
+    other_client_key: Path | None = None
+    other_client_cn: str | None = None
 
 
-def make_tls_files(folder: Path, client_cn: str = "line-7-controller") -> TlsFiles:
-    """Write a new CA and a server and a client certificate signed by it into ``folder``."""
+def make_tls_files(folder: Path, client_cn: str = "line-7-controller", other_client_cn: str | None = None
+                   ) -> TlsFiles:
+    """Write a new CA and a server and a client certificate signed by it into ``folder``; with
+    ``other_client_cn``, a second client certificate (``other-client.pem``/``.key``) of the same CA."""
     folder.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"vkocr test CA {folder.name}")])
@@ -43,6 +49,12 @@ def make_tls_files(folder: Path, client_cn: str = "line-7-controller") -> TlsFil
     client_key, client_cert = _leaf(ca_cert, ca_key, client_cn, ExtendedKeyUsageOID.CLIENT_AUTH)
     files = TlsFiles(folder / "ca.pem", folder / "server.pem", folder / "server.key", folder / "client.pem",
                      folder / "client.key", client_cn)
+    if other_client_cn is not None:
+        other_key, other_cert = _leaf(ca_cert, ca_key, other_client_cn, ExtendedKeyUsageOID.CLIENT_AUTH)
+        files = dataclasses.replace(files, other_client_cert=folder / "other-client.pem",
+                                    other_client_key=folder / "other-client.key", other_client_cn=other_client_cn)
+        (folder / "other-client.pem").write_bytes(other_cert.public_bytes(serialization.Encoding.PEM))
+        (folder / "other-client.key").write_bytes(_key_pem(other_key))
     files.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     files.server_cert.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
     files.server_key.write_bytes(_key_pem(server_key))

@@ -20,8 +20,10 @@ def read_entries(bundle: Path) -> list[Entry]:
         return out
 
 
-def write_entries(path: Path, entries: list[Entry]) -> Path:
-    with gzip.open(path, "wb") as gz, tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+def write_entries(path: Path, entries: list[Entry], compresslevel: int = 9) -> Path:
+    """`compresslevel` 1 is much faster for bundles of real models (their weights barely compress)."""
+    with gzip.open(path, "wb", compresslevel=compresslevel) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for info, data in entries:
             tar.addfile(info, io.BytesIO(data) if data is not None else None)
     return path

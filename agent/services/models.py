@@ -1,0 +1,245 @@
+"""vkocr.v1.Models: bundle upload (chunked, resumable), staged activation, rollback, list and delete.
+
+Thin: every RPC first checks the caller (agent/auth.py), then runs the store's or the activator's blocking
+work on the model-management threads (never the event loop, never the GPU worker), and maps what they raise
+to a status in one place, `status_for`. The old version serves every request until an activation's swap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import grpc
+import structlog
+from google.protobuf import timestamp_pb2
+from google.rpc import status_pb2 as rpc_status_pb2
+from vkocr.v1 import models_pb2, models_pb2_grpc
+
+from agent import rpc_status
+from agent.activation import Activated, ActivationBusy, ActivationFailed, Activator
+from agent.auth import require_model_admin
+from agent.bundle_errors import (
+    ActiveVersionError,
+    BundleError,
+    BundleTooLarge,
+    KeyFileError,
+    NothingToRollBack,
+    SignatureError,
+    VersionConflict,
+    VersionNotFound,
+)
+from agent.config import AgentConfig
+from agent.manifest import NAME_PATTERN
+from agent.model_store import BundleInfo, ModelStore
+from agent.signing import TrustedKeys
+from agent.uploads import (
+    ChecksumMismatch,
+    OffsetMismatch,
+    Upload,
+    UploadArea,
+    UploadBusy,
+    UploadIncomplete,
+    UploadMismatch,
+    UploadRequestError,
+)
+
+log = structlog.get_logger("agent.models")
+
+T = TypeVar("T")
+ADD_WAIT_S = 600.0  # a finished upload waits this long for an activation in progress before it is stored
+
+
+def status_for(exc: BaseException) -> rpc_status_pb2.Status:
+    """The one place that turns a model-management failure into a gRPC status."""
+    message = str(exc)
+    if isinstance(exc, ActivationFailed):
+        if exc.step == "record":
+            incident = rpc_status.new_incident_id()
+            log.error("activation_record_failed", incident_id=incident, error=message)
+            return rpc_status.internal(message, incident)
+        failed = [("SELF_TEST", t.image, t.describe()) for t in exc.self_tests if not t.passed]
+        return rpc_status.failed_precondition(message, failed or [(exc.step.upper(), "activation", message)])
+    if isinstance(exc, (ActivationBusy, UploadBusy)):
+        return rpc_status.aborted(message)
+    if isinstance(exc, VersionNotFound):
+        return rpc_status.not_found(message)
+    if isinstance(exc, VersionConflict):
+        return rpc_status.already_exists(message)
+    if isinstance(exc, (NothingToRollBack, ActiveVersionError, UploadMismatch, UploadIncomplete, KeyFileError)):
+        return rpc_status.failed_precondition(message)
+    if isinstance(exc, OffsetMismatch):
+        return rpc_status.out_of_range(message)
+    if isinstance(exc, SignatureError):
+        return rpc_status.permission_denied(message)
+    if isinstance(exc, BundleTooLarge):
+        return rpc_status.invalid_argument(message, [("total_size", message, "too_large")])
+    if isinstance(exc, ChecksumMismatch):
+        return rpc_status.invalid_argument(message, [("sha256", message, "mismatch")])
+    if isinstance(exc, UploadRequestError):
+        return rpc_status.invalid_argument(message, [("chunk", message)])
+    if isinstance(exc, BundleError):  # format, unsafe entries, integrity: the bundle itself is bad
+        return rpc_status.invalid_argument(message, [("bundle", message)])
+    incident = rpc_status.new_incident_id()
+    log.error("internal_error", incident_id=incident, error=f"{type(exc).__name__}: {exc}", exc_info=exc)
+    return rpc_status.internal("internal error; the agent's log has the details", incident)
+
+
+def _timestamp(info: BundleInfo) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(info.created)
+    return stamp
+
+
+def _activate_response(done: Activated) -> models_pb2.ActivateResponse:
+    return models_pb2.ActivateResponse(
+        active_version=done.version, previous_version=done.previous or "",
+        self_tests=[models_pb2.SelfTestResult(image=t.image, expected=t.expected, got=t.got, passed=t.passed)
+                    for t in done.self_tests])
+
+
+class ModelsService(models_pb2_grpc.ModelsServicer):
+    def __init__(self, config: AgentConfig, store: ModelStore, activator: Activator, uploads: UploadArea) -> None:
+        self.config = config
+        self.store = store
+        self.activator = activator
+        self.uploads = uploads
+        self._threads = ThreadPoolExecutor(4, thread_name_prefix="vkocr-models")
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+    async def _run(self, call: Callable[..., T], *args: Any) -> T:
+        """`call` on a model-management thread. A client that goes away does not stop it halfway (an
+        activation runs to its end or its failure and logs either)."""
+        future = asyncio.get_running_loop().run_in_executor(self._threads, call, *args)
+        return await asyncio.shield(future)
+
+    async def _abort(self, context: grpc.aio.ServicerContext, exc: BaseException, method: str) -> NoReturn:
+        status = status_for(exc)
+        log.info("model_rpc_refused", method=method, code=rpc_status.code_name(status.code), reason=status.message)
+        await rpc_status.abort_async(context, status)
+
+    async def _version(self, context: grpc.aio.ServicerContext, version: str) -> str:
+        if not version or not NAME_PATTERN.match(version):
+            await rpc_status.abort_async(context, rpc_status.invalid_argument(
+                f"version {version!r} is not a version name (letters, digits and . _ + -, at most 128)",
+                [("version", "not a version name")]))
+        return version
+
+    # -- upload ---------------------------------------------------------------------------------------------
+
+    async def UploadBundle(self, request_iterator: Any, context: grpc.aio.ServicerContext
+                           ) -> models_pb2.UploadResult:
+        who = await require_model_admin(context, self.config, "UploadBundle")
+        upload: Upload | None = None
+        try:
+            async for chunk in request_iterator:
+                if upload is None:
+                    upload = await self._run(self.uploads.open, chunk.upload_id, chunk.total_size, chunk.sha256)
+                elif chunk.upload_id and chunk.upload_id != upload.upload_id:
+                    raise UploadRequestError(f"chunk names upload {chunk.upload_id!r} in the stream of upload "
+                                             f"{upload.upload_id!r}: one upload per stream")
+                await self._run(upload.append, chunk.offset, chunk.data)
+            if upload is None:
+                raise UploadRequestError("the upload stream carried no chunk")
+            finished, upload = upload, None
+            await self._run(finished.close)
+            info = await self._run(self._store, finished)
+        except Exception as exc:  # noqa: BLE001 - every failure leaves as a status
+            await self._abort(context, exc, "UploadBundle")
+        finally:
+            if upload is not None:  # the stream broke or was refused: the bytes received stay, to resume
+                upload.close()
+        log.info("bundle_uploaded", upload_id=finished.upload_id, version=info.version, name=info.name,
+                 size=info.size, who=who)
+        return models_pb2.UploadResult(version=info.version, name=info.name, size=info.size, sha256=info.sha256)
+
+    def _reload_trusted_keys(self) -> None:
+        """Today's trusted keys, read again before each add and activation, so a key added to or removed
+        from [models] trusted_keys counts without a restart (deploy/README.md, key rotation)."""
+        self.store.trusted = TrustedKeys.from_paths(map(Path, self.config.models.trusted_keys))
+
+    def _store(self, upload: Upload) -> BundleInfo:
+        """Checksum, then the store's own checks (signature, manifest, safe extraction) and the new version."""
+        path = self.uploads.finish(upload)
+        try:
+            self._reload_trusted_keys()
+            with self.activator.exclusive(f"storing upload {upload.upload_id}", wait_s=ADD_WAIT_S):
+                info = self.store.add(path)
+        except ActivationBusy:
+            raise  # the bytes stay: sending the upload's last chunk again stores it
+        except BaseException:
+            self.uploads.discard(upload.upload_id)  # complete and intact, yet refused: keeping it helps nobody
+            raise
+        self.uploads.discard(upload.upload_id)
+        return info
+
+    async def UploadStatus(self, request: models_pb2.UploadStatusRequest, context: grpc.aio.ServicerContext
+                           ) -> models_pb2.UploadStatusResponse:
+        await require_model_admin(context, self.config, "UploadStatus")
+        try:
+            received, total = await self._run(self.uploads.status, request.upload_id)
+        except Exception as exc:  # noqa: BLE001
+            await self._abort(context, exc, "UploadStatus")
+        return models_pb2.UploadStatusResponse(received=received, total_size=total)
+
+    # -- activation -----------------------------------------------------------------------------------------
+
+    async def Activate(self, request: models_pb2.ActivateRequest, context: grpc.aio.ServicerContext
+                       ) -> models_pb2.ActivateResponse:
+        who = await require_model_admin(context, self.config, "Activate")
+        version = await self._version(context, request.version)
+        try:
+            done = await self._run(self._activate, version, who)
+        except Exception as exc:  # noqa: BLE001
+            await self._abort(context, exc, "Activate")
+        return _activate_response(done)
+
+    def _activate(self, version: str | None, who: str) -> Activated:
+        """Activate `version`, or roll back when None."""
+        self._reload_trusted_keys()
+        if version is None:
+            return self.activator.rollback(who=who)
+        return self.activator.activate(version, who=who)
+
+    async def Rollback(self, request: models_pb2.RollbackRequest, context: grpc.aio.ServicerContext
+                       ) -> models_pb2.ActivateResponse:
+        who = await require_model_admin(context, self.config, "Rollback")
+        try:
+            done = await self._run(self._activate, None, who)
+        except Exception as exc:  # noqa: BLE001
+            await self._abort(context, exc, "Rollback")
+        return _activate_response(done)
+
+    # -- the store ------------------------------------------------------------------------------------------
+
+    async def List(self, request: models_pb2.ListBundlesRequest, context: grpc.aio.ServicerContext
+                   ) -> models_pb2.ListBundlesResponse:
+        await require_model_admin(context, self.config, "List")
+        try:
+            infos, active = await self._run(lambda: (self.store.versions(), self.store.active()))
+        except Exception as exc:  # noqa: BLE001
+            await self._abort(context, exc, "List")
+        return models_pb2.ListBundlesResponse(active_version=active or "", bundles=[
+            models_pb2.BundleInfo(name=i.name, version=i.version, created=_timestamp(i), size=i.size,
+                                  sha256=i.sha256, active=i.active, signer=i.signer or "") for i in infos])
+
+    async def Delete(self, request: models_pb2.DeleteBundleRequest, context: grpc.aio.ServicerContext
+                     ) -> models_pb2.DeleteBundleResponse:
+        who = await require_model_admin(context, self.config, "Delete")
+        version = await self._version(context, request.version)
+
+        def delete() -> None:
+            with self.activator.exclusive(f"deleting {version}"):
+                self.store.delete(version)
+
+        try:
+            await self._run(delete)
+        except Exception as exc:  # noqa: BLE001
+            await self._abort(context, exc, "Delete")
+        log.info("bundle_deleted", version=version, who=who)
+        return models_pb2.DeleteBundleResponse()
