@@ -44,8 +44,24 @@ def percentile(samples: list[float], q: float) -> float:
     return float(np.percentile(np.array(samples), q))
 
 
+def _timed_calls(ocr: Any, rgb: np.ndarray, dev: Any, runs: int
+                 ) -> tuple[list[float], list[float], list[dict[str, float]]]:
+    """Wall ms, wall minus GPU fence waits ms, and stage timings of `runs` calls."""
+    walls, pythons, stages = [], [], []
+    for _ in range(runs):
+        waited = dev.wait_seconds if dev is not None else 0.0
+        start = time.perf_counter()
+        result = ocr(rgb)
+        wall = time.perf_counter() - start
+        gpu_wait = (dev.wait_seconds - waited) if dev is not None else 0.0
+        walls.append(wall * 1e3)
+        pythons.append((wall - gpu_wait) * 1e3)
+        stages.append(result.timings_ms)
+    return walls, pythons, stages
+
+
 def run_pipeline_bench(device: str | None, images: list[str], *, pages: int = 4, runs: int = 10,
-                       progress: bool = True) -> dict[str, Any]:
+                       progress: bool = True, warm_s: float = 0.5) -> dict[str, Any]:
     from agent.pipeline import OcrPipeline
 
     inputs = [(Path(p).name, decode_image(p)) for p in images] + rendered_pages(pages)
@@ -62,22 +78,24 @@ def run_pipeline_bench(device: str | None, images: list[str], *, pages: int = 4,
             if progress:
                 print(f"bench: {name}", file=sys.stderr, flush=True)
             result = ocr(rgb)  # first call: plans are recorded here, not timed
-            walls, pythons, stages = [], [], []
-            for _ in range(runs):
-                waited = dev.wait_seconds if dev is not None else 0.0
-                start = time.perf_counter()
-                result = ocr(rgb)
-                wall = time.perf_counter() - start
-                gpu_wait = (dev.wait_seconds - waited) if dev is not None else 0.0
-                walls.append(wall * 1e3)
-                pythons.append((wall - gpu_wait) * 1e3)
-                stages.append(result.timings_ms)
+            walls, pythons, stages = _timed_calls(ocr, rgb, dev, runs)
             row: dict[str, Any] = {
                 "image": name, "size": f"{rgb.shape[1]}x{rgb.shape[0]}", "lines": len(result.lines),
                 "ours_median_ms": statistics.median(walls), "ours_p99_ms": percentile(walls, 99),
                 "python_outside_gpu_waits_ms": statistics.median(pythons),
                 "stages_ms": {k: statistics.median([s.get(k, 0.0) for s in stages]) for k in stages[-1]},
             }
+            if warm_s > 0:
+                # The runs above follow seconds of idle GPU (RapidOCR's turn), so the GPU starts them at idle
+                # clocks; these follow warm_s of back-to-back calls, as under sustained load.
+                until = time.perf_counter() + warm_s
+                while time.perf_counter() < until:
+                    ocr(rgb)
+                walls, pythons, stages = _timed_calls(ocr, rgb, dev, runs)
+                row["ours_warm_median_ms"] = statistics.median(walls)
+                row["ours_warm_p99_ms"] = percentile(walls, 99)
+                row["python_warm_ms"] = statistics.median(pythons)
+                row["stages_warm_ms"] = {k: statistics.median([s.get(k, 0.0) for s in stages]) for k in stages[-1]}
             if rapid is not None:
                 bgr = np.ascontiguousarray(rgb[..., ::-1])
                 rapid(bgr)
@@ -93,6 +111,8 @@ def run_pipeline_bench(device: str | None, images: list[str], *, pages: int = 4,
         backend = ocr.backend
     summary: dict[str, Any] = {"backend": backend, "images": rows,
                                "ours_median_of_medians_ms": statistics.median(r["ours_median_ms"] for r in rows)}
+    if warm_s > 0:
+        summary["ours_warm_median_of_medians_ms"] = statistics.median(r["ours_warm_median_ms"] for r in rows)
     if rapid is not None:
         summary["rapidocr_median_of_medians_ms"] = statistics.median(r["rapidocr_median_ms"] for r in rows)
     return summary
@@ -111,10 +131,70 @@ def format_pipeline_results(r: dict[str, Any]) -> str:
             f"{row['ours_p99_ms']:>8.1f} {row['python_outside_gpu_waits_ms']:>6.1f} "
             f"{(f'{rapid:.1f}' if rapid else 'n/a'):>12} {row.get('rapidocr_p99_ms', 0):>8.1f} {ratio:>6}  {stages}"
         )
+        if "ours_warm_median_ms" in row:
+            warm = row["ours_warm_median_ms"]
+            stages = " ".join(f"{k}={v:.1f}" for k, v in row["stages_warm_ms"].items())
+            lines.append(f"{'  warm GPU':<51} {warm:>9.1f} {row['ours_warm_p99_ms']:>8.1f} {row['python_warm_ms']:>6.1f} "
+                         f"{'':>12} {'':>8} {(f'{rapid / warm:.1f}x' if rapid else '-'):>6}  {stages}")
     ours = r["ours_median_of_medians_ms"]
     rapid_all = r.get("rapidocr_median_of_medians_ms")
     tail = f"median per image: ours {ours:.1f} ms"
     if rapid_all:
         tail += f", RapidOCR {rapid_all:.1f} ms ({rapid_all / ours:.1f}x)"
+    if "ours_warm_median_of_medians_ms" in r:
+        warm = r["ours_warm_median_of_medians_ms"]
+        tail += f"; after warm-up ours {warm:.1f} ms" + (f" ({rapid_all / warm:.1f}x)" if rapid_all else "")
     lines.append(tail)
+    return "\n".join(lines)
+
+
+def run_idle_probe(device: str | None, *, gaps_ms: tuple[float, ...] = (0, 1, 3, 10, 30, 100),
+                   repeats: int = 15, warm: int = 20) -> dict[str, Any]:
+    """Whether an idle GPU runs the next submission slower: the det plan (a rendered page) and a rec batch (6
+    crops, width 320) replayed after `gap` ms of host sleep, wall time of the submission against its GPU time
+    (timestamp queries). Medians per gap; the plans are warmed up first, back to back."""
+    from agent.gpu_stages import GpuStages
+    from agent.pipeline import OcrPipeline
+    from vk.kernels.image import crop_params, crop_slots
+    from vk.ops.image import det_input_size
+
+    _, page = rendered_pages(1)[0]
+    quads = np.array([[[100, y], [700, y], [700, y + 40], [100, y + 40]] for y in range(100, 700, 100)], np.float32)
+    rows: list[dict[str, Any]] = []
+    with OcrPipeline.open(device) as ocr:
+        stages = ocr.stages
+        assert isinstance(stages, GpuStages)
+        stages.load(page)
+        det_h, det_w = det_input_size(page.shape[0], page.shape[1])
+        stages.detect(det_h, det_w)  # records the plan and writes its params
+        det = stages._plan("det", (1, 3, det_h, det_w), stages.det_hooks)
+        slots = [s.fitted(48, 320) for s in crop_slots(quads, 48, 320)]
+        page_h, page_w = page.shape[:2]
+        stages.rec_params.write(crop_params(page_h, page_w, slots, len(slots), 48, 320,
+                                            capacity=stages.image_capacity))
+        rec = stages._plan("rec", (len(slots), 3, 48, 320), stages.rec_hooks)
+        for name, plan in (("det", det), ("rec", rec)):
+            for _ in range(warm):
+                plan.profile()  # warm: recording made, clocks up
+            for gap in gaps_ms:
+                walls, gpus = [], []
+                for _ in range(repeats):
+                    time.sleep(gap / 1e3)
+                    start = time.perf_counter()
+                    prof = plan.profile()
+                    walls.append((time.perf_counter() - start) * 1e3)
+                    gpus.append(prof.total_ms)
+                rows.append({"plan": name, "gap_ms": gap, "wall_median_ms": statistics.median(walls),
+                             "gpu_median_ms": statistics.median(gpus), "wall_min_ms": min(walls),
+                             "gpu_min_ms": min(gpus)})
+        backend = ocr.backend
+    return {"backend": backend, "probe": rows}
+
+
+def format_idle_probe(r: dict[str, Any]) -> str:
+    head = f"{'plan':<5} {'gap ms':>7} {'wall med':>9} {'GPU med':>8} {'wall min':>9} {'GPU min':>8}"
+    lines = [f"backend: {r['backend']}", head]
+    for row in r["probe"]:
+        lines.append(f"{row['plan']:<5} {row['gap_ms']:>7.0f} {row['wall_median_ms']:>9.2f} "
+                     f"{row['gpu_median_ms']:>8.2f} {row['wall_min_ms']:>9.2f} {row['gpu_min_ms']:>8.2f}")
     return "\n".join(lines)

@@ -27,7 +27,6 @@ from vk.kernels.image import (
     image_params,
     record_crop_warp,
     record_image_preprocess,
-    rgb_words,
 )
 from vk.kernels.reduce import record_argmax
 from vk.memory import Allocation, BufferView
@@ -50,6 +49,14 @@ class HostBuffer:
         self.alloc.array(np.uint32)[: len(words)] = words
         self.alloc.flush()
 
+    def write_image(self, rgb: np.ndarray) -> int:
+        """An H×W×3 uint8 image as packed bytes (rgb_words' layout), straight into the mapping; its size in
+        bytes."""
+        data = np.ascontiguousarray(rgb, dtype=np.uint8).reshape(-1)
+        self.alloc.array(np.uint8)[: data.size] = data
+        self.alloc.flush()
+        return int(data.size)
+
     def close(self) -> None:
         self.device.pool.free(self.alloc)
 
@@ -65,8 +72,18 @@ class DeviceImage:
         self.device = device
         self.tensor = device.tensor((words,), np.uint32)
         self._copies: dict[int, Recorder] = {}
+        self._pending: Recorder | None = None
+
+    def settle(self) -> None:
+        """Wait for the last copy (the staging buffer may be rewritten after this)."""
+        if self._pending is not None:
+            self._pending.wait()
+            self._pending = None
 
     def fill_from(self, staging: HostBuffer, nbytes: int) -> None:
+        """Submit the copy without waiting for it: the stage submitted next on the queue starts with a full
+        barrier, so it reads the copied image, and its fence covers the copy too (one round trip less)."""
+        self.settle()
         size = min(self.tensor.nbytes, -(-max(nbytes, 1) // COPY_GRANULE) * COPY_GRANULE)
         rec = self._copies.get(size)
         if rec is None:
@@ -74,9 +91,11 @@ class DeviceImage:
             src, dst = staging.tensor.view, self.tensor.view
             rec.copy(BufferView(src.buffer, src.offset, size), BufferView(dst.buffer, dst.offset, size))
             rec.end()
-        rec.run()
+        rec.submit()
+        self._pending = rec
 
     def close(self) -> None:
+        self.settle()
         for rec in self._copies.values():
             rec.close()
         self.device.free(self.tensor)
@@ -149,9 +168,8 @@ class GpuStages:
         if image.nbytes > self.image_capacity:
             raise KernelArgumentError(f"prepared image of {image.shape[1]}×{image.shape[0]} pixels needs "
                                       f"{image.nbytes} bytes; the GPU image buffer holds {self.image_capacity}")
-        words = rgb_words(image)
-        self.image_staging.write(words)
-        self.image.fill_from(self.image_staging, 4 * len(words))
+        self.image.settle()  # the previous request's copy may still read the staging buffer
+        self.image.fill_from(self.image_staging, self.image_staging.write_image(image))
         self._image_hw = image.shape[:2]
 
     def _plan(self, role: str, shape: tuple[int, ...], hooks: StageHooks) -> Plan:

@@ -67,25 +67,36 @@ class ContourSet:
     runs: Runs
 
 
-def find_contours(bitmap: np.ndarray) -> ContourSet:
-    """All outer and hole borders of the nonzero pixels of ``bitmap``, in OpenCV's ``RETR_LIST`` order."""
-    fg = np.asarray(bitmap) != 0
+def find_contours(bitmap: np.ndarray, row_offset: int = 0) -> ContourSet:
+    """All outer and hole borders of the nonzero pixels of ``bitmap``, in OpenCV's ``RETR_LIST`` order.
+
+    ``row_offset``: ``bitmap`` is the band of a larger map that starts at this row, with no foreground outside
+    it; coordinates come back in the larger map's rows."""
+    fg = np.asarray(bitmap)
+    if fg.dtype != np.bool_:
+        fg = fg != 0
     h, w = fg.shape
     runs = find_runs(fg)
     found = _outer_borders(runs, w) + [
         Contour(_trace_hole(fg, start), True, start, _NO_RUNS) for start in _hole_starts(runs, h, w)
     ]
     found.sort(key=lambda c: c.start[0] * w + c.start[1], reverse=True)
+    if row_offset:
+        shift = np.array([0, row_offset])
+        found = [Contour(c.points + shift, c.hole, (c.start[0] + row_offset, c.start[1]), c.runs) for c in found]
+        runs = Runs(runs.row + row_offset, runs.start, runs.end)
     return ContourSet(found, runs)
 
 
 def find_runs(fg: np.ndarray) -> Runs:
     """The horizontal runs of a boolean map."""
-    h, w = fg.shape
-    padded = np.zeros((h, w + 2), dtype=bool)
-    padded[:, 1:-1] = fg
-    rows, cols = np.nonzero(padded[:, 1:] != padded[:, :-1])
-    return Runs(rows[0::2].astype(np.int64), cols[0::2].astype(np.int64), cols[1::2].astype(np.int64) - 1)
+    w = fg.shape[1]
+    live = np.flatnonzero(fg.any(axis=1))  # text maps are mostly empty rows: scan only the others
+    padded = np.zeros((live.size, w + 2), dtype=np.int8)
+    padded[:, 1:-1] = fg[live]
+    flat = padded.reshape(-1)  # the zero columns keep every run inside its row
+    rows, cols = np.divmod(np.flatnonzero(flat[1:] != flat[:-1]), w + 2)
+    return Runs(live[rows[0::2]].astype(np.int64), cols[0::2].astype(np.int64), cols[1::2].astype(np.int64) - 1)
 
 
 def _touching(row: np.ndarray, start: np.ndarray, end: np.ndarray, slack: int, width: int) -> np.ndarray:
@@ -106,6 +117,7 @@ def _touching(row: np.ndarray, start: np.ndarray, end: np.ndarray, slack: int, w
 
 
 def _components(n: int, pairs: np.ndarray) -> np.ndarray:
+    """A component label per node of the undirected graph with edges ``pairs`` (scipy's, not ours)."""
     graph = coo_matrix((np.ones(pairs.shape[1], dtype=np.int8), (pairs[0], pairs[1])), shape=(n, n))
     return connected_components(graph, directed=False)[1]
 
@@ -124,36 +136,47 @@ def _outer_borders(runs: Runs, w: int) -> list[Contour]:
     g_row, g_left, g_right, g_comp = row[first], runs.start[order][first], runs.end[order][last], comp_sorted[first]
     bounds = np.append(np.flatnonzero(np.r_[True, g_comp[1:] != g_comp[:-1]]), g_comp.size)
     run_bounds = np.append(np.flatnonzero(np.r_[True, comp_sorted[1:] != comp_sorted[:-1]]), n)
-    out = []
-    for k in range(bounds.size - 1):
-        a, b = bounds[k], bounds[k + 1]
-        r, left, right = g_row[a:b], g_left[a:b], g_right[a:b]
-        members = order[run_bounds[k] : run_bounds[k + 1]]
-        out.append(Contour(_hull_path(r, left, right), False, (int(r[0]), int(left[0])), members))
-    return out
+    sizes = np.diff(bounds)
+    seg = np.repeat(np.arange(sizes.size), sizes)
+    points, counts = _hull_paths(seg, sizes, g_row, g_left, g_right)
+    paths = np.split(points, np.cumsum(counts)[:-1])
+    members = np.split(order, run_bounds[1:-1])
+    heads = zip(g_row[bounds[:-1]].tolist(), g_left[bounds[:-1]].tolist(), strict=True)
+    return [Contour(path, False, head, m) for path, head, m in zip(paths, heads, members, strict=True)]
 
 
-def _new_extreme(v: np.ndarray, below: bool) -> np.ndarray:
-    """Rows whose value is a strict new minimum (``below``) or maximum seen from the top or from the bottom;
-    the first and last rows count too."""
-    acc = np.minimum.accumulate if below else np.maximum.accumulate
-    sign = 1 if below else -1
-    keep = np.ones(v.size, dtype=bool)
-    keep[1:-1] = (sign * v[1:-1] < sign * acc(v)[:-2]) | (sign * v[1:-1] < sign * acc(v[::-1])[::-1][2:])
+def _new_extremes(v: np.ndarray, seg: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Per segment of rows (``seg``: the segment of each row, segments in order), the rows whose value is a
+    strict new minimum seen from the top or from the bottom; each segment's first and last rows count too."""
+    span = int(np.abs(v).max(initial=0)) * 2 + 2  # offsets that keep the running minima inside segments
+    down = np.minimum.accumulate(v - seg * span) + seg * span
+    rev = sizes.size - 1 - seg[::-1]
+    up = (np.minimum.accumulate(v[::-1] - rev * span) + rev * span)[::-1]
+    first = np.zeros(v.size, dtype=bool)
+    first[np.cumsum(sizes) - sizes] = True
+    last = np.zeros(v.size, dtype=bool)
+    last[np.cumsum(sizes) - 1] = True
+    keep = first | last
+    keep[1:] |= ~first[1:] & (v[1:] < down[:-1])
+    keep[:-1] |= ~last[:-1] & (v[:-1] < up[1:])
     return keep
 
 
-def _hull_path(row: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """Down the left side, up the right side, keeping only the row ends that can be hull vertices: a left end
-    that is not a strict new minimum from above or below lies between two others (likewise on the right).
-    One-pixel rows appear once, on the way down."""
-    keep_left, keep_right = _new_extreme(left, True), _new_extreme(right, False)
+def _hull_paths(seg: np.ndarray, sizes: np.ndarray, row: np.ndarray, left: np.ndarray, right: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """For every component (rows grouped by ``seg``): down the left side, up the right side, keeping only the
+    row ends that can be hull vertices: a left end that is not a strict new minimum from above or below lies
+    between two others (likewise on the right). One-pixel rows appear once, on the way down. The paths
+    concatenated, and their lengths."""
+    keep_left, keep_right = _new_extremes(left, seg, sizes), _new_extremes(-right, seg, sizes)
     single = left == right
-    down = keep_left | (single & keep_right)
-    up = (keep_right & ~single)[::-1]
-    xs = np.concatenate([left[down], right[::-1][up]])
-    ys = np.concatenate([row[down], row[::-1][up]])
-    return np.stack([xs, ys], axis=1)
+    down = np.flatnonzero(keep_left | (single & keep_right))
+    up = np.flatnonzero(keep_right & ~single)[::-1]
+    who = np.concatenate([seg[down], seg[up]])
+    pick = np.argsort(who, kind="stable")  # per component: the way down, then the way up
+    xs = np.concatenate([left[down], right[up]])[pick]
+    ys = np.concatenate([row[down], row[up]])[pick]
+    return np.stack([xs, ys], axis=1), np.bincount(who, minlength=sizes.size)
 
 
 def _hole_starts(runs: Runs, h: int, w: int) -> list[tuple[int, int]]:

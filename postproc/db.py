@@ -23,10 +23,10 @@ from __future__ import annotations
 import numpy as np
 
 from postproc.contours import find_contours
-from postproc.detfilter import clip_quad, keep_box, order_points_clockwise
-from postproc.minrect import mini_box
-from postproc.score import box_score_fast, box_score_slow
-from postproc.unclip import unclip
+from postproc.detfilter import clip_quads, keep_boxes, order_points_clockwise
+from postproc.minrect import mini_boxes
+from postproc.score import box_score_slow, box_scores_fast
+from postproc.unclip import unclip, unclip_distances
 
 
 def dilate(bitmap: np.ndarray) -> np.ndarray:
@@ -40,12 +40,12 @@ def dilate(bitmap: np.ndarray) -> np.ndarray:
     return out
 
 
-def _to_dest(box: np.ndarray, width: int, height: int, dest_w: int, dest_h: int) -> np.ndarray:
-    """RapidOCR's scaling, in float32 as NumPy computes it there, then truncation to int32."""
-    box = box.copy()
-    box[:, 0] = np.clip(np.round(box[:, 0] / width * dest_w), 0, dest_w)
-    box[:, 1] = np.clip(np.round(box[:, 1] / height * dest_h), 0, dest_h)
-    return box.astype(np.int32)
+def _to_dest(boxes: np.ndarray, width: int, height: int, dest_w: int, dest_h: int) -> np.ndarray:
+    """RapidOCR's scaling of (N, 4, 2) boxes, in float32 as NumPy computes it there, then truncation to int32."""
+    boxes = boxes.copy()
+    boxes[..., 0] = np.clip(np.round(boxes[..., 0] / width * dest_w), 0, dest_w)
+    boxes[..., 1] = np.clip(np.round(boxes[..., 1] / height * dest_h), 0, dest_h)
+    return boxes.astype(np.int32)
 
 
 def db_boxes(
@@ -65,6 +65,8 @@ def db_boxes(
 
     Returns (N, 4, 2) float32 quads in destination pixels, corners clockwise from the top-left, in RapidOCR's
     (unsorted) order, and each box's score. Defaults are RapidOCR 1.4.4's.
+
+    Each step runs over all surviving candidates at once (the filters are per box, so the order is kept).
     """
     if score_mode not in ("fast", "slow"):
         raise ValueError(f"score_mode must be 'fast' or 'slow', got {score_mode!r}")
@@ -75,29 +77,30 @@ def db_boxes(
         raise ValueError(f"expected an H×W probability map, got shape {prob.shape}")
     height, width = prob.shape
     dest_w, dest_h = int(dest_w), int(dest_h)
-    bitmap = prob > thresh
+    # Only the band of rows with foreground (dilation adds one row below it) is thresholded and traced: the
+    # letterbox and margins of most maps are empty.
+    live = np.flatnonzero(np.fmax.reduce(prob, axis=1) > thresh)
+    if not live.size:
+        return np.zeros((0, 4, 2), dtype=np.float32), []
+    top, stop = int(live[0]), min(int(live[-1]) + (2 if use_dilation else 1), height)
+    bitmap = prob[top:stop] > thresh
     if use_dilation:
         bitmap = dilate(bitmap)
-    found = find_contours(bitmap)
-    boxes: list[np.ndarray] = []
-    scores: list[float] = []
-    for contour in found.contours[:max_candidates]:
-        box, sside = mini_box([tuple(p) for p in contour.points.tolist()])
-        if sside < min_size:
-            continue
-        if score_mode == "fast":
-            score = box_score_fast(prob, box)
-        else:
-            score = box_score_slow(prob, found, contour)
-        if box_thresh > score:
-            continue
-        box, sside = mini_box(unclip(box, unclip_ratio))
-        if sside < min_size + 2:
-            continue
-        quad = clip_quad(order_points_clockwise(_to_dest(box, width, height, dest_w, dest_h)), dest_h, dest_w)
-        if keep_box(quad):
-            boxes.append(quad)
-            scores.append(score)
-    if not boxes:
+    found = find_contours(bitmap, row_offset=top)
+    contours = found.contours[:max_candidates]
+    boxes, ssides = mini_boxes([c.points.tolist() for c in contours])
+    kept = [i for i, sside in enumerate(ssides) if sside >= min_size]
+    boxes = boxes[kept]
+    if score_mode == "fast":
+        scores = box_scores_fast(prob, boxes).tolist()
+    else:
+        scores = [box_score_slow(prob, found, contours[i]) for i in kept]
+    passed = [i for i, score in enumerate(scores) if not box_thresh > score]
+    distances = unclip_distances(boxes[passed], unclip_ratio).tolist()
+    grown, ssides = mini_boxes([unclip(boxes[i], d) for i, d in zip(passed, distances, strict=True)])
+    big = [k for k, sside in enumerate(ssides) if sside >= min_size + 2]
+    if not big:
         return np.zeros((0, 4, 2), dtype=np.float32), []
-    return np.array(boxes, dtype=np.float32), scores
+    quads = clip_quads(order_points_clockwise(_to_dest(grown[big], width, height, dest_w, dest_h)), dest_h, dest_w)
+    keep = keep_boxes(quads)
+    return quads[keep], [scores[passed[k]] for k, ok in zip(big, keep.tolist(), strict=True) if ok]

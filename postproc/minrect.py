@@ -263,3 +263,179 @@ def mini_box(points: Sequence[Point]) -> tuple[np.ndarray, float]:
     i1, i4 = (0, 1) if pts[1][1] > pts[0][1] else (1, 0)
     i2, i3 = (2, 3) if pts[3][1] > pts[2][1] else (3, 2)
     return np.array([pts[i1], pts[i2], pts[i3], pts[i4]], dtype=np.float32), float(min(rect.size))
+
+
+# -- many point sets at once ------------------------------------------------------------------------------------
+
+# Edge components up to this size keep rotatingCalipers' float32 cross products exact integers (|product| <
+# 2^23, their sum < 2^24): its choices are then exact angle comparisons, which a sort can make for every step.
+_EXACT_EDGE = 2896
+_BATCH_FROM = 8  # point sets: below this, the batch's fixed cost (~100 NumPy calls) exceeds mini_box's
+
+
+def _first_at(values: np.ndarray, targets: np.ndarray, owner: np.ndarray, local: np.ndarray,
+              starts: np.ndarray) -> np.ndarray:
+    """Per set, the first local index whose value equals the set's target."""
+    return np.minimum.reduceat(np.where(values == targets[owner], local, local.size), starts)
+
+
+def _direction_keys(dx: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(quadrant, slope) of non-zero integer vectors: ordered as their angles in [0, 2π), exactly (the slope of
+    the vector turned into the first quadrant is a correctly rounded ratio of small integers)."""
+    quadrant = np.select([(dx > 0) & (dy >= 0), (dx <= 0) & (dy > 0), (dx < 0) & (dy <= 0)], [0, 1, 2], 3)
+    rx = np.choose(quadrant, [dx, dy, -dx, -dy])
+    ry = np.choose(quadrant, [dy, -dx, -dy, dx])
+    return quadrant, ry / rx
+
+
+def _calipers_batch(px: np.ndarray, py: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, ...]:
+    """_calipers of many hulls (points concatenated, ``sizes`` each > 2, edges within _EXACT_EDGE): for each,
+    (left index, a1, width, b1, height, bottom index) of its best step, and whether every area was finite.
+
+    Each step of _calipers advances the caliper whose next edge turns least (ties: the lowest caliper), so
+    its n steps are the first n of all four calipers' edge sequences merged by turning angle: one sort.
+    """
+    sets = sizes.size
+    starts = np.cumsum(sizes) - sizes
+    owner = np.repeat(np.arange(sets), sizes)
+    index = np.arange(px.size)
+    local = index - starts[owner]
+    nxt = np.where(local + 1 < sizes[owner], index + 1, starts[owner])
+    vx, vy = px[nxt] - px, py[nxt] - py
+    seq0 = np.stack([_first_at(py, np.minimum.reduceat(py, starts), owner, local, starts),  # bottom
+                     _first_at(px, np.maximum.reduceat(px, starts), owner, local, starts),  # right
+                     _first_at(py, np.maximum.reduceat(py, starts), owner, local, starts),  # top
+                     _first_at(px, np.minimum.reduceat(px, starts), owner, local, starts)], axis=1)  # left
+    # every caliper's next n edges, turned into caliper 0's frame as _calipers turns them
+    item_set = np.repeat(np.arange(sets), 4 * sizes)
+    t = np.arange(item_set.size) - np.repeat(4 * starts, 4 * sizes)
+    n = sizes[item_set]
+    caliper, j = t // n, t % n
+    edge = starts[item_set] + (seq0[item_set, caliper] + j) % n
+    ex, ey = vx[edge], vy[edge]
+    quadrant, slope = _direction_keys(np.choose(caliper, [ex, ey, -ex, -ey]), np.choose(caliper, [ey, -ex, -ey, ex]))
+    back = np.zeros(item_set.size, dtype=bool)  # a turn past 2π along one caliper's walk
+    back[1:] = (j[1:] > 0) & ((quadrant[1:] < quadrant[:-1]) | ((quadrant[1:] == quadrant[:-1]) & (slope[1:] < slope[:-1])))
+    turns = np.cumsum(back)
+    turns -= np.repeat(turns[j == 0], n[j == 0])
+    order = np.lexsort((j, caliper, slope, quadrant, turns, item_set))
+    steps = order[np.repeat(4 * starts, sizes) + local]  # the first n merged items of every set
+    main, k = caliper[steps], edge[steps]
+    moved = (main[:, None] == np.arange(4)).astype(np.int64)
+    done = np.cumsum(moved, axis=0)
+    done -= (done - moved)[starts][owner]
+    seq = starts[owner][:, None] + (seq0[owner] + done) % sizes[owner][:, None]
+    f32 = np.float32
+    inv = (1.0 / np.sqrt(vx.astype(np.float64) ** 2 + vy.astype(np.float64) ** 2)).astype(f32)
+    lx, ly = vx.astype(f32)[k] * inv[k], vy.astype(f32)[k] * inv[k]
+    base_a = np.choose(main, [lx, ly, -lx, -ly])
+    base_b = np.choose(main, [ly, -lx, -ly, lx])
+    fx, fy = px.astype(f32), py.astype(f32)
+    s0, s1, s2, s3 = seq.T
+    width = (fx[s1] - fx[s3]) * base_a + (fy[s1] - fy[s3]) * base_b
+    height = -(fx[s2] - fx[s0]) * base_b + (fy[s2] - fy[s0]) * base_a
+    area = width * height
+    least = np.minimum.reduceat(area, starts)
+    finite = np.isfinite(least)
+    best = np.maximum.reduceat(np.where(area == least[owner], index, -1), starts)  # the last, as "<="
+    best = np.where(best < 0, starts, best)
+    return s3[best], base_a[best], width[best], base_b[best], height[best], s0[best], finite
+
+
+def _rect_boxes(fx: np.ndarray, fy: np.ndarray, i_left: np.ndarray, a1: np.ndarray, width: np.ndarray,
+                b1: np.ndarray, height: np.ndarray, i_bottom: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The end of _calipers, min_area_rect, box_points and mini_box for arrays of best steps: the same float32
+    operations elementwise; atan2, cos and sin come from ``math`` as there."""
+    a2, b2 = -b1, a1
+    c1 = a1 * fx[i_left] + fy[i_left] * b1
+    c2 = a2 * fx[i_bottom] + fy[i_bottom] * b2
+    idet = _F32(1) / (a1 * b2 - a2 * b1)
+    corner_x, corner_y = (c1 * b2 - c2 * b1) * idet, (a1 * c2 - a2 * c1) * idet
+    s1x, s1y, s2x, s2y = a1 * width, b1 * width, a2 * height, b2 * height
+    cx, cy = corner_x + (s1x + s2x) * _HALF, corner_y + (s1y + s2y) * _HALF
+    len1 = np.sqrt(s1x.astype(np.float64) ** 2 + s1y.astype(np.float64) ** 2).astype(_F32)
+    len2 = np.sqrt(s2x.astype(np.float64) ** 2 + s2y.astype(np.float64) ** 2).astype(_F32)
+    upright = (s1x == 0) & (s1y > 0)
+    w, h = np.where(upright, len1, len2), np.where(upright, len2, len1)
+    turn = np.array([-math.pi / 2 if u else -math.atan2(x, y)
+                     for u, x, y in zip(upright.tolist(), s1x.tolist(), s1y.tolist(), strict=True)])
+    radians = (turn * 180 / math.pi).astype(_F32).astype(np.float64) * math.pi / 180
+    b = np.array([math.cos(r) for r in radians.tolist()]).astype(_F32) * _HALF
+    a = np.array([math.sin(r) for r in radians.tolist()]).astype(_F32) * _HALF
+    ah, aw, bh, bw = a * h, a * w, b * h, b * w
+    pts = np.stack([np.stack([cx - ah - bw, cy + bh - aw], -1), np.stack([cx + ah - bw, cy - bh - aw], -1),
+                    np.stack([cx + ah + bw, cy - bh + aw], -1), np.stack([cx - ah + bw, cy + bh + aw], -1)], 1)
+    pts = np.take_along_axis(pts, np.argsort(pts[:, :, 0], axis=1, kind="stable")[:, :, None], axis=1)
+    down_left, down_right = pts[:, 1, 1] > pts[:, 0, 1], pts[:, 3, 1] > pts[:, 2, 1]
+    rows = np.arange(len(pts))
+    box = np.stack([pts[rows, np.where(down_left, 0, 1)], pts[rows, np.where(down_right, 2, 3)],
+                    pts[rows, np.where(down_right, 3, 2)], pts[rows, np.where(down_left, 1, 0)]], axis=1)
+    return box, np.minimum(w, h).astype(np.float64)
+
+
+def _convex_turn(point_sets: Sequence[Sequence[Point]]) -> np.ndarray:
+    """Per point set: 1 where the points, in their order, are a strictly convex polygon turning left (in x, y
+    coordinates) and winding once, -1 for one turning right, else 0. convex_hull_indices keeps every vertex of
+    such a polygon, in input order (1) or reversed (-1): unclip's round joins give these."""
+    sizes = np.array([len(p) for p in point_sets], np.int64)
+    turn = np.zeros(sizes.size, np.int64)
+    usable = np.flatnonzero(sizes >= 3)
+    if not usable.size:
+        return turn
+    sizes = sizes[usable]
+    flat = np.array([p for i in usable.tolist() for p in point_sets[i]], np.int64).reshape(-1, 2)
+    starts = np.cumsum(sizes) - sizes
+    index = np.arange(len(flat))
+    owner = np.repeat(np.arange(sizes.size), sizes)
+    nxt = np.where(index + 1 < starts[owner] + sizes[owner], index + 1, starts[owner])
+    ex, ey = flat[nxt, 0] - flat[:, 0], flat[nxt, 1] - flat[:, 1]
+    cross = ex * ey[nxt] - ey * ex[nxt]
+    moving = (ex != 0) | (ey != 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        quadrant, slope = _direction_keys(np.where(moving, ex, 1), np.where(moving, ey, 0))
+    later = (quadrant[nxt] > quadrant) | ((quadrant[nxt] == quadrant) & (slope[nxt] > slope))
+    wraps = np.add.reduceat((~later).astype(np.int64), starts)  # directions fall back once per winding
+    unwraps = np.add.reduceat(later.astype(np.int64), starts)
+    left = (np.minimum.reduceat(cross, starts) > 0) & (wraps == 1)
+    right = (np.maximum.reduceat(cross, starts) < 0) & (unwraps == 1)
+    turn[usable] = np.where(left, 1, np.where(right, -1, 0))
+    return turn
+
+
+def mini_boxes(point_sets: Sequence[Sequence[Point]]) -> tuple[np.ndarray, list[float]]:
+    """mini_box of many point sets: (N, 4, 2) float32 boxes and their shorter sides, bit for bit the same.
+    The hulls are found one at a time; the calipers and the corner arithmetic run for all sets at once (sets
+    with at most two hull points, a very long edge or a non-finite area go through mini_box)."""
+    count = len(point_sets)
+    boxes = np.zeros((count, 4, 2), np.float32)
+    ssides = [0.0] * count
+    if count < _BATCH_FROM:
+        for i, pts in enumerate(point_sets):
+            boxes[i], ssides[i] = mini_box(pts)
+        return boxes, ssides
+    turn = _convex_turn(point_sets)
+    hulls = [list(pts) if t > 0 else list(pts)[::-1] if t < 0 else [pts[i] for i in convex_hull_indices(pts)]
+             for pts, t in zip(point_sets, turn.tolist(), strict=True)]
+    batch = np.array([i for i, h in enumerate(hulls) if len(h) > 2], np.int64)
+    alone = set(range(count)) - set(batch.tolist())
+    if batch.size:
+        sizes = np.array([len(hulls[i]) for i in batch.tolist()], np.int64)
+        flat = np.array([p for i in batch.tolist() for p in hulls[i]], np.int64)
+        starts = np.cumsum(sizes) - sizes
+        owner = np.repeat(np.arange(sizes.size), sizes)
+        after = np.r_[flat[1:], flat[:1]]
+        after[starts + sizes - 1] = flat[starts]
+        short = np.maximum.reduceat(np.abs(after - flat).max(axis=1), starts) <= _EXACT_EDGE
+        keep = short[owner]
+        alone |= set(batch[~short].tolist())
+        batch, sizes, flat = batch[short], sizes[short], flat[keep]
+    if batch.size:
+        *best, finite = _calipers_batch(flat[:, 0], flat[:, 1], sizes)
+        box, sside = _rect_boxes(flat[:, 0].astype(_F32), flat[:, 1].astype(_F32), *best)
+        boxes[batch[finite]] = box[finite]
+        for i, v in zip(batch[finite].tolist(), sside[finite].tolist(), strict=True):
+            ssides[i] = v
+        alone |= set(batch[~finite].tolist())
+    for i in sorted(alone):
+        boxes[i], ssides[i] = mini_box(point_sets[i])
+    return boxes, ssides

@@ -144,3 +144,108 @@ def fill_poly(mask: np.ndarray, pts: Sequence[tuple[int, int]]) -> None:
         draw_line(mask, x0, y0, x1, y1)
         x0, y0 = x1, y1
     _fill_spans(mask, _edges(pts, w, h))
+
+
+def _cdiv_array(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    q = np.abs(a) // np.abs(b)
+    return np.where((a >= 0) == (b > 0), q, -q)
+
+
+def _runs(keys: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Where a new run of equal keys starts in sorted (or grouped) arrays."""
+    new = np.zeros(keys[0].size, dtype=bool)
+    new[:1] = True
+    for k in keys:
+        new[1:] |= k[1:] != k[:-1]
+    return new
+
+
+def _outline_runs(xa: np.ndarray, ya: np.ndarray, xb: np.ndarray, yb: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """draw_line's pixels of every edge (unclipped), as (edge, row, first col, last col) per row: along an
+    edge, rows change monotonically and columns grow, so each row's pixels are one run."""
+    swap = xb < xa
+    x1, y1 = np.where(swap, xb, xa), np.where(swap, yb, ya)
+    major, minor = np.abs(xb - xa), np.where(swap, ya - yb, yb - ya)
+    step = np.where(minor < 0, -1, 1)
+    minor = np.abs(minor)
+    steep = minor > major
+    major, minor = np.where(steep, minor, major), np.where(steep, major, minor)
+    counts = major + 1
+    edge = np.repeat(np.arange(xa.size), counts)
+    k = np.arange(edge.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    big, small = major[edge], minor[edge]
+    m = np.where(big > 0, -((big - 2 * small * k) // np.maximum(2 * big, 1)), k)
+    on_steep = steep[edge]
+    px = x1[edge] + np.where(on_steep, m, k)
+    py = y1[edge] + step[edge] * np.where(on_steep, k, m)
+    first = np.flatnonzero(_runs((edge, py)))
+    last = np.r_[first[1:], edge.size] - 1
+    return edge[first], py[first], px[first], px[last]
+
+
+def _fill_runs(xa: np.ndarray, ya: np.ndarray, xb: np.ndarray, yb: np.ndarray, owner: np.ndarray,
+               widths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """_edges and _fill_spans of unclipped polygons, all at once: (owner, row, first col, last col) of every
+    span, and the owners with an odd number of edges on some row (which fill_poly pairs differently)."""
+    sloped = ya != yb
+    xa, ya, xb, yb, owner = xa[sloped], ya[sloped], xb[sloped], yb[sloped], owner[sloped]
+    down = ya < yb
+    top, bottom = np.where(down, ya, yb), np.where(down, yb, ya)
+    x0 = np.where(down, xa, xb) << _SHIFT
+    dx = _cdiv_array((xb - xa) << _SHIFT, yb - ya)
+    counts = bottom - top
+    edge = np.repeat(np.arange(top.size), counts)
+    k = np.arange(edge.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    row, xs, who = top[edge] + k, x0[edge] + k * dx[edge], owner[edge]
+    order = np.lexsort((xs, row, who))
+    row, xs, who = row[order], xs[order], who[order]
+    first = np.flatnonzero(_runs((who, row)))
+    size = np.diff(np.r_[first, who.size])
+    odd = np.unique(who[first[size % 2 == 1]])
+    pos = np.arange(who.size) - np.repeat(first, size)
+    left = np.flatnonzero((pos % 2 == 0) & (pos + 1 < np.repeat(size, size)))
+    lo, hi = (xs[left] + _ONE - 1) >> _SHIFT, xs[left + 1] >> _SHIFT
+    w = widths[who[left]]
+    keep = (lo < w) & (hi >= 0)
+    lo, hi = np.clip(lo, 0, w - 1), np.clip(hi, 0, w - 1)
+    keep &= lo <= hi
+    return who[left][keep], row[left][keep], lo[keep], hi[keep], odd
+
+
+def quad_rows(quads: np.ndarray, heights: np.ndarray, widths: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What fill_poly sets for N integer quads (N, 4, 2), quad i in a heights[i] × widths[i] mask, as one
+    interval per quad and row: (quad, row, first col, last col), and which quads that covers exactly. A quad
+    is left out (False) when a corner lies outside its mask (fill_poly clips it) or when some row's pixels are
+    not one interval; fill_poly gives those."""
+    q = np.asarray(quads, np.int64).reshape(-1, 4, 2)
+    n = len(q)
+    heights, widths = np.asarray(heights, np.int64), np.asarray(widths, np.int64)
+    x, y = q[..., 0], q[..., 1]
+    exact = np.asarray(((x >= 0) & (x < widths[:, None]) & (y >= 0) & (y < heights[:, None])).all(axis=1))
+    # edge j runs from corner j - 1 to corner j, as fill_poly walks them
+    xa, ya = np.roll(x, 1, axis=1).reshape(-1), np.roll(y, 1, axis=1).reshape(-1)
+    xb, yb = x.reshape(-1), y.reshape(-1)
+    owner = np.repeat(np.arange(n), 4)
+    edge, line_row, line_lo, line_hi = _outline_runs(xa, ya, xb, yb)
+    span_who, span_row, span_lo, span_hi, odd = _fill_runs(xa, ya, xb, yb, owner, widths)
+    exact[odd] = False
+    who = np.concatenate([owner[edge], span_who])
+    row = np.concatenate([line_row, span_row])
+    lo = np.concatenate([line_lo, span_lo])
+    hi = np.concatenate([line_hi, span_hi])
+    order = np.lexsort((lo, row, who))
+    who, row, lo, hi = who[order], row[order], lo[order], hi[order]
+    first = _runs((who, row))
+    group = np.cumsum(first) - 1
+    limit = int(widths.max(initial=1))
+    offset = group * (limit + 2)  # a running maximum that restarts in every row (clipped: only exact quads count)
+    reach = np.maximum.accumulate(np.clip(hi, -1, limit) + offset) - offset
+    gap = ~first[1:] & (lo[1:] > reach[:-1] + 1)
+    exact[who[1:][gap]] = False
+    starts = np.flatnonzero(first)
+    ends = np.r_[starts[1:], who.size] - 1
+    ok = exact[who[starts]]
+    starts, ends = starts[ok], ends[ok]
+    return who[starts], row[starts], lo[starts], reach[ends], exact

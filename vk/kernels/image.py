@@ -31,6 +31,7 @@ which decides the rare source coordinates that fall exactly halfway between two 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -71,6 +72,7 @@ def rgb_words(rgb: np.ndarray) -> np.ndarray:
     return words
 
 
+@functools.lru_cache(maxsize=4096)  # exact rational arithmetic is slow; crops repeat the same few sizes
 def resize_tie(src: int, dst: int) -> float:
     """(scale / (src / dst) - 1) · 2^53 as float32, scale = 1 / (dst / src) in double as cv2.resize computes it:
     where the exact source coordinate is halfway between two float32s, this decides which one cv2 gets."""

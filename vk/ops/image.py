@@ -99,19 +99,43 @@ def linear_coefficients(src: int, dst: int, clamp: bool) -> tuple[np.ndarray, np
     return np.clip(i, 0, src - 1), np.clip(i + 1, 0, src - 1), w0, w1
 
 
+RESIZE_BLOCK = 64  # output rows per block: the block's int32 rows stay in cache between the two passes
+
+
 def resize_linear_u8(img: U8, out_h: int, out_w: int) -> U8:
-    """cv2.resize(img, (out_w, out_h)) for uint8 H×W or H×W×C, bit-exact."""
+    """cv2.resize(img, (out_w, out_h)) for uint8 H×W or H×W×C, bit-exact. int32 arithmetic (the horizontal sums
+    are at most 255 · 2048), channels interleaved in one row axis, in blocks of output rows."""
     img = np.asarray(img)
     if img.dtype != np.uint8 or img.ndim not in (2, 3) or min(img.shape[:2]) < 1 or min(out_h, out_w) < 1:
         raise ValueError(f"resize_linear_u8 takes a non-empty uint8 H×W(×C) image and sizes ≥ 1, got "
                          f"{img.dtype} {img.shape} → {out_h}×{out_w}")
-    src = img.astype(np.int64).reshape(img.shape[0], img.shape[1], -1)
-    x0, x1, a0, a1 = linear_coefficients(img.shape[1], out_w, clamp=True)
-    y0, y1, b0, b1 = linear_coefficients(img.shape[0], out_h, clamp=False)
-    rows = src[:, x0] * a0[None, :, None] + src[:, x1] * a1[None, :, None]  # int32 sums of the horizontal pass
-    top = (rows[y0] >> 4) * b0[:, None, None] >> 16
-    bottom = (rows[y1] >> 4) * b1[:, None, None] >> 16
-    out = np.clip((top + bottom + 2) >> 2, 0, 255).astype(np.uint8)
+    h, w = img.shape[:2]
+    c = img.shape[2] if img.ndim == 3 else 1
+    src = img.reshape(h, w * c)
+    x0, x1, a0, a1 = linear_coefficients(w, out_w, clamp=True)
+    y0, y1, b0, b1 = linear_coefficients(h, out_h, clamp=False)
+    channel = np.arange(c)
+    cols0, cols1 = (x0[:, None] * c + channel).reshape(-1), (x1[:, None] * c + channel).reshape(-1)
+    wa0, wa1 = np.repeat(a0, c).astype(np.int32), np.repeat(a1, c).astype(np.int32)
+    wb0, wb1 = b0.astype(np.int32)[:, None], b1.astype(np.int32)[:, None]
+    out = np.empty((out_h, out_w * c), np.uint8)
+    for s in range(0, out_h, RESIZE_BLOCK):
+        e = min(s + RESIZE_BLOCK, out_h)
+        lo, hi = int(min(y0[s:e].min(), y1[s:e].min())), int(max(y0[s:e].max(), y1[s:e].max())) + 1
+        band = src[lo:hi]
+        rows = np.multiply(band[:, cols0], wa0, dtype=np.int32)  # the horizontal pass
+        rows += np.multiply(band[:, cols1], wa1, dtype=np.int32)
+        rows >>= 4
+        top = rows[y0[s:e] - lo]
+        top *= wb0[s:e]
+        top >>= 16
+        bottom = rows[y1[s:e] - lo]
+        bottom *= wb1[s:e]
+        bottom >>= 16
+        top += bottom
+        top += 2
+        top >>= 2  # at most 255: b0 + b1 = 2048
+        out[s:e] = top
     return out.reshape((out_h, out_w, *img.shape[2:]))
 
 
