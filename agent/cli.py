@@ -26,7 +26,10 @@ Commands available now:
   debug compare    ours against onnxruntime node by node: the first node that diverges
   bench kernels    time the core kernels on the chosen device against measured ceilings
   bench models     time the PP-OCR models: ours, onnxruntime (CPU) and ncnn (Vulkan) in one run
+  bench pipeline   the whole OCR pipeline per image against RapidOCR 1.4.4 (CPU)
+  bench agent      the gRPC agent's throughput and latency at 1, 4 and 16 clients
   bundle           model bundles: keygen, create, sign, verify, inspect
+  fleet            roll a bundle out to several agents (canary, soak, rollback), or show their versions
 """
 
 
@@ -102,6 +105,16 @@ def cmd_bench_pipeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_agent(args: argparse.Namespace) -> int:
+    from agent.bench_agent import format_agent_results, load_images, run_agent_bench
+
+    options = {**({"use_det": False} if args.no_det else {}), **({"use_cls": False} if args.no_cls else {})}
+    results = run_agent_bench(args.device, load_images(args.images, args.pages), clients=args.clients,
+                              requests=args.requests, request_options=options)
+    print(json.dumps(results, indent=2, ensure_ascii=False) if args.json else format_agent_results(results))
+    return 0
+
+
 def _add_model_commands(sub: Any) -> None:
     from agent.model_commands import parse_shape
 
@@ -169,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bundle_parser(sub)
     add_client_parser(sub)
+    from agent.fleet_command import add_fleet_parser
+
+    add_fleet_parser(sub)
     from agent.serve_command import add_serve_parser
 
     add_serve_parser(sub)
@@ -215,6 +231,28 @@ def build_parser() -> argparse.ArgumentParser:
     pipeline.add_argument("--json", action="store_true", help="print results as JSON")
     _add_device_option(pipeline, cpu=True)
     pipeline.set_defaults(func=cmd_bench_pipeline)
+    from agent.bench_agent import DEFAULT_CLIENTS, parse_clients
+
+    agent_bench = bench_sub.add_parser(
+        "agent",
+        help="the gRPC agent over loopback: images/s and p50/p99 at 1, 4, 16 clients; what the overlap buys",
+        description="Start an agent in this process on a loopback port and send it unary Recognize calls "
+        "from N concurrent clients (one channel each), after one warm-up pass over every image: throughput "
+        "and the clients' p50/p99 latency per client count. Then the same with a plugin chain configured "
+        "(regex_fields, merge_lines), server.overlap on and off. Default images: RapidOCR's compat images.",
+    )
+    agent_bench.add_argument("images", nargs="*", metavar="IMAGE")
+    agent_bench.add_argument("--pages", type=int, default=0, help="rendered A4 pages to add (default 0)")
+    agent_bench.add_argument("--clients", type=parse_clients, default=DEFAULT_CLIENTS, metavar="N,N,…",
+                             help="concurrent client counts (default 1,4,16)")
+    agent_bench.add_argument("--requests", type=int, default=64,
+                             help="calls per client count, at least one per client (default 64)")
+    agent_bench.add_argument("--no-det", action="store_true",
+                             help="no detection: the whole image is one line")
+    agent_bench.add_argument("--no-cls", action="store_true", help="no direction classification")
+    agent_bench.add_argument("--json", action="store_true", help="print results as JSON")
+    _add_device_option(agent_bench, cpu=True)
+    agent_bench.set_defaults(func=cmd_bench_agent)
     return parser
 
 

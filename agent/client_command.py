@@ -159,7 +159,6 @@ def _request_options(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_ocr(args: argparse.Namespace) -> int:
     import grpc
 
-    from agent.rpc_status import describe_rpc_error
     from agent.wire import response_to_dict, result_from_proto
 
     def run(client: OcrClient) -> int:
@@ -174,7 +173,7 @@ def cmd_ocr(args: argparse.Namespace) -> int:
                 continue
             except grpc.RpcError as err:
                 failed += 1
-                _report_failure(args, image, describe_rpc_error(err))
+                _report_failure(args, image, _describe(err, args))
                 if err.code() is grpc.StatusCode.INVALID_ARGUMENT:
                     continue  # this image's fault; the others may be fine
                 return EXIT_RPC_FAILED  # the agent cannot answer: the rest would fail the same way
@@ -247,12 +246,26 @@ def cmd_health(args: argparse.Namespace) -> int:
     return _with_client(args, run)
 
 
+def _describe(err: Any, args: argparse.Namespace) -> str:
+    """The status line, with a hint when an unreachable agent may just want TLS or a client certificate."""
+    import grpc
+
+    from agent.rpc_status import describe_rpc_error
+
+    text = describe_rpc_error(err)
+    if err.code() is grpc.StatusCode.UNAVAILABLE and "draining" not in text:
+        if not args.tls_ca:
+            text += " (if the agent uses TLS, pass --tls-ca; with mutual TLS also --tls-cert and --tls-key)"
+        elif not args.tls_cert:
+            text += " (if the agent requires client certificates, pass --tls-cert and --tls-key)"
+    return text
+
+
 def _with_client(args: argparse.Namespace, run: Callable[[OcrClient], int]) -> int:
     """Open the channel, run the command, map failures to exit codes and stderr lines."""
     import grpc
 
     from agent.client import OcrClient
-    from agent.rpc_status import describe_rpc_error
 
     try:
         client = OcrClient(args.target, ca=args.tls_ca, cert=args.tls_cert, key=args.tls_key,
@@ -264,7 +277,7 @@ def _with_client(args: argparse.Namespace, run: Callable[[OcrClient], int]) -> i
         with client:
             return run(client)
     except grpc.RpcError as err:
-        print(f"vkocr client: {describe_rpc_error(err)}", file=sys.stderr)
+        print(f"vkocr client: {_describe(err, args)}", file=sys.stderr)
         return EXIT_RPC_FAILED
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

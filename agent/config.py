@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -243,9 +244,14 @@ def to_toml(config: AgentConfig) -> str:
     lines: list[str] = []
     for section, table in config.to_dict().items():
         lines.append(f"[{section}]")
-        lines.extend(f"{key} = {toml_value(value)}" for key, value in table.items())
+        lines.extend(f"{toml_key(key)} = {toml_value(value)}" for key, value in table.items())
         lines.append("")
     return "\n".join(lines)
+
+
+def toml_key(key: str) -> str:
+    """A bare key when TOML allows one, else a quoted one."""
+    return key if key and all(c.isascii() and (c.isalnum() or c in "-_") for c in key) else toml_value(key)
 
 
 def toml_value(value: Any) -> str:
@@ -256,5 +262,5 @@ def toml_value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
+    return json.dumps(str(value), ensure_ascii=False)  # a JSON string is a valid TOML basic string

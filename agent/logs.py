@@ -19,6 +19,8 @@ def configure_logging(level: str = "warning", *, json: bool = False) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        # sys.stderr looked up at every call, not bound now: a redirected or replaced stderr (tests, daemons)
+        # must never leave the agent writing to a closed file
+        logger_factory=lambda *args: structlog.PrintLogger(sys.stderr),
         cache_logger_on_first_use=False,
     )

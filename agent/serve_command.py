@@ -70,5 +70,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 print(f"error: {snapshot.reason}", file=sys.stderr, flush=True)
 
         agent.state.subscribe(on_state)
+        on_state(agent.state.get())  # the models may have loaded before the subscription
 
     return serve(config, on_listening=on_listening)

@@ -231,13 +231,13 @@ def serve(config: AgentConfig, *, on_listening: Callable[[Agent], None] | None =
 
     async def main() -> None:
         agent = Agent(config)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):  # before start: a signal during loading drains too
+            loop.add_signal_handler(sig, stop.set)
         await agent.start()
         if on_listening is not None:
             on_listening(agent)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         log.info("signal_received", grace_s=config.server.grace_s)
         await agent.stop()

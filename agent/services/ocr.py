@@ -75,6 +75,9 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
         deadline = time.monotonic() + remaining if remaining is not None else None
         try:
             response = await self._answer(request, record, deadline, block=False)
+        except asyncio.CancelledError as exc:  # the client went: log and count it, then let gRPC finish it
+            self._failure(exc, record)
+            raise
         except Exception as exc:  # noqa: BLE001
             status = rpc_status.as_grpc_status(self._failure(exc, record))
             await context.abort(status.code, status.details, status.trailing_metadata)
@@ -119,6 +122,9 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
                              deadline: float | None) -> ocr_pb2.RecognizeResponse:
         try:
             response = await self._answer(request, record, deadline, block=True)
+        except asyncio.CancelledError as exc:
+            self._failure(exc, record)
+            raise
         except Exception as exc:  # noqa: BLE001
             status = self._failure(exc, record)
             return ocr_pb2.RecognizeResponse(request_id=record.request_id, error=status)

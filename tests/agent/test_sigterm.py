@@ -1,0 +1,150 @@
+"""`vkocr serve` as its own process, stopped with SIGTERM while requests are in flight: every request gets an
+answer (its text, or UNAVAILABLE/CANCELLED once the grace period is over), nothing hangs, the process logs
+"stopped" and exits 0, and a request sent after the signal is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import IO, Any
+
+import grpc
+import pytest
+
+from agent.client import OcrClient
+from tests.agent.agents import FONT, lot_number, word_png
+
+pytestmark = pytest.mark.skipif(not os.path.exists(FONT),
+                                reason="fonts-dejavu-core (installed by ./test.sh) renders the test images")
+
+ROOT = Path(__file__).resolve().parents[2]
+GRACE_S = 8.0  # several times what the request on the GPU needs; queued ones may not make it
+LISTENING = re.compile(r"^vkocr agent listening on (\S+):(\d+) \(plaintext\)")
+
+
+class ServeProcess:
+    """`python -m agent.cli serve` with its stdout lines and stderr log events collected as they come."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agent.cli", "serve", "--listen", "127.0.0.1:0"], cwd=ROOT, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        pipes = ((self.proc.stdout, self.stdout), (self.proc.stderr, self.stderr))
+        self._readers = [threading.Thread(target=self._read, args=(stream, lines), daemon=True)
+                         for stream, lines in pipes]
+        for reader in self._readers:
+            reader.start()
+
+    @staticmethod
+    def _read(stream: IO[str] | None, lines: list[str]) -> None:
+        assert stream is not None
+        for line in stream:
+            lines.append(line.rstrip("\n"))
+
+    def events(self) -> list[dict[str, Any]]:
+        """The JSON log lines on stderr (the agent logs one JSON object per line)."""
+        out = []
+        for line in list(self.stderr):
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                out.append(event)
+        return out
+
+    def wait_for(self, what: str, condition: Callable[[], Any], timeout: float) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = condition()
+            if found:
+                return found
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise AssertionError(f"{what}: not seen (exit status {self.proc.poll()}); stdout: {self.stdout}; "
+                             f"stderr tail: {self.stderr[-20:]}")
+
+    def finish(self, timeout: float) -> int:
+        code = self.proc.wait(timeout)
+        for reader in self._readers:
+            reader.join(10)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+
+@pytest.fixture
+def serve_process() -> Iterator[ServeProcess]:
+    env = {**os.environ, "VKOCR_SERVER_GRACE_S": str(GRACE_S)}  # VKOCR_VALIDATION as this session has it
+    process = ServeProcess(env)
+    try:
+        yield process
+    finally:
+        process.kill()
+
+
+def outcome(client: OcrClient, i: int) -> tuple[int, str, str]:
+    """(i, "OK", text) or (i, code name, details) of one recognition-only request."""
+    try:
+        response = client.recognize(word_png(lot_number(i)), request_id=f"id-{i}", use_det=False,
+                                    use_cls=False, timeout=120)
+    except grpc.RpcError as err:
+        return i, err.code().name, err.details() or ""
+    return i, "OK", response.lines[0].text if response.lines else ""
+
+
+def test_sigterm_drains_in_flight_requests_and_exits_0(serve_process: ServeProcess) -> None:
+    agent = serve_process
+
+    def listening() -> re.Match[str] | None:
+        return next((m for line in agent.stdout if (m := LISTENING.match(line))), None)
+
+    found = agent.wait_for("the listening line", listening, 120)
+    target = f"{found.group(1)}:{found.group(2)}"
+    agent.wait_for("the serving line", lambda: any(line.startswith("serving ") for line in agent.stdout), 300)
+
+    with OcrClient(target, timeout=120) as client, ThreadPoolExecutor(8) as pool:
+        assert outcome(client, 0) == (0, "OK", lot_number(0))  # plans recorded before the burst
+        futures = [pool.submit(outcome, client, i) for i in range(1, 9)]
+
+        def on_the_gpu() -> bool:  # one job queued behind another: the worker has taken one
+            status = client.status(timeout=10)
+            return status.in_flight > 0 and status.queue_depth > 0
+
+        agent.wait_for("a request on the GPU and one queued", on_the_gpu, 60)
+        agent.proc.send_signal(signal.SIGTERM)
+
+        agent.wait_for("draining", lambda: any(e.get("event") == "state" and e.get("state") == "DRAINING"
+                                               for e in agent.events()), 30)
+        with OcrClient(target, timeout=30) as late:  # after the signal: refused, by the agent or the socket
+            late_answer = outcome(late, 100)
+        assert late_answer[1] == "UNAVAILABLE", late_answer
+
+        answers = [future.result(timeout=GRACE_S + 60) for future in futures]  # none hangs
+    assert sorted(i for i, _, _ in answers) == list(range(1, 9))  # none lost
+    for i, code, text in answers:
+        ok = code == "OK" and text == lot_number(i)
+        assert ok or code in ("UNAVAILABLE", "CANCELLED"), (i, code, text)
+    assert any(code == "OK" for _, code, _ in answers), answers  # the one on the GPU at the signal finished
+
+    assert agent.finish(timeout=GRACE_S + 30) == 0  # within the grace period and a margin
+    events = agent.events()
+    names = [e.get("event") for e in events]
+    assert "signal_received" in names and "stopped" in names, agent.stderr[-20:]
+    assert names.index("signal_received") < names.index("stopped")
+    assert not [e for e in events if e.get("event") == "vulkan_validation"]
