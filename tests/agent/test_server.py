@@ -226,11 +226,18 @@ def test_health_and_reflection_list_the_services(agent: BackgroundAgent) -> None
 
 
 def test_full_queue_is_resource_exhausted_with_a_retry_hint() -> None:
-    with running_agent(**{"server.queue_size": 1}) as background, \
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with running_agent(**{"server.queue_size": 1, "metrics.listen": "127.0.0.1:0"}) as background, \
             grpc.insecure_channel(background.target) as channel:
         stub = ocr_pb2_grpc.OcrStub(channel)
         stub.Recognize(rec_request(0))  # plans recorded: the burst below meets a warm worker
         futures = [stub.Recognize.future(rec_request(i)) for i in range(12)]
+        # health is answered while the queue is full and the worker busy
+        health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
         ok, exhausted = [], []
         for i, future in enumerate(futures):
             try:
@@ -243,6 +250,13 @@ def test_full_queue_is_resource_exhausted_with_a_retry_hint() -> None:
         retry = [d for d in details(exhausted[0]) if isinstance(d, error_details_pb2.RetryInfo)]
         assert retry and retry[0].retry_delay.ToTimedelta().total_seconds() > 0
         assert background.agent.stats.snapshot().rejected_total == len(exhausted)
+        port = background.agent.metrics_server.port
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as scrape:
+            families = {f.name: f for f in text_string_to_metric_families(scrape.read().decode())}
+        answered = {s.labels["code"]: s.value for s in families["vkocr_requests"].samples
+                    if s.name == "vkocr_requests_total"}
+        assert answered == {"OK": len(ok) + 1, "RESOURCE_EXHAUSTED": len(exhausted)}
+        assert families["vkocr_rejected"].samples[0].value == len(exhausted)
 
 
 def test_health_watch_through_load_serving_rebuild_serving() -> None:
