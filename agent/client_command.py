@@ -159,7 +159,6 @@ def _request_options(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_ocr(args: argparse.Namespace) -> int:
     import grpc
 
-    from agent.wire import response_to_dict, result_from_proto
 
     def run(client: OcrClient) -> int:
         options = _request_options(args)
@@ -177,18 +176,24 @@ def cmd_ocr(args: argparse.Namespace) -> int:
                 if err.code() is grpc.StatusCode.INVALID_ARGUMENT:
                     continue  # this image's fault; the others may be fine
                 return EXIT_RPC_FAILED  # the agent cannot answer: the rest would fail the same way
-            if args.json:
-                print(json.dumps({"image": image, **response_to_dict(resp)}, ensure_ascii=False), flush=True)
-            else:
-                print(format_text(image, result_from_proto(resp), resp.device), flush=True)
+            _print_answer(args, image, resp)
         return EXIT_RPC_FAILED if failed else 0
 
     return _with_client(args, run)
 
 
+def _print_answer(args: argparse.Namespace, image: str, resp: Any) -> None:
+    """One image's answer: a JSON line (`vkocr ocr --json`'s shape) or the readable form."""
+    from agent.wire import response_to_dict, result_from_proto
+
+    if args.json:
+        print(json.dumps({"image": image, **response_to_dict(resp)}, ensure_ascii=False), flush=True)
+    else:
+        print(format_text(image, result_from_proto(resp), resp.device), flush=True)
+
+
 def cmd_stream(args: argparse.Namespace) -> int:
     from agent.rpc_status import describe_status
-    from agent.wire import response_to_dict, result_from_proto
 
     def run(client: OcrClient) -> int:
         failed = 0
@@ -207,10 +212,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
             if resp.HasField("error"):
                 failed += 1
                 _report_failure(args, image, describe_status(resp.error))
-            elif args.json:
-                print(json.dumps({"image": image, **response_to_dict(resp)}, ensure_ascii=False), flush=True)
             else:
-                print(format_text(image, result_from_proto(resp), resp.device), flush=True)
+                _print_answer(args, image, resp)
         return EXIT_RPC_FAILED if failed else 0
 
     return _with_client(args, run)
