@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+import structlog
 
 from vk.device import Device
-from vk.errors import KernelArgumentError
+from vk.errors import KernelArgumentError, VulkanError
 from vk.graph.model import Model
 from vk.graph.plan import Plan, StageHooks
 from vk.kernels.image import (
@@ -32,6 +33,8 @@ from vk.kernels.reduce import record_argmax
 from vk.memory import Allocation, BufferView
 from vk.recorder import Recorder
 from vk.tensor import Tensor
+
+log = structlog.get_logger("agent.gpu_stages")
 
 DEFAULT_IMAGE_CAPACITY = 2048 * 2048 * 3  # bytes: RapidOCR caps the longest side at 2000 before detection
 MAX_REC_STEPS = 8192  # time steps per line (the recogniser makes one per 8 input columns)
@@ -76,9 +79,9 @@ class DeviceImage:
 
     def settle(self) -> None:
         """Wait for the last copy (the staging buffer may be rewritten after this)."""
-        if self._pending is not None:
-            self._pending.wait()
-            self._pending = None
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.wait()
 
     def fill_from(self, staging: HostBuffer, nbytes: int) -> None:
         """Submit the copy without waiting for it: the stage submitted next on the queue starts with a full
@@ -95,7 +98,10 @@ class DeviceImage:
         self._pending = rec
 
     def close(self) -> None:
-        self.settle()
+        try:
+            self.settle()
+        except VulkanError as exc:  # a lost device: the copy no longer matters, the resources still do
+            log.warning("image_copy_not_settled", error=str(exc))
         for rec in self._copies.values():
             rec.close()
         self.device.free(self.tensor)

@@ -129,10 +129,12 @@ class OcrPipeline:
         return self._device.info.name if self._device is not None else "cpu"
 
     def close(self) -> None:
-        self.stages.close()
-        if self._device is not None:
-            self._device.close()
-            self._device = None
+        try:
+            self.stages.close()
+        finally:  # a failing stage (a lost device) must not keep the device and its instance alive
+            if self._device is not None:
+                self._device.close()
+                self._device = None
 
     def __enter__(self) -> Self:
         return self

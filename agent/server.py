@@ -93,6 +93,8 @@ class Agent:
         self.port = 0
         self._unsubscribe: Callable[[], None] | None = None
         self._loading: asyncio.Future[str | None] | None = None
+        self._state_tasks: set[asyncio.Task[None]] = set()
+        self._rebuilds_counted = 0
         self.ocr: OcrService | None = None
 
     def _model_paths(self) -> dict[str, Path]:
@@ -108,8 +110,6 @@ class Agent:
     def _on_swap(self, version: str, options: OcrOptions) -> None:
         """A new version serves (activator's thread): requests take its options from now on."""
         self.options = options
-        if self.ocr is not None:
-            self.ocr.options = options
 
     async def start(self) -> None:
         config = self.config
@@ -119,12 +119,11 @@ class Agent:
             ("grpc.max_send_message_length", limit),
             ("grpc.so_reuseport", 0),  # a second agent on the same port must fail, not share it
         ])
-        self.ocr = OcrService(self.worker, self.options, self.stats, self.metrics,
+        self.ocr = OcrService(self.worker, self.stats, self.metrics,
                               retry_after_s=config.server.retry_after_s, stream_window=config.server.stream_window)
         ocr_pb2_grpc.add_OcrServicer_to_server(self.ocr, server)
         status_pb2_grpc.add_StatusServicer_to_server(
-            StatusService(self.state, self.worker, self.stats, interval_s=config.server.status_interval_s,
-                          metrics=self.metrics), server)
+            StatusService(self.state, self.worker, self.stats, interval_s=config.server.status_interval_s), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         services = [OCR_SERVICE, STATUS_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
         if self.store is not None and self.activator is not None:
@@ -142,7 +141,7 @@ class Agent:
         loop = asyncio.get_running_loop()
 
         def on_change(snap: StateSnapshot) -> None:
-            loop.call_soon_threadsafe(lambda: loop.create_task(self._on_state(snap)))
+            loop.call_soon_threadsafe(self._follow_state, snap)
 
         self._unsubscribe = self.state.subscribe(on_change)
         host, port = split_host_port(config.server.listen)
@@ -163,6 +162,7 @@ class Agent:
         if self.port == 0:
             raise VkocrError(f"cannot listen on {config.server.listen} (in use, or not an address of this host)")
         if self.metrics is not None:
+            self._export_gauges(self.metrics)
             m_host, m_port = split_host_port(config.metrics.listen)
             self.metrics_server, bound = self.metrics.start_http(m_host, m_port)
             log.info("metrics_listening", address=f"{m_host}:{bound}")
@@ -176,7 +176,25 @@ class Agent:
         log.info("listening", address=f"{host}:{self.port}", tls=config.tls_enabled,
                  mutual_tls=bool(config.tls.client_ca))
 
-    async def _on_state(self, snapshot: StateSnapshot) -> None:
+    def _export_gauges(self, metrics: Metrics) -> None:
+        """Queue, in-flight and pool gauges read when Prometheus scrapes, not when a status client asks."""
+        metrics.queue_depth.set_function(self.worker.queue_depth)
+        metrics.in_flight.set_function(lambda: self.stats.snapshot().in_flight)
+        metrics.pool_used_bytes.set_function(lambda: self.worker.pool_usage()[0])
+        metrics.pool_reserved_bytes.set_function(lambda: self.worker.pool_usage()[1])
+
+    def _follow_state(self, snapshot: StateSnapshot) -> None:
+        """On the loop: apply a state change, keeping the task referenced until it is done."""
+        task = asyncio.get_running_loop().create_task(self._on_state(snapshot))
+        self._state_tasks.add(task)
+        task.add_done_callback(self._state_tasks.discard)
+
+    async def _on_state(self, changed: StateSnapshot) -> None:
+        """Health and metrics follow the state as it is now (changes from several threads may arrive out of
+        order); the log line records the change that was made."""
+        log.info("state", state=changed.state.value, reason=changed.reason, device=changed.device,
+                 model_version=changed.model_version, device_rebuilds=changed.device_rebuilds)
+        snapshot = self.state.get()
         status = (health_pb2.HealthCheckResponse.SERVING if snapshot.state is ServingState.SERVING
                   else health_pb2.HealthCheckResponse.NOT_SERVING)
         for service in HEALTH_SERVICES:
@@ -184,22 +202,28 @@ class Agent:
         if self.metrics is not None:
             self.metrics.set_serving(snapshot.state is ServingState.SERVING)
             self.metrics.set_info("0.1.0", snapshot.device, snapshot.model_version)
-        log.info("state", state=snapshot.state.value, reason=snapshot.reason, device=snapshot.device,
-                 model_version=snapshot.model_version, device_rebuilds=snapshot.device_rebuilds)
+            for _ in range(snapshot.device_rebuilds - self._rebuilds_counted):
+                self.metrics.rebuilt()
+            self._rebuilds_counted = max(self._rebuilds_counted, snapshot.device_rebuilds)
 
     async def stop(self, grace_s: float | None = None) -> None:
         """Drain: health NOT_SERVING, new requests refused, in-flight ones answered for up to `grace_s`."""
         grace = self.config.server.grace_s if grace_s is None else grace_s
         started = time.monotonic()
+        deadline = started + grace  # one budget for every step, so the whole drain fits the grace period
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         self.state.set(state=ServingState.DRAINING, reason="stopping")
         await self.health.enter_graceful_shutdown()
         loop = asyncio.get_running_loop()
         if self.activator is not None:  # no activation after this; one in progress may finish within grace
-            await loop.run_in_executor(None, self.activator.stop, grace)
+            await loop.run_in_executor(None, self.activator.stop, left())
         worker_started = self.activator is None or self.activator.worker_started
-        worker_done = loop.run_in_executor(None, self.worker.stop, grace) if worker_started else None
+        worker_done = loop.run_in_executor(None, self.worker.stop, left()) if worker_started else None
         if self.server is not None:
-            await self.server.stop(grace)
+            await self.server.stop(left())
         if worker_done is not None:
             await worker_done
         if self.ocr is not None:

@@ -184,7 +184,10 @@ class Device:
         vk = binding()
         if self.handle is None:
             return
-        vk.vkDeviceWaitIdle(self.handle)
+        try:
+            vk.vkDeviceWaitIdle(self.handle)
+        except Exception as exc:  # noqa: BLE001 - a lost device still has to be destroyed, and may be
+            log.warning("device_wait_idle_failed", error=str(exc))
         for p in getattr(self, "_pipelines", {}).values():
             p.close()
         for m in getattr(self, "_modules", {}).values():

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+import numpy as np
 import structlog
 from google.rpc import status_pb2 as rpc_status_pb2
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc
@@ -22,7 +23,6 @@ from vkocr.v1 import ocr_pb2, ocr_pb2_grpc
 from agent import rpc_status, wire
 from agent.errors import ImageError, OptionsError
 from agent.images import decode_image
-from agent.options import OcrOptions
 from agent.stats import RequestStats
 from agent.worker import (
     CancelledDropped,
@@ -53,10 +53,9 @@ class RequestLog:
 
 
 class OcrService(ocr_pb2_grpc.OcrServicer):
-    def __init__(self, worker: GpuWorker, options: OcrOptions, stats: RequestStats, metrics: Any,
+    def __init__(self, worker: GpuWorker, stats: RequestStats, metrics: Any,
                  *, retry_after_s: float, stream_window: int, decode_threads: int = 4) -> None:
         self.worker = worker
-        self.options = options
         self.stats = stats
         self.metrics = metrics
         self.retry_after_s = retry_after_s
@@ -79,8 +78,7 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
             self._failure(exc, record)
             raise
         except Exception as exc:  # noqa: BLE001
-            status = rpc_status.as_grpc_status(self._failure(exc, record))
-            await context.abort(status.code, status.details, status.trailing_metadata)
+            await rpc_status.abort_async(context, self._failure(exc, record))
         self._done(record, "OK")
         return response
 
@@ -92,12 +90,16 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
         deadline = time.monotonic() + remaining if remaining is not None else None
         window: asyncio.Queue[asyncio.Task[ocr_pb2.RecognizeResponse] | None] = asyncio.Queue(self.stream_window)
         reader_error: list[BaseException] = []
+        answers: set[asyncio.Task[ocr_pb2.RecognizeResponse]] = set()  # every one started, to cancel at the end
 
         async def read() -> None:
             try:
                 async for request in request_iterator:
                     record = self._start(request, "RecognizeStream", peer)
-                    await window.put(asyncio.ensure_future(self._stream_answer(request, record, deadline)))
+                    task = asyncio.ensure_future(self._stream_answer(request, record, deadline))
+                    answers.add(task)
+                    task.add_done_callback(answers.discard)
+                    await window.put(task)
             except BaseException as exc:  # noqa: BLE001 - the client went, or sent something gRPC refused
                 reader_error.append(exc)
             finally:
@@ -107,12 +109,10 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
         try:
             while (task := await window.get()) is not None:
                 yield await task
-        finally:
+        finally:  # the client went, or the stream ended: nothing of it keeps running
             reader.cancel()
-            while not window.empty():
-                pending = window.get_nowait()
-                if pending is not None:
-                    pending.cancel()
+            for task in list(answers):
+                task.cancel()
         if reader_error and not isinstance(reader_error[0], asyncio.CancelledError):
             log.warning("stream_reader_ended", peer=peer, error=repr(reader_error[0]))
 
@@ -135,18 +135,21 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
                       *, block: bool) -> ocr_pb2.RecognizeResponse:
         """Decode, queue for the GPU worker, wait, convert. `block`: wait for queue room (streams, which are
         bounded by their window) instead of failing with RESOURCE_EXHAUSTED."""
-        self.stats.started()
-        try:
-            opts = self.options.replace(**wire.options_from_proto(request.options)) \
-                if request.HasField("options") else self.options
+        with self.stats.track():
             pipeline = self.worker.pipeline
             if pipeline is None:
                 raise NotServing("models not loaded")
+            # the serving pipeline's options are the deployment's (with its bundle's) defaults
+            opts = pipeline.options.replace(**wire.options_from_proto(request.options)) \
+                if request.HasField("options") else pipeline.options
             chain = pipeline.chain_for(opts)
-            source = wire.image_from_proto(request, opts.max_pixels)
+
+            def decode() -> np.ndarray:  # off the event loop: raw-pixel conversion copies the image too
+                source = wire.image_from_proto(request, opts.max_pixels)
+                return decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif)
+
             clock = time.perf_counter()
-            image = await asyncio.get_running_loop().run_in_executor(
-                self._decode, lambda: decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif))
+            image = await asyncio.get_running_loop().run_in_executor(self._decode, decode)
             decode_ms = (time.perf_counter() - clock) * 1e3
             record.image = (image.shape[1], image.shape[0])
             job = Job(record.request_id, image, opts, chain, deadline)
@@ -159,10 +162,8 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
             result.timings_ms["decode"] = result.timings_ms.get("decode", 0.0) + decode_ms
             result.timings_ms["total"] = (time.monotonic() - record.started) * 1e3
             record.lines, record.timings_ms = len(result.lines), result.timings_ms
-            return wire.result_to_proto(result, record.request_id, job.model_version,
-                                        pipeline.device_name, record.image)
-        finally:
-            self.stats.finished()
+            return wire.result_to_proto(result, record.request_id, job.model_version, job.device_name,
+                                        record.image)
 
     async def _submit(self, job: Job, block: bool, deadline: float | None) -> Any:
         while True:

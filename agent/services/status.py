@@ -20,13 +20,11 @@ MIN_INTERVAL_S = 0.05
 
 
 class StatusService(status_pb2_grpc.StatusServicer):
-    def __init__(self, state: StateBoard, worker: GpuWorker, stats: RequestStats, *, interval_s: float,
-                 metrics: Any = None) -> None:
+    def __init__(self, state: StateBoard, worker: GpuWorker, stats: RequestStats, *, interval_s: float) -> None:
         self.state = state
         self.worker = worker
         self.stats = stats
         self.interval_s = interval_s
-        self.metrics = metrics
 
     def snapshot(self, sequence: int = 0) -> status_pb2.AgentStatus:
         state = self.state.get()
@@ -48,9 +46,6 @@ class StatusService(status_pb2_grpc.StatusServicer):
             message.temperature_c = sensors.temperature_c
         if sensors is not None and sensors.power_w is not None:
             message.power_w = sensors.power_w
-        if self.metrics is not None:
-            self.metrics.set_queue(depth, numbers.in_flight)
-            self.metrics.set_pool(used, reserved)
         return message
 
     async def Get(self, request: status_pb2.GetStatusRequest, context: grpc.aio.ServicerContext
@@ -63,8 +58,7 @@ class StatusService(status_pb2_grpc.StatusServicer):
             status = rpc_status.invalid_argument(
                 f"interval must be at least {MIN_INTERVAL_S * 1e3:.0f} ms",
                 [("interval", f"{interval * 1e3:.1f} ms is below the minimum")])
-            grpc_status = rpc_status.as_grpc_status(status)
-            await context.abort(grpc_status.code, grpc_status.details, grpc_status.trailing_metadata)
+            await rpc_status.abort_async(context, status)
         interval = interval or self.interval_s
         loop = asyncio.get_running_loop()
         changed = asyncio.Event()

@@ -289,12 +289,15 @@ def test_health_watch_through_load_serving_rebuild_serving() -> None:
             wait_for(lambda: seen[-1:] == [health_pb2.HealthCheckResponse.SERVING])
             stub = ocr_pb2_grpc.OcrStub(channel)
             assert stub.Recognize(rec_request(8)).lines[0].text == lot_number(8)
+            lost = background.agent.worker.pipeline
+            assert lost is not None and lost.device is not None
             background.agent.worker.inject_device_loss()
             # the request that meets the lost device is answered after the rebuild, on the new device
             assert stub.Recognize(rec_request(9), timeout=600).lines[0].text == lot_number(9)
             wait_for(lambda: seen[-1:] == [health_pb2.HealthCheckResponse.SERVING])
             status = status_pb2_grpc.StatusStub(channel).Get(status_pb2.GetStatusRequest())
             assert status.device_rebuilds == 1 and status.state == status_pb2.SERVING
+            assert lost.device is None  # the failed pipeline closed its device (and instance) for good
             watch.cancel()
             reader.join(10)
     finally:
