@@ -36,7 +36,8 @@ from vk.errors import VkocrError
 
 log = structlog.get_logger("agent.activation")
 
-SWAP_TIMEOUT_S = 120.0  # the worker swaps between two requests; a request takes seconds at most
+# The worker swaps between two requests; a request takes seconds, a device recovery (rebuild, reload) longer.
+SWAP_TIMEOUT_S = 300.0
 NO_ACTIVE_VERSION = "no active model version; upload and activate a bundle"
 
 
@@ -118,6 +119,7 @@ class Activator:
         self._handed_over: OcrPipeline | None = None  # the last pipeline given to the worker
         self._worker_started = False
         self._stopping = False
+        self._starting = threading.Lock()  # stop() and the worker's start: after stop(), no worker starts
 
     def attach(self, worker: GpuWorker) -> None:
         self.worker = worker
@@ -171,7 +173,8 @@ class Activator:
 
     def stop(self, wait_s: float) -> None:
         """No activation after this; waits up to `wait_s` for one in progress, then keeps the lock."""
-        self._stopping = True
+        with self._starting:
+            self._stopping = True
         if self.lock.acquire(timeout=max(wait_s, 0.0)):
             self.busy_with = "stopping"
 
@@ -186,23 +189,36 @@ class Activator:
             with self.exclusive("loading the active version at start"):
                 return self._load_active()
         except ActivationBusy:  # stopped before it began
+            self.worker.loaded.set()  # the load attempt is over (start_agent waits for this)
             return None
 
     def _load_active(self) -> str | None:
-        version = self.store.active()
-        if version is None:
-            log.warning("no_active_model_version", store=str(self.store.root))
-            self._fail(NO_ACTIVE_VERSION)
-            return None
+        assert self.worker is not None
+        version: str | None = None
         try:
+            version = self.store.active()
+            if version is None:
+                log.warning("no_active_model_version", store=str(self.store.root))
+                self._fail(NO_ACTIVE_VERSION)
+                return None
             log.info("activation_step", version=version, step="verify", at_start=True)
             self.store.verify_installed(version)
             log.info("activation_step", version=version, step="load", at_start=True)
             pipeline = self.open_version(version, self.device)
-            self._install(pipeline, version)
+            try:
+                self._install(pipeline, version)  # ActivationBusy when the agent began to stop meanwhile
+            except BaseException:
+                if pipeline is not self._handed_over:  # once offered to the worker, it is the worker's to close
+                    pipeline.close()
+                raise
+        except ActivationBusy:  # stopping: the worker never starts; the state stays the stop's
+            log.info("active_version_not_loaded", version=version, reason="the agent is stopping")
+            self.worker.loaded.set()
+            return None
         except Exception as exc:  # noqa: BLE001 - whatever it is, the agent stays up to be fixed remotely
             log.error("active_version_failed_to_load", version=version, error=f"{type(exc).__name__}: {exc}")
-            self._fail(f"cannot load active model version {version}: {exc}; activate another version "
+            what = f"active model version {version}" if version else "the store's active model version"
+            self._fail(f"cannot load {what}: {exc}; activate another version "
                        "(vkocr fleet rollout, or Models.Activate) or upload a new bundle")
             return None
         return version
@@ -290,12 +306,15 @@ class Activator:
     def _install(self, pipeline: OcrPipeline, version: str) -> None:
         """Make `pipeline` the one served: start the worker with it, or swap it in."""
         assert self.worker is not None
-        self._handed_over = pipeline
         if not self._worker_started:
-            self._handoff = pipeline
-            self.worker.model_version = version
-            self._worker_started = True
-            self.worker.start()
+            with self._starting:
+                if self._stopping:  # an agent that is stopping never starts its worker afterwards
+                    raise ActivationBusy("the agent is stopping")
+                self._handed_over = pipeline
+                self._handoff = pipeline
+                self.worker.model_version = version
+                self._worker_started = True
+                self.worker.start()
             deadline = time.monotonic() + SWAP_TIMEOUT_S
             while self.worker.pipeline is not pipeline:  # the worker thread takes the handoff at once
                 if time.monotonic() > deadline:
@@ -303,10 +322,18 @@ class Activator:
                 time.sleep(0.005)
             self.worker.loaded.set()
         else:
+            # Offered to the worker from here on, so never closed here: a swap that times out is abandoned
+            # (GpuWorker.swap cancels its message; the worker closes the pipeline of an abandoned swap instead of
+            # serving it), so the version served and the store's active pointer stay as they were.
+            self._handed_over = pipeline
             try:
                 self.worker.swap(pipeline, version, timeout=SWAP_TIMEOUT_S)
             except TimeoutError as exc:
-                raise ActivationFailed("swap", f"the GPU worker did not take the new version within "
-                                       f"{SWAP_TIMEOUT_S:.0f} s") from exc
+                served = self.worker.model_version or "no version"
+                log.error("activation_swap_timed_out", version=version, serving=served, timeout_s=SWAP_TIMEOUT_S)
+                raise ActivationFailed(
+                    "swap", f"activation of {version} failed at swap: the GPU worker did not take it within "
+                    f"{SWAP_TIMEOUT_S:.0f} s (a request or a device recovery held it); the swap was abandoned, "
+                    f"{served} still serves and the store's active version is unchanged", cause=exc) from exc
         if self.on_swap is not None:
             self.on_swap(version, pipeline.options)

@@ -36,6 +36,7 @@ UPLOAD_ATTEMPTS = 4
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.ABORTED,
                        grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.CANCELLED, grpc.StatusCode.RESOURCE_EXHAUSTED})
 MAX_PARALLEL = 8
+ASK_ACTIVE_ATTEMPTS = 5  # after a failed Activate: how often to ask the agent which version it serves
 
 Connect = Callable[[str], OcrClient]
 Say = Callable[[str], None]
@@ -73,9 +74,9 @@ def upload_bundle(client: OcrClient, path: Path, *, chunk_bytes: int = CHUNK_BYT
     digest = sha256 or sha256_of(path)
     upload_id = upload_id_for(digest)
     for attempt in range(1, attempts + 1):
-        held = client.models.UploadStatus(models_pb2.UploadStatusRequest(upload_id=upload_id), timeout=30)
-        offset = held.received if held.total_size == size else 0
         try:
+            held = client.models.UploadStatus(models_pb2.UploadStatusRequest(upload_id=upload_id), timeout=30)
+            offset = held.received if held.total_size == size else 0
             result: models_pb2.UploadResult = client.models.UploadBundle(
                 _chunks(path, upload_id, offset, size, digest, chunk_bytes), timeout=timeout)
             return result
@@ -163,6 +164,27 @@ class RolloutReport:
     rows: list[Row] = field(default_factory=list)
     ok: bool = False
     reason: str = ""
+
+
+def switched_to(active: str | None, old: str, version: str) -> bool:
+    """Whether an agent that had `old` active before the rollout has `version` active now (`active`, from its
+    List; None when it could not be asked), so that a rollback must undo it. An Activate that failed on the
+    client's side (DEADLINE_EXCEEDED, CANCELLED, INTERNAL, a lost connection) may still have switched the
+    agent: its activation runs to its end whatever the client does."""
+    return active is not None and active == version and old != version
+
+
+def active_version(client: OcrClient, *, attempts: int = ASK_ACTIVE_ATTEMPTS, pause_s: float = 0.5) -> str | None:
+    """The agent's active version (its List), asked up to `attempts` times; None when it never answered."""
+    for attempt in range(1, attempts + 1):
+        try:
+            listed = client.models.List(models_pb2.ListBundlesRequest(), timeout=30)
+            return str(listed.active_version)
+        except grpc.RpcError as err:
+            log.warning("active_version_unknown", attempt=attempt, error=describe_rpc_error(err))
+            if attempt < attempts:
+                time.sleep(pause_s * attempt)
+    return None
 
 
 def waves(agents: Sequence[str], canary: int, batch: int) -> list[list[str]]:
@@ -253,6 +275,12 @@ def _wave(report: RolloutReport, wave: list[Row], clients: dict[str, OcrClient],
                                                       timeout=activate_timeout)
         except grpc.RpcError as err:
             row.result = f"activation failed: {describe_rpc_error(err)}"
+            active = active_version(clients[row.agent])  # it may have switched all the same
+            row.switched = switched_to(active, row.old, report.version)
+            if active is None:
+                row.result += f" (its active version is unknown: check whether it serves {report.version})"
+            elif row.switched:
+                row.result += f" (yet it activated {report.version})"
             return
         row.switched = done.active_version == report.version
         row.result = "activated"

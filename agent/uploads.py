@@ -86,6 +86,8 @@ class Upload:
         self.header = header
         self._out = out
         self.received = received
+        self._writing = threading.Lock()  # append() and close() never overlap, whatever thread calls them
+        self._closed = False
 
     @property
     def upload_id(self) -> str:
@@ -104,17 +106,27 @@ class Upload:
         if end > self.header.total_size:
             raise OffsetMismatch(f"upload {self.upload_id}: chunk ends at byte {end}, past the announced "
                                  f"total_size {self.header.total_size}", self.received)
-        self._out.write(data)
-        self._out.flush()
-        self.received = end
+        with self._writing:
+            if self._closed:
+                raise UploadRequestError(f"upload {self.upload_id}: its stream has ended; resume from offset "
+                                         f"{self.received} in a new stream")
+            self._out.write(data)
+            self._out.flush()
+            self.received = end
 
     def close(self) -> None:
-        """Make the bytes received durable (a resumed upload trusts the file's length) and release the id."""
-        try:
-            os.fsync(self._out.fileno())
-        finally:
-            self._out.close()
-            self.area._release(self.upload_id)
+        """Make the bytes received durable (a resumed upload trusts the file's length) and release the id.
+        Blocking (fsync), and waits for an append in progress: call it from a thread, after the last append.
+        Closing again does nothing."""
+        with self._writing:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                os.fsync(self._out.fileno())
+            finally:
+                self._out.close()
+                self.area._release(self.upload_id)
 
 
 class UploadArea:

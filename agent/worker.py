@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,7 +69,8 @@ class Job:
     options: OcrOptions
     chain: PluginChain
     deadline: float | None = None  # time.monotonic() after which the answer is useless
-    model_version: str = ""  # the version that answered, set by the worker when the job runs
+    model_version: str = ""  # the version and device that answered, set by the worker when the job runs
+    device_name: str = ""
     cancelled: threading.Event = field(default_factory=threading.Event)
     future: Future[OcrResult] = field(default_factory=Future)
     enqueued: float = field(default_factory=time.monotonic)
@@ -138,7 +140,12 @@ class GpuWorker:
         message = _Swap(pipeline, model_version)
         self._control.put(message)
         self._wake.release()
-        message.done.result(timeout)
+        try:
+            message.done.result(timeout)
+        except FutureTimeout:
+            if message.done.cancel():  # the worker had not begun it: it never will, and closes the pipeline
+                raise
+            message.done.result()  # the worker began it meanwhile: it happened
 
     def inject_device_loss(self) -> None:
         """Fault injection for recovery drills and tests: the device's next queue submission fails with
@@ -226,6 +233,12 @@ class GpuWorker:
                        backend=pipeline.backend.split(" ")[0] if pipeline else "")
 
     def _do_swap(self, message: _Swap) -> None:
+        if not message.done.set_running_or_notify_cancel():  # abandoned by swap()'s caller after its timeout
+            try:
+                message.pipeline.close()
+            except Exception as exc:  # noqa: BLE001 - an abandoned pipeline must not stop the worker
+                log.warning("abandoned_pipeline_close_failed", error=str(exc))
+            return
         old, self.pipeline = self.pipeline, message.pipeline
         self.model_version = message.model_version
         self._accepting = not self._stopping  # a swap also revives a worker whose device could not be rebuilt
@@ -249,12 +262,13 @@ class GpuWorker:
             self.dropped["cancelled"] += 1
             settle(job.future, error=CancelledDropped("client cancelled before the GPU work started"))
             return
-        job.model_version = self.model_version
         try:
             result = self._recognize_with_recovery(job)
         except Exception as exc:  # noqa: BLE001 - every failure goes back to its request, never up this thread
             settle(job.future, error=exc)
             return
+        assert self.pipeline is not None  # it just answered (after a rebuild, the new one did)
+        job.model_version, job.device_name = self.model_version, self.pipeline.device_name
         result.timings_ms["queue"] = waited_ms
         if self._overlap:
             self._postproc.submit(self._finish, job, result)

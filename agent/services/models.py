@@ -25,10 +25,13 @@ from agent.auth import require_model_admin
 from agent.bundle_errors import (
     ActiveVersionError,
     BundleError,
+    BundleFormatError,
     BundleTooLarge,
+    IntegrityError,
     KeyFileError,
     NothingToRollBack,
     SignatureError,
+    UnsafeEntryError,
     VersionConflict,
     VersionNotFound,
 )
@@ -50,6 +53,11 @@ from agent.uploads import (
 log = structlog.get_logger("agent.models")
 
 T = TypeVar("T")
+# The store refused the bundle itself (its signature, manifest, entries or sizes, or a version it reuses for
+# other content): a complete upload of it is discarded. Other failures of storing it (the agent's trusted keys,
+# disk or state) keep the upload for a retry.
+BUNDLE_REFUSED: tuple[type[BaseException], ...] = (SignatureError, BundleFormatError, UnsafeEntryError,
+                                                  IntegrityError, BundleTooLarge, VersionConflict)
 ADD_WAIT_S = 600.0  # a finished upload waits this long for an activation in progress before it is stored
 
 
@@ -108,15 +116,48 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
         self.activator = activator
         self.uploads = uploads
         self._threads = ThreadPoolExecutor(4, thread_name_prefix="vkocr-models")
+        self._closing: set[asyncio.Future[None]] = set()  # uploads being closed after their stream ended
 
     def close(self) -> None:
         self._threads.shutdown(wait=False, cancel_futures=True)
 
+    def _submit(self, call: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        return asyncio.get_running_loop().run_in_executor(self._threads, call, *args)
+
     async def _run(self, call: Callable[..., T], *args: Any) -> T:
         """`call` on a model-management thread. A client that goes away does not stop it halfway (an
         activation runs to its end or its failure and logs either)."""
-        future = asyncio.get_running_loop().run_in_executor(self._threads, call, *args)
-        return await asyncio.shield(future)
+        return await asyncio.shield(self._submit(call, *args))
+
+    async def _close_after(self, last: asyncio.Future[Any], upload: Upload | None) -> None:
+        """Close `upload` (None: the Upload that `last`, an open, returns, if it does) on a model-management
+        thread once `last`, its latest open or append, is done: a cancelled stream does not stop that work, and
+        closing (fsync) while it writes, or on the event loop, must not happen."""
+        loop = asyncio.get_running_loop()
+
+        def close(target: Upload) -> None:
+            try:
+                target.close()
+            except Exception as exc:  # noqa: BLE001 - the stream is over either way; the bytes held stay
+                log.warning("upload_close_failed", upload_id=target.upload_id, error=f"{type(exc).__name__}: {exc}")
+
+        async def when_done() -> None:
+            await asyncio.wait([last])
+            target = upload
+            if target is None and not last.cancelled() and last.exception() is None:
+                target = last.result()
+            if target is None:
+                return
+            try:
+                closing = loop.run_in_executor(self._threads, close, target)
+            except RuntimeError:  # the service is closing and its threads take no more work
+                closing = loop.run_in_executor(None, close, target)
+            await closing
+
+        task = asyncio.ensure_future(when_done())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+        await asyncio.shield(task)
 
     async def _abort(self, context: grpc.aio.ServicerContext, exc: BaseException, method: str) -> NoReturn:
         status = status_for(exc)
@@ -136,24 +177,31 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
                            ) -> models_pb2.UploadResult:
         who = await require_model_admin(context, self.config, "UploadBundle")
         upload: Upload | None = None
+        last: asyncio.Future[Any] | None = None  # the latest open or append: a cancelled stream does not stop it
+        handed_on = False  # the upload was closed here and went on to the store
         try:
             async for chunk in request_iterator:
                 if upload is None:
-                    upload = await self._run(self.uploads.open, chunk.upload_id, chunk.total_size, chunk.sha256)
+                    opening = self._submit(self.uploads.open, chunk.upload_id, chunk.total_size, chunk.sha256)
+                    last = opening
+                    upload = await asyncio.shield(opening)
                 elif chunk.upload_id and chunk.upload_id != upload.upload_id:
                     raise UploadRequestError(f"chunk names upload {chunk.upload_id!r} in the stream of upload "
                                              f"{upload.upload_id!r}: one upload per stream")
-                await self._run(upload.append, chunk.offset, chunk.data)
+                last = self._submit(upload.append, chunk.offset, chunk.data)
+                await asyncio.shield(last)
             if upload is None:
                 raise UploadRequestError("the upload stream carried no chunk")
-            finished, upload = upload, None
+            finished, upload, handed_on = upload, None, True
             await self._run(finished.close)
             info = await self._run(self._store, finished)
         except Exception as exc:  # noqa: BLE001 - every failure leaves as a status
             await self._abort(context, exc, "UploadBundle")
         finally:
-            if upload is not None:  # the stream broke or was refused: the bytes received stay, to resume
-                upload.close()
+            # The stream broke, was refused or cancelled: the bytes received stay, to resume. Closed after the
+            # last open or append is done (it may still run when the stream was cancelled), on a thread.
+            if last is not None and not handed_on:
+                await self._close_after(last, upload)
         log.info("bundle_uploaded", upload_id=finished.upload_id, version=info.version, name=info.name,
                  size=info.size, who=who)
         return models_pb2.UploadResult(version=info.version, name=info.name, size=info.size, sha256=info.sha256)
@@ -170,11 +218,11 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
             self._reload_trusted_keys()
             with self.activator.exclusive(f"storing upload {upload.upload_id}", wait_s=ADD_WAIT_S):
                 info = self.store.add(path)
-        except ActivationBusy:
-            raise  # the bytes stay: sending the upload's last chunk again stores it
-        except BaseException:
+        except BUNDLE_REFUSED:
             self.uploads.discard(upload.upload_id)  # complete and intact, yet refused: keeping it helps nobody
             raise
+        # Anything else (busy, a trusted key that cannot be read, a full disk, …) is not the bundle's fault: the
+        # bytes stay, and sending the upload's last chunk again stores it once that is fixed.
         self.uploads.discard(upload.upload_id)
         return info
 

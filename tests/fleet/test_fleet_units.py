@@ -1,15 +1,19 @@
 """The pieces of the fleet tooling that need no agent: soak gates over real AgentStatus messages, rollout
-waves, the development configuration and its relative paths."""
+waves, which agents a rollback must undo, retries against an address nobody listens on, the development
+configuration and its relative paths."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import grpc
 import pytest
+from structlog.testing import capture_logs
 from vkocr.v1 import status_pb2
 
+from agent.client import OcrClient
 from agent.config import load_config
-from agent.fleet import Gates, evaluate_soak, upload_id_for, waves
+from agent.fleet import Gates, active_version, evaluate_soak, switched_to, upload_bundle, upload_id_for, waves
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,3 +75,31 @@ def test_relative_paths_from_the_environment_stay_relative(tmp_path: Path) -> No
     assert config.models.store == str(tmp_path / "store") and config.models.dir == "/opt/models"
     assert (config.tls.cert, config.tls.key) == (str(tmp_path / "tls" / "a.pem"), str(tmp_path / "tls" / "a.key"))
     assert config.models.trusted_keys == ["keys/a.pub"]
+
+
+@pytest.mark.parametrize("active, old, version, switched", [
+    ("2.0.0", "1.0.0", "2.0.0", True),  # Activate failed on the client's side, yet the agent switched
+    ("1.0.0", "1.0.0", "2.0.0", False),  # refused, or still activating: the old version is active
+    (None, "1.0.0", "2.0.0", False),  # never answered: unknown, said so in its row
+    ("2.0.0", "2.0.0", "2.0.0", False),  # it had the new version before the rollout: never rolled back
+    ("3.0.0", "1.0.0", "2.0.0", False),
+])
+def test_an_agent_whose_activation_failed_is_rolled_back_when_it_switched_all_the_same(
+        active: str | None, old: str, version: str, switched: bool) -> None:
+    assert switched_to(active, old, version) is switched
+
+
+def test_an_unreachable_agent_is_asked_again_for_its_active_version() -> None:
+    with OcrClient("127.0.0.1:1") as client, capture_logs() as logs:
+        assert active_version(client, attempts=3, pause_s=0.01) is None
+    assert [e["attempt"] for e in logs if e["event"] == "active_version_unknown"] == [1, 2, 3]
+
+
+def test_an_upload_retries_when_its_status_cannot_be_asked(tmp_path: Path) -> None:
+    """UploadStatus, the first call of each attempt, failing UNAVAILABLE is retried like the upload itself."""
+    bundle = tmp_path / "some.vkb"
+    bundle.write_bytes(b"bundle bytes")
+    with OcrClient("127.0.0.1:1") as client, capture_logs() as logs, pytest.raises(grpc.RpcError) as info:
+        upload_bundle(client, bundle, attempts=3)
+    assert info.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert [e["attempt"] for e in logs if e["event"] == "upload_retry"] == [1, 2]

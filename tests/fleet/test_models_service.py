@@ -9,6 +9,7 @@ import hashlib
 import shutil
 import tarfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from vkocr.v1 import models_pb2, status_pb2
 
 from agent import bundle as bundles_lib
 from agent.client import OcrClient
-from agent.fleet import upload_bundle
+from agent.fleet import upload_bundle, upload_id_for
 from agent.manifest import MANIFEST_NAME
 from agent.server import BackgroundAgent
 from tests.bundles import craft
@@ -356,3 +357,67 @@ def test_a_truncated_upload_is_refused_then_resumes(served: Served, bundles: Bun
     assert served.client.models.UploadStatus(models_pb2.UploadStatusRequest(upload_id="resumable"),
                                              timeout=10).received == 0
     assert_old_model_serves(served, ["1.0.0", "2.0.0", "3.0.0"])
+
+
+def test_an_upload_the_agent_cannot_check_for_its_own_reasons_is_kept(served: Served, release_key: KeyPair,
+                                                                       selftest_image: Path, tmp_path: Path) -> None:
+    """A trusted-keys directory with a key file that cannot be read is the operator's to fix, not the bundle's
+    fault: the complete upload stays, and once the key file is fixed its last chunk again stores it."""
+    path = make_bundle(tmp_path / "kept.vkb", "6.0.0", release_key, selftest_image, WORD)
+    data = path.read_bytes()
+    broken = served.trusted / "broken.pub"
+    broken.write_text("not a key\n")
+    try:
+        err = refused(lambda: send(served.client, data, "kept"))
+        assert err.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert f"{broken} is not a PEM public key" in (err.details() or "")
+        held = served.client.models.UploadStatus(models_pb2.UploadStatusRequest(upload_id="kept"), timeout=10)
+        assert (held.received, held.total_size) == (len(data), len(data))
+    finally:
+        broken.unlink()
+    try:
+        done = send(served.client, data, "kept", first_offset=len(data))
+        assert done.version == "6.0.0"
+        assert served.client.models.UploadStatus(models_pb2.UploadStatusRequest(upload_id="kept"),
+                                                 timeout=10).received == 0
+    finally:
+        served.client.models.Delete(models_pb2.DeleteBundleRequest(version="6.0.0"), timeout=60)
+    assert_old_model_serves(served)
+
+
+def test_a_cancelled_upload_is_closed_after_its_last_chunk_and_resumes(served: Served, release_key: KeyPair,
+                                                                     selftest_image: Path, tmp_path: Path) -> None:
+    """The client cancels the stream after its first chunk: the agent closes the upload once that chunk is
+    written (releasing its id), and the upload resumes from what the agent holds."""
+    path = make_bundle(tmp_path / "cancelled.vkb", "7.0.0", release_key, selftest_image, WORD)
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    upload_id = upload_id_for(digest)
+    first = len(data) // 3
+    release = threading.Event()
+
+    def chunks() -> Iterator[models_pb2.UploadChunk]:
+        yield models_pb2.UploadChunk(upload_id=upload_id, offset=0, data=data[:first], total_size=len(data),
+                                     sha256=digest)
+        release.wait(60)
+
+    call = served.client.models.UploadBundle.future(chunks(), timeout=120)
+    try:
+        for _ in range(600):
+            status = served.client.models.UploadStatus(models_pb2.UploadStatusRequest(upload_id=upload_id),
+                                                       timeout=10)
+            if status.received == first:
+                break
+            time.sleep(0.05)
+        assert status.received == first
+        assert call.cancel()
+    finally:
+        release.set()
+    try:
+        done = upload_bundle(served.client, path)
+        assert (done.version, done.sha256) == ("7.0.0", digest)
+        assert served.client.models.UploadStatus(models_pb2.UploadStatusRequest(upload_id=upload_id),
+                                                 timeout=10).received == 0
+    finally:
+        served.client.models.Delete(models_pb2.DeleteBundleRequest(version="7.0.0"), timeout=60)
+    assert_old_model_serves(served)
