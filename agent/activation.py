@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import structlog
 
@@ -33,6 +34,8 @@ from agent.pipeline import OcrPipeline
 from agent.state import ServingState, StateBoard
 from agent.worker import GpuWorker
 from vk.errors import VkocrError
+
+T = TypeVar("T")
 
 log = structlog.get_logger("agent.activation")
 
@@ -80,6 +83,27 @@ class Activated:
     version: str
     previous: str | None
     self_tests: tuple[SelfTestOutcome, ...] = field(default_factory=tuple)
+
+
+def on_own_thread(work: Callable[[], T]) -> T:
+    """`work` on a thread of its own that ends when it returns. The device an activation opens is used and
+    destroyed later by the GPU worker; NVIDIA's driver keeps per-thread state for a device, and a thread that
+    touched the device and outlives it crashes the process when it exits (seen on the H200 with a pool
+    thread). A thread that ends before the device does is safe."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="vkocr-activation")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def run_self_tests(pipeline: OcrPipeline, cases: list[SelfTestCase], root: Path) -> tuple[SelfTestOutcome, ...]:
@@ -187,7 +211,7 @@ class Activator:
         assert self.worker is not None
         try:
             with self.exclusive("loading the active version at start"):
-                return self._load_active()
+                return on_own_thread(self._load_active)
         except ActivationBusy:  # stopped before it began
             self.worker.loaded.set()  # the load attempt is over (start_agent waits for this)
             return None
@@ -235,13 +259,13 @@ class Activator:
         thread. ActivationBusy when another is in progress; ActivationFailed when a step failed."""
         what = "rollback" if rollback else "activation"
         with self.exclusive(f"{what} of {version} in progress"):
-            return self._activate(version, rollback=rollback, who=who)
+            return on_own_thread(lambda: self._activate(version, rollback=rollback, who=who))
 
     def rollback(self, who: str = "") -> Activated:
         """Activate the version active before the current one, staged the same way."""
         with self.exclusive("rollback in progress"):
             target = self.store.rollback_target()
-            return self._activate(target, rollback=True, who=who)
+            return on_own_thread(lambda: self._activate(target, rollback=True, who=who))
 
     def _activate(self, version: str, *, rollback: bool, who: str) -> Activated:
         assert self.worker is not None

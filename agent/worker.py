@@ -14,9 +14,10 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -146,6 +147,13 @@ class GpuWorker:
             if message.done.cancel():  # the worker had not begun it: it never will, and closes the pipeline
                 raise
             message.done.result()  # the worker began it meanwhile: it happened
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the worker between two jobs (it finishes the one it runs, then waits): maintenance on the
+        device, and tests that need a request to wait in the queue for a known time."""
+        with self._busy:
+            yield
 
     def inject_device_loss(self) -> None:
         """Fault injection for recovery drills and tests: the device's next queue submission fails with
