@@ -35,7 +35,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 _REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE)
 
 
-def _size(n: int) -> str:
+def human_size(n: int) -> str:
+    """Bytes as an operator reads them in an error message."""
     return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n} bytes"
 
 
@@ -76,8 +77,8 @@ class BundleReader:
             raise BundleFormatError(f"cannot read bundle {self.path}: {exc.strerror or exc}") from None
         try:
             if size > self.max_bytes:
-                raise BundleTooLarge(f"bundle {self.path} is {_size(size)}, more than the limit of "
-                                     f"{_size(self.max_bytes)}")
+                raise BundleTooLarge(f"bundle {self.path} is {human_size(size)}, more than the limit of "
+                                     f"{human_size(self.max_bytes)}")
             if self._file.read(2) != GZIP_MAGIC:
                 raise BundleFormatError(f"{self.path} is not a vkocr bundle (expected a gzip-compressed tar)")
             self._file.seek(0)
@@ -131,7 +132,7 @@ class BundleReader:
         if first.type not in _REGULAR:
             raise UnsafeEntryError(f"entry {MANIFEST_NAME!r} is {_kind(first)}; it must be a regular file")
         if first.size > MAX_MANIFEST_BYTES:
-            raise BundleFormatError(f"{MANIFEST_NAME} is {_size(first.size)}, more than {_size(MAX_MANIFEST_BYTES)}")
+            raise BundleFormatError(f"{MANIFEST_NAME} is {human_size(first.size)}, more than {human_size(MAX_MANIFEST_BYTES)}")
         raw = self._read_small(first)
         second = self._next()
         if second is None or second.name != SIGNATURE_NAME:
@@ -148,8 +149,8 @@ class BundleReader:
         """Each file entry, checked against the manifest, with a stream of its bytes; read each stream with
         `copy_checked` before asking for the next. Raises when a listed file never came."""
         if manifest.total_size > self.max_bytes:
-            raise BundleTooLarge(f"bundle {self.path} unpacks to {_size(manifest.total_size)}, more than the "
-                                 f"limit of {_size(self.max_bytes)}")
+            raise BundleTooLarge(f"bundle {self.path} unpacks to {human_size(manifest.total_size)}, more than the "
+                                 f"limit of {human_size(self.max_bytes)}")
         listed = {f.path: f for f in manifest.files}
         seen: set[str] = set()
         while (member := self._next()) is not None:

@@ -24,6 +24,7 @@ import structlog
 
 from agent.atomic_files import TEMP_SUFFIX, write_atomic
 from agent.bundle_errors import BundleError, BundleTooLarge
+from agent.bundle_reader import human_size
 from agent.models import sha256_of
 
 log = structlog.get_logger("agent.uploads")
@@ -72,10 +73,6 @@ class UploadHeader:
     upload_id: str
     total_size: int
     sha256: str
-
-
-def _size(n: int) -> str:
-    return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n} bytes"
 
 
 class Upload:
@@ -199,8 +196,8 @@ class UploadArea:
             raise UploadRequestError(f"upload {upload_id} is new: its first chunk must carry total_size (> 0) "
                                      "and sha256 (64 lowercase hex digits) of the whole bundle")
         if total_size > self.max_bytes:
-            raise BundleTooLarge(f"bundle of {_size(total_size)} is larger than this agent accepts "
-                                 f"({_size(self.max_bytes)}, [models] max_bundle_bytes); nothing was written")
+            raise BundleTooLarge(f"bundle of {human_size(total_size)} is larger than this agent accepts "
+                                 f"({human_size(self.max_bytes)}, [models] max_bundle_bytes); nothing was written")
         header = UploadHeader(upload_id, total_size, sha256)
         self._paths(upload_id)[1].unlink(missing_ok=True)  # bytes without a header are no upload's
         write_atomic(header_path, json.dumps({"total_size": total_size, "sha256": sha256,
