@@ -42,6 +42,7 @@ class ServerConfig:
     grace_s: float = 15.0  # on SIGTERM, how long in-flight work may take before the agent stops anyway
     status_interval_s: float = 5.0  # status Watch streams send at least this often
     latency_window_s: float = 60.0  # sliding window of the status p50/p99
+    health_listen: str = ""  # host:port of a plaintext port serving only grpc.health.v1 (kubelet probes); off
 
 
 @dataclass
@@ -114,6 +115,8 @@ class AgentConfig:
             raise ConfigError(
                 f"[server]: plaintext on {host} would be reachable from the network; configure [tls] cert and "
                 "key, listen on loopback, or set server.allow_remote_plaintext = true")
+        if self.server.health_listen:
+            split_host_port(self.server.health_listen)
         if self.auth.dev_allow_loopback and not is_loopback(host):
             raise ConfigError("[auth]: dev_allow_loopback needs server.listen on a loopback address")
         for name in ("queue_size", "stream_window", "postproc_threads", "max_message_bytes"):

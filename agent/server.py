@@ -91,6 +91,8 @@ class Agent:
         self.health = HealthServicer()
         self.server: grpc.aio.Server | None = None
         self.port = 0
+        self.health_server: grpc.aio.Server | None = None
+        self.health_port = 0
         self._unsubscribe: Callable[[], None] | None = None
         self._loading: asyncio.Future[str | None] | None = None
         self._state_tasks: set[asyncio.Task[None]] = set()
@@ -168,6 +170,8 @@ class Agent:
             log.info("metrics_listening", address=f"{m_host}:{bound}")
         await server.start()
         self.server = server
+        if config.server.health_listen:
+            await self._start_health_port(config.server.health_listen)
         if self.activator is not None:
             # Verifies and loads the store's active version on a thread, then starts the worker with it.
             self._loading = loop.run_in_executor(None, self.activator.load_active)
@@ -175,6 +179,19 @@ class Agent:
             self.worker.start()  # loads the models on the worker thread; health turns SERVING when done
         log.info("listening", address=f"{host}:{self.port}", tls=config.tls_enabled,
                  mutual_tls=bool(config.tls.client_ca))
+
+    async def _start_health_port(self, listen: str) -> None:
+        """A plaintext port with grpc.health.v1 only, for probes that cannot speak TLS (the kubelet's): it
+        tells whether the agent serves, and nothing else."""
+        host, port = split_host_port(listen)
+        health_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, health_server)
+        self.health_port = health_server.add_insecure_port(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        if self.health_port == 0:
+            raise VkocrError(f"cannot listen on {listen} for health checks (in use, or not an address here)")
+        await health_server.start()
+        self.health_server = health_server
+        log.info("health_listening", address=f"{host}:{self.health_port}", tls=False)
 
     def _export_gauges(self, metrics: Metrics) -> None:
         """Queue, in-flight and pool gauges read when Prometheus scrapes, not when a status client asks."""
@@ -224,6 +241,8 @@ class Agent:
         worker_done = loop.run_in_executor(None, self.worker.stop, left()) if worker_started else None
         if self.server is not None:
             await self.server.stop(left())
+        if self.health_server is not None:  # probes see NOT_SERVING until the very end
+            await self.health_server.stop(0)
         if worker_done is not None:
             await worker_done
         if self.ocr is not None:

@@ -17,6 +17,7 @@ from vkocr.v1 import ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
 
 from agent.server import BackgroundAgent, start_agent
 from tests.agent.agents import REC_ONLY, agent_config, lot_number, running_agent, word_pixels, word_png
+from tests.agent.certs import TlsFiles
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"),
                                 reason="fonts-dejavu-core (installed by ./test.sh) renders the test images")
@@ -306,3 +307,22 @@ def wait_for(condition: object, timeout: float = 60.0) -> None:
     while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
         time.sleep(0.01)
     assert condition(), "condition not reached"  # type: ignore[operator]
+
+
+def test_plaintext_health_port_beside_a_tls_agent(tls_files: TlsFiles) -> None:
+    """Kubelet probes speak plaintext only: with TLS on, a health-only port answers them, and nothing else."""
+    overrides = {"tls.cert": str(tls_files.server_cert), "tls.key": str(tls_files.server_key),
+                 "server.health_listen": "127.0.0.1:0"}
+    with running_agent(**overrides) as background:
+        health_target = f"127.0.0.1:{background.agent.health_port}"
+        with grpc.insecure_channel(health_target) as channel:
+            check = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service="vkocr.v1.Ocr"),
+                                                              timeout=10)
+            assert check.status == health_pb2.HealthCheckResponse.SERVING
+            with pytest.raises(grpc.RpcError) as caught:  # no OCR on the plaintext port
+                ocr_pb2_grpc.OcrStub(channel).Recognize(rec_request(10), timeout=10)
+            assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        with grpc.insecure_channel(background.target) as channel:  # the main port stays TLS-only
+            with pytest.raises(grpc.RpcError) as caught:
+                health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
+            assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
