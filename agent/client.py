@@ -24,6 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from vkocr.v1 import models_pb2_grpc, ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
 
 from agent.errors import ImageError
+from agent.images import read_image_file
 from agent.tls import channel_credentials
 from agent.wire import options_to_proto, raw_image_to_proto
 from vk.errors import VkocrError
@@ -202,27 +203,12 @@ def build_request(
     elif isinstance(image, bytes | bytearray | memoryview):
         request.encoded = bytes(image)
     elif isinstance(image, str | os.PathLike):
-        request.encoded = _read_image_file(Path(image))
+        request.encoded = read_image_file(image)
     else:
         raise ImageError(
             "unsupported", f"cannot send a {type(image).__name__}: give a path, bytes or a NumPy array"
         )
     return request
-
-
-def _read_image_file(path: Path) -> bytes:
-    name = f"image file {str(path)!r}"
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ImageError("not_found", f"{name} does not exist") from None
-    except IsADirectoryError:
-        raise ImageError("unreadable", f"{name} is a directory") from None
-    except OSError as exc:
-        raise ImageError("unreadable", f"{name} cannot be read: {exc.strerror or exc}") from None
-    if not data:
-        raise ImageError("empty", f"{name} is empty (0 bytes)")
-    return data
 
 
 # --- targets ------------------------------------------------------------------------------------------------

@@ -139,6 +139,29 @@ def image_size(source: ImageSource, *, apply_exif: bool = True) -> tuple[int, in
 # --- files and bytes ----------------------------------------------------------------------------------------
 
 
+def open_image_file(path: str | os.PathLike[str]) -> BinaryIO:
+    """An image file opened for reading, or ImageError "not_found", "unreadable" or "empty" naming it."""
+    name = f"image file {os.fspath(path)!r}"
+    try:
+        fp = open(path, "rb")  # noqa: SIM115 - the caller closes it
+    except FileNotFoundError:
+        raise ImageError("not_found", f"{name} does not exist") from None
+    except IsADirectoryError:
+        raise ImageError("unreadable", f"{name} is a directory") from None
+    except OSError as e:
+        raise ImageError("unreadable", f"{name} cannot be read: {e.strerror or e}") from None
+    if os.fstat(fp.fileno()).st_size == 0:
+        fp.close()
+        raise ImageError("empty", f"{name} is empty (0 bytes)")
+    return fp
+
+
+def read_image_file(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of an image file (a client sends them undecoded), with open_image_file's errors."""
+    with open_image_file(path) as fp:
+        return fp.read()
+
+
 @contextmanager
 def _open(source: object, max_pixels: int | None) -> Iterator[tuple[Image.Image, str]]:
     """Open ``source`` with Pillow (header only), check its size, yield ``(image, name for messages)``."""
@@ -149,19 +172,8 @@ def _open(source: object, max_pixels: int | None) -> Iterator[tuple[Image.Image,
             raise ImageError("empty", "image data is empty (0 bytes)")
         fp, name = io.BytesIO(data), "image data"
     elif isinstance(source, str | os.PathLike):
-        path = os.fspath(source)
-        name = f"image file {path!r}"
-        try:
-            fp = open(path, "rb")  # noqa: SIM115 - closed by the `with fp` below
-        except FileNotFoundError:
-            raise ImageError("not_found", f"{name} does not exist") from None
-        except IsADirectoryError:
-            raise ImageError("unreadable", f"{name} is a directory") from None
-        except OSError as e:
-            raise ImageError("unreadable", f"{name} cannot be read: {e.strerror or e}") from None
-        if os.fstat(fp.fileno()).st_size == 0:
-            fp.close()
-            raise ImageError("empty", f"{name} is empty (0 bytes)")
+        fp = open_image_file(source)
+        name = f"image file {os.fspath(source)!r}"
     else:
         raise ImageError(
             "unsupported",
