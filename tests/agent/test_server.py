@@ -230,10 +230,13 @@ def test_full_queue_is_resource_exhausted_with_a_retry_hint() -> None:
             grpc.insecure_channel(background.target) as channel:
         stub = ocr_pb2_grpc.OcrStub(channel)
         stub.Recognize(rec_request(0))  # plans recorded: the burst below meets a warm worker
-        futures = [stub.Recognize.future(rec_request(i)) for i in range(12)]
-        # health is answered while the queue is full and the worker busy
-        health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
-        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        worker = background.agent.worker
+        with worker.held():  # the worker takes at most one request and the queue holds one: the rest must fail
+            futures = [stub.Recognize.future(rec_request(i)) for i in range(12)]
+            wait_for(lambda: sum(f.done() for f in futures) >= 10)
+            # health is answered while the queue is full and the worker busy
+            health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
         ok, exhausted = [], []
         for i, future in enumerate(futures):
             try:
