@@ -202,6 +202,22 @@ def test_profile_times_every_dispatching_node(models: GetModel) -> None:
     np.testing.assert_array_equal(plan.run(x)[model.output], model.run(x))
 
 
+def test_run_without_copies_returns_read_only_views_of_the_mapping(device: Device) -> None:
+    """copy=False: the outputs are views of the plan's readback mapping (no copy of a large map), read-only,
+    and the next run rewrites them in place."""
+    with Model.load(CLS, device) as model:
+        plan = model.plan((2, 3, 48, 192))
+        a, _ = random_input((2, 3, 48, 192))
+        b, _ = random_input((2, 3, 48, 192))
+        copied_a = plan.run(a)[model.output]
+        view = plan.run(a, copy=False)[model.output]
+        np.testing.assert_array_equal(view, copied_a)
+        assert not view.flags.writeable and not view.flags.owndata
+        copied_b = plan.run(b)[model.output]
+        assert not np.array_equal(copied_a, copied_b)
+        np.testing.assert_array_equal(view, copied_b)  # the same memory, rewritten by the later run
+
+
 # -- plan cache and lifetime ------------------------------------------------------------------------------------
 
 

@@ -366,16 +366,24 @@ class Plan:
         rec.submit()
         rec.wait(timeout_s)
 
-    def run(self, x: np.ndarray | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, np.ndarray]:
+    def run(self, x: np.ndarray | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+            copy: bool = True) -> dict[str, np.ndarray]:
         """The outputs for input `x` (float32, exactly this plan's shape; None when a prologue fills the input),
-        each copied out of the mapping (none when the hooks read their own results)."""
+        each copied out of the mapping (none when the hooks read their own results). ``copy=False``: read-only
+        views of the mapping instead, valid until this plan runs again (a caller that reads a few rows of a
+        large map saves copying all of it)."""
         if self._recorder is None:
             raise VkocrError("plan is closed")
         self._replay(self._recorder, x, timeout_s)
         results = {}
         for name, (alloc, host) in self._readback.items():
             alloc.invalidate()
-            results[name] = host.copy()
+            if copy:
+                results[name] = host.copy()
+            else:
+                view = host.view()
+                view.flags.writeable = False
+                results[name] = view
         return results
 
     def profile(self, x: np.ndarray | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> PlanProfile:
