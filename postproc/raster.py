@@ -6,6 +6,9 @@ polygon comes only from the outline) and then draws every edge as an 8-connected
 end. Edges that leave the image are clipped first (``clipLine``), and the fill uses the clipped x of the
 endpoints. RapidOCR's box score is the mean probability over this mask, so pixel-exactness here keeps the
 ``box_thresh`` decision identical.
+
+``quad_rows`` gives the masks of many quads at once as one interval per row, each edge's outline run and fill
+crossing in a row coming from a closed form instead of from walking the edge.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import numpy as np
 
 _SHIFT = 16
 _ONE = 1 << _SHIFT
+_FEW_ROWS = 1200  # below this many rows in all, _every_row is faster than _band_rows
+_EXACT_AREA = 1 << 37  # _edge_table's float64 values are exact for masks below this many pixels
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -213,8 +218,8 @@ def _fill_runs(xa: np.ndarray, ya: np.ndarray, xb: np.ndarray, yb: np.ndarray, o
     return who[left][keep], row[left][keep], lo[keep], hi[keep], odd
 
 
-def quad_rows(quads: np.ndarray, heights: np.ndarray, widths: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _quad_rows_general(quads: np.ndarray, heights: np.ndarray, widths: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """What fill_poly sets for N integer quads (N, 4, 2), quad i in a heights[i] × widths[i] mask, as one
     interval per quad and row: (quad, row, first col, last col), and which quads that covers exactly. A quad
     is left out (False) when a corner lies outside its mask (fill_poly clips it) or when some row's pixels are
@@ -249,3 +254,160 @@ def quad_rows(quads: np.ndarray, heights: np.ndarray, widths: np.ndarray
     ok = exact[who[starts]]
     starts, ends = starts[ok], ends[ok]
     return who[starts], row[starts], lo[starts], reach[ends], exact
+
+
+def _edge_table(q: np.ndarray) -> np.ndarray:
+    """What draw_line and _fill_spans set in a row, in closed form, for the four edges of M integer quads with
+    no clipping, as (10, edge, M) float64: a, c_first, c_last, d, dxf, cx, x1, x2, ymin, ymax.
+
+    In row r, edge e's outline run is [floor((a*r + c_first) / d), floor((a*r + c_last) / d)] clipped to
+    [x1, x2], if ymin <= r <= ymax; its fill crossing, in 16.16 fixed point, is dxf*r + cx, if ymin <= r < ymax.
+    All values are integers, exact in float64 while a mask's height × width stays below 2**37, and the floor
+    (or truncation) of the correctly rounded quotient of two such integers is the exact one."""
+    b = q.astype(np.float64).transpose(2, 1, 0)  # (x/y, corner, M)
+    a_end = b[:, [3, 0, 1, 2]]  # edge j runs from corner j - 1 to corner j
+    (x, y), (xa, ya), (dx, dy_signed) = b, a_end, b - a_end
+    # draw_line walks from the left end (x1, y1): column x1 + k, k in [0, x2 - x1], lands in row
+    # y1 + step*j, where j steps as the error term says; solved for k, that is one range per row
+    x1, y1 = np.where(dx < 0, b, a_end)
+    x2 = x1 + np.abs(dx)
+    dy = np.abs(dy_signed)
+    d = np.maximum(2 * dy, 1)
+    a = 2 * dx * np.sign(dy_signed)  # 2 * (x2 - x1) * step
+    base = x1 * d - a * y1
+    steep = dy > x2 - x1  # one pixel per row
+    c_last = base + np.where(steep, dy - 1, x2 - x1)
+    c_first = np.where(steep, c_last, base + 2 * dy - (x2 - x1))
+    # _edges: the crossing starts at the upper end and moves by dxf, C's truncating division, per row
+    ymin, ymax = np.minimum(y, ya), np.maximum(y, ya)
+    dxf = np.trunc(dx * _ONE / (dy_signed + (dy == 0)))
+    cx = np.where(ya < y, xa, x) * _ONE - ymin * dxf
+    return np.stack([a, c_first, c_last, d, dxf, cx, x1, x2, ymin, ymax])
+
+
+def _all_edges(table: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every interval in rows r (float) of the quads whose edge table (10, edge, ...) is given, as firsts and
+    lasts (5, ...): the four outline runs, then the fill span; an empty one is (inf, -inf). At most two edges
+    may cross a row (the fill span lies between the two)."""
+    a, c_first, c_last, d, dxf, cx, x1, x2, ymin, ymax = table
+    above = r >= ymin
+    on = above & (r <= ymax)
+    ar = a * r
+    lo = np.where(on, np.maximum(np.floor((ar + c_first) / d), x1), np.inf)
+    hi = np.where(on, np.minimum(np.floor((ar + c_last) / d), x2), -np.inf)
+    xs = dxf * r + cx
+    crossing = above & (r < ymax)
+    fill_lo = np.floor((np.where(crossing, xs, np.inf).min(axis=0) + (_ONE - 1)) / _ONE)
+    fill_hi = np.floor(np.where(crossing, xs, -np.inf).max(axis=0) / _ONE)
+    filled = fill_lo <= fill_hi  # false without crossings (inf > -inf)
+    fill_lo, fill_hi = np.where(filled, fill_lo, np.inf), np.where(filled, fill_hi, -np.inf)
+    return np.concatenate([lo, fill_lo[None]]), np.concatenate([hi, fill_hi[None]])
+
+
+def _one_interval(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Whether the intervals [lo, hi] (K, rows; an empty one is (inf, -inf)) of each row form one interval:
+    each one that starts right of the row's first pixel starts at most one past the end of one starting
+    before it."""
+    touches = (lo[None] < lo[:, None]) & (lo[:, None] <= hi[None] + 1)  # [i, j]: j reaches i's start
+    return ((lo == lo.min(axis=0)) | np.isinf(lo) | touches.any(axis=1)).all(axis=0)
+
+
+def _every_row(q: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The mask rows of M integer quads whose corners lie inside their masks and whose rows cross at most two
+    edges, from each quad's top corner to its bottom one: (quad, row, first pixel, last pixel, whether the
+    row's pixels form one interval). Every row gets all five intervals (_all_edges): few NumPy calls, so the
+    fastest for few rows."""
+    top, bottom = q[..., 1].min(axis=1), q[..., 1].max(axis=1)
+    heights = bottom - top + 1
+    owner = np.repeat(np.arange(len(q)), heights)
+    row = np.arange(owner.size) + (top - np.cumsum(heights) + heights)[owner]
+    lo, hi = _all_edges(np.repeat(_edge_table(q), heights, axis=2), row.astype(np.float64))
+    return owner, row, lo.min(axis=0), hi.max(axis=0), _one_interval(lo, hi)
+
+
+def _band_rows(q: np.ndarray) -> tuple[np.ndarray, ...]:
+    """_every_row, with less work per row: for many rows.
+
+    Strictly between two consecutive corner rows, exactly the two edges that span them touch a row; both
+    cross it, and there their outline runs need no clipping. Such a row costs those two runs and the fill span
+    between them, and is one interval when both runs reach the (non-empty) fill span. Only the corner rows get
+    all five intervals, and the check (as do the rest, rows of a thin quad, when there are any)."""
+    m = len(q)
+    table = _edge_table(q)
+    corners = np.sort(q[..., 1].T, axis=0).astype(np.float64)  # (4, M), top to bottom
+    # the two edges spanning each band [corner k, corner k + 1) (in an empty band, any two)
+    spans = (table[8][None] <= corners[:3, None]) & (table[9][None] >= corners[1:, None])  # (band, edge, M)
+    pair = np.stack([spans.argmax(axis=1), 3 - spans[:, ::-1].argmax(axis=1)])  # (2, band, M)
+    sizes = np.diff(corners, axis=0).T.astype(np.int64)  # (M, band)
+    sizes[:, 2] += 1  # the bottom corner row (recomputed below)
+    pairs = table[:6, pair, np.arange(m)].transpose(0, 1, 3, 2).reshape(6, 2, 3 * m)
+    a, c_first, c_last, d, dxf, cx = np.repeat(pairs, sizes.reshape(-1), axis=2)  # (2, rows) each
+    heights = sizes.sum(axis=1)
+    owner = np.repeat(np.arange(m), heights)
+    start = np.cumsum(heights) - heights
+    r = np.arange(owner.size) + (corners[0] - start)[owner]
+    lo = a * r  # in place from here: these arrays are the bulk of the work
+    hi = lo + c_last
+    lo += c_first
+    lo /= d
+    hi /= d
+    lo, hi = np.floor(lo, out=lo), np.floor(hi, out=hi)
+    xs = dxf * r
+    xs += cx
+    fill_lo = xs.min(axis=0)
+    fill_lo += _ONE - 1
+    fill_lo, fill_hi = np.floor(fill_lo / _ONE), np.floor(xs.max(axis=0) / _ONE)
+    first, last = np.minimum(lo.min(axis=0), fill_lo), np.maximum(hi.max(axis=0), fill_hi)
+    one = (fill_lo <= fill_hi) & (lo.max(axis=0) <= fill_hi + 1) & (hi.min(axis=0) >= fill_lo - 1)
+    # corner rows: all five intervals
+    at = (corners - corners[0] + start).T.reshape(-1).astype(np.int64)
+    corner_lo, corner_hi = (v.reshape(5, -1) for v in _all_edges(table[..., None], corners.T))
+    first[at], last[at] = corner_lo.min(axis=0), corner_hi.max(axis=0)
+    one[at] = _one_interval(corner_lo, corner_hi)
+    # other rows whose runs miss the fill span (a thin quad): the two runs and the fill span, if not empty
+    thin = np.flatnonzero(~one)
+    thin = thin[~np.isin(thin, at)] if thin.size else thin
+    if thin.size:
+        filled = fill_lo[thin] <= fill_hi[thin]
+        thin_lo = np.concatenate([lo[:, thin], np.where(filled, fill_lo[thin], np.inf)[None]])
+        thin_hi = np.concatenate([hi[:, thin], np.where(filled, fill_hi[thin], -np.inf)[None]])
+        first[thin], last[thin] = thin_lo.min(axis=0), thin_hi.max(axis=0)
+        one[thin] = _one_interval(thin_lo, thin_hi)
+    return owner, r.astype(np.int64), first, last, one
+
+
+def quad_rows(quads: np.ndarray, heights: np.ndarray, widths: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What fill_poly sets for N integer quads (N, 4, 2), quad i in a heights[i] × widths[i] mask, as one
+    interval per quad and row: (quad, row, first col, last col), each quad's rows together and in ascending
+    order, and which quads that covers exactly. A quad is left out (False) when a corner lies outside its mask
+    (fill_poly clips it) or when some row's pixels are not one interval; fill_poly gives those.
+
+    Rows come in closed form, all quads at once (_every_row, _band_rows); a quad with a row that crosses all
+    four edges (not convex), or in a huge mask, goes through _quad_rows_general, which walks the edges and
+    pairs crossings by sorting them."""
+    q = np.asarray(quads, np.int64).reshape(-1, 4, 2)
+    heights, widths = np.asarray(heights, np.int64), np.asarray(widths, np.int64)
+    x, y = q[..., 0], q[..., 1]
+    exact = np.asarray(((x >= 0) & (x < widths[:, None]) & (y >= 0) & (y < heights[:, None])).all(axis=1))
+    ya = y[:, [3, 0, 1, 2]]
+    four = np.maximum(y, ya).min(axis=1) > np.minimum(y, ya).max(axis=1)  # some row is in every edge's range
+    walk = four | (heights * widths >= _EXACT_AREA)
+    simple = np.flatnonzero(exact & ~walk)
+    who = row = lo_col = hi_col = np.zeros(0, np.int64)
+    if simple.size:
+        rows = _every_row if int(heights[simple].sum()) < _FEW_ROWS else _band_rows
+        owner, row, first, last, one = rows(q[simple])
+        split = np.zeros(simple.size, bool)
+        split[owner[~one]] = True
+        exact[simple[split]] = False
+        keep = np.flatnonzero(~split[owner])
+        who, row = simple[owner[keep]], row[keep]
+        lo_col, hi_col = first[keep].astype(np.int64), last[keep].astype(np.int64)
+    general = np.flatnonzero(exact & walk)
+    if general.size:
+        g_who, g_row, g_lo, g_hi, exact[general] = _quad_rows_general(q[general], heights[general],
+                                                                       widths[general])
+        who, row = np.concatenate([who, general[g_who]]), np.concatenate([row, g_row])
+        lo_col, hi_col = np.concatenate([lo_col, g_lo]), np.concatenate([hi_col, g_hi])
+    return who, row, lo_col, hi_col, exact

@@ -57,41 +57,43 @@ def box_score_slow(prob: np.ndarray, contours: ContourSet, contour: Contour) -> 
 
 
 def box_scores_fast(prob: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    """box_score_fast of N boxes (N, 4, 2) at once: the same mask, summed row interval by row interval (in
-    float64, so the mean differs from box_score_fast's only in the last bits)."""
+    """box_score_fast of N boxes (N, 4, 2) at once: the same mask, as row intervals (quad_rows), each summed in
+    float64 by one reduceat, then added up row by row in row order per box. (The mean can differ from
+    box_score_fast's, which sums all pixels in one pairwise sum, in the last bits.)
+
+    Only the boxes' bounding rectangles of ``prob`` are read, so it may be a large read-only view."""
     h, w = prob.shape
     box = np.asarray(boxes, np.float32).reshape(-1, 4, 2)
-    scores = np.zeros(len(box), np.float64)
-    if not len(box):
+    n = len(box)
+    scores = np.zeros(n, np.float64)
+    if not n:
         return scores
-    x0 = np.clip(np.floor(box[:, :, 0].min(axis=1)).astype(np.int32), 0, w - 1).astype(np.int64)
-    x1 = np.clip(np.ceil(box[:, :, 0].max(axis=1)).astype(np.int32), 0, w - 1).astype(np.int64)
-    y0 = np.clip(np.floor(box[:, :, 1].min(axis=1)).astype(np.int32), 0, h - 1).astype(np.int64)
-    y1 = np.clip(np.ceil(box[:, :, 1].max(axis=1)).astype(np.int32), 0, h - 1).astype(np.int64)
-    # corners shifted into the bounding rectangle in float32, then truncated, as box_score_fast does
-    corner = np.stack([x0, y0], axis=-1)[:, None, :]
-    quads = (box.astype(np.float64) - corner).astype(np.float32).astype(np.int32)
-    who, row, lo, hi, exact = quad_rows(quads, y1 - y0 + 1, x1 - x0 + 1)
-    # Each exact box's bounding rectangle, copied into one float64 buffer (a plain conversion: NumPy's
-    # reduceat with a float64 accumulator on float32 input is slow on some builds), then one reduceat over
-    # every row interval, in buffer order.
-    heights, widths = y1 - y0 + 1, x1 - x0 + 1
+    # bounding rectangle, clipped to the map; corners shifted into it in float32, then truncated
+    limit = np.array([w - 1, h - 1])
+    low = np.minimum(np.maximum(np.floor(box.min(axis=1)).astype(np.int32), 0), limit)
+    high = np.minimum(np.maximum(np.ceil(box.max(axis=1)).astype(np.int32), 0), limit)
+    quads = (box.astype(np.float64) - low[:, None]).astype(np.float32).astype(np.int32)
+    widths, heights = (high - low + 1).T
+    who, row, lo, hi, exact = quad_rows(quads, heights, widths)
+    # Each exact box's bounding rectangle, converted into one float64 buffer (one strided copy per box: a
+    # gather of just the intervals would take a second pass, and reduceat on float32 input with a float64
+    # accumulator converts all of its input first), then one reduceat over every interval. A spare 0 at the
+    # end keeps every interval's end a valid reduceat index.
     size = np.where(exact, heights * widths, 0)
     base = np.cumsum(size) - size
-    buf = np.empty(int(size.sum()), np.float64)
-    for i in np.flatnonzero(exact).tolist():
-        region = prob[y0[i]:y1[i] + 1, x0[i]:x1[i] + 1]
-        buf[base[i]:base[i] + size[i]].reshape(region.shape)[...] = region
-    start = base[who] + row * widths[who] + lo
+    buf = np.empty(int(base[-1] + size[-1]) + 1, np.float64)
+    buf[-1] = 0.0
+    rects = np.concatenate([low, high + 1, base[:, None], widths[:, None]], axis=1)[exact].tolist()
+    for x0, y0, x1, y1, at, width in rects:
+        buf[at:at + (y1 - y0) * width].reshape(y1 - y0, width)[...] = prob[y0:y1, x0:x1]
     length = hi - lo + 1
-    order = np.argsort(start, kind="stable")
-    start, length, who = start[order], length[order], who[order]
-    bounds = np.empty(2 * start.size, np.int64)
-    bounds[0::2], bounds[1::2] = start, start + length
-    last = bounds[-1:] == buf.size  # reduceat cannot index one past the end: the last segment runs to it
-    sums = np.add.reduceat(buf, bounds[:-1] if last.any() else bounds)[0::2] if start.size else np.zeros(0)
-    total = np.bincount(who, weights=sums, minlength=len(box))
-    count = np.bincount(who, weights=length.astype(np.float64), minlength=len(box))
+    bounds = np.empty((who.size, 2), np.int64)
+    bounds[:, 0] = base[who] + row * widths[who] + lo
+    bounds[:, 1] = bounds[:, 0] + length
+    sums = np.add.reduceat(buf, bounds.reshape(-1))[0::2]
+    # bincount adds each box's rows in order, from 0.0
+    total = np.bincount(who, weights=sums, minlength=n)
+    count = np.bincount(who, weights=length, minlength=n)
     scores[exact] = total[exact] / count[exact]
     for j in np.flatnonzero(~exact).tolist():
         scores[j] = box_score_fast(prob, box[j])

@@ -1,0 +1,36 @@
+"""unclip_boxes (corners passed to pyclipper as Python floats) against pyclipper fed RapidOCR's way (one float32
+box array per offset), and unclip against unclip_boxes: the same integer polygons, including negative, half
+and large coordinates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyclipper
+
+from postproc.unclip import unclip, unclip_boxes, unclip_distances
+
+
+def _rapidocr_unclip(box: np.ndarray, distance: float) -> list[tuple[int, int]]:
+    offset = pyclipper.PyclipperOffset()
+    offset.AddPath(box, pyclipper.JT_ROUND, pyclipper.ET_CLOSEDPOLYGON)
+    return [(int(x), int(y)) for path in offset.Execute(distance) for x, y in path]
+
+
+def test_unclip_boxes_match_pyclipper_on_float32(rng: np.random.Generator) -> None:
+    for case in range(200):
+        n = int(rng.integers(1, 12))
+        c = rng.uniform(-20, 3000, (n, 1, 2))
+        boxes = (c + rng.uniform(-60, 60, (n, 4, 2)) * rng.choice([0.1, 1, 5])).astype(np.float32)
+        if case % 4 == 0:
+            boxes = np.round(boxes * 2) / 2  # halves and integers
+        distances = unclip_distances(boxes, float(rng.choice([1.6, 2.0])))
+        got = unclip_boxes(boxes, distances)
+        assert len(got) == n
+        for box, d, poly in zip(boxes, distances.tolist(), got, strict=True):
+            assert poly == _rapidocr_unclip(box, d), f"case {case}: {box.tolist()} {d}"
+            assert unclip(box, d) == poly
+            assert all(type(x) is int and type(y) is int for x, y in poly)
+
+
+def test_unclip_boxes_without_boxes() -> None:
+    assert unclip_boxes(np.zeros((0, 4, 2), np.float32), []) == []
