@@ -26,10 +26,12 @@ vertex would only change which of several equal-area rectangles wins, by float r
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import coo_matrix
+from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 # OpenCV's chain-code directions (dx, dy): 0 = right, then counter-clockwise on screen
@@ -75,16 +77,29 @@ def find_contours(bitmap: np.ndarray, row_offset: int = 0) -> ContourSet:
     fg = np.asarray(bitmap)
     if fg.dtype != np.bool_:
         fg = fg != 0
-    h, w = fg.shape
     runs = find_runs(fg)
-    found = _outer_borders(runs, w) + [
-        Contour(_trace_hole(fg, start), True, start, _NO_RUNS) for start in _hole_starts(runs, h, w)
-    ]
-    found.sort(key=lambda c: c.start[0] * w + c.start[1], reverse=True)
-    if row_offset:
-        shift = np.array([0, row_offset])
-        found = [Contour(c.points + shift, c.hole, (c.start[0] + row_offset, c.start[1]), c.runs) for c in found]
-        runs = Runs(runs.row + row_offset, runs.start, runs.end)
+    return contours_of_runs(Runs(runs.row + row_offset, runs.start, runs.end), fg.shape[1])
+
+
+def contours_of_runs(runs: Runs, width: int) -> ContourSet:
+    """``find_contours`` of the binary map (``width`` columns) whose horizontal runs these are: the pixels
+    themselves are only needed to trace holes, and only the rows of a hole's border are rebuilt for that."""
+    if runs.row.size == 0:
+        return ContourSet([], runs)
+    top = int(runs.row[0])
+    band = Runs(runs.row - top, runs.start, runs.end)  # rows from the first with foreground: the hole search
+    height = int(band.row[-1]) + 1  # treats the rows around the band as background, as they are
+    found, cycles = _outer_borders(band, width)
+    # Each hole closes one cycle in the graph of touching runs (runs − touching pairs is the Euler number, the
+    # components minus the holes), so a graph without cycles has no holes to look for.
+    starts = _hole_starts(band, height, width) if cycles else []
+    if starts:
+        pixels = _RunLookup(band, width)
+        found += [Contour(_trace_hole(pixels, start), True, start, _NO_RUNS) for start in starts]
+    found.sort(key=lambda c: c.start[0] * width + c.start[1], reverse=True)
+    if top:
+        shift = np.array([0, top])
+        found = [Contour(c.points + shift, c.hole, (c.start[0] + top, c.start[1]), c.runs) for c in found]
     return ContourSet(found, runs)
 
 
@@ -97,6 +112,23 @@ def find_runs(fg: np.ndarray) -> Runs:
     flat = padded.reshape(-1)  # the zero columns keep every run inside its row
     rows, cols = np.divmod(np.flatnonzero(flat[1:] != flat[:-1]), w + 2)
     return Runs(live[rows[0::2]].astype(np.int64), cols[0::2].astype(np.int64), cols[1::2].astype(np.int64) - 1)
+
+
+def runs_from_edges(edges: np.ndarray) -> Runs:
+    """The runs of a map given as packed edge bits (vk.ops.threshold.threshold_edges' layout): per row,
+    uint32 words whose set bits (LSB first, bit x of the row at word x // 32) alternate between the first
+    column of a run and the column after its last. Only nonzero words are unpacked."""
+    words = np.ascontiguousarray(edges, dtype=np.uint32)
+    per_row = words.shape[1]
+    flat = words.reshape(-1)
+    nonzero = np.flatnonzero(flat)
+    if nonzero.size == 0:
+        return Runs(_NO_RUNS, _NO_RUNS, _NO_RUNS)
+    bits = np.flatnonzero(np.unpackbits(flat[nonzero].astype("<u4").view(np.uint8), bitorder="little"))
+    word, bit = np.divmod(bits, 32)  # in raster order: words ascending, bits ascending within a word
+    row, col = np.divmod(nonzero[word], per_row)
+    x = col * 32 + bit
+    return Runs(row[0::2].astype(np.int64), x[0::2].astype(np.int64), x[1::2].astype(np.int64) - 1)
 
 
 def _touching(row: np.ndarray, start: np.ndarray, end: np.ndarray, slack: int, width: int) -> np.ndarray:
@@ -117,16 +149,22 @@ def _touching(row: np.ndarray, start: np.ndarray, end: np.ndarray, slack: int, w
 
 
 def _components(n: int, pairs: np.ndarray) -> np.ndarray:
-    """A component label per node of the undirected graph with edges ``pairs`` (scipy's, not ours)."""
-    graph = coo_matrix((np.ones(pairs.shape[1], dtype=np.int8), (pairs[0], pairs[1])), shape=(n, n))
+    """A component label per node of the undirected graph with edges ``pairs`` (scipy's, not ours). The
+    pairs come sorted by their second node (``_touching``), so they are already a CSR matrix's rows."""
+    indptr = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(pairs[1], minlength=n), out=indptr[1:])
+    graph = csr_matrix((np.ones(pairs.shape[1], dtype=np.int8), pairs[0].astype(np.int32), indptr), shape=(n, n))
     return connected_components(graph, directed=False)[1]
 
 
-def _outer_borders(runs: Runs, w: int) -> list[Contour]:
+def _outer_borders(runs: Runs, w: int) -> tuple[list[Contour], int]:
+    """The outer border of every component, and the number of independent cycles of touching runs."""
     n = runs.row.size
     if n == 0:
-        return []
-    comp = _components(n, _touching(runs.row, runs.start, runs.end, 1, w))
+        return [], 0
+    pairs = _touching(runs.row, runs.start, runs.end, 1, w)
+    comp = _components(n, pairs)
+    cycles = pairs.shape[1] - n + int(comp.max()) + 1
     order = np.argsort(comp, kind="stable")  # by component, raster order within
     comp_sorted, row = comp[order], runs.row[order]
     new_row = np.ones(n, dtype=bool)
@@ -142,7 +180,7 @@ def _outer_borders(runs: Runs, w: int) -> list[Contour]:
     paths = np.split(points, np.cumsum(counts)[:-1])
     members = np.split(order, run_bounds[1:-1])
     heads = zip(g_row[bounds[:-1]].tolist(), g_left[bounds[:-1]].tolist(), strict=True)
-    return [Contour(path, False, head, m) for path, head, m in zip(paths, heads, members, strict=True)]
+    return [Contour(path, False, head, m) for path, head, m in zip(paths, heads, members, strict=True)], cycles
 
 
 def _new_extremes(v: np.ndarray, seg: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -214,14 +252,29 @@ def _hole_starts(runs: Runs, h: int, w: int) -> list[tuple[int, int]]:
     return [(int(r), int(c) - 1) for r, c in zip(seg_row[idx], seg_start[idx], strict=True)]
 
 
-def _trace_hole(fg: np.ndarray, start: tuple[int, int]) -> np.ndarray:
+class _RunLookup:
+    """Whether a pixel is foreground, by binary search among its row's runs: hole tracing reads a few hundred
+    pixels, far fewer than a dense map of the band would have to fill."""
+
+    def __init__(self, runs: Runs, width: int) -> None:
+        self.width = width
+        self.starts, self.ends = runs.start.tolist(), runs.end.tolist()
+        rows, first = np.unique(runs.row, return_index=True)
+        last = np.append(first[1:], runs.row.size)
+        self.rows = dict(zip(rows.tolist(), zip(first.tolist(), last.tolist(), strict=True), strict=True))
+
+    def __call__(self, x: int, y: int) -> bool:
+        span = self.rows.get(y)
+        if span is None or not 0 <= x < self.width:
+            return False
+        i = bisect_right(self.starts, x, *span) - 1
+        return i >= span[0] and self.ends[i] >= x
+
+
+def _trace_hole(on: Callable[[int, int], bool], start: tuple[int, int]) -> np.ndarray:
     """The hole border from ``start`` (the foreground pixel left of the hole's first pixel), as OpenCV's
-    ``icvFetchContour`` follows it, keeping the points where the direction changes (CHAIN_APPROX_SIMPLE)."""
-    h, w = fg.shape
-
-    def on(x: int, y: int) -> bool:
-        return 0 <= x < w and 0 <= y < h and bool(fg[y, x])
-
+    ``icvFetchContour`` follows it, keeping the points where the direction changes (CHAIN_APPROX_SIMPLE).
+    ``on(x, y)``: whether a pixel is foreground (False outside the map)."""
     y0, x0 = start
     s = s_end = 0  # a hole border starts looking right, at the hole
     while True:  # clockwise search for the first neighbour on the border

@@ -56,15 +56,17 @@ def ctc_decode(indices: np.ndarray, scores: np.ndarray, charset: Sequence[str]) 
     indices = np.asarray(indices)
     scores = np.asarray(scores)
     _validate(indices, scores, charset)
+    # the steps that start a new, non-blank class, for all lines at once
+    keep = indices != 0
+    keep[:, 1:] &= indices[:, 1:] != indices[:, :-1]
+    steps = int(indices.shape[1]) if indices.ndim == 2 else 0
     out = []
-    for idx, prob in zip(indices, scores, strict=True):
-        keep = np.ones(idx.shape[0], dtype=bool)
-        keep[1:] = idx[1:] != idx[:-1]
-        keep &= idx != 0
-        kept = prob[keep].tolist()
-        text = "".join(charset[i] for i in idx[keep].tolist())
-        score = float(np.mean(kept)) if kept else 0.0
-        out.append(CtcText(text, score, tuple(np.flatnonzero(keep).tolist()), tuple(kept), int(idx.shape[0])))
+    for idx, prob, mask in zip(indices.tolist(), scores.tolist(), keep.tolist(), strict=True):
+        positions = [t for t, k in enumerate(mask) if k]
+        kept = [prob[t] for t in positions]
+        text = "".join(charset[idx[t]] for t in positions)
+        score = float(np.mean(kept)) if kept else 0.0  # NumPy's mean, as RapidOCR takes it
+        out.append(CtcText(text, score, tuple(positions), tuple(kept), steps))
     return out
 
 

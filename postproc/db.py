@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from postproc.contours import find_contours
+from postproc.contours import Runs, contours_of_runs, find_runs
 from postproc.detfilter import clip_quads, keep_boxes, order_points_clockwise
 from postproc.minrect import mini_boxes
 from postproc.score import box_score_slow, box_scores_fast
-from postproc.unclip import unclip, unclip_distances
+from postproc.unclip import unclip_boxes, unclip_distances
 
 
 def dilate(bitmap: np.ndarray) -> np.ndarray:
@@ -48,6 +48,22 @@ def _to_dest(boxes: np.ndarray, width: int, height: int, dest_w: int, dest_h: in
     return boxes.astype(np.int32)
 
 
+def bitmap_runs(prob: np.ndarray, thresh: float, use_dilation: bool) -> Runs:
+    """Runs of the thresholded (and dilated) map, computed here; the GPU stage returns the same runs packed
+    as edge bits (vk.ops.threshold.threshold_edges, unpacked by postproc.contours.runs_from_edges)."""
+    # Only the band of rows with foreground (dilation adds one row below it) is thresholded: the letterbox and
+    # margins of most maps are empty.
+    live = np.flatnonzero(np.fmax.reduce(prob, axis=1) > np.float32(thresh))
+    if not live.size:
+        return find_runs(np.zeros((0, prob.shape[1]), dtype=bool))
+    top, stop = int(live[0]), min(int(live[-1]) + (2 if use_dilation else 1), prob.shape[0])
+    bitmap = prob[top:stop] > np.float32(thresh)
+    if use_dilation:
+        bitmap = dilate(bitmap)
+    runs = find_runs(bitmap)
+    return Runs(runs.row + top, runs.start, runs.end)
+
+
 def db_boxes(
     prob: np.ndarray,
     dest_w: int,
@@ -60,11 +76,14 @@ def db_boxes(
     use_dilation: bool = True,
     score_mode: str = "fast",
     min_size: int = 3,
+    runs: Runs | None = None,
 ) -> tuple[np.ndarray, list[float]]:
     """Text boxes from a DB probability map (H×W float32; leading axes of size 1 are dropped).
 
     Returns (N, 4, 2) float32 quads in destination pixels, corners clockwise from the top-left, in RapidOCR's
-    (unsorted) order, and each box's score. Defaults are RapidOCR 1.4.4's.
+    (unsorted) order, and each box's score. Defaults are RapidOCR 1.4.4's. ``runs``: the runs of the
+    thresholded, dilated map when the GPU already made them (``bitmap_runs`` otherwise); ``prob`` is then only
+    read inside the boxes.
 
     Each step runs over all surviving candidates at once (the filters are per box, so the order is kept).
     """
@@ -77,18 +96,13 @@ def db_boxes(
         raise ValueError(f"expected an H×W probability map, got shape {prob.shape}")
     height, width = prob.shape
     dest_w, dest_h = int(dest_w), int(dest_h)
-    # Only the band of rows with foreground (dilation adds one row below it) is thresholded and traced: the
-    # letterbox and margins of most maps are empty.
-    live = np.flatnonzero(np.fmax.reduce(prob, axis=1) > thresh)
-    if not live.size:
+    if runs is None:
+        runs = bitmap_runs(prob, thresh, use_dilation)
+    found = contours_of_runs(runs, width)
+    if not found.contours:
         return np.zeros((0, 4, 2), dtype=np.float32), []
-    top, stop = int(live[0]), min(int(live[-1]) + (2 if use_dilation else 1), height)
-    bitmap = prob[top:stop] > thresh
-    if use_dilation:
-        bitmap = dilate(bitmap)
-    found = find_contours(bitmap, row_offset=top)
     contours = found.contours[:max_candidates]
-    boxes, ssides = mini_boxes([c.points.tolist() for c in contours])
+    boxes, ssides = mini_boxes([c.points for c in contours])
     kept = [i for i, sside in enumerate(ssides) if sside >= min_size]
     boxes = boxes[kept]
     if score_mode == "fast":
@@ -97,7 +111,7 @@ def db_boxes(
         scores = [box_score_slow(prob, found, contours[i]) for i in kept]
     passed = [i for i, score in enumerate(scores) if not box_thresh > score]
     distances = unclip_distances(boxes[passed], unclip_ratio).tolist()
-    grown, ssides = mini_boxes([unclip(boxes[i], d) for i, d in zip(passed, distances, strict=True)])
+    grown, ssides = mini_boxes(unclip_boxes(boxes[passed], distances))
     big = [k for k, sside in enumerate(ssides) if sside >= min_size + 2]
     if not big:
         return np.zeros((0, 4, 2), dtype=np.float32), []

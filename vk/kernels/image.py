@@ -84,6 +84,11 @@ def _f32_bits(v: float) -> int:
     return int(np.float32(v).view(np.uint32))
 
 
+@functools.lru_cache(maxsize=4096)
+def _tie_bits(src: int, dst: int) -> int:
+    return _f32_bits(resize_tie(src, dst))
+
+
 def _check_side(what: str, v: int) -> None:
     if not 1 <= v <= MAX_SIDE:
         raise KernelArgumentError(f"{what} {v} outside 1..{MAX_SIDE}")
@@ -117,7 +122,7 @@ def image_params(src_h: int, src_w: int, out_h: int, out_w: int, *, row_stride: 
     _check_axis("width", src_w, out_w)
     _check_axis("height", src_h, out_h)
     words = _source_words(src_h, src_w, row_stride, offset, capacity)
-    words += [out_w, out_h, _f32_bits(resize_tie(src_w, out_w)), _f32_bits(resize_tie(src_h, out_h))]
+    words += [out_w, out_h, _tie_bits(src_w, out_w), _tie_bits(src_h, out_h)]
     return np.array(words, np.uint32)
 
 
@@ -170,20 +175,24 @@ def crop_params(src_h: int, src_w: int, slots: Sequence[CropSlot], batch: int, o
     words = np.zeros(crop_params_words(batch), np.uint32)
     words[:4] = _source_words(src_h, src_w, row_stride, offset, capacity)
     words[4] = len(slots)
+    if not slots:
+        return words
+    matrices = np.array([np.asarray(s.inverse, np.float64).reshape(9) for s in slots]).astype(np.float32)
+    finite = np.isfinite(matrices).sum(axis=1) == 9  # all nine entries of each matrix
+    rows = []
     for b, s in enumerate(slots):
         if not 1 <= s.resized_w <= out_w:
             raise KernelArgumentError(f"crop {b}: resized width {s.resized_w} outside 1..{out_w}")
         rw, rh = s.model_size
         _check_axis(f"crop {b} width", rw, s.resized_w)
         _check_axis(f"crop {b} height", rh, out_h)
-        m = np.asarray(s.inverse, np.float64).reshape(9).astype(np.float32)
-        if not np.isfinite(m).all():
+        if not finite[b]:
             raise KernelArgumentError(f"crop {b}: matrix {s.inverse.tolist()} is not finite in float32")
         flags = (ROT90 if s.rotate90 else 0) | (ROT180 if s.rotate180 else 0)
-        base = CROP_HEADER_WORDS + CROP_SLOT_WORDS * b
-        words[base:base + 9] = m.view(np.uint32)
-        words[base + 9:base + 15] = [s.width, s.height, flags, s.resized_w,
-                                     _f32_bits(resize_tie(rw, s.resized_w)), _f32_bits(resize_tie(rh, out_h))]
+        rows.append([s.width, s.height, flags, s.resized_w, _tie_bits(rw, s.resized_w), _tie_bits(rh, out_h)])
+    table = words[CROP_HEADER_WORDS:CROP_HEADER_WORDS + CROP_SLOT_WORDS * len(slots)].reshape(len(slots), -1)
+    table[:, :9] = matrices.view(np.uint32)
+    table[:, 9:15] = rows
     return words
 
 

@@ -206,10 +206,9 @@ def perspective_transform(src: np.ndarray, dst: np.ndarray) -> F64:
         a[rows, i], a[rows, k] = a[rows, k].copy(), a[rows, i].copy()
         b[rows, i], b[rows, k] = b[rows, k].copy(), b[rows, i].copy()
         d_inv = -1 / a[:, i, i]
-        for j in range(i + 1, 8):
-            alpha = a[:, j, i] * d_inv
-            a[:, j, i + 1:] += alpha[:, None] * a[:, i, i + 1:]
-            b[:, j] += alpha * b[:, i]
+        alpha = a[:, i + 1:, i] * d_inv[:, None]  # every row below at once: one multiply-add per element
+        a[:, i + 1:, i + 1:] += alpha[:, :, None] * a[:, i, None, i + 1:]
+        b[:, i + 1:] += alpha * b[:, i, None]
     for i in range(7, -1, -1):
         acc = b[:, i].copy()
         for k2 in range(i + 1, 8):
