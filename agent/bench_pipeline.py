@@ -166,7 +166,7 @@ def run_idle_probe(device: str | None, *, gaps_ms: tuple[float, ...] = (0, 1, 3,
         assert isinstance(stages, GpuStages)
         stages.load(page)
         det_h, det_w = det_input_size(page.shape[0], page.shape[1])
-        stages.detect(det_h, det_w)  # records the plan and writes its params
+        stages.detect(det_h, det_w, 0.3, True)  # records the plan and writes its params
         det = stages._plan("det", (1, 3, det_h, det_w), stages.det_hooks)
         slots = [s.fitted(48, 320) for s in crop_slots(quads, 48, 320)]
         page_h, page_w = page.shape[:2]

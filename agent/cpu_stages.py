@@ -8,9 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
+from postproc.contours import Runs, runs_from_edges
 from vk.graph.model import Model
 from vk.kernels.image import CropSlot
 from vk.ops.image import preprocess_image, resize_normalize_pad, rotate_crop, warp_perspective_cubic
+from vk.ops.threshold import threshold_edges
 
 
 class CpuStages:
@@ -24,8 +26,10 @@ class CpuStages:
     def load(self, image: np.ndarray) -> None:
         self.image = image
 
-    def detect(self, det_h: int, det_w: int) -> np.ndarray:
-        return self.models["det"].run(preprocess_image(self.image, det_h, det_w))[0, 0]
+    def detect(self, det_h: int, det_w: int, thresh: float, dilate: bool) -> tuple[np.ndarray, Runs]:
+        """As the GPU stage: the map, and its runs through the same packed edge bits (the kernel's reference)."""
+        prob = self.models["det"].run(preprocess_image(self.image, det_h, det_w))[0, 0]
+        return prob, runs_from_edges(threshold_edges(prob, thresh, dilate))
 
     def _batch(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
         items = []

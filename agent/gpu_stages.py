@@ -2,10 +2,12 @@
 
 The prepared image is written once per request into persistent host-visible staging and copied into a
 device-local image buffer (one small copy submission, recorded once per size class), which every stage's
-shaders then read; a small params buffer per stage carries what changes per request (sizes, crop matrices). Each stage
-is a plan of its model with hooks: det resizes and normalises the image in a shader before the network;
-cls and rec sample their crops out of the same image buffer with the warp shader; rec reduces its
-probabilities to argmax and max on the GPU, so T×2 values per line come back instead of T×6625.
+shaders then read; a small params buffer per stage carries what changes per request (sizes, crop matrices).
+Each stage is a plan of its model with hooks: det resizes and normalises the image in a shader before the
+network, and after it thresholds (and dilates) the probability map into packed edge bits, so DB postprocessing
+starts from runs instead of scanning the map on the host; cls and rec sample their crops out of the same image
+buffer with the warp shader; rec reduces its probabilities to argmax and max on the GPU, so T×2 values per line
+come back instead of T×6625.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import structlog
 
+from postproc.contours import Runs, runs_from_edges
 from vk.device import Device
 from vk.errors import KernelArgumentError, VulkanError
 from vk.graph.model import Model
@@ -30,7 +33,9 @@ from vk.kernels.image import (
     record_image_preprocess,
 )
 from vk.kernels.reduce import record_argmax
+from vk.kernels.threshold import THRESHOLD_PARAMS_WORDS, record_threshold_edges, threshold_params
 from vk.memory import Allocation, BufferView
+from vk.ops.threshold import edge_words
 from vk.recorder import Recorder
 from vk.tensor import Tensor
 
@@ -143,6 +148,49 @@ class ArgmaxReadback:
             self.device.pool.free(a)
 
 
+class EdgesReadback:
+    """The det epilogue: the probability map thresholded and dilated on the GPU into packed edge bits
+    (vk/kernels/threshold.py), and their readback. The threshold and the dilation switch are read from a params
+    buffer at run time, so one recording serves every request. The buffers grow with the largest map seen; a
+    plan recorded earlier keeps writing the (smaller) buffers it was recorded with, so each map size remembers
+    its own, and every buffer lives until close."""
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.params = HostBuffer(device, THRESHOLD_PARAMS_WORDS)
+        self._capacity = 0  # words
+        self._buffers: list[tuple[Allocation, Allocation]] = []
+        self._by_shape: dict[tuple[int, int], tuple[Allocation, Allocation]] = {}
+
+    def record(self, rec: Recorder, prob: Tensor) -> None:
+        h, w = int(prob.shape[-2]), int(prob.shape[-1])
+        words = h * edge_words(w)
+        if (h, w) not in self._by_shape:  # a re-recording of a known size (an evicted plan) keeps its buffers
+            if words > self._capacity:
+                self._capacity = max(words, 2 * self._capacity)
+                self._buffers.append((self.device.pool.alloc(4 * self._capacity, "device"),
+                                      self.device.pool.alloc(4 * self._capacity, "readback")))
+            self._by_shape[(h, w)] = self._buffers[-1]
+        edges, back = self._by_shape[(h, w)]
+        out = Tensor(edges, (h, edge_words(w)), np.dtype(np.uint32))
+        record_threshold_edges(rec, prob, self.params.tensor, out)
+        rec.copy(out.view, BufferView(back.view.buffer, back.view.offset, 4 * words))
+
+    def set(self, thresh: float, dilate: bool) -> None:
+        self.params.write(threshold_params(thresh, dilate))
+
+    def read(self, h: int, w: int) -> Runs:
+        _, back = self._by_shape[(h, w)]
+        back.invalidate()
+        return runs_from_edges(back.array(np.uint32)[: h * edge_words(w)].reshape(h, edge_words(w)))
+
+    def close(self) -> None:
+        for edges, back in self._buffers:
+            self.device.pool.free(edges)
+            self.device.pool.free(back)
+        self.params.close()
+
+
 class GpuStages:
     def __init__(self, device: Device, model_paths: Mapping[str, Path], *, max_batch: int = 64,
                  image_capacity: int = DEFAULT_IMAGE_CAPACITY) -> None:
@@ -158,8 +206,10 @@ class GpuStages:
         self.cls_params = HostBuffer(device, crop_params_words(max_batch))
         self.rec_params = HostBuffer(device, crop_params_words(max_batch))
         self._argmax = ArgmaxReadback(device, max_batch * MAX_REC_STEPS)
+        self._edges = EdgesReadback(device)
         self.det_hooks = StageHooks(
-            lambda rec, x: record_image_preprocess(rec, self.image.tensor, self.det_params.tensor, x))
+            lambda rec, x: record_image_preprocess(rec, self.image.tensor, self.det_params.tensor, x),
+            lambda rec, outputs: self._edges.record(rec, next(iter(outputs.values()))))
         self.cls_hooks = StageHooks(lambda rec, x: record_crop_warp(rec, self.image.tensor, self.cls_params.tensor, x))
         self.rec_hooks = StageHooks(lambda rec, x: record_crop_warp(rec, self.image.tensor, self.rec_params.tensor, x),
                                     self._rec_epilogue, read_outputs=False)
@@ -183,11 +233,15 @@ class GpuStages:
         assert isinstance(plan, Plan)
         return plan
 
-    def detect(self, det_h: int, det_w: int) -> np.ndarray:
+    def detect(self, det_h: int, det_w: int, thresh: float, dilate: bool) -> tuple[np.ndarray, Runs]:
+        """The probability map (a read-only view of the readback mapping, valid until the next detect) and the
+        runs of the thresholded, optionally dilated map."""
         h, w = self._image_hw
         self.det_params.write(image_params(h, w, det_h, det_w, capacity=self.image_capacity))
+        self._edges.set(thresh, dilate)
         plan = self._plan("det", (1, 3, det_h, det_w), self.det_hooks)
-        return plan.run()[plan.output_names[0]][0, 0]
+        prob = plan.run(copy=False)[plan.output_names[0]][0, 0]
+        return prob, self._edges.read(det_h, det_w)
 
     def _crop_params(self, crops: Sequence[CropSlot], batch: int, height: int, width: int) -> np.ndarray:
         if len(crops) > self.max_batch:
@@ -213,6 +267,7 @@ class GpuStages:
         for model in self.models.values():
             model.close()
         self._argmax.close()
+        self._edges.close()
         self.image.close()
         for buf in (self.image_staging, self.det_params, self.cls_params, self.rec_params):
             buf.close()

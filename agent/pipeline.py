@@ -20,6 +20,7 @@ from agent.images import decode_image
 from agent.models import DEFAULT_MODELS, models_dir
 from agent.options import OcrOptions
 from agent.prep import Prepared, prepare, to_original
+from postproc.contours import Runs
 from postproc.ctc import CtcText, ctc_decode, load_charset
 from postproc.db import db_boxes
 from postproc.order import sort_boxes
@@ -41,8 +42,9 @@ class Stages(Protocol):
     def load(self, image: np.ndarray) -> None:
         """The prepared image (H×W×3 uint8 RGB) that the next stages read."""
 
-    def detect(self, det_h: int, det_w: int) -> np.ndarray:
-        """Probability map (det_h × det_w) of the loaded image resized to det_h × det_w."""
+    def detect(self, det_h: int, det_w: int, thresh: float, dilate: bool) -> tuple[np.ndarray, Runs]:
+        """Probability map (det_h × det_w) of the loaded image resized to det_h × det_w (valid until the next
+        call), and the runs of the map thresholded at ``thresh`` and, with ``dilate``, dilated as DB does."""
 
     def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
         """(n, 2) class probabilities of the crops (0°, 180°)."""
@@ -218,11 +220,11 @@ class OcrPipeline:
         det_h, det_w = det_input_size(h, w, opts.limit_side_len, opts.limit_type)
         if det_h <= 0 or det_w <= 0:
             return []
-        prob = self.stages.detect(det_h, det_w)
+        prob, runs = self.stages.detect(det_h, det_w, opts.thresh, opts.use_dilation)
         lap("det")
         boxes, _scores = db_boxes(prob, w, h, thresh=opts.thresh, box_thresh=opts.box_thresh,
                                   max_candidates=opts.max_candidates, unclip_ratio=opts.unclip_ratio,
-                                  use_dilation=opts.use_dilation, score_mode=opts.score_mode)
+                                  use_dilation=opts.use_dilation, score_mode=opts.score_mode, runs=runs)
         lap("db")
         return [np.asarray(b, np.float32) for b in sort_boxes(list(boxes))]
 
