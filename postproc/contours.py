@@ -83,7 +83,7 @@ def find_contours(bitmap: np.ndarray, row_offset: int = 0) -> ContourSet:
 
 def contours_of_runs(runs: Runs, width: int) -> ContourSet:
     """``find_contours`` of the binary map (``width`` columns) whose horizontal runs these are: the pixels
-    themselves are only needed to trace holes, and only the rows of a hole's border are rebuilt for that."""
+    themselves are only needed to trace holes, which look them up in the runs."""
     if runs.row.size == 0:
         return ContourSet([], runs)
     top = int(runs.row[0])
