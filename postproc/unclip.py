@@ -31,8 +31,3 @@ def unclip_boxes(boxes: np.ndarray, distances: Iterable[float]) -> list[list[tup
         polys.append([(p[0], p[1]) for path in offset.Execute(float(distance)) for p in path])
     return polys
 
-
-def unclip(box: np.ndarray, distance: float) -> list[tuple[int, int]]:
-    """The polygon offset by ``distance`` (unclip_distances): its integer vertices (all output paths,
-    concatenated as RapidOCR's reshape does)."""
-    return unclip_boxes(np.asarray(box)[None], [distance])[0]

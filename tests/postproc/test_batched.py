@@ -8,7 +8,7 @@ import numpy as np
 from postproc.minrect import mini_box, mini_boxes
 from postproc.raster import fill_poly, quad_rows
 from postproc.score import box_score_fast, box_scores_fast
-from postproc.unclip import unclip, unclip_distances
+from postproc.unclip import unclip_boxes, unclip_distances
 
 
 def _rotated_boxes(rng: np.random.Generator, n: int, w: float, h: float, half: float) -> np.ndarray:
@@ -28,7 +28,7 @@ def test_mini_boxes_match_mini_box(rng: np.random.Generator) -> None:
             rng.shuffle(pts)
             sets.append([tuple(p) for p in pts.tolist()])
         boxes = _rotated_boxes(rng, int(rng.integers(1, 12)), 300, 300, 60)
-        sets += [unclip(b, d) for b, d in zip(boxes, unclip_distances(boxes, 1.6), strict=True)]  # convex
+        sets += unclip_boxes(boxes, unclip_distances(boxes, 1.6))  # convex
         got, ssides = mini_boxes(sets)
         for i, pts in enumerate(sets):
             box, sside = mini_box(pts)
