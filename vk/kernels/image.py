@@ -1,20 +1,26 @@
-"""RapidOCR's image preprocessing on the GPU: shaders/image_preprocess.comp and shaders/crop_warp.comp.
+"""RapidOCR's image preprocessing on the GPU: shaders/image_preprocess.comp, shaders/crop_warp.comp and
+shaders/image_resize.comp.
 
-Both kernels are recorded once and replayed for every request. Everything that changes per request (image
-size, row stride, byte offset, output size, crop matrices, sizes, flags, widths, how many slots are valid) is
-read by the shader from a small *params* buffer (uint32 words) that the host fills with `image_params` /
-`crop_params` and copies to the device with the image; push constants hold only the recording's fixed
-shapes (and the detector's mean / std).
+The kernels are recorded once and replayed for every request. Everything that changes per request (image
+size, row stride, byte offset, output size, letterbox, crop matrices, sizes, flags, widths, how many slots are
+valid) is read by the shader from a small *params* buffer (uint32 words) that the host fills with
+`image_params` / `crop_params` / `resize_params` and copies to the device with the image; push constants hold
+only the recording's fixed shapes (and the detector's mean / std).
 
 The input is packed RGB8 (3 bytes a pixel, rows `row_stride` bytes apart, starting `offset` bytes into the
 buffer) in a uint32 tensor; `rgb_words` packs an H×W×3 array. Outputs are float32 NCHW with planes **B, G, R**
 — RapidOCR works on OpenCV's BGR images and feeds their channels in that order to all three models.
+image_resize writes packed RGB8 again (RapidOCR's cv2.resize of an oversized image, plus its letterbox),
+rows 3 · out_w bytes apart from byte 0: the image the other two kernels then read.
 
 Params layouts (uint32 words; floats as their bit patterns):
 
     image_params (IMAGE_PARAMS_WORDS = 8):
         0 src_w   1 src_h   2 row_stride (bytes)   3 offset (bytes)   4 out_w   5 out_h
         6 tie_x (float)   7 tie_y (float)
+    resize_params (RESIZE_PARAMS_WORDS = 10):
+        0..7 as image_params   8 pad_top (black rows above the image, and as many below)
+        9 total rows (out_h + 2 · pad_top)
     crop_params (CROP_HEADER_WORDS + CROP_SLOT_WORDS · batch):
         header: 0 src_w   1 src_h   2 row_stride   3 offset   4 n_valid   5..7 0
         slot b, at 8 + 16 b:
@@ -39,26 +45,32 @@ from fractions import Fraction
 import numpy as np
 
 from vk.errors import KernelArgumentError
-from vk.kernels.launch import MAX_GROUPS_X, pack, require_float32
+from vk.kernels.launch import MAX_GROUPS_X, flat_groups, pack, require_float32
 from vk.ops.image import ROTATE90_RATIO, crop_geometries, crop_geometry, det_input_size, resized_width
 from vk.pipeline import KernelDef
 from vk.recorder import Recorder
 from vk.tensor import Tensor
 
 __all__ = [
-    "CROP_HEADER_WORDS", "CROP_SLOT_WORDS", "IMAGE_PARAMS_WORDS", "MAX_SIDE", "CropSlot", "crop_geometry",
-    "crop_params", "crop_params_words", "crop_slot", "crop_slots", "det_input_size", "image_params", "record_crop_warp",
-    "record_image_preprocess", "resize_tie", "rgb_words",
+    "CROP_HEADER_WORDS", "CROP_SLOT_WORDS", "IMAGE_PARAMS_WORDS", "MAX_SIDE", "RESIZE_PARAMS_WORDS", "CropSlot",
+    "crop_geometry", "crop_params", "crop_params_words", "crop_slot", "crop_slots", "det_input_size", "image_params",
+    "record_crop_warp", "record_image_preprocess", "record_image_resize", "resize_params", "resize_tie", "rgb_words",
 ]
 
 IMAGE_PREPROCESS = KernelDef("image_preprocess", ("r", "r", "w"), 32)
 CROP_WARP = KernelDef("crop_warp", ("r", "r", "w"), 12)
+IMAGE_RESIZE = KernelDef("image_resize", ("r", "r", "w"), 4)
 IMAGE_PARAMS_WORDS = 8
+RESIZE_PARAMS_WORDS = 10
 CROP_HEADER_WORDS = 8
 CROP_SLOT_WORDS = 16
 MAX_SIDE = 32768  # any image or output side; the shaders' integer coordinate arithmetic stays in int32
 PREPROCESS_LOCAL = (16, 16, 1)
 CROP_LOCAL = (64, 1, 1)
+# image_resize runs one invocation per output word; images have 10^4..10^7 words, so groups of 256 still fill the
+# GPU, and the grid folds into 2-D only past 16.7 M words
+RESIZE_LOCAL = 256
+RESIZE_MAX_WORDS = 2**30  # resize_params keeps an image under 2^32 bytes: no word from here on is ever written
 ROT90, ROT180 = 1, 2
 
 
@@ -123,6 +135,26 @@ def image_params(src_h: int, src_w: int, out_h: int, out_w: int, *, row_stride: 
     _check_axis("height", src_h, out_h)
     words = _source_words(src_h, src_w, row_stride, offset, capacity)
     words += [out_w, out_h, _tie_bits(src_w, out_w), _tie_bits(src_h, out_h)]
+    return np.array(words, np.uint32)
+
+
+def resize_params(src_h: int, src_w: int, out_h: int, out_w: int, *, pad_top: int = 0,
+                  row_stride: int | None = None, offset: int = 0, capacity: int | None = None,
+                  out_capacity: int | None = None) -> np.ndarray:
+    """The params words of record_image_resize: resize the src_h × src_w image to out_h × out_w with pad_top
+    black rows above and below it. `capacity` / `out_capacity`: the image / output buffer's size in bytes,
+    checked when given."""
+    _check_axis("width", src_w, out_w)
+    _check_axis("height", src_h, out_h)
+    words = _source_words(src_h, src_w, row_stride, offset, capacity)
+    if pad_top < 0:
+        raise KernelArgumentError(f"negative letterbox padding {pad_top}")
+    total_rows = out_h + 2 * pad_top
+    total_bytes = total_rows * out_w * 3
+    if total_bytes >= 2**32 or (out_capacity is not None and total_bytes > out_capacity):
+        raise KernelArgumentError(f"resized image of {total_rows}×{out_w} ({total_bytes} bytes) does not fit the "
+                                  f"output's {out_capacity if out_capacity is not None else 2**32 - 1} bytes")
+    words += [out_w, out_h, _tie_bits(src_w, out_w), _tie_bits(src_h, out_h), pad_top, total_rows]
     return np.array(words, np.uint32)
 
 
@@ -259,3 +291,22 @@ def record_crop_warp(rec: Recorder, image_u8: Tensor, params: Tensor, out: Tenso
     pipeline = rec.device.pipeline(CROP_WARP, CROP_LOCAL)
     push = pack("III", batch, cap_h, cap_w)
     rec.dispatch(pipeline, [image_u8.view, params.view, out.view], push, groups, label="crop_warp")
+
+
+def record_image_resize(rec: Recorder, image_u8: Tensor, params: Tensor, out: Tensor, *,
+                        words: int | None = None) -> None:
+    """out (uint32 words of packed bytes) = the image described by params (resize_params) resized with cv2.resize
+    INTER_LINEAR to out_h × out_w, packed RGB8 with pad_top black rows above and below, from byte 0. Only the
+    image's words are written, and only among the first `words` (default: all of out)."""
+    _check_buffers(image_u8, params, RESIZE_PARAMS_WORDS, "image_resize")
+    if out.dtype != np.dtype(np.uint32) or out.numel == 0:
+        raise KernelArgumentError(f"image_resize: the output must be a non-empty uint32 tensor, "
+                                  f"got {out.dtype} {out.shape}")
+    _check_output(out, "image_resize")
+    count = out.numel if words is None else words
+    if not 1 <= count <= out.numel:
+        raise KernelArgumentError(f"image_resize: {count} words outside 1..{out.numel} (the output's size)")
+    count = min(count, RESIZE_MAX_WORDS)  # also keeps the shader's flat index and byte offsets in 32 bits
+    pipeline = rec.device.pipeline(IMAGE_RESIZE, (RESIZE_LOCAL, 1, 1))
+    rec.dispatch(pipeline, [image_u8.view, params.view, out.view], pack("I", count),
+                 flat_groups(count, RESIZE_LOCAL), label="image_resize")

@@ -1,5 +1,5 @@
 """RapidOCR 1.4.4's image preprocessing in NumPy, bit-exact with the OpenCV it calls: the reference of
-shaders/image_preprocess.comp and shaders/crop_warp.comp, and their CPU fallback.
+shaders/image_preprocess.comp, shaders/crop_warp.comp and shaders/image_resize.comp, and their CPU fallback.
 
 What RapidOCR does (its images are BGR; ours are RGB, and every function here takes and returns RGB pixels,
 except the network inputs, whose channel planes are in the order RapidOCR feeds them: **B, G, R**):
@@ -137,6 +137,15 @@ def resize_linear_u8(img: U8, out_h: int, out_w: int) -> U8:
         top >>= 2  # at most 255: b0 + b1 = 2048
         out[s:e] = top
     return out.reshape((out_h, out_w, *img.shape[2:]))
+
+
+def resize_letterboxed_u8(img: U8, out_h: int, out_w: int, pad_top: int) -> U8:
+    """resize_linear_u8 to out_h × out_w with pad_top black rows above and below (RapidOCR's letterbox after
+    its resize): (out_h + 2 · pad_top) × out_w (× C). The reference of shaders/image_resize.comp."""
+    if pad_top < 0:
+        raise ValueError(f"negative letterbox padding {pad_top}")
+    resized = resize_linear_u8(img, out_h, out_w)
+    return np.pad(resized, [(pad_top, pad_top)] + [(0, 0)] * (resized.ndim - 1))
 
 
 # -- normalisation ------------------------------------------------------------------------------------------------
