@@ -82,7 +82,7 @@ def run_pipeline_bench(device: str | None, images: list[str], *, pages: int = 4,
             row: dict[str, Any] = {
                 "image": name, "size": f"{rgb.shape[1]}x{rgb.shape[0]}", "lines": len(result.lines),
                 "ours_median_ms": statistics.median(walls), "ours_p99_ms": percentile(walls, 99),
-                "python_outside_gpu_waits_ms": statistics.median(pythons),
+                "python_outside_gpu_waits_ms": statistics.median(pythons), "python_min_ms": min(pythons),
                 "stages_ms": {k: statistics.median([s.get(k, 0.0) for s in stages]) for k in stages[-1]},
             }
             if warm_s > 0:
@@ -95,6 +95,7 @@ def run_pipeline_bench(device: str | None, images: list[str], *, pages: int = 4,
                 row["ours_warm_median_ms"] = statistics.median(walls)
                 row["ours_warm_p99_ms"] = percentile(walls, 99)
                 row["python_warm_ms"] = statistics.median(pythons)
+                row["python_warm_min_ms"] = min(pythons)
                 row["stages_warm_ms"] = {k: statistics.median([s.get(k, 0.0) for s in stages]) for k in stages[-1]}
             if rapid is not None:
                 bgr = np.ascontiguousarray(rgb[..., ::-1])
@@ -120,7 +121,7 @@ def run_pipeline_bench(device: str | None, images: list[str], *, pages: int = 4,
 
 def format_pipeline_results(r: dict[str, Any]) -> str:
     lines = [f"backend: {r['backend']}",
-             (f"{'image':<34} {'size':>10} {'lines':>5} {'ours med':>9} {'p99':>8} {'py ms':>6} "
+             (f"{'image':<34} {'size':>10} {'lines':>5} {'ours med':>9} {'p99':>8} {'py ms':>6} {'min':>5} "
              f"{'RapidOCR med':>12} {'p99':>8} {'ratio':>6}  stages (median ms)")]
     for row in r["images"]:
         rapid = row.get("rapidocr_median_ms")
@@ -128,13 +129,14 @@ def format_pipeline_results(r: dict[str, Any]) -> str:
         stages = " ".join(f"{k}={v:.1f}" for k, v in row["stages_ms"].items())
         lines.append(
             f"{row['image'][:34]:<34} {row['size']:>10} {row['lines']:>5} {row['ours_median_ms']:>9.1f} "
-            f"{row['ours_p99_ms']:>8.1f} {row['python_outside_gpu_waits_ms']:>6.1f} "
+            f"{row['ours_p99_ms']:>8.1f} {row['python_outside_gpu_waits_ms']:>6.1f} {row.get('python_min_ms', 0):>5.1f} "
             f"{(f'{rapid:.1f}' if rapid else 'n/a'):>12} {row.get('rapidocr_p99_ms', 0):>8.1f} {ratio:>6}  {stages}"
         )
         if "ours_warm_median_ms" in row:
             warm = row["ours_warm_median_ms"]
             stages = " ".join(f"{k}={v:.1f}" for k, v in row["stages_warm_ms"].items())
             lines.append(f"{'  warm GPU':<51} {warm:>9.1f} {row['ours_warm_p99_ms']:>8.1f} {row['python_warm_ms']:>6.1f} "
+                         f"{row.get('python_warm_min_ms', 0):>5.1f} "
                          f"{'':>12} {'':>8} {(f'{rapid / warm:.1f}x' if rapid else '-'):>6}  {stages}")
     ours = r["ours_median_of_medians_ms"]
     rapid_all = r.get("rapidocr_median_of_medians_ms")
@@ -145,6 +147,11 @@ def format_pipeline_results(r: dict[str, Any]) -> str:
         warm = r["ours_warm_median_of_medians_ms"]
         tail += f"; after warm-up ours {warm:.1f} ms" + (f" ({rapid_all / warm:.1f}x)" if rapid_all else "")
     lines.append(tail)
+    pythons = [row["python_outside_gpu_waits_ms"] for row in r["images"]]
+    lines.append(f"Python outside GPU waits per image: median {statistics.median(pythons):.1f} ms, "
+                 f"max {max(pythons):.1f} ms" + (
+                     f"; after warm-up median {statistics.median(row['python_warm_ms'] for row in r['images']):.1f} ms"
+                     if "ours_warm_median_of_medians_ms" in r else ""))
     return "\n".join(lines)
 
 
@@ -155,6 +162,7 @@ def run_idle_probe(device: str | None, *, gaps_ms: tuple[float, ...] = (0, 1, 3,
     (timestamp queries). Medians per gap; the plans are warmed up first, back to back."""
     from agent.gpu_stages import GpuStages
     from agent.pipeline import OcrPipeline
+    from agent.prep import unchanged
     from vk.kernels.image import crop_params, crop_slots
     from vk.ops.image import det_input_size
 
@@ -164,7 +172,7 @@ def run_idle_probe(device: str | None, *, gaps_ms: tuple[float, ...] = (0, 1, 3,
     with OcrPipeline.open(device) as ocr:
         stages = ocr.stages
         assert isinstance(stages, GpuStages)
-        stages.load(page)
+        stages.load(page, unchanged(*page.shape[:2]))
         det_h, det_w = det_input_size(page.shape[0], page.shape[1])
         stages.detect(det_h, det_w, 0.3, True)  # records the plan and writes its params
         det = stages._plan("det", (1, 3, det_h, det_w), stages.det_hooks)

@@ -8,10 +8,17 @@ from pathlib import Path
 
 import numpy as np
 
+from agent.prep import Prepared, prepared_image
 from postproc.contours import Runs, runs_from_edges
 from vk.graph.model import Model
 from vk.kernels.image import CropSlot
-from vk.ops.image import preprocess_image, resize_normalize_pad, rotate_crop, warp_perspective_cubic
+from vk.ops.image import (
+    preprocess_image,
+    resize_linear_u8,
+    resize_normalize_pad,
+    rotate_crop,
+    warp_perspective_cubic,
+)
 from vk.ops.threshold import threshold_edges
 
 
@@ -23,8 +30,8 @@ class CpuStages:
         self.models = {role: Model.load(path, None) for role, path in model_paths.items()}
         self.image = np.zeros((1, 1, 3), np.uint8)
 
-    def load(self, image: np.ndarray) -> None:
-        self.image = image
+    def load(self, image: np.ndarray, prep: Prepared) -> None:
+        self.image = prepared_image(image, prep, resize_linear_u8)
 
     def detect(self, det_h: int, det_w: int, thresh: float, dilate: bool) -> tuple[np.ndarray, Runs]:
         """As the GPU stage: the map, and its runs through the same packed edge bits (the kernel's reference)."""

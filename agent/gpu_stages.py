@@ -12,12 +12,13 @@ come back instead of T×6625.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import structlog
 
+from agent.prep import Prepared, prepared_image, unchanged
 from postproc.contours import Runs, runs_from_edges
 from vk.device import Device
 from vk.errors import KernelArgumentError, VulkanError
@@ -25,16 +26,20 @@ from vk.graph.model import Model
 from vk.graph.plan import Plan, StageHooks
 from vk.kernels.image import (
     IMAGE_PARAMS_WORDS,
+    RESIZE_PARAMS_WORDS,
     CropSlot,
     crop_params,
     crop_params_words,
     image_params,
     record_crop_warp,
     record_image_preprocess,
+    record_image_resize,
+    resize_params,
 )
 from vk.kernels.reduce import record_argmax
 from vk.kernels.threshold import THRESHOLD_PARAMS_WORDS, record_threshold_edges, threshold_params
 from vk.memory import Allocation, BufferView
+from vk.ops.image import resize_linear_u8
 from vk.ops.threshold import edge_words
 from vk.recorder import Recorder
 from vk.tensor import Tensor
@@ -69,47 +74,85 @@ class HostBuffer:
         self.device.pool.free(self.alloc)
 
 
-COPY_GRANULE = 1 << 20  # image copies are recorded per MiB of size, so at most capacity/granule recordings
+COPY_GRANULE = 1 << 20  # copies and resizes are recorded per MiB of output, so at most capacity/granule recordings
 
 
 class DeviceImage:
-    """The device-local image buffer that shaders read (reading host memory over PCIe is slow on discrete
-    GPUs), filled from the staging buffer by a copy recorded once per size class and replayed."""
+    """The prepared image in device-local memory, which every stage's shaders read (reading host memory over
+    PCIe is slow on discrete GPUs), and the host-visible staging buffer it is filled from: by a copy when the
+    image is used as it is, else by the image_resize shader (RapidOCR's resize of an oversized image and its
+    letterbox), which reads the raw image from staging. Both are recorded once per MiB of output and replayed.
+    Staging grows with the largest raw image seen (an image of more than 2000 px a side arrives whole)."""
 
-    def __init__(self, device: Device, words: int) -> None:
-        self.device = device
-        self.tensor = device.tensor((words,), np.uint32)
-        self._copies: dict[int, Recorder] = {}
+    def __init__(self, device: Device, capacity: int) -> None:
+        self.device, self.capacity = device, capacity
+        self.tensor = device.tensor((-(-capacity // 4),), np.uint32)
+        self.staging = HostBuffer(device, -(-capacity // 4))
+        self.resize_params = HostBuffer(device, RESIZE_PARAMS_WORDS)
+        self._recordings: dict[tuple[str, int], Recorder] = {}
         self._pending: Recorder | None = None
 
     def settle(self) -> None:
-        """Wait for the last copy (the staging buffer may be rewritten after this)."""
+        """Wait for the last copy or resize (staging may be rewritten after this)."""
         pending, self._pending = self._pending, None
         if pending is not None:
             pending.wait()
 
-    def fill_from(self, staging: HostBuffer, nbytes: int) -> None:
-        """Submit the copy without waiting for it: the stage submitted next on the queue starts with a full
-        barrier, so it reads the copied image, and its fence covers the copy too (one round trip less)."""
+    def _stage(self, image: np.ndarray) -> None:
         self.settle()
+        if image.nbytes > self.staging.alloc.nbytes:
+            bigger = HostBuffer(self.device, -(-image.nbytes // COPY_GRANULE) * COPY_GRANULE // 4)  # may fail: then
+            for rec in self._recordings.values():  # nothing changed; the recordings bind the old buffer
+                rec.close()
+            self._recordings.clear()
+            self.staging.close()
+            self.staging = bigger
+        self.staging.write_image(image)
+
+    def _replay(self, kind: str, nbytes: int, record: Callable[[Recorder, int], None]) -> None:
+        """Submit the recording of `kind` for `nbytes` of output without waiting for it: the stage submitted
+        next on the queue starts with a full barrier, so it reads the whole image, and its fence covers this
+        submission too (one round trip less)."""
         size = min(self.tensor.nbytes, -(-max(nbytes, 1) // COPY_GRANULE) * COPY_GRANULE)
-        rec = self._copies.get(size)
+        rec = self._recordings.get((kind, size))
         if rec is None:
-            rec = self._copies[size] = Recorder(self.device)
-            src, dst = staging.tensor.view, self.tensor.view
-            rec.copy(BufferView(src.buffer, src.offset, size), BufferView(dst.buffer, dst.offset, size))
+            rec = self._recordings[(kind, size)] = Recorder(self.device)
+            record(rec, size)
             rec.end()
         rec.submit()
         self._pending = rec
+
+    def copy(self, image: np.ndarray) -> None:
+        """The image (H×W×3 uint8, at most the capacity) as it is."""
+        def record(rec: Recorder, size: int) -> None:
+            src, dst = self.staging.tensor.view, self.tensor.view
+            rec.copy(BufferView(src.buffer, src.offset, size), BufferView(dst.buffer, dst.offset, size))
+
+        self._stage(image)
+        self._replay("copy", image.nbytes, record)
+
+    def resize(self, image: np.ndarray, out_h: int, out_w: int, pad_top: int) -> None:
+        """The image (H×W×3 uint8, any size) resized to out_h × out_w as cv2.resize INTER_LINEAR does, with
+        pad_top black rows above and below."""
+        def record(rec: Recorder, size: int) -> None:
+            record_image_resize(rec, self.staging.tensor, self.resize_params.tensor, self.tensor, words=size // 4)
+
+        h, w = image.shape[:2]
+        params = resize_params(h, w, out_h, out_w, pad_top=pad_top, out_capacity=self.capacity)
+        self._stage(image)
+        self.resize_params.write(params)
+        self._replay("resize", (out_h + 2 * pad_top) * out_w * 3, record)
 
     def close(self) -> None:
         try:
             self.settle()
         except VulkanError as exc:  # a lost device: the copy no longer matters, the resources still do
             log.warning("image_copy_not_settled", error=str(exc))
-        for rec in self._copies.values():
+        for rec in self._recordings.values():
             rec.close()
         self.device.free(self.tensor)
+        self.staging.close()
+        self.resize_params.close()
 
 
 class ArgmaxReadback:
@@ -199,9 +242,7 @@ class GpuStages:
         self.models = {role: Model.load(path, device) for role, path in model_paths.items()}
         self.max_batch = max_batch
         self.image_capacity = image_capacity
-        words = -(-image_capacity // 4)
-        self.image_staging = HostBuffer(device, words)
-        self.image = DeviceImage(device, words)
+        self.image = DeviceImage(device, image_capacity)
         self.det_params = HostBuffer(device, IMAGE_PARAMS_WORDS)
         self.cls_params = HostBuffer(device, crop_params_words(max_batch))
         self.rec_params = HostBuffer(device, crop_params_words(max_batch))
@@ -219,14 +260,21 @@ class GpuStages:
         (probs,) = outputs.values()
         self._argmax.record(rec, probs)
 
-    def load(self, image: np.ndarray) -> None:
-        """Write this request's prepared image where every stage's shaders read it."""
-        if image.nbytes > self.image_capacity:
-            raise KernelArgumentError(f"prepared image of {image.shape[1]}×{image.shape[0]} pixels needs "
-                                      f"{image.nbytes} bytes; the GPU image buffer holds {self.image_capacity}")
-        self.image.settle()  # the previous request's copy may still read the staging buffer
-        self.image.fill_from(self.image_staging, self.image_staging.write_image(image))
-        self._image_hw = image.shape[:2]
+    def load(self, image: np.ndarray, prep: Prepared) -> None:
+        """Prepare this request's image (H×W×3 uint8) as ``prep`` says where every stage's shaders read it: a
+        resize and letterbox in a shader; on the host only in the rare case of two resizes."""
+        if len(prep.sizes) > 1:
+            image, prep = prepared_image(image, prep, resize_linear_u8), unchanged(*prep.shape)
+        h, w = prep.shape
+        if 3 * h * w > self.image_capacity:
+            raise KernelArgumentError(f"prepared image of {w}×{h} pixels needs {3 * h * w} bytes; the GPU image "
+                                      f"buffer holds {self.image_capacity}")
+        if prep.sizes or prep.pad_top:
+            out_h, out_w = prep.sizes[0] if prep.sizes else image.shape[:2]
+            self.image.resize(image, out_h, out_w, prep.pad_top)
+        else:
+            self.image.copy(image)
+        self._image_hw = (h, w)
 
     def _plan(self, role: str, shape: tuple[int, ...], hooks: StageHooks) -> Plan:
         plan = self.models[role].plan(shape, hooks=hooks)
@@ -269,5 +317,5 @@ class GpuStages:
         self._argmax.close()
         self._edges.close()
         self.image.close()
-        for buf in (self.image_staging, self.det_params, self.cls_params, self.rec_params):
+        for buf in (self.det_params, self.cls_params, self.rec_params):
             buf.close()

@@ -90,6 +90,7 @@ def decode_image(
     max_pixels: int = DEFAULT_MAX_PIXELS,
     channel_order: ChannelOrder = "rgb",
     apply_exif: bool = True,
+    copy: bool = True,
 ) -> U8:
     """Decode ``source`` to a new C-contiguous H×W×3 uint8 **RGB** array.
 
@@ -108,12 +109,15 @@ def decode_image(
 
     ``max_pixels``: width × height above this is refused from the header, before any pixel is decoded.
 
+    ``copy=False``: an array that already is C-contiguous H×W×3 uint8 RGB comes back itself, not copied (for a
+    caller that is done with it before its owner can change it: the pipeline copies it into GPU staging).
+
     Raises :class:`agent.errors.ImageError` with ``reason`` "not_found", "unreadable", "empty", "corrupt",
     "unsupported" or "too_large". An all-black image is not an error.
     """
     _check_arguments(max_pixels, channel_order)
     if isinstance(source, np.ndarray):
-        return _from_array(source, max_pixels, channel_order)
+        return _from_array(source, max_pixels, channel_order, copy)
     if isinstance(source, Image.Image):
         return _from_pil(source, max_pixels, apply_exif, "image")
     with _open(source, max_pixels) as (img, name):
@@ -343,7 +347,7 @@ def _check_array_shape(arr: npt.NDArray[np.generic]) -> None:
         raise ImageError("empty", f"array of shape {arr.shape} has no pixels")
 
 
-def _from_array(arr: npt.NDArray[np.generic], max_pixels: int, channel_order: ChannelOrder) -> U8:
+def _from_array(arr: npt.NDArray[np.generic], max_pixels: int, channel_order: ChannelOrder, copy: bool) -> U8:
     _check_array_shape(arr)
     _check_size((int(arr.shape[1]), int(arr.shape[0])), max_pixels, f"array of shape {arr.shape}")
     kind, itemsize = arr.dtype.kind, arr.dtype.itemsize
@@ -369,7 +373,7 @@ def _from_array(arr: npt.NDArray[np.generic], max_pixels: int, channel_order: Ch
     if channel_order == "bgr":
         a8 = a8[..., [2, 1, 0, 3][:channels]]  # BGR(A) → RGB(A); fancy indexing copies
     if channels == 3:
-        if np.may_share_memory(a8, arr):
+        if copy and np.may_share_memory(a8, arr):
             return np.array(a8, dtype=np.uint8, order="C")  # never hand back (a view of) the caller's array
         return np.ascontiguousarray(a8)
     return _rgba_rule(a8)

@@ -19,7 +19,7 @@ import structlog
 from agent.images import decode_image
 from agent.models import DEFAULT_MODELS, models_dir
 from agent.options import OcrOptions
-from agent.prep import Prepared, prepare, to_original
+from agent.prep import Prepared, preparation, to_original
 from postproc.contours import Runs
 from postproc.ctc import CtcText, ctc_decode, load_charset
 from postproc.db import db_boxes
@@ -28,7 +28,7 @@ from postproc.registry import PluginChain, build_chain
 from postproc.result import CharBox, OcrLine, OcrResult
 from postproc.wordboxes import char_boxes
 from vk.kernels.image import CropSlot, crop_slots
-from vk.ops.image import det_input_size, resize_linear_u8
+from vk.ops.image import det_input_size
 
 log = structlog.get_logger("agent.pipeline")
 
@@ -39,8 +39,8 @@ class Stages(Protocol):
     backend: str
     max_batch: int  # crops one classify or recognize call takes
 
-    def load(self, image: np.ndarray) -> None:
-        """The prepared image (H×W×3 uint8 RGB) that the next stages read."""
+    def load(self, image: np.ndarray, prep: Prepared) -> None:
+        """The image (H×W×3 uint8 RGB), prepared as ``prep`` says, that the next stages read."""
 
     def detect(self, det_h: int, det_w: int, thresh: float, dilate: bool) -> tuple[np.ndarray, Runs]:
         """Probability map (det_h × det_w) of the loaded image resized to det_h × det_w (valid until the next
@@ -182,13 +182,14 @@ class OcrPipeline:
             timings[name] = timings.get(name, 0.0) + (now - clock) * 1e3
             clock = now
 
-        image = source if decoded else decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif)
-        prep = prepare(image, resize_linear_u8, max_side_len=opts.max_side_len, min_side_len=opts.min_side_len,
-                       min_height=opts.min_height, width_height_ratio=opts.width_height_ratio,
-                       letterbox=opts.use_det)
-        self.stages.load(prep.image)
+        image = source if decoded else decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif,
+                                                    copy=False)  # stages.load copies it before this call returns
+        prep = preparation(*image.shape[:2], max_side_len=opts.max_side_len, min_side_len=opts.min_side_len,
+                           min_height=opts.min_height, width_height_ratio=opts.width_height_ratio,
+                           letterbox=opts.use_det)
+        self.stages.load(image, prep)
         lap("decode")
-        h, w = prep.image.shape[:2]
+        h, w = prep.shape
         quads: list[np.ndarray]
         if opts.use_det:
             quads = self._detect(prep, opts, lap)
@@ -216,7 +217,7 @@ class OcrPipeline:
         return result
 
     def _detect(self, prep: Prepared, opts: OcrOptions, lap: Any) -> list[np.ndarray]:
-        h, w = prep.image.shape[:2]
+        h, w = prep.shape
         det_h, det_w = det_input_size(h, w, opts.limit_side_len, opts.limit_type)
         if det_h <= 0 or det_w <= 0:
             return []
@@ -239,8 +240,7 @@ class OcrPipeline:
         for group in [list(range(i, min(i + step, len(slots)))) for i in range(0, len(slots), step)]:
             batch = [slots[i].fitted(opts.cls_height, opts.cls_width) for i in group]
             probs = self.stages.classify(batch, opts.cls_height, opts.cls_width)
-            for i, p in zip(group, probs):
-                label, score = int(np.argmax(p)), float(np.max(p))
+            for i, label, score in zip(group, probs.argmax(axis=1).tolist(), probs.max(axis=1).tolist()):
                 verdicts[i] = (("0", "180")[label], score)
                 if label == 1 and score > opts.cls_thresh:
                     out[i] = dataclasses.replace(out[i], rotate180=True)

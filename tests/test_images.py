@@ -424,6 +424,17 @@ def test_output_is_a_fresh_contiguous_array(
     np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.parametrize("view", [lambda a: a, lambda a: a[::2, ::3], lambda a: a[..., ::-1]])
+def test_copy_false_hands_back_only_a_ready_array_itself(view: Callable[[U8], U8], rng: np.random.Generator) -> None:
+    """copy=False skips the copy of an array that is already C-contiguous H×W×3 uint8 RGB (the pipeline copies
+    it into GPU staging itself); any other array still becomes a new one, with the same pixels either way."""
+    arr = view(_u8(rng, H, W, 3))
+    out = decode_image(arr, copy=False)
+    assert_rgb8(out, arr.shape[0], arr.shape[1])
+    np.testing.assert_array_equal(out, arr)
+    assert (out is arr) == arr.flags.c_contiguous
+
+
 def test_all_black_decodes_fine() -> None:
     black = np.zeros((640, 640, 3), np.uint8)
     np.testing.assert_array_equal(decode_image(black), black)

@@ -11,6 +11,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from agent.errors import ImageError, OptionsError
 from agent.pipeline import OcrPipeline
+from agent.prep import preparation, unchanged
 from agent.visualize import find_font
 from postproc.db import bitmap_runs
 from postproc.registry import PluginChain, build_chain
@@ -85,7 +86,7 @@ def test_the_det_stage_returns_the_runs_of_the_thresholded_map(ocr: OcrPipeline)
     if not isinstance(stages, GpuStages):
         pytest.skip("the GPU stages only")
     image = label_image("LOT 7 SERIAL-0042")
-    stages.load(image)
+    stages.load(image, unchanged(*image.shape[:2]))
     det_h, det_w = det_input_size(*image.shape[:2])
     for thresh, dilate in ((0.3, True), (0.6, False), (0.1, True), (0.3, False)):
         for _, back in stages._edges._buffers:  # poisoned: a readback that did not happen shows
@@ -95,3 +96,48 @@ def test_the_det_stage_returns_the_runs_of_the_thresholded_map(ocr: OcrPipeline)
         ref = bitmap_runs(np.array(prob), thresh, dilate)
         for field in ("row", "start", "end"):
             np.testing.assert_array_equal(getattr(runs, field), getattr(ref, field), err_msg=f"{thresh} {dilate}")
+
+
+@pytest.mark.parametrize(("h", "w"), [
+    (430, 323),  # used as it is: a copy
+    (2036, 834),  # longest side over 2000: resized in the shader (RapidOCR makes it 1984 × 832)
+    (54, 1167),  # letterboxed only
+    (300, 4100),  # resized, then letterboxed
+    (3000, 2100),  # a bigger raw image than the staging buffer held so far: it grows
+    (40, 2600),  # resized twice (with min_side_len 64, the shortest side ends under it): prepared on the host
+    (431, 323),  # small again, after the growth
+])
+def test_the_gpu_prepares_the_image_as_the_host_does(ocr: OcrPipeline, h: int, w: int) -> None:
+    """The prepared image in device memory, read back, equals prepared_image's bytes (cv2.resize and the
+    letterbox, exactly), on a fresh random image, the buffer poisoned first."""
+    from agent.gpu_stages import GpuStages
+    from agent.prep import prepared_image
+    from vk.ops.image import resize_linear_u8
+
+    stages = ocr.stages
+    if not isinstance(stages, GpuStages):
+        pytest.skip("the GPU stages only")
+    rng = np.random.default_rng()
+    image = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+    opts = ocr.options
+    prep = preparation(h, w, max_side_len=opts.max_side_len, min_side_len=64, min_height=opts.min_height,
+                       width_height_ratio=opts.width_height_ratio)
+    device, tensor = stages.device, stages.image.tensor
+    device.write(tensor, np.full(tensor.shape, 0xDEADBEEF, np.uint32))
+    stages.load(image, prep)
+    stages.image.settle()
+    expected = prepared_image(image, prep, resize_linear_u8)
+    assert expected.shape[:2] == prep.shape
+    if (h, w) == (40, 2600):
+        assert len(prep.sizes) == 2
+    got = device.download(tensor).view(np.uint8)[:expected.size].reshape(expected.shape)
+    bad = np.argwhere(got != expected)
+    assert bad.size == 0, f"{len(bad)} bytes differ, first at {bad[0].tolist()}"
+
+
+def test_an_image_too_thin_to_resize_is_refused(ocr: OcrPipeline) -> None:
+    """Its shorter side rounds to 0 pixels in RapidOCR's resize, which RapidOCR refuses too."""
+    with pytest.raises(ImageError, match="cannot be resized") as info:
+        ocr(np.full((20, 2600, 3), 200, np.uint8))
+    assert info.value.reason == "unsupported"
+    assert [line.text for line in ocr(label_image("SERIAL-0042")).lines] == ["SERIAL-0042"]
