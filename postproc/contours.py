@@ -81,9 +81,14 @@ def find_contours(bitmap: np.ndarray, row_offset: int = 0) -> ContourSet:
     return contours_of_runs(Runs(runs.row + row_offset, runs.start, runs.end), fg.shape[1])
 
 
-def contours_of_runs(runs: Runs, width: int) -> ContourSet:
+def contours_of_runs(runs: Runs, width: int, *, trace_thin_holes: bool = True) -> ContourSet:
     """``find_contours`` of the binary map (``width`` columns) whose horizontal runs these are: the pixels
-    themselves are only needed to trace holes, which look them up in the runs."""
+    themselves are only needed to trace holes, which look them up in the runs.
+
+    ``trace_thin_holes=False``: a hole one pixel high or wide is listed (in its place in the order) with the
+    corners of the box its border lies in instead of the traced border. Its border spans at most 2 pixels
+    one way, so its min-area rectangle's shorter side is at most 2·√2, under DB's minimum of 3, as is the box's
+    (at most 2): DB drops it either way, without the tracing."""
     if runs.row.size == 0:
         return ContourSet([], runs)
     top = int(runs.row[0])
@@ -92,10 +97,15 @@ def contours_of_runs(runs: Runs, width: int) -> ContourSet:
     found, cycles = _outer_borders(band, width)
     # Each hole closes one cycle in the graph of touching runs (runs − touching pairs is the Euler number, the
     # components minus the holes), so a graph without cycles has no holes to look for.
-    starts = _hole_starts(band, height, width) if cycles else []
-    if starts:
+    holes = _holes(band, height, width) if cycles else []
+    if holes:
         pixels = _RunLookup(band, width)
-        found += [Contour(_trace_hole(pixels, start), True, start, _NO_RUNS) for start in starts]
+        for start, (r0, c0, r1, c1) in holes:
+            if trace_thin_holes or (r1 > r0 and c1 > c0):
+                points = _trace_hole(pixels, start)
+            else:  # the box around the hole, one pixel out: where its border lies
+                points = np.array([[c0 - 1, r0 - 1], [c1 + 1, r0 - 1], [c1 + 1, r1 + 1], [c0 - 1, r1 + 1]])
+            found.append(Contour(points, True, start, _NO_RUNS))
     found.sort(key=lambda c: c.start[0] * width + c.start[1], reverse=True)
     if top:
         shift = np.array([0, top])
@@ -121,10 +131,11 @@ def runs_from_edges(edges: np.ndarray) -> Runs:
     words = np.ascontiguousarray(edges, dtype=np.uint32)
     per_row = words.shape[1]
     flat = words.reshape(-1)
-    nonzero = np.flatnonzero(flat)
+    nonzero = np.flatnonzero(flat != 0)  # nonzero of booleans is far faster than of integers
     if nonzero.size == 0:
         return Runs(_NO_RUNS, _NO_RUNS, _NO_RUNS)
-    bits = np.flatnonzero(np.unpackbits(flat[nonzero].astype("<u4").view(np.uint8), bitorder="little"))
+    unpacked = np.unpackbits(flat[nonzero].astype("<u4").view(np.uint8), bitorder="little")
+    bits = np.flatnonzero(unpacked.view(np.bool_))  # 0/1 bytes: as booleans, NumPy's nonzero is 10× faster
     word, bit = np.divmod(bits, 32)  # in raster order: words ascending, bits ascending within a word
     row, col = np.divmod(nonzero[word], per_row)
     x = col * 32 + bit
@@ -217,10 +228,11 @@ def _hull_paths(seg: np.ndarray, sizes: np.ndarray, row: np.ndarray, left: np.nd
     return np.stack([xs, ys], axis=1), np.bincount(who, minlength=sizes.size)
 
 
-def _hole_starts(runs: Runs, h: int, w: int) -> list[tuple[int, int]]:
-    """Where the raster scan finds each hole border: left of the first pixel of every enclosed background
-    region. Background is cut into segments between runs; a region is enclosed when none of its segments
-    touches the image edge or a row without foreground."""
+def _holes(runs: Runs, h: int, w: int) -> list[tuple[tuple[int, int], tuple[int, int, int, int]]]:
+    """Where the raster scan finds each hole border (left of the first pixel of every enclosed background
+    region), and the region's bounding box (first row, first column, last row, last column). Background is
+    cut into segments between runs; a region is enclosed when none of its segments touches the image edge or
+    a row without foreground."""
     n = runs.row.size
     if n < 2:
         return []
@@ -246,10 +258,20 @@ def _hole_starts(runs: Runs, h: int, w: int) -> list[tuple[int, int]]:
     comp = _components(seg_row.size, _touching(seg_row, seg_start, seg_end, 0, w))
     open_comp = np.zeros(int(comp.max()) + 1, dtype=bool)
     open_comp[comp[open_]] = True
-    enclosed = ~open_comp[comp]
-    _, first = np.unique(comp[enclosed], return_index=True)  # segments are in raster order
-    idx = np.flatnonzero(enclosed)[first]
-    return [(int(r), int(c) - 1) for r, c in zip(seg_row[idx], seg_start[idx], strict=True)]
+    enclosed = np.flatnonzero(~open_comp[comp])
+    if not enclosed.size:
+        return []
+    labels, first, inverse = np.unique(comp[enclosed], return_index=True, return_inverse=True)
+    idx = enclosed[first]  # segments are in raster order: each region's first segment
+    box = np.empty((4, labels.size), np.int64)
+    box[0], box[2] = seg_row[idx], -1
+    box[1], box[3] = w, -1
+    np.maximum.at(box[2], inverse, seg_row[enclosed])
+    np.minimum.at(box[1], inverse, seg_start[enclosed])
+    np.maximum.at(box[3], inverse, seg_end[enclosed])
+    return [((r0, c0_first - 1), (r0, c0, r1, c1)) for r0, c0_first, c0, r1, c1
+            in zip(box[0].tolist(), seg_start[idx].tolist(), box[1].tolist(), box[2].tolist(), box[3].tolist(),
+                   strict=True)]
 
 
 class _RunLookup:

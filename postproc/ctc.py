@@ -60,13 +60,18 @@ def ctc_decode(indices: np.ndarray, scores: np.ndarray, charset: Sequence[str]) 
     keep = indices != 0
     keep[:, 1:] &= indices[:, 1:] != indices[:, :-1]
     steps = int(indices.shape[1]) if indices.ndim == 2 else 0
+    rows, cols = np.nonzero(keep)  # row-major: each line's kept steps together, in order
+    kept_scores = scores[rows, cols].astype(np.float64)
+    kept_classes, kept_list, positions = indices[rows, cols].tolist(), kept_scores.tolist(), cols.tolist()
     out = []
-    for idx, prob, mask in zip(indices.tolist(), scores.tolist(), keep.tolist(), strict=True):
-        positions = [t for t, k in enumerate(mask) if k]
-        kept = [prob[t] for t in positions]
-        text = "".join(charset[idx[t]] for t in positions)
-        score = float(np.mean(kept)) if kept else 0.0  # NumPy's mean, as RapidOCR takes it
-        out.append(CtcText(text, score, tuple(positions), tuple(kept), steps))
+    at = 0
+    for count in np.bincount(rows, minlength=indices.shape[0]).tolist():
+        end = at + count
+        # np.mean's own steps (its pairwise sum, then the division), as RapidOCR takes the mean
+        score = float(np.add.reduce(kept_scores[at:end]) / count) if count else 0.0
+        text = "".join([charset[c] for c in kept_classes[at:end]])
+        out.append(CtcText(text, score, tuple(positions[at:end]), tuple(kept_list[at:end]), steps))
+        at = end
     return out
 
 

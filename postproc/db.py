@@ -98,7 +98,8 @@ def db_boxes(
     dest_w, dest_h = int(dest_w), int(dest_h)
     if runs is None:
         runs = bitmap_runs(prob, thresh, use_dilation)
-    found = contours_of_runs(runs, width)
+    # holes one pixel thin cannot reach min_size (their rectangles' shorter sides are at most 2·√2)
+    found = contours_of_runs(runs, width, trace_thin_holes=min_size * min_size <= 8)
     if not found.contours:
         return np.zeros((0, 4, 2), dtype=np.float32), []
     contours = found.contours[:max_candidates]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
 from vk.errors import DeviceLost, RecorderStateError, VulkanError
-from vk.loader import binding, call
+from vk.loader import binding, call, check
 from vk.memory import BufferView
 from vk.pipeline import Pipeline
 
@@ -78,6 +78,7 @@ class Recorder:
         cmds = [self.cmd]
         self._submit_cmds = vk.ffi.new("VkCommandBuffer[]", cmds)
         self._submit_info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=self._submit_cmds)
+        self._submit_ptr = vk.ffi.addressof(self._submit_info)  # for the raw vkQueueSubmit
         self._fences = vk.ffi.new("VkFence[]", [self.fence])
 
     # -- recording ------------------------------------------------------------------------------------------
@@ -234,8 +235,10 @@ class Recorder:
             result, self.device.fail_next_submit = self.device.fail_next_submit, None
             error = DeviceLost if result == "VK_ERROR_DEVICE_LOST" else VulkanError
             raise error("vkQueueSubmit", f"{result} (injected)")
-        call(vk.vkResetFences, self.device.handle, 1, self._fences)
-        call(vk.vkQueueSubmit, self.device.queue, 1, [self._submit_info], self.fence)
+        # Raw calls: the binding's wrappers convert their arguments anew on every call, and a request submits
+        # several times; the fence array and submit info were built once, in __init__.
+        check(vk.lib.vkResetFences(self.device.handle, 1, self._fences), "vkResetFences")
+        check(vk.lib.vkQueueSubmit(self.device.queue, 1, self._submit_ptr, self.fence), "vkQueueSubmit")
         self._in_flight = True
 
     def wait(self, timeout_s: float = 60.0) -> None:
@@ -244,7 +247,8 @@ class Recorder:
         if not self._in_flight:
             return
         started = time.perf_counter()
-        call(vk.vkWaitForFences, self.device.handle, 1, self._fences, vk.VK_TRUE, int(timeout_s * 1e9))
+        result = vk.lib.vkWaitForFences(self.device.handle, 1, self._fences, vk.VK_TRUE, int(timeout_s * 1e9))
+        check(result, "vkWaitForFences")
         self.device.wait_seconds += time.perf_counter() - started
         self._in_flight = False
 

@@ -29,6 +29,7 @@ from vk.kernels.image import (
 )
 from vk.ops.image import (
     crop_geometry,
+    crop_size,
     det_input_size,
     invert3,
     perspective_transform,
@@ -379,3 +380,26 @@ def test_batched_crop_slots_equal_one_at_a_time() -> None:
     for a, b in zip(batched, single):
         assert (a.width, a.height, a.rotate90, a.resized_w) == (b.width, b.height, b.rotate90, b.resized_w)
         np.testing.assert_array_equal(a.inverse, b.inverse)
+
+
+def test_few_quads_solved_in_python_floats_give_the_batched_solves_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """perspective_transform solves up to _FEW_QUADS systems in Python floats (the batched NumPy solve has a
+    fixed cost of about 0.2 ms); the matrices must be the same float64 bits as the batched solve's."""
+    import vk.ops.image as image_ops
+
+    rng, seed = fresh_rng()
+    for trial in range(200):
+        n = int(rng.integers(1, image_ops._FEW_QUADS + 1))
+        w, h = rng.uniform(8, 900), rng.uniform(8, 120)
+        base = np.array([[0, 0], [w, 0], [w, h], [0, h]])
+        quads = (base + rng.uniform(0, 1500, (n, 1, 2)) + rng.normal(0, h / 6, (n, 4, 2))).astype(np.float32)
+        if trial % 2:  # turned, as tall crops and rotated boxes are
+            quads = quads[:, [1, 2, 3, 0]]
+        sizes = [crop_size(q) for q in quads]
+        rects = np.array([[[0, 0], [cw, 0], [cw, ch], [0, ch]] for cw, ch in sizes], np.float32)
+        few = perspective_transform(quads, rects)
+        with monkeypatch.context() as patch:
+            patch.setattr(image_ops, "_FEW_QUADS", 0)
+            batched = perspective_transform(quads, rects)
+        assert few.shape == batched.shape == (n, 3, 3)
+        assert np.array_equal(few.view(np.uint64), batched.view(np.uint64)), f"trial {trial}; seed {seed}"

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from postproc.contours import find_contours
-from postproc.db import dilate
-from postproc.minrect import box_points, convex_hull_indices, min_area_rect
+from postproc.contours import contours_of_runs, find_contours, find_runs
+from postproc.db import db_boxes, dilate
+from postproc.minrect import box_points, convex_hull_indices, min_area_rect, mini_box
 from postproc.raster import fill_poly
-from tests.postproc.reference import synthetic_map
+from tests.postproc.reference import rapid_db, synthetic_map
 
 cv2 = pytest.importorskip("cv2")
 OPENCV5 = int(cv2.__version__.split(".")[0]) >= 5
@@ -105,3 +105,44 @@ def test_contour_order_and_holes_match_opencv_on_speckle(rng: np.random.Generato
                 np.testing.assert_array_equal(mine.points, theirs, err_msg=f"case {case}")
             else:
                 assert mine.start == (theirs[0][1], theirs[0][0]), f"case {case}"
+
+
+def test_thin_holes_keep_their_place_and_fall_below_min_size_untraced(rng: np.random.Generator) -> None:
+    """contours_of_runs(trace_thin_holes=False) lists the same borders in the same order as OpenCV; holes one
+    pixel high or wide carry a box instead of their traced border, and both that box's min-area rectangle and
+    OpenCV's border's have a shorter side under DB's min_size of 3; the other holes are traced exactly."""
+    thin_seen = 0
+    for case in range(200):
+        h, w = (int(v) for v in rng.integers(3, 80, 2))
+        bitmap = rng.random((h, w)) < rng.uniform(0.3, 0.8)
+        ref, _ = cv2.findContours(bitmap.astype(np.uint8) * 255, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
+        runs = find_runs(bitmap)
+        ours = contours_of_runs(runs, w, trace_thin_holes=False).contours
+        traced = contours_of_runs(runs, w).contours
+        assert len(ours) == len(ref) == len(traced), f"case {case}"
+        for mine, full, theirs in zip(ours, traced, ref, strict=True):
+            theirs = theirs.reshape(-1, 2)
+            assert (mine.hole, mine.start) == (full.hole, full.start), f"case {case}"
+            if not mine.hole or np.array_equal(mine.points, full.points):
+                continue
+            thin_seen += 1
+            sides = mini_box(mine.points.tolist())[1], mini_box(theirs.tolist())[1]
+            assert max(sides) < 3, f"case {case}: shorter sides {sides}"
+    assert thin_seen > 100  # speckle is full of them
+
+
+def test_db_boxes_on_speckle_full_of_thin_holes_match_rapidocr(rng: np.random.Generator) -> None:
+    total = 0
+    for case in range(60):
+        h, w = (int(v) for v in rng.integers(10, 90, 2))
+        prob = np.where(rng.random((h, w)) < rng.uniform(0.3, 0.8), rng.uniform(0.55, 1, (h, w)),
+                        rng.uniform(0, 0.3, (h, w))).astype(np.float32)
+        ref_boxes, ref_scores = rapid_db(prob, w, h)
+        boxes, scores = db_boxes(prob, w, h)
+        total += len(boxes)
+        if OPENCV5:
+            np.testing.assert_array_equal(boxes, ref_boxes.reshape(-1, 4, 2), err_msg=f"case {case}")
+            assert scores == pytest.approx(ref_scores, rel=1e-6), f"case {case}"
+        else:
+            assert len(boxes) == len(ref_boxes), f"case {case}"
+    assert total > 10  # boxes came out: the comparison is not vacuous

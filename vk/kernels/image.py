@@ -176,7 +176,9 @@ class CropSlot:
 
     def fitted(self, out_h: int, max_w: int) -> CropSlot:
         """This slot with resized_w as resize_norm_img computes it for an out_h-high, max_w-wide input."""
-        return dataclasses.replace(self, resized_w=resized_width(*self.model_size, out_h, max_w))
+        width, height = self.model_size
+        return CropSlot(self.inverse, self.width, self.height, self.rotate90, self.rotate180,
+                        resized_width(width, height, out_h, max_w))  # not dataclasses.replace: 3× faster
 
 
 def crop_slots(quads: np.ndarray, out_h: int, max_w: int) -> list[CropSlot]:
@@ -211,17 +213,22 @@ def crop_params(src_h: int, src_w: int, slots: Sequence[CropSlot], batch: int, o
         return words
     matrices = np.array([np.asarray(s.inverse, np.float64).reshape(9) for s in slots]).astype(np.float32)
     finite = np.isfinite(matrices).sum(axis=1) == 9  # all nine entries of each matrix
+    sizes = np.array([(*s.model_size, s.resized_w) for s in slots], np.int64)
+    rw, rh, resized = sizes.T
+    axes_fit = ((rw >= 1) & (rw <= MAX_SIDE) & (resized >= 1) & (resized <= min(out_w, MAX_SIDE)) & (rh >= 1)
+                & (rh <= MAX_SIDE) & ((2 * resized + 1) * rw < 2**31) & ((2 * out_h + 1) * rh < 2**31))
+    if not (axes_fit.all() and finite.all() and 1 <= out_h <= MAX_SIDE):
+        for b, s in enumerate(slots):  # the first bad crop, with its own message
+            if not 1 <= s.resized_w <= out_w:
+                raise KernelArgumentError(f"crop {b}: resized width {s.resized_w} outside 1..{out_w}")
+            _check_axis(f"crop {b} width", s.model_size[0], s.resized_w)
+            _check_axis(f"crop {b} height", s.model_size[1], out_h)
+            if not finite[b]:
+                raise KernelArgumentError(f"crop {b}: matrix {s.inverse.tolist()} is not finite in float32")
     rows = []
-    for b, s in enumerate(slots):
-        if not 1 <= s.resized_w <= out_w:
-            raise KernelArgumentError(f"crop {b}: resized width {s.resized_w} outside 1..{out_w}")
-        rw, rh = s.model_size
-        _check_axis(f"crop {b} width", rw, s.resized_w)
-        _check_axis(f"crop {b} height", rh, out_h)
-        if not finite[b]:
-            raise KernelArgumentError(f"crop {b}: matrix {s.inverse.tolist()} is not finite in float32")
+    for s, (w, h, r) in zip(slots, sizes.tolist(), strict=True):
         flags = (ROT90 if s.rotate90 else 0) | (ROT180 if s.rotate180 else 0)
-        rows.append([s.width, s.height, flags, s.resized_w, _tie_bits(rw, s.resized_w), _tie_bits(rh, out_h)])
+        rows.append([s.width, s.height, flags, r, _tie_bits(w, r), _tie_bits(h, out_h)])
     table = words[CROP_HEADER_WORDS:CROP_HEADER_WORDS + CROP_SLOT_WORDS * len(slots)].reshape(len(slots), -1)
     table[:, :9] = matrices.view(np.uint32)
     table[:, 9:15] = rows

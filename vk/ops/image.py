@@ -195,6 +195,8 @@ def perspective_transform(src: np.ndarray, dst: np.ndarray) -> F64:
     s = np.broadcast_to(s, (*batch, 4, 2)).reshape(-1, 4, 2)
     d = np.broadcast_to(d, (*batch, 4, 2)).reshape(-1, 4, 2)
     n = s.shape[0]
+    if n <= _FEW_QUADS and np.isfinite(s).all() and np.isfinite(d).all():
+        return np.array([_perspective_one(*row) for row in _system_rows(s, d)]).reshape(*batch, 3, 3)
     a = np.zeros((n, 8, 8))
     b = np.zeros((n, 8))
     sx, sy, dx, dy = s[:, :, 0], s[:, :, 1], d[:, :, 0], d[:, :, 1]
@@ -225,6 +227,49 @@ def perspective_transform(src: np.ndarray, dst: np.ndarray) -> F64:
         b[:, i] = acc / a[:, i, i]
     m = np.concatenate([b, np.ones((n, 1))], axis=1).reshape(*batch, 3, 3)
     return m
+
+
+_FEW_QUADS = 6  # up to here, plain Python floats beat the batched NumPy solve's fixed cost
+
+
+def _system_rows(s: np.ndarray, d: np.ndarray) -> list[tuple[list[list[float]], list[float]]]:
+    """perspective_transform's 8×8 systems (a, b) of (n, 4, 2) float32 points, as Python floats (the products
+    in float32, as Point2f arithmetic)."""
+    sx, sy, dx, dy = s[:, :, 0], s[:, :, 1], d[:, :, 0], d[:, :, 1]
+    products = np.stack([-(sx * dx), -(sy * dx), -(sx * dy), -(sy * dy)], axis=1).tolist()
+    systems = []
+    for (xs, ys, us, vs), (p_xu, p_yu, p_xv, p_yv) in zip(np.stack([sx, sy, dx, dy], axis=1).tolist(), products,
+                                                            strict=True):
+        a = [[xs[j], ys[j], 1.0, 0.0, 0.0, 0.0, p_xu[j], p_yu[j]] for j in range(4)]
+        a += [[0.0, 0.0, 0.0, xs[j], ys[j], 1.0, p_xv[j], p_yv[j]] for j in range(4)]
+        systems.append((a, us + vs))
+    return systems
+
+
+def _perspective_one(a: list[list[float]], b: list[float]) -> list[float]:
+    """perspective_transform's LU solve for one system, in Python floats: the same float64 operations in the
+    same order, so the same bits."""
+    eps = float(np.finfo(np.float64).eps) * 100
+    for i in range(8):
+        k = max(range(i, 8), key=lambda r: (abs(a[r][i]), -r))  # the first of the largest
+        if abs(a[k][i]) < eps:
+            raise ValueError("degenerate quad: getPerspectiveTransform's system is singular")
+        a[i], a[k] = a[k], a[i]
+        b[i], b[k] = b[k], b[i]
+        d_inv = -1 / a[i][i]
+        pivot_row = a[i]
+        for j in range(i + 1, 8):
+            alpha = a[j][i] * d_inv
+            row = a[j]
+            for c in range(i + 1, 8):
+                row[c] += alpha * pivot_row[c]
+            b[j] += alpha * b[i]
+    for i in range(7, -1, -1):
+        acc = b[i]
+        for k2 in range(i + 1, 8):
+            acc -= a[i][k2] * b[k2]
+        b[i] = acc / a[i][i]
+    return [*b, 1.0]
 
 
 def invert3(m: np.ndarray) -> F64:
@@ -265,7 +310,13 @@ def crop_geometries(quads: np.ndarray) -> list[tuple[int, int, F64]]:
     pts = np.asarray(quads, np.float32).reshape(-1, 4, 2)
     if len(pts) == 0:
         return []
-    sizes = [crop_size(p) for p in pts]
+    # crop_size of every quad: each side's norm as np.linalg.norm takes it (sqrt of the float32 dot product)
+    sides = (pts[:, [0, 2, 0, 1]] - pts[:, [1, 3, 3, 2]]).reshape(-1, 2)
+    norms = np.sqrt(np.array([v.dot(v) for v in sides], np.float32)).reshape(-1, 2, 2)
+    sizes = norms.max(axis=2).astype(np.int64).tolist()  # int(): truncation of positive values
+    for q, (w, h) in zip(pts, sizes, strict=True):
+        if w < 1 or h < 1:
+            raise ValueError(f"quad {q.tolist()} gives an empty {w}×{h} crop")
     rects = np.array([[[0, 0], [w, 0], [w, h], [0, h]] for w, h in sizes], np.float32)
     inverses = invert3(perspective_transform(pts, rects))
     return [(w, h, inverses[i]) for i, (w, h) in enumerate(sizes)]
