@@ -1,8 +1,10 @@
 """The OCR stages on the GPU, one submission each (DESIGN.md, "One request, end to end").
 
-The prepared image is written once per request into persistent host-visible staging and copied into a
-device-local image buffer (one small copy submission, recorded once per size class), which every stage's
-shaders then read; a small params buffer per stage carries what changes per request (sizes, crop matrices).
+The decoded image is written once per request into persistent host-visible staging and copied into a
+device-local image buffer, or, when RapidOCR would resize it (a side over 2000 px) or letterbox it, resized
+into that buffer by the image_resize shader (one small submission either way, recorded once per size class).
+Every stage's shaders then read that buffer; a small params buffer per stage carries what changes per request
+(sizes, crop matrices).
 Each stage is a plan of its model with hooks: det resizes and normalises the image in a shader before the
 network, and after it thresholds (and dilates) the probability map into packed edge bits, so DB postprocessing
 starts from runs instead of scanning the map on the host; cls and rec sample their crops out of the same image
