@@ -18,6 +18,7 @@ from vkocr.v1 import ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
 from agent.server import BackgroundAgent, start_agent
 from tests.agent.agents import REC_ONLY, agent_config, lot_number, running_agent, word_pixels, word_png
 from tests.agent.certs import TlsFiles
+from vk.errors import VulkanUnavailable
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"),
                                 reason="fonts-dejavu-core (installed by ./test.sh) renders the test images")
@@ -303,6 +304,36 @@ def test_health_watch_through_load_serving_rebuild_serving() -> None:
         background.stop(5)
     not_serving, serving = health_pb2.HealthCheckResponse.NOT_SERVING, health_pb2.HealthCheckResponse.SERVING
     assert seen == [not_serving, serving, not_serving, serving]
+
+
+def test_a_device_that_cannot_be_rebuilt_hands_over_to_the_cpu() -> None:
+    """device.cpu_fallback: when the lost device cannot be opened again, the CPU executor serves, the request
+    that met the loss included, and the status says so."""
+    from agent.pipeline import OcrPipeline
+
+    opened: list[OcrPipeline] = []
+
+    def gpu_only_once() -> OcrPipeline:  # the first open works; every rebuild finds no device
+        if opened:
+            raise VulkanUnavailable("no Vulkan device (test: the GPU stays gone)")
+        opened.append(OcrPipeline.open())
+        return opened[0]
+
+    background = start_agent(agent_config(**{"device.cpu_fallback": True}), open_pipeline=gpu_only_once)
+    try:
+        with grpc.insecure_channel(background.target) as channel:
+            stub = ocr_pb2_grpc.OcrStub(channel)
+            first = stub.Recognize(rec_request(21), timeout=600)
+            assert first.lines[0].text == lot_number(21) and first.device != "cpu"
+            background.agent.worker.inject_device_loss()
+            after = stub.Recognize(rec_request(22), timeout=600)
+            assert after.lines[0].text == lot_number(22) and after.device == "cpu"
+            status = status_pb2_grpc.StatusStub(channel).Get(status_pb2.GetStatusRequest())
+            assert (status.state, status.device, status.device_rebuilds) == (status_pb2.SERVING, "cpu", 1)
+            assert stub.Recognize(rec_request(23), timeout=600).lines[0].text == lot_number(23)
+            assert opened[0].device is None  # the lost pipeline closed its device
+    finally:
+        background.stop(5)
 
 
 def wait_for(condition: object, timeout: float = 60.0) -> None:
