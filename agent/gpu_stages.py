@@ -14,7 +14,9 @@ come back instead of T×6625.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +52,8 @@ log = structlog.get_logger("agent.gpu_stages")
 
 DEFAULT_IMAGE_CAPACITY = 2048 * 2048 * 3  # bytes: RapidOCR caps the longest side at 2000 before detection
 MAX_REC_STEPS = 8192  # time steps per line (the recogniser makes one per 8 input columns)
+PARALLEL_COPY_BYTES = 2 << 20  # images above this go into staging on several threads
+COPY_THREADS = min(4, os.cpu_count() or 1)
 
 
 class HostBuffer:
@@ -64,11 +68,19 @@ class HostBuffer:
         self.alloc.array(np.uint32)[: len(words)] = words
         self.alloc.flush()
 
-    def write_image(self, rgb: np.ndarray) -> int:
+    def write_image(self, rgb: np.ndarray, pool: ThreadPoolExecutor | None = None) -> int:
         """An H×W×3 uint8 image as packed bytes (rgb_words' layout), straight into the mapping; its size in
-        bytes."""
+        bytes. A large one is copied in parts on ``pool``'s threads (NumPy releases the GIL while it copies):
+        one core alone does not reach the memory bandwidth that copying tens of MB from DRAM wants."""
         data = np.ascontiguousarray(rgb, dtype=np.uint8).reshape(-1)
-        self.alloc.array(np.uint8)[: data.size] = data
+        target = self.alloc.array(np.uint8)[: data.size]
+        if pool is None or data.size < PARALLEL_COPY_BYTES:
+            target[...] = data
+        else:
+            step = -(-data.size // COPY_THREADS)
+            parts = [slice(i, i + step) for i in range(0, data.size, step)]
+            for done in [pool.submit(np.copyto, target[part], data[part]) for part in parts]:
+                done.result()
         self.alloc.flush()
         return int(data.size)
 
@@ -93,6 +105,7 @@ class DeviceImage:
         self.resize_params = HostBuffer(device, RESIZE_PARAMS_WORDS)
         self._recordings: dict[tuple[str, int], Recorder] = {}
         self._pending: Recorder | None = None
+        self._copiers: ThreadPoolExecutor | None = None  # made for the first large image
 
     def settle(self) -> None:
         """Wait for the last copy or resize (staging may be rewritten after this)."""
@@ -109,7 +122,9 @@ class DeviceImage:
             self._recordings.clear()
             self.staging.close()
             self.staging = bigger
-        self.staging.write_image(image)
+        if image.nbytes >= PARALLEL_COPY_BYTES and self._copiers is None and COPY_THREADS > 1:
+            self._copiers = ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="vkocr-staging")
+        self.staging.write_image(image, self._copiers)
 
     def _replay(self, kind: str, nbytes: int, record: Callable[[Recorder, int], None]) -> None:
         """Submit the recording of `kind` for `nbytes` of output without waiting for it: the stage submitted
@@ -152,6 +167,8 @@ class DeviceImage:
             log.warning("image_copy_not_settled", error=str(exc))
         for rec in self._recordings.values():
             rec.close()
+        if self._copiers is not None:
+            self._copiers.shutdown()
         self.device.free(self.tensor)
         self.staging.close()
         self.resize_params.close()
