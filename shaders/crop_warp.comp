@@ -11,7 +11,7 @@
 // cv2 does (see "double arithmetic" below); cv2's float32 fused multiply-adds are emulated with error-free
 // transformations (`precise` keeps the compiler from fusing or reassociating them; no loop here carries
 // [[unroll]], because spirv-opt's unroller drops the NoContraction decorations `precise` puts on the copies,
-// which changed one value in ~10^5 on lavapipe). The resize coordinates are exact (see image_preprocess.comp).
+// which changed one value in ~10^5 on lavapipe). The resize coordinates are exact (include/linear_resize.glsl).
 #include "common.glsl"
 
 layout(std430, set = 0, binding = 0) readonly buffer Image { uint img[]; };     // packed bytes
@@ -31,58 +31,7 @@ uint image_byte(uint i) {
     return (img[w] >> ((i & 3u) * 8u)) & 0xFFu;
 }
 
-// ---- exact resize coordinates (same as image_preprocess.comp) ------------------------------------------------
-
-float ratio_to_float(int n, uint d, float delta) {
-    bool neg = n < 0;
-    uint a = uint(abs(n));
-    uint m = a / d;
-    uint r = a - m * d;
-    if (m == 0u && r == 0u) return 0.0;
-    int k = 0;
-    for (int i = 0; i < 64 && m < 0x800000u; ++i) {
-        r <<= 1;
-        m <<= 1;
-        if (r >= d) { r -= d; m |= 1u; }
-        ++k;
-    }
-    bool up;
-    uint twice = r << 1;
-    if (twice != d) {
-        up = twice > d;
-    } else {
-        bool moved = false;
-        if (k <= 29) {
-            uint t = neg ? (1u << k) - (2u * m + 1u) : (2u * m + 1u) + (1u << k);
-            float mu = float(t) / exp2(float(findMSB(t)));
-            moved = mu * abs(delta) > 1.0;
-        }
-        up = moved ? ((delta > 0.0) != neg) : (m & 1u) == 1u;
-    }
-    if (up) m += 1u;
-    float v = ldexp(float(m), -k);
-    return neg ? -v : v;
-}
-
-void linear_coeffs(uint o, uint src, uint dst, float delta, bool clamp_edges,
-                   out uint i0, out uint i1, out int w0, out int w1) {
-    int n = int(2u * o + 1u) * int(src) - int(dst);
-    precise float f = ratio_to_float(n, 2u * dst, delta);
-    float fl = floor(f);
-    int s = int(fl);
-    precise float frac = f - fl;
-    if (clamp_edges) {
-        if (s < 0) { s = 0; frac = 0.0; }
-        if (s >= int(src) - 1) { s = int(src) - 1; frac = 0.0; }
-    }
-    precise float one_minus = 1.0 - frac;
-    precise float a0 = one_minus * 2048.0;
-    precise float a1 = frac * 2048.0;
-    w0 = int(roundEven(a0));
-    w1 = int(roundEven(a1));
-    i0 = uint(clamp(s, 0, int(src) - 1));
-    i1 = uint(clamp(s + 1, 0, int(src) - 1));
-}
+#include "linear_resize.glsl"  // exact resize coordinates, shared with image_preprocess and image_resize
 
 // ---- error-free float32 transformations -------------------------------------------------------------------------
 
