@@ -25,7 +25,7 @@ import structlog
 from agent.prep import Prepared, prepared_image, unchanged
 from postproc.contours import Runs, runs_from_edges
 from vk.device import Device
-from vk.errors import KernelArgumentError, VulkanError
+from vk.errors import KernelArgumentError, OutOfMemory, VulkanError
 from vk.graph.model import Model
 from vk.graph.plan import Plan, StageHooks
 from vk.kernels.image import (
@@ -52,6 +52,7 @@ log = structlog.get_logger("agent.gpu_stages")
 
 DEFAULT_IMAGE_CAPACITY = 2048 * 2048 * 3  # bytes: RapidOCR caps the longest side at 2000 before detection
 MAX_REC_STEPS = 8192  # time steps per line (the recogniser makes one per 8 input columns)
+DEFAULT_MAX_STAGING = 64 << 20  # host-visible bytes for the raw image (20 MP); a bigger one is resized on the host
 PARALLEL_COPY_BYTES = 2 << 20  # images above this go into staging on several threads
 COPY_THREADS = min(4, os.cpu_count() or 1)
 
@@ -98,8 +99,8 @@ class DeviceImage:
     letterbox), which reads the raw image from staging. Both are recorded once per MiB of output and replayed.
     Staging grows with the largest raw image seen (an image of more than 2000 px a side arrives whole)."""
 
-    def __init__(self, device: Device, capacity: int) -> None:
-        self.device, self.capacity = device, capacity
+    def __init__(self, device: Device, capacity: int, max_staging: int = DEFAULT_MAX_STAGING) -> None:
+        self.device, self.capacity, self.max_staging = device, capacity, max_staging
         self.tensor = device.tensor((-(-capacity // 4),), np.uint32)
         self.staging = HostBuffer(device, -(-capacity // 4))
         self.resize_params = HostBuffer(device, RESIZE_PARAMS_WORDS)
@@ -113,15 +114,31 @@ class DeviceImage:
         if pending is not None:
             pending.wait()
 
+    def can_stage(self, nbytes: int) -> bool:
+        """Whether staging holds (or may grow to hold, and did) an image of nbytes; False past max_staging or
+        when the host-visible memory is not there (the caller then resizes on the host)."""
+        if nbytes <= self.staging.alloc.nbytes:
+            return True
+        if nbytes > self.max_staging:
+            return False
+        self.settle()
+        try:
+            bigger = HostBuffer(self.device, -(-nbytes // COPY_GRANULE) * COPY_GRANULE // 4)
+        except OutOfMemory as exc:  # nothing changed: the old buffer and its recordings stay
+            log.warning("staging_not_grown", bytes=nbytes, error=str(exc))
+            return False
+        for rec in self._recordings.values():  # they bind the old buffer
+            rec.close()
+        self._recordings.clear()
+        self.staging.close()
+        self.staging = bigger
+        return True
+
     def _stage(self, image: np.ndarray) -> None:
         self.settle()
-        if image.nbytes > self.staging.alloc.nbytes:
-            bigger = HostBuffer(self.device, -(-image.nbytes // COPY_GRANULE) * COPY_GRANULE // 4)  # may fail: then
-            for rec in self._recordings.values():  # nothing changed; the recordings bind the old buffer
-                rec.close()
-            self._recordings.clear()
-            self.staging.close()
-            self.staging = bigger
+        if not self.can_stage(image.nbytes):
+            raise KernelArgumentError(f"an image of {image.nbytes} bytes does not fit GPU staging "
+                                      f"({self.staging.alloc.nbytes} bytes, at most {self.max_staging})")
         if image.nbytes >= PARALLEL_COPY_BYTES and self._copiers is None and COPY_THREADS > 1:
             self._copiers = ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="vkocr-staging")
         self.staging.write_image(image, self._copiers)
@@ -255,13 +272,13 @@ class EdgesReadback:
 
 class GpuStages:
     def __init__(self, device: Device, model_paths: Mapping[str, Path], *, max_batch: int = 64,
-                 image_capacity: int = DEFAULT_IMAGE_CAPACITY) -> None:
+                 image_capacity: int = DEFAULT_IMAGE_CAPACITY, max_staging_bytes: int = DEFAULT_MAX_STAGING) -> None:
         self.device = device
         self.backend = f"vulkan ({device.info.name})"
         self.models = {role: Model.load(path, device) for role, path in model_paths.items()}
         self.max_batch = max_batch
         self.image_capacity = image_capacity
-        self.image = DeviceImage(device, image_capacity)
+        self.image = DeviceImage(device, image_capacity, max(max_staging_bytes, image_capacity))
         self.det_params = HostBuffer(device, IMAGE_PARAMS_WORDS)
         self.cls_params = HostBuffer(device, crop_params_words(max_batch))
         self.rec_params = HostBuffer(device, crop_params_words(max_batch))
@@ -281,8 +298,9 @@ class GpuStages:
 
     def load(self, image: np.ndarray, prep: Prepared) -> None:
         """Prepare this request's image (H×W×3 uint8) as ``prep`` says where every stage's shaders read it: a
-        resize and letterbox in a shader; on the host only in the rare case of two resizes."""
-        if len(prep.sizes) > 1:
+        resize and letterbox in a shader; on the host in the rare case of two resizes, and for an image too big
+        for staging (max_staging_bytes, or the host-visible memory there is)."""
+        if len(prep.sizes) > 1 or not self.image.can_stage(image.nbytes):
             image, prep = prepared_image(image, prep, resize_linear_u8), unchanged(*prep.shape)
         h, w = prep.shape
         if 3 * h * w > self.image_capacity:

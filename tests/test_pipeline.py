@@ -4,14 +4,16 @@ plugins add fields, and a plugin that raises does not lose the result."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from agent.errors import ImageError, OptionsError
+from agent.options import OcrOptions
 from agent.pipeline import OcrPipeline
-from agent.prep import preparation, unchanged
+from agent.prep import Prepared, preparation, prepared_image, unchanged
 from agent.visualize import find_font
 from postproc.db import bitmap_runs
 from postproc.registry import PluginChain, build_chain
@@ -111,28 +113,53 @@ def test_the_gpu_prepares_the_image_as_the_host_does(ocr: OcrPipeline, h: int, w
     """The prepared image in device memory, read back, equals prepared_image's bytes (cv2.resize and the
     letterbox, exactly), on a fresh random image, the buffer poisoned first."""
     from agent.gpu_stages import GpuStages
-    from agent.prep import prepared_image
-    from vk.ops.image import resize_linear_u8
 
     stages = ocr.stages
     if not isinstance(stages, GpuStages):
         pytest.skip("the GPU stages only")
-    rng = np.random.default_rng()
-    image = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-    opts = ocr.options
-    prep = preparation(h, w, max_side_len=opts.max_side_len, min_side_len=64, min_height=opts.min_height,
-                       width_height_ratio=opts.width_height_ratio)
+    image = np.random.default_rng().integers(0, 256, (h, w, 3), dtype=np.uint8)
+    prep = assert_prepared_as_the_host_does(stages, image, min_side_len=64)
+    if (h, w) == (40, 2600):
+        assert len(prep.sizes) == 2
+
+
+def assert_prepared_as_the_host_does(stages: Any, image: np.ndarray, **options: Any) -> Prepared:
+    """Load the image; the device image, read back, must equal prepared_image's bytes (poisoned first)."""
+    from vk.ops.image import resize_linear_u8
+
+    opts = OcrOptions()
+    settings = {"max_side_len": opts.max_side_len, "min_side_len": opts.min_side_len, "min_height": opts.min_height,
+                "width_height_ratio": opts.width_height_ratio, **options}
+    prep = preparation(*image.shape[:2], **settings)
     device, tensor = stages.device, stages.image.tensor
     device.write(tensor, np.full(tensor.shape, 0xDEADBEEF, np.uint32))
     stages.load(image, prep)
     stages.image.settle()
     expected = prepared_image(image, prep, resize_linear_u8)
     assert expected.shape[:2] == prep.shape
-    if (h, w) == (40, 2600):
-        assert len(prep.sizes) == 2
     got = device.download(tensor).view(np.uint8)[:expected.size].reshape(expected.shape)
     bad = np.argwhere(got != expected)
     assert bad.size == 0, f"{len(bad)} bytes differ, first at {bad[0].tolist()}"
+    return prep
+
+
+def test_an_image_too_big_for_staging_is_prepared_on_the_host(ocr: OcrPipeline) -> None:
+    """Past max_staging_bytes (or when host-visible memory runs out) staging does not grow: the image is
+    resized on the host instead, with the same bytes, and staging stays as it was."""
+    from agent.gpu_stages import GpuStages
+
+    stages = ocr.stages
+    if not isinstance(stages, GpuStages):
+        pytest.skip("the GPU stages only")
+    staging, limit = stages.image.staging, stages.image.max_staging
+    stages.image.max_staging = staging.alloc.nbytes  # no growth from here
+    try:
+        w = 2100
+        h = staging.alloc.nbytes // (3 * w) + 1  # one row more than staging holds
+        assert_prepared_as_the_host_does(stages, np.random.default_rng().integers(0, 256, (h, w, 3), np.uint8))
+    finally:
+        stages.image.max_staging = limit
+    assert stages.image.staging is staging
 
 
 def test_an_image_too_thin_to_resize_is_refused(ocr: OcrPipeline) -> None:
