@@ -336,6 +336,42 @@ def test_a_device_that_cannot_be_rebuilt_hands_over_to_the_cpu() -> None:
         background.stop(5)
 
 
+def test_a_bug_of_ours_answers_internal_with_an_incident_and_the_agent_serves_on(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A recogniser whose dictionary is shorter than its classes (a deployment mistake the pipeline cannot
+    turn into a client error): the reading request fails INTERNAL with an incident id in its ErrorInfo, the
+    id the agent logged with the error, and the agent keeps answering: a boxes-only request on the same
+    pipeline succeeds right after."""
+    from agent.pipeline import OcrPipeline
+
+    def short_dictionary() -> OcrPipeline:
+        pipeline = OcrPipeline.open()
+        pipeline.charset = pipeline.charset[:40]  # the model still scores all 6625 classes
+        return pipeline
+
+    background = start_agent(agent_config(), open_pipeline=short_dictionary)
+    try:
+        with grpc.insecure_channel(background.target) as channel:
+            stub = ocr_pb2_grpc.OcrStub(channel)
+            with pytest.raises(grpc.RpcError) as caught:
+                stub.Recognize(rec_request(31), timeout=600)
+            assert caught.value.code() == grpc.StatusCode.INTERNAL
+            (info,) = [d for d in details(caught.value) if isinstance(d, error_details_pb2.ErrorInfo)]
+            incident = dict(info.metadata)["incident_id"]
+            assert len(incident) >= 8
+            captured = capsys.readouterr()
+            logged = [line for line in (captured.out + captured.err).splitlines() if incident in line]
+            assert len(logged) == 1 and "internal_error" in logged[0] and "CharsetError" in logged[0]
+            boxes_only = ocr_pb2.RecognizeRequest(request_id="id-32", encoded=word_png(lot_number(32)),
+                                                  options=ocr_pb2.Options(use_rec=False, use_cls=False))
+            reply = stub.Recognize(boxes_only, timeout=600)
+            assert len(reply.lines) == 1 and reply.lines[0].text == ""
+            status = status_pb2_grpc.StatusStub(channel).Get(status_pb2.GetStatusRequest())
+            assert status.state == status_pb2.SERVING
+    finally:
+        background.stop(5)
+
+
 def wait_for(condition: object, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
