@@ -97,7 +97,8 @@ class DeviceImage:
     PCIe is slow on discrete GPUs), and the host-visible staging buffer it is filled from: by a copy when the
     image is used as it is, else by the image_resize shader (RapidOCR's resize of an oversized image and its
     letterbox), which reads the raw image from staging. Both are recorded once per MiB of output and replayed.
-    Staging grows with the largest raw image seen (an image of more than 2000 px a side arrives whole)."""
+    Staging grows with the largest raw image seen (an image of more than 2000 px a side arrives whole), up to
+    max_staging bytes (GpuStages.load resizes a bigger one on the host)."""
 
     def __init__(self, device: Device, capacity: int, max_staging: int = DEFAULT_MAX_STAGING) -> None:
         self.device, self.capacity, self.max_staging = device, capacity, max_staging
@@ -166,8 +167,8 @@ class DeviceImage:
         self._replay("copy", image.nbytes, record)
 
     def resize(self, image: np.ndarray, out_h: int, out_w: int, pad_top: int) -> None:
-        """The image (H×W×3 uint8, any size) resized to out_h × out_w as cv2.resize INTER_LINEAR does, with
-        pad_top black rows above and below."""
+        """The image (H×W×3 uint8, any size staging can hold) resized to out_h × out_w as cv2.resize
+        INTER_LINEAR does, with pad_top black rows above and below."""
         def record(rec: Recorder, size: int) -> None:
             record_image_resize(rec, self.staging.tensor, self.resize_params.tensor, self.tensor, words=size // 4)
 
