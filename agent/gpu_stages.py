@@ -107,7 +107,8 @@ class DeviceImage:
         self.resize_params = HostBuffer(device, RESIZE_PARAMS_WORDS)
         self._recordings: dict[tuple[str, int], Recorder] = {}
         self._pending: Recorder | None = None
-        self._copiers: ThreadPoolExecutor | None = None  # made for the first large image
+        # threads start on the first large image (ThreadPoolExecutor makes them on demand)
+        self._copiers = ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="vkocr-staging") if COPY_THREADS > 1 else None
 
     def settle(self) -> None:
         """Wait for the last copy or resize (staging may be rewritten after this)."""
@@ -140,8 +141,6 @@ class DeviceImage:
         if not self.can_stage(image.nbytes):
             raise KernelArgumentError(f"an image of {image.nbytes} bytes does not fit GPU staging "
                                       f"({self.staging.alloc.nbytes} bytes, at most {self.max_staging})")
-        if image.nbytes >= PARALLEL_COPY_BYTES and self._copiers is None and COPY_THREADS > 1:
-            self._copiers = ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="vkocr-staging")
         self.staging.write_image(image, self._copiers)
 
     def _replay(self, kind: str, nbytes: int, record: Callable[[Recorder, int], None]) -> None:

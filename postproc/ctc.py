@@ -59,7 +59,7 @@ def ctc_decode(indices: np.ndarray, scores: np.ndarray, charset: Sequence[str]) 
     # the steps that start a new, non-blank class, for all lines at once
     keep = indices != 0
     keep[:, 1:] &= indices[:, 1:] != indices[:, :-1]
-    steps = int(indices.shape[1]) if indices.ndim == 2 else 0
+    steps = int(indices.shape[1])
     rows, cols = np.nonzero(keep)  # row-major: each line's kept steps together, in order
     kept_scores = scores[rows, cols].astype(np.float64)
     kept_classes, kept_list, positions = indices[rows, cols].tolist(), kept_scores.tolist(), cols.tolist()

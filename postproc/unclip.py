@@ -30,4 +30,3 @@ def unclip_boxes(boxes: np.ndarray, distances: Iterable[float]) -> list[list[tup
         offset.AddPath(box, pyclipper.JT_ROUND, pyclipper.ET_CLOSEDPOLYGON)
         polys.append([(p[0], p[1]) for path in offset.Execute(float(distance)) for p in path])
     return polys
-

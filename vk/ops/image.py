@@ -294,14 +294,23 @@ def invert3(m: np.ndarray) -> F64:
     return np.stack(t, axis=-1).reshape(s.shape)
 
 
+def crop_sizes(quads: np.ndarray) -> list[tuple[int, int]]:
+    """get_rotate_crop_image's (w, h) of N float32 quads (N, 4, 2): the longer of each pair of opposite sides,
+    truncated; each side's length as RapidOCR's np.linalg.norm takes it (sqrt of the float32 dot product).
+    ValueError for a quad that gives an empty crop."""
+    pts = np.asarray(quads, np.float32).reshape(-1, 4, 2)
+    sides = (pts[:, [0, 2, 0, 1]] - pts[:, [1, 3, 3, 2]]).reshape(-1, 2)
+    norms = np.sqrt(np.array([v.dot(v) for v in sides], np.float32)).reshape(-1, 2, 2)
+    sizes = [(w, h) for w, h in norms.max(axis=2).astype(np.int64).tolist()]  # truncation of positive values
+    for q, (w, h) in zip(pts, sizes, strict=True):
+        if w < 1 or h < 1:
+            raise ValueError(f"quad {q.tolist()} gives an empty {w}×{h} crop")
+    return sizes
+
+
 def crop_size(pts: np.ndarray) -> tuple[int, int]:
-    """get_rotate_crop_image's (w, h) of one float32 4×2 quad: the longer of each pair of opposite sides,
-    truncated (np.linalg.norm on each float32 side, exactly as RapidOCR calls it)."""
-    w = int(max(np.linalg.norm(pts[0] - pts[1]), np.linalg.norm(pts[2] - pts[3])))
-    h = int(max(np.linalg.norm(pts[0] - pts[3]), np.linalg.norm(pts[1] - pts[2])))
-    if w < 1 or h < 1:
-        raise ValueError(f"quad {pts.tolist()} gives an empty {w}×{h} crop")
-    return w, h
+    """crop_sizes of one 4×2 quad."""
+    return crop_sizes(pts)[0]
 
 
 def crop_geometries(quads: np.ndarray) -> list[tuple[int, int, F64]]:
@@ -310,13 +319,7 @@ def crop_geometries(quads: np.ndarray) -> list[tuple[int, int, F64]]:
     pts = np.asarray(quads, np.float32).reshape(-1, 4, 2)
     if len(pts) == 0:
         return []
-    # crop_size of every quad: each side's norm as np.linalg.norm takes it (sqrt of the float32 dot product)
-    sides = (pts[:, [0, 2, 0, 1]] - pts[:, [1, 3, 3, 2]]).reshape(-1, 2)
-    norms = np.sqrt(np.array([v.dot(v) for v in sides], np.float32)).reshape(-1, 2, 2)
-    sizes = norms.max(axis=2).astype(np.int64).tolist()  # int(): truncation of positive values
-    for q, (w, h) in zip(pts, sizes, strict=True):
-        if w < 1 or h < 1:
-            raise ValueError(f"quad {q.tolist()} gives an empty {w}×{h} crop")
+    sizes = crop_sizes(pts)
     rects = np.array([[[0, 0], [w, 0], [w, h], [0, h]] for w, h in sizes], np.float32)
     inverses = invert3(perspective_transform(pts, rects))
     return [(w, h, inverses[i]) for i, (w, h) in enumerate(sizes)]
@@ -327,10 +330,7 @@ def crop_geometry(quad: np.ndarray) -> tuple[int, int, F64]:
     bottom-right, bottom-left): the crop's size before any rotation, and the 3×3 float64 matrix mapping a crop
     pixel (x, y, 1) to source pixel coordinates (the inverse warpPerspective applies). ValueError for a
     quad with a zero-length side or a singular transform."""
-    pts = np.asarray(quad, np.float32).reshape(4, 2)
-    w, h = crop_size(pts)
-    rect = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32)
-    return w, h, invert3(perspective_transform(pts, rect))
+    return crop_geometries(quad)[0]
 
 
 # -- cv2.warpPerspective INTER_CUBIC BORDER_REPLICATE ---------------------------------------------------------
