@@ -45,9 +45,10 @@ def percentile(samples: list[float], q: float) -> float:
 
 
 def _timed_calls(ocr: Any, rgb: np.ndarray, dev: Any, runs: int
-                 ) -> tuple[list[float], list[float], list[dict[str, float]]]:
-    """Wall ms, wall minus GPU fence waits ms, and stage timings of `runs` calls."""
-    walls, pythons, stages = [], [], []
+                 ) -> tuple[list[float], list[float], list[dict[str, float]], list[dict[str, float]]]:
+    """Wall ms, wall minus GPU fence waits ms, stage timings, and each stage's time minus its GPU waits, of
+    `runs` calls."""
+    walls, pythons, stages, stage_pythons = [], [], [], []
     for _ in range(runs):
         waited = dev.wait_seconds if dev is not None else 0.0
         start = time.perf_counter()
@@ -57,7 +58,12 @@ def _timed_calls(ocr: Any, rgb: np.ndarray, dev: Any, runs: int
         walls.append(wall * 1e3)
         pythons.append((wall - gpu_wait) * 1e3)
         stages.append(result.timings_ms)
-    return walls, pythons, stages
+        stage_pythons.append({k: v - result.gpu_wait_ms.get(k, 0.0) for k, v in result.timings_ms.items()})
+    return walls, pythons, stages, stage_pythons
+
+
+def _medians(samples: list[dict[str, float]]) -> dict[str, float]:
+    return {k: statistics.median([s.get(k, 0.0) for s in samples]) for k in samples[-1]}
 
 
 def run_pipeline_bench(device: str | None, images: list[str], *, pages: int = 4, runs: int = 10,
@@ -73,17 +79,17 @@ def run_pipeline_bench(device: str | None, images: list[str], *, pages: int = 4,
         rapid = None
     rows = []
     with OcrPipeline.open(device) as ocr:
-        dev = getattr(ocr, "_device", None)
+        dev = ocr.device
         for name, rgb in inputs:
             if progress:
                 print(f"bench: {name}", file=sys.stderr, flush=True)
             result = ocr(rgb)  # first call: plans are recorded here, not timed
-            walls, pythons, stages = _timed_calls(ocr, rgb, dev, runs)
+            walls, pythons, stages, stage_pythons = _timed_calls(ocr, rgb, dev, runs)
             row: dict[str, Any] = {
                 "image": name, "size": f"{rgb.shape[1]}x{rgb.shape[0]}", "lines": len(result.lines),
                 "ours_median_ms": statistics.median(walls), "ours_p99_ms": percentile(walls, 99),
                 "python_outside_gpu_waits_ms": statistics.median(pythons), "python_min_ms": min(pythons),
-                "stages_ms": {k: statistics.median([s.get(k, 0.0) for s in stages]) for k in stages[-1]},
+                "stages_ms": _medians(stages), "python_stages_ms": _medians(stage_pythons),
             }
             if warm_s > 0:
                 # The runs above follow seconds of idle GPU (RapidOCR's turn), so the GPU starts them at idle
@@ -91,12 +97,13 @@ def run_pipeline_bench(device: str | None, images: list[str], *, pages: int = 4,
                 until = time.perf_counter() + warm_s
                 while time.perf_counter() < until:
                     ocr(rgb)
-                walls, pythons, stages = _timed_calls(ocr, rgb, dev, runs)
+                walls, pythons, stages, stage_pythons = _timed_calls(ocr, rgb, dev, runs)
                 row["ours_warm_median_ms"] = statistics.median(walls)
                 row["ours_warm_p99_ms"] = percentile(walls, 99)
                 row["python_warm_ms"] = statistics.median(pythons)
                 row["python_warm_min_ms"] = min(pythons)
-                row["stages_warm_ms"] = {k: statistics.median([s.get(k, 0.0) for s in stages]) for k in stages[-1]}
+                row["stages_warm_ms"] = _medians(stages)
+                row["python_stages_warm_ms"] = _medians(stage_pythons)
             if rapid is not None:
                 bgr = np.ascontiguousarray(rgb[..., ::-1])
                 rapid(bgr)
@@ -138,6 +145,10 @@ def format_pipeline_results(r: dict[str, Any]) -> str:
             lines.append(f"{'  warm GPU':<51} {warm:>9.1f} {row['ours_warm_p99_ms']:>8.1f} {row['python_warm_ms']:>6.1f} "
                          f"{row.get('python_warm_min_ms', 0):>5.1f} "
                          f"{'':>12} {'':>8} {(f'{rapid / warm:.1f}x' if rapid else '-'):>6}  {stages}")
+        python = row.get("python_stages_warm_ms", row.get("python_stages_ms"))
+        if python:
+            lines.append(f"{'  Python by stage (ms, GPU waits left out)':<51} "
+                         + " ".join(f"{k}={v:.2f}" for k, v in python.items()))
     ours = r["ours_median_of_medians_ms"]
     rapid_all = r.get("rapidocr_median_of_medians_ms")
     tail = f"median per image: ours {ours:.1f} ms"

@@ -174,13 +174,19 @@ class OcrPipeline:
         request's thread, before the GPU queue)."""
         opts = opts or self.options
         timings: dict[str, float] = {}
+        waits: dict[str, float] = {}
+        device = self._device
         clock = time.perf_counter()
+        waited = device.wait_seconds if device is not None else 0.0
 
         def lap(name: str) -> None:
-            nonlocal clock
+            nonlocal clock, waited
             now = time.perf_counter()
             timings[name] = timings.get(name, 0.0) + (now - clock) * 1e3
             clock = now
+            if device is not None:
+                waits[name] = waits.get(name, 0.0) + (device.wait_seconds - waited) * 1e3
+                waited = device.wait_seconds
 
         image = source if decoded else decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif,
                                                     copy=False)  # stages.load copies it before this call returns
@@ -194,7 +200,7 @@ class OcrPipeline:
         if opts.use_det:
             quads = self._detect(prep, opts, lap)
             if not quads:
-                return OcrResult(timings_ms=timings)
+                return OcrResult(timings_ms=timings, gpu_wait_ms=waits)
             slots = crop_slots(np.stack(quads), opts.rec_height, 10**6)
         else:
             quads = [whole_image_quad(h, w)]
@@ -213,7 +219,7 @@ class OcrPipeline:
                 chars = [self._chars(t, q, s, r, prep) for t, q, s, r in zip(texts, quads, slots, batch_ratios)]
         result = self._assemble(prep, quads, angles, texts, chars, cls_only, opts)
         lap("postproc")
-        result.timings_ms = timings
+        result.timings_ms, result.gpu_wait_ms = timings, waits
         return result
 
     def _detect(self, prep: Prepared, opts: OcrOptions, lap: Any) -> list[np.ndarray]:

@@ -58,6 +58,9 @@ class OcrResult:
     fields: dict[str, Any] = field(default_factory=dict)
     errors: list[dict[str, str]] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    # the part of each stage's time spent waiting for the GPU (not in the JSON contract; benchmarks subtract it
+    # to tell the Python time per stage)
+    gpu_wait_ms: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"lines": [line.to_dict() for line in self.lines]}

@@ -72,6 +72,20 @@ def test_plugins_add_fields_and_a_raising_one_loses_nothing(ocr: OcrPipeline) ->
     assert "plugin.regex_fields" in result.timings_ms
 
 
+def test_gpu_waits_are_told_apart_per_stage(ocr: OcrPipeline) -> None:
+    """Each stage's GPU wait is part of its time, they add up to the device's fence waits, and only the stages
+    that submit work wait (the benchmark's Python time per stage is the difference)."""
+    waited = ocr.device.wait_seconds
+    result = ocr(label_image("LOT A2391"))
+    waits = result.gpu_wait_ms
+    assert set(waits) <= set(result.timings_ms)
+    assert sum(waits.values()) == pytest.approx((ocr.device.wait_seconds - waited) * 1e3, abs=1e-6)
+    assert all(0 <= waits[k] <= result.timings_ms[k] for k in waits)
+    assert min(waits["det"], waits["cls"], waits["rec"]) > 0
+    assert waits["db"] == waits["postproc"] == 0
+    assert "gpu_wait_ms" not in result.to_dict()  # not part of the JSON contract
+
+
 def test_the_agent_keeps_working_after_bad_requests(ocr: OcrPipeline) -> None:
     for bad in (b"", b"garbage", np.zeros((0, 5, 3), np.uint8)):
         with pytest.raises(ImageError):
