@@ -4,9 +4,9 @@ Reproduces RapidOCR 1.4.4 (DB boxes, reading order, CTC decoding) without OpenCV
 chain of plugins over the result.
 """
 
-from postproc.ctc import CtcText, ctc_decode, ctc_greedy_decode, load_charset
-from postproc.db import db_boxes
-from postproc.errors import (
+from vkocr.postproc.ctc import CtcText, ctc_decode, ctc_greedy_decode, load_charset
+from vkocr.postproc.db import db_boxes
+from vkocr.postproc.errors import (
     CharsetError,
     PluginConfigError,
     PluginError,
@@ -14,8 +14,8 @@ from postproc.errors import (
     PostprocError,
     UnknownPluginError,
 )
-from postproc.order import sort_box_indices, sort_boxes
-from postproc.registry import (
+from vkocr.postproc.order import sort_box_indices, sort_boxes
+from vkocr.postproc.registry import (
     ENTRY_POINT_GROUP,
     PluginChain,
     PluginFactory,
@@ -24,8 +24,8 @@ from postproc.registry import (
     build_chain,
     default_registry,
 )
-from postproc.result import CharBox, OcrLine, OcrResult
-from postproc.wordboxes import char_boxes, word_info
+from vkocr.postproc.result import CharBox, OcrLine, OcrResult
+from vkocr.postproc.wordboxes import char_boxes, word_info
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -125,7 +125,7 @@ def find_runs(fg: np.ndarray) -> Runs:
 
 
 def runs_from_edges(edges: np.ndarray) -> Runs:
-    """The runs of a map given as packed edge bits (vk.ops.threshold.threshold_edges' layout): per row,
+    """The runs of a map given as packed edge bits (vkocr.agent.ocr.threshold_reference.threshold_edges' layout): per row,
     uint32 words whose set bits (LSB first, bit x of the row at word x // 32) alternate between the first
     column of a run and the column after its last. Only nonzero words are unpacked."""
     words = np.ascontiguousarray(edges, dtype=np.uint32)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from postproc.errors import CharsetError
+from vkocr.postproc.errors import CharsetError
 
 BLANK = "blank"
 

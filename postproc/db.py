@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from postproc.contours import Runs, contours_of_runs, find_runs
-from postproc.detfilter import clip_quads, keep_boxes, order_points_clockwise
-from postproc.minrect import mini_boxes
-from postproc.score import box_score_slow, box_scores_fast
-from postproc.unclip import unclip_boxes, unclip_distances
+from vkocr.postproc.contours import Runs, contours_of_runs, find_runs
+from vkocr.postproc.detfilter import clip_quads, keep_boxes, order_points_clockwise
+from vkocr.postproc.minrect import mini_boxes
+from vkocr.postproc.score import box_score_slow, box_scores_fast
+from vkocr.postproc.unclip import unclip_boxes, unclip_distances
 
 
 def dilate(bitmap: np.ndarray) -> np.ndarray:
@@ -50,7 +50,7 @@ def _to_dest(boxes: np.ndarray, width: int, height: int, dest_w: int, dest_h: in
 
 def bitmap_runs(prob: np.ndarray, thresh: float, use_dilation: bool) -> Runs:
     """Runs of the thresholded (and dilated) map, computed here; the GPU stage returns the same runs packed
-    as edge bits (vk.ops.threshold.threshold_edges, unpacked by postproc.contours.runs_from_edges)."""
+    as edge bits (vkocr.agent.ocr.threshold_reference.threshold_edges, unpacked by vkocr.postproc.contours.runs_from_edges)."""
     # Only the band of rows with foreground (dilation adds one row below it) is thresholded: the letterbox and
     # margins of most maps are empty.
     live = np.flatnonzero(np.fmax.reduce(prob, axis=1) > np.float32(thresh))

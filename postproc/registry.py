@@ -23,12 +23,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
-from postproc.errors import PluginConfigError, PluginError, PluginLoadError, UnknownPluginError
-from postproc.result import OcrResult
+from vkocr.postproc.errors import PluginConfigError, PluginError, PluginLoadError, UnknownPluginError
+from vkocr.postproc.result import OcrResult
 
 ENTRY_POINT_GROUP = "vkocr.postproc"
 
-log = structlog.get_logger("postproc.registry")
+log = structlog.get_logger("vkocr.postproc.registry")
 
 
 @runtime_checkable
@@ -45,8 +45,8 @@ PluginFactory = Callable[[Mapping[str, Any]], PostprocPlugin]
 
 
 def _builtins() -> dict[str, PluginFactory]:
-    from postproc.plugins.merge_lines import MergeLines
-    from postproc.plugins.regex_fields import RegexFields
+    from vkocr.postproc.plugins.merge_lines import MergeLines
+    from vkocr.postproc.plugins.regex_fields import RegexFields
 
     return {RegexFields.name: RegexFields, MergeLines.name: MergeLines}
 

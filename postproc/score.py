@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
-from postproc.contours import Contour, ContourSet
-from postproc.raster import fill_poly, quad_rows
+from vkocr.postproc.contours import Contour, ContourSet
+from vkocr.postproc.raster import fill_poly, quad_rows
 
 
 def _masked_mean(region: np.ndarray, mask: np.ndarray) -> float:

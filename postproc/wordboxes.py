@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from postproc.ctc import CtcText
-from postproc.perspective import invert3, perspective_transform
-from postproc.result import CharBox
+from vkocr.postproc.ctc import CtcText
+from vkocr.postproc.perspective import invert3, perspective_transform
+from vkocr.postproc.result import CharBox
 
 
 def _is_han(ch: str) -> bool:

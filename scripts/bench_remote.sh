@@ -16,7 +16,7 @@ mkdir -p /tmp/vl && dpkg -x .gl/vulkan-validationlayers*.deb /tmp/vl
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD
-python3 -m agent.cli devices | tee "$out/devices.txt"
+python3 -m vkocr.agent.cli.main devices | tee "$out/devices.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv 2>/dev/null | tee -a "$out/devices.txt"
 lscpu 2>/dev/null | grep -E "Model name|^CPU\(s\)" | tee -a "$out/devices.txt"
 case "$what" in *tests*)
@@ -27,13 +27,13 @@ case "$what" in *tests*)
     ) ;;
 esac
 case "$what" in *kernels*)
-    python3 -m agent.cli bench kernels --repeats 20 --json > "$out/bench.json"
-    python3 -c "import json, sys; from vk.bench import format_results; print(format_results(json.load(open(sys.argv[1]))))" \
+    python3 -m vkocr.agent.cli.main bench kernels --repeats 20 --json > "$out/bench.json"
+    python3 -c "import json, sys; from vkocr.engine.bench import format_results; print(format_results(json.load(open(sys.argv[1]))))" \
         "$out/bench.json" | tee "$out/bench.txt" ;;
 esac
 case "$what" in *models*)
-    python3 -m agent.cli bench models --runs 20 --peers .peers --json > "$out/models.json"
-    python3 -c "import json, sys; from agent.bench_models import format_model_results as f; print(f(json.load(open(sys.argv[1]))))" \
+    python3 -m vkocr.agent.cli.main bench models --runs 20 --peers .peers --json > "$out/models.json"
+    python3 -c "import json, sys; from vkocr.agent.cli.bench_models import format_model_results as f; print(f(json.load(open(sys.argv[1]))))" \
         "$out/models.json" | tee "$out/models.txt" ;;
 esac
 case "$what" in *kernels*)

@@ -1,4 +1,4 @@
-"""Set-up step: put the default PP-OCR models into models/, taken from the rapidocr-onnxruntime 1.4.4 wheel.
+"""Set-up step: put the default PP-OCR models into models_dir() (VKOCR_MODELS, else ~/.local/share/vkocr/models), taken from the rapidocr-onnxruntime 1.4.4 wheel.
 
 Idempotent: files already present with the right sha256 are kept. A download with a wrong hash is refused
 and nothing is written.
@@ -13,9 +13,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from agent.models import DEFAULT_MODELS, SOURCE_WHEEL, WHEEL_DIR, missing_or_bad, models_dir, sha256_of
+from vkocr.agent.ocr.model_files import DEFAULT_MODELS, SOURCE_WHEEL, WHEEL_DIR, missing_or_bad, models_dir, sha256_of
 
 
 def main() -> int:

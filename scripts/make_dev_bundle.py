@@ -22,15 +22,14 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-from agent.atomic_files import write_atomic
-from agent.bundle import BUNDLE_SUFFIX, create, verify
-from agent.bundle_errors import BundleError
-from agent.logs import configure_logging
-from agent.model_store import ModelStore
-from agent.models import DEFAULT_MODELS, missing_or_bad, models_dir, sha256_of
-from agent.signing import (
+from vkocr.agent.bundles.atomic_files import write_atomic
+from vkocr.agent.bundles.bundle import BUNDLE_SUFFIX, create, verify
+from vkocr.agent.bundles.errors import BundleError
+from vkocr.agent.cli.logs import configure_logging
+from vkocr.agent.bundles.store import ModelStore
+from vkocr.agent.ocr.model_files import DEFAULT_MODELS, missing_or_bad, models_dir, sha256_of
+from vkocr.agent.bundles.signing import (
     TrustedKeys,
     generate_keypair,
     load_private_key,

@@ -67,7 +67,7 @@ if [ -n "$missing_fonts" ]; then
     apt_install $missing_fonts
 fi
 
-# 3. The virtual environment, reinstalled only when pyproject.toml or the mode changed.
+# 3. The virtual environment, reinstalled only when pyproject.toml, setup.py or the mode changed.
 if [ ! -x .venv/bin/python ]; then
     say "creating .venv"
     "$python" -m venv .venv
@@ -75,7 +75,7 @@ fi
 extras=""
 [ "$mode" = test ] && extras="[test]"
 stamp=".venv/.vkocr-installed"
-want="$(sha256sum pyproject.toml | cut -c1-64) $mode"
+want="$(cat pyproject.toml setup.py | sha256sum | cut -c1-64) $mode"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     say "installing vkocr${extras} into .venv"
     log=".venv/pip-install.log"

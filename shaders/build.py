@@ -1,7 +1,8 @@
-"""Compile shaders/*.comp to shaders/spv/*.spv with glslc and record source hashes in the manifest.
+"""Compile shaders/**/*.comp to shaders/spv/**/*.spv with glslc and record source hashes in the manifest.
 
-Usage: python -m shaders.build [--check]   (--check: exit 1 if any SPIR-V is stale, compile nothing)
+Usage: python -m vkocr.shaders.build [--check]   (--check: exit 1 if any SPIR-V is stale, compile nothing)
 Needs glslc (Debian/Ubuntu: apt-get install glslc) only on a developer's machine: boards run the shipped SPIR-V.
+A developer tool: it writes into the shaders folder of an editable install (a source checkout).
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
-from vk.shaders import MANIFEST, SHADER_DIR, SPV_DIR, kernel_names, read_manifest, source_hash
+from vkocr.engine.shaders import SHADERS, kernel_names, read_manifest, source_hash
 
+SHADER_DIR = Path(str(SHADERS))
+SPV_DIR = SHADER_DIR / "spv"
 GLSLC_FLAGS = ["--target-env=vulkan1.1", "-O", "-Werror", f"-I{SHADER_DIR / 'include'}"]
 
 
@@ -23,7 +27,7 @@ def stale(manifest: dict[str, dict[str, str]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shaders.build", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m vkocr.shaders.build", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report stale kernels")
     parser.add_argument("--all", action="store_true", help="rebuild every kernel, stale or not")
     args = parser.parse_args(argv)
@@ -37,9 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     if todo and glslc is None:
         print("glslc not found: apt-get install glslc", file=sys.stderr)
         return 2
-    SPV_DIR.mkdir(exist_ok=True)
     for name in todo:
         out = SPV_DIR / f"{name}.spv"
+        out.parent.mkdir(parents=True, exist_ok=True)
         print(f"compiling {name}.comp", flush=True)
         assert glslc is not None  # checked above whenever todo is non-empty
         subprocess.run([glslc, *GLSLC_FLAGS, str(SHADER_DIR / f"{name}.comp"), "-o", str(out)], check=True)
@@ -50,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in set(manifest) - set(kernel_names()):
         del manifest[name]
         (SPV_DIR / f"{name}.spv").unlink(missing_ok=True)
-    MANIFEST.write_text(json.dumps({"kernels": dict(sorted(manifest.items()))}, indent=1) + "\n")
-    print(f"{len(todo)} compiled, {len(manifest)} kernels in {MANIFEST.relative_to(SHADER_DIR.parent)}")
+    (SPV_DIR / "manifest.json").write_text(json.dumps({"kernels": dict(sorted(manifest.items()))}, indent=1) + "\n")
+    print(f"{len(todo)} compiled, {len(manifest)} kernels in {SPV_DIR / 'manifest.json'}")
     return 0
 
 

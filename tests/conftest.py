@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from vk.device import Device
-from vk.instance import VALIDATION
-
-ROOT = Path(__file__).resolve().parent.parent
-MODELS = ROOT / "models"
-SHARED = ROOT.parent / "shared"
+from vkocr.engine.device import Device
+from vkocr.engine.instance import VALIDATION
 
 
 @pytest.fixture(scope="session")

@@ -7,11 +7,11 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.paths import ROOT
 
 
 def vkocr(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent.cli", *args], capture_output=True, text=True, cwd=ROOT, check=False,
+    return subprocess.run([sys.executable, "-m", "vkocr.agent.cli.main", *args], capture_output=True, text=True, cwd=ROOT, check=False,
                           env={**os.environ, **(env or {})}, timeout=120)
 
 

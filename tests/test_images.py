@@ -1,4 +1,4 @@
-"""agent.images: decoding matches RapidOCR 1.4.4's LoadImage pixel for pixel (in RGB), deviations are deliberate.
+"""vkocr.agent.ocr.images: decoding matches RapidOCR 1.4.4's LoadImage pixel for pixel (in RGB), deviations are deliberate.
 
 RapidOCR (and the OpenCV it pulls in) are test-only references; product code uses Pillow alone.
 """
@@ -20,13 +20,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageFile, ImageOps
 
-from agent.errors import IMAGE_ERROR_REASONS, ImageError
-from agent.images import DEFAULT_MAX_PIXELS, ChannelOrder, decode_image, image_size
+from vkocr.agent.errors import IMAGE_ERROR_REASONS, ImageError
+from vkocr.agent.ocr.images import DEFAULT_MAX_PIXELS, ChannelOrder, decode_image, image_size
+from tests.paths import COMPAT_IMAGES
 
 load_image = pytest.importorskip("rapidocr_onnxruntime.utils.load_image", reason="RapidOCR 1.4.4 (test-only)")
 cv2 = pytest.importorskip("cv2", reason="opencv-python (test-only, pulled in by rapidocr-onnxruntime)")
 
-COMPAT = Path(__file__).resolve().parents[2] / "shared" / "compat" / "rapidocr-1.4.4" / "images"
+COMPAT = COMPAT_IMAGES
 needs_compat = pytest.mark.skipif(not COMPAT.is_dir(), reason=f"compatibility images absent ({COMPAT})")
 
 U8 = npt.NDArray[np.uint8]

@@ -1,4 +1,4 @@
-"""vk.ops NumPy references vs onnxruntime (CPU) on single-node ONNX graphs with fresh random inputs."""
+"""vkocr.engine.ops NumPy references vs onnxruntime (CPU) on single-node ONNX graphs with fresh random inputs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from vk.ops import (
+from vkocr.engine.ops import (
     ACTIVATIONS,
     BINARY_OPS,
     UNARY_OPS,
@@ -299,7 +299,7 @@ RESIZE_CASES = [
     ((1, 1, 6, 3), "sizes", (1, 1, 6, 1)),
 ]
 # onnxruntime computes in float32 and uses the integer output length for align_corners; the ONNX reference
-# (which vk.ops.resize follows) uses float64 and the float length in * scale. They differ when in * scale is
+# (which vkocr.engine.ops.resize follows) uses float64 and the float length in * scale. They differ when in * scale is
 # not an integer (output size 6 vs 7 for 10 * 0.7; align_corners) or when a nearest source coordinate is an
 # exact .5 tie only in float32 arithmetic (scale 2.3). These are checked against onnx.reference only.
 RESIZE_ORT_DIVERGENT = [

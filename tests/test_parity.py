@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from shapely.geometry import Polygon
 
-from agent.pipeline import OcrPipeline
-from postproc.result import OcrResult
-from tests.conftest import SHARED
+from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.postproc.result import OcrResult
+from tests.paths import SHARED
 
 COMPAT = SHARED / "compat" / "rapidocr-1.4.4"
 IMAGES = COMPAT / "images"
@@ -77,7 +77,7 @@ def test_ch_en_num_as_path_bytes_or_array(ocr: OcrPipeline, form: str, use_cls: 
     elif form == "bytes":
         src = path.read_bytes()
     else:
-        from agent.images import decode_image
+        from vkocr.agent.ocr.images import decode_image
 
         src = decode_image(str(path))
     result = ocr(src, use_cls=use_cls, **RAPIDOCR)

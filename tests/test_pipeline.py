@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from agent.errors import ImageError, OptionsError
-from agent.options import OcrOptions
-from agent.pipeline import OcrPipeline
-from agent.prep import Prepared, preparation, prepared_image, unchanged
-from agent.visualize import find_font
-from postproc.db import bitmap_runs
-from postproc.registry import PluginChain, build_chain
-from postproc.result import OcrResult
-from vk.ops.image import det_input_size
+from vkocr.agent.errors import ImageError, OptionsError
+from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.ocr.prep import Prepared, preparation, prepared_image, unchanged
+from vkocr.agent.ocr.visualize import find_font
+from vkocr.postproc.db import bitmap_runs
+from vkocr.postproc.registry import PluginChain, build_chain
+from vkocr.postproc.result import OcrResult
+from vkocr.agent.ocr.image_reference import det_input_size
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_the_agent_keeps_working_after_bad_requests(ocr: OcrPipeline) -> None:
 def test_the_det_stage_returns_the_runs_of_the_thresholded_map(ocr: OcrPipeline) -> None:
     """The GPU thresholds and dilates the map in the det plan's epilogue; one recording serves every threshold
     and dilation setting (they are read at run time), and the runs equal the host's own thresholding."""
-    from agent.gpu_stages import GpuStages
+    from vkocr.agent.ocr.gpu_stages import GpuStages
 
     stages = ocr.stages
     if not isinstance(stages, GpuStages):
@@ -126,7 +126,7 @@ def test_the_det_stage_returns_the_runs_of_the_thresholded_map(ocr: OcrPipeline)
 def test_the_gpu_prepares_the_image_as_the_host_does(ocr: OcrPipeline, h: int, w: int) -> None:
     """The prepared image in device memory, read back, equals prepared_image's bytes (cv2.resize and the
     letterbox, exactly), on a fresh random image, the buffer poisoned first."""
-    from agent.gpu_stages import GpuStages
+    from vkocr.agent.ocr.gpu_stages import GpuStages
 
     stages = ocr.stages
     if not isinstance(stages, GpuStages):
@@ -139,7 +139,7 @@ def test_the_gpu_prepares_the_image_as_the_host_does(ocr: OcrPipeline, h: int, w
 
 def assert_prepared_as_the_host_does(stages: Any, image: np.ndarray, **options: Any) -> Prepared:
     """Load the image; the device image, read back, must equal prepared_image's bytes (poisoned first)."""
-    from vk.ops.image import resize_linear_u8
+    from vkocr.agent.ocr.image_reference import resize_linear_u8
 
     opts = OcrOptions()
     settings = {"max_side_len": opts.max_side_len, "min_side_len": opts.min_side_len, "min_height": opts.min_height,
@@ -160,7 +160,7 @@ def assert_prepared_as_the_host_does(stages: Any, image: np.ndarray, **options: 
 def test_an_image_too_big_for_staging_is_prepared_on_the_host(ocr: OcrPipeline) -> None:
     """Past max_staging_bytes (or when host-visible memory runs out) staging does not grow: the image is
     resized on the host instead, with the same bytes, and staging stays as it was."""
-    from agent.gpu_stages import GpuStages
+    from vkocr.agent.ocr.gpu_stages import GpuStages
 
     stages = ocr.stages
     if not isinstance(stages, GpuStages):

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
+
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import gen_proto
+import gen_proto  # noqa: E402  (from scripts/, put on the path just above)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("grpc_tools") is None, reason="grpcio-tools is a test dependency")

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from tests.kernels.harness import fresh_rng, poisoned
-from vk.device import Device
-from vk.devices import choose, list_devices
-from vk.errors import DeviceNotFound, RecorderStateError
-from vk.instance import VALIDATION, Instance
-from vk.kernels.elementwise import UNARY, record_binary, record_unary
-from vk.recorder import Recorder
+from vkocr.engine.device import Device
+from vkocr.engine.devices import choose, list_devices
+from vkocr.engine.errors import DeviceNotFound, RecorderStateError
+from vkocr.engine.instance import VALIDATION, Instance
+from vkocr.engine.kernels.elementwise import UNARY, record_binary, record_unary
+from vkocr.engine.recorder import Recorder
 
 
 @pytest.fixture(scope="module")
@@ -248,7 +248,7 @@ def test_empty_tensors_round_trip(device: Device) -> None:
 
 
 def test_dispatch_refuses_a_binding_beyond_max_storage_buffer_range(device: Device) -> None:
-    from vk.memory import BufferView
+    from vkocr.engine.memory import BufferView
 
     x = device.tensor((4,))
     too_big = BufferView(x.view.buffer, x.view.offset, device.info.max_storage_buffer_range + 4)
@@ -259,7 +259,7 @@ def test_dispatch_refuses_a_binding_beyond_max_storage_buffer_range(device: Devi
 
 
 def test_injected_submit_failure_raises_like_a_lost_device(device: Device) -> None:
-    from vk.errors import DeviceLost
+    from vkocr.engine.errors import DeviceLost
 
     rng, seed = fresh_rng()
     data = rng.standard_normal(256).astype(np.float32)

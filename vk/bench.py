@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from vk.device import Device
-from vk.kernels.layout import record_copy
-from vk.recorder import Recorder
-from vk.tensor import Tensor
+from vkocr.engine.device import Device
+from vkocr.engine.kernels.layout import record_copy
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.tensor import Tensor
 
 WARMUP_S = 0.5
 
@@ -38,11 +38,11 @@ class Case:
 
 
 def _cases(rng: np.random.Generator) -> list[Case]:
-    from vk.kernels.conv import record_conv2d
-    from vk.kernels.depthwise import record_conv2d_depthwise
-    from vk.kernels.elementwise import record_binary
-    from vk.kernels.matmul import record_matmul
-    from vk.ops.conv import conv2d
+    from vkocr.engine.kernels.conv import record_conv2d
+    from vkocr.engine.kernels.depthwise import record_conv2d_depthwise
+    from vkocr.engine.kernels.elementwise import record_binary
+    from vkocr.engine.kernels.matmul import record_matmul
+    from vkocr.engine.ops.conv import conv2d
 
     def rand(*shape: int) -> np.ndarray:
         return rng.uniform(-1, 1, shape).astype(np.float32)

@@ -13,16 +13,16 @@ from typing import Any, Self
 import numpy as np
 import structlog
 
-from vk.devices import DeviceInfo, choose, list_devices
-from vk.errors import VulkanUnavailable
-from vk.instance import Instance
-from vk.loader import INSTALL_HINT, binding, call
-from vk.memory import DEFAULT_ARENA_BYTES, MemoryPool
-from vk.pipeline import Constant, KernelDef, Pipeline, load_module
-from vk.pipeline_cache import PipelineCache, default_cache_dir
-from vk.tensor import Tensor
+from vkocr.engine.devices import DeviceInfo, choose, list_devices
+from vkocr.engine.errors import VulkanUnavailable
+from vkocr.engine.instance import Instance
+from vkocr.engine.loader import INSTALL_HINT, binding, call
+from vkocr.engine.memory import DEFAULT_ARENA_BYTES, MemoryPool
+from vkocr.engine.pipeline import Constant, KernelDef, Pipeline, load_module
+from vkocr.engine.pipeline_cache import PipelineCache, default_cache_dir
+from vkocr.engine.tensor import Tensor
 
-log = structlog.get_logger("vk.device")
+log = structlog.get_logger("vkocr.engine.device")
 
 _USE_DEFAULT_CACHE = Path("<default>")
 
@@ -128,7 +128,7 @@ class Device:
 
     def write(self, tensor: Tensor, array: np.ndarray) -> None:
         """Copy `array` into an existing device tensor through staging."""
-        from vk.recorder import Recorder
+        from vkocr.engine.recorder import Recorder
 
         array = np.ascontiguousarray(array, dtype=tensor.dtype).reshape(np.shape(array))
         if array.shape != tensor.shape:
@@ -147,7 +147,7 @@ class Device:
 
     def download(self, tensor: Tensor) -> np.ndarray:
         """The tensor's contents as a new NumPy array."""
-        from vk.recorder import Recorder
+        from vkocr.engine.recorder import Recorder
 
         if tensor.numel == 0:
             return np.empty(tensor.shape, tensor.dtype)

@@ -7,8 +7,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from vk.errors import DeviceNotFound, VulkanUnavailable
-from vk.loader import INSTALL_HINT, binding, call
+from vkocr.engine.errors import DeviceNotFound, VulkanUnavailable
+from vkocr.engine.loader import INSTALL_HINT, binding, call
 
 # Lower rank wins: discrete > integrated > virtual > CPU (lavapipe/llvmpipe) > other.
 TYPE_NAMES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}

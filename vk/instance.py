@@ -8,10 +8,10 @@ from typing import Any, Self
 
 import structlog
 
-from vk.errors import VkocrError, VulkanError, VulkanUnavailable
-from vk.loader import INSTALL_HINT, binding, call
+from vkocr.engine.errors import VkocrError, VulkanError, VulkanUnavailable
+from vkocr.engine.loader import INSTALL_HINT, binding, call
 
-log = structlog.get_logger("vk.instance")
+log = structlog.get_logger("vkocr.engine.instance")
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 PORTABILITY_EXTENSION = "VK_KHR_portability_enumeration"

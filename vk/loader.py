@@ -1,6 +1,6 @@
 """Import the `vulkan` CFFI binding once, turning 'no loader' into one clear error, and map VkResult failures.
 
-Every Vulkan call in vk/ goes through `vk.loader.vk` (the binding) and every error through `call()` here.
+Every Vulkan call in vk/ goes through `vkocr.engine.loader.vk` (the binding) and every error through `call()` here.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar
 
-from vk.errors import DeviceLost, OutOfMemory, VulkanError, VulkanUnavailable
+from vkocr.engine.errors import DeviceLost, OutOfMemory, VulkanError, VulkanUnavailable
 
 INSTALL_HINT = (
     "install the Vulkan loader and a driver: on Debian/Ubuntu `apt-get install libvulkan1 mesa-vulkan-drivers` "

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import structlog
 
-from vk.errors import OutOfMemory, VkocrError
-from vk.loader import binding, call
+from vkocr.engine.errors import OutOfMemory, VkocrError
+from vkocr.engine.loader import binding, call
 
 if TYPE_CHECKING:
-    from vk.device import Device
+    from vkocr.engine.device import Device
 
-log = structlog.get_logger("vk.memory")
+log = structlog.get_logger("vkocr.engine.memory")
 
 KINDS = ("device", "upload", "readback")
 DEFAULT_ARENA_BYTES = 64 << 20

@@ -10,11 +10,11 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vk.loader import binding, call
-from vk.shaders import spirv
+from vkocr.engine.loader import binding, call
+from vkocr.engine.shaders import spirv
 
 if TYPE_CHECKING:
-    from vk.device import Device
+    from vkocr.engine.device import Device
 
 Constant = int | float
 

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from vk.loader import binding, call, check
+from vkocr.engine.loader import binding, call, check
 
 if TYPE_CHECKING:
-    from vk.devices import DeviceInfo
+    from vkocr.engine.devices import DeviceInfo
 
-log = structlog.get_logger("vk.pipeline_cache")
+log = structlog.get_logger("vkocr.engine.pipeline_cache")
 
 MAGIC = b"VKOCRPC1"
 

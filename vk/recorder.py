@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
-from vk.errors import DeviceLost, RecorderStateError, VulkanError
-from vk.loader import binding, call, check
-from vk.memory import BufferView
-from vk.pipeline import Pipeline
+from vkocr.engine.errors import DeviceLost, RecorderStateError, VulkanError
+from vkocr.engine.loader import binding, call, check
+from vkocr.engine.memory import BufferView
+from vkocr.engine.pipeline import Pipeline
 
 if TYPE_CHECKING:
-    from vk.device import Device
+    from vkocr.engine.device import Device
 
 SETS_PER_POOL = 64
 DESCRIPTORS_PER_POOL = 512

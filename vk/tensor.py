@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vk.memory import Allocation, BufferView
+from vkocr.engine.memory import Allocation, BufferView
 
 
 @dataclass

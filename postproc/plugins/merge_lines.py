@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from postproc.errors import PluginConfigError
-from postproc.order import sort_box_indices
-from postproc.result import OcrLine, OcrResult, Quad
+from vkocr.postproc.errors import PluginConfigError
+from vkocr.postproc.order import sort_box_indices
+from vkocr.postproc.result import OcrLine, OcrResult, Quad
 
 _DEFAULTS: dict[str, Any] = {
     "max_gap": 1.0,

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from postproc.errors import PluginConfigError
-from postproc.result import OcrResult
+from vkocr.postproc.errors import PluginConfigError
+from vkocr.postproc.result import OcrResult
 
 _SPEC_KEYS = {"pattern", "type", "all", "ignore_case", "group", "format"}
 

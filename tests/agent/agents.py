@@ -11,8 +11,8 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from vkocr.v1 import ocr_pb2
 
-from agent.config import load_config
-from agent.server import BackgroundAgent, start_agent
+from vkocr.agent.serving.config import load_config
+from vkocr.agent.serving.server import BackgroundAgent, start_agent
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"  # fonts-dejavu-core, installed by ./test.sh
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.bench_agent import RUNS, format_agent_results, parse_clients
-from agent.cli import main
+from vkocr.agent.cli.bench_agent import RUNS, format_agent_results, parse_clients
+from vkocr.agent.cli.main import main
 from tests.agent.agents import FONT, word_png
 
 pytestmark = pytest.mark.skipif(not os.path.exists(FONT),

@@ -1,4 +1,4 @@
-"""agent.client and `vkocr client` without the agent: target parsing, requests, and real gRPC calls to the
+"""vkocr.agent.serving.client and `vkocr client` without the agent: target parsing, requests, and real gRPC calls to the
 standard grpc.health.v1 servicer (grpcio-health-checking's own) on loopback, plain and mutual TLS, one target
 and several round-robin; failed calls and usage errors give the contract's exit codes and messages."""
 
@@ -19,11 +19,11 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from PIL import Image
 from vkocr.v1 import ocr_pb2, status_pb2
 
-from agent.cli import main
-from agent.client import OcrClient, TargetError, build_request, channel_target
-from agent.client_command import format_status, parse_duration, status_to_dict
-from agent.errors import ImageError
-from agent.tls import server_credentials
+from vkocr.agent.cli.main import main
+from vkocr.agent.serving.client import OcrClient, TargetError, build_request, channel_target
+from vkocr.agent.cli.client_command import format_status, parse_duration, status_to_dict
+from vkocr.agent.errors import ImageError
+from vkocr.agent.serving.tls import server_credentials
 from tests.agent.certs import TlsFiles
 
 SERVING = health_pb2.HealthCheckResponse.SERVING

@@ -17,10 +17,10 @@ import grpc
 import pytest
 from PIL import Image
 
-from agent.cli import main
-from agent.client import OcrClient
-from agent.logs import configure_logging
-from agent.server import BackgroundAgent
+from vkocr.agent.cli.main import main
+from vkocr.agent.serving.client import OcrClient
+from vkocr.agent.cli.logs import configure_logging
+from vkocr.agent.serving.server import BackgroundAgent
 from tests.agent.agents import FONT, lot_number, running_agent, word_pixels, word_png
 from tests.agent.certs import TlsFiles
 

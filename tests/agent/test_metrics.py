@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
-from agent.metrics import STAGES, Metrics
+from vkocr.agent.serving.metrics import STAGES, Metrics
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

@@ -1,4 +1,4 @@
-"""agent.rpc_status over a real gRPC round trip: a tiny loopback server aborts with each rich status, the
+"""vkocr.agent.serving.rpc_status over a real gRPC round trip: a tiny loopback server aborts with each rich status, the
 client decodes the code, the message and every detail."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status as grpc_rpc_status
 
-from agent import rpc_status
+from vkocr.agent.serving import rpc_status
 
 STATUSES: dict[str, Callable[[], status_pb2.Status]] = {
     "invalid": lambda: rpc_status.invalid_argument(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.sensors import NO_SENSORS, NVML_LIBRARY, Nvml, SensorReader, Sensors, read_sensors
+from vkocr.agent.serving.sensors import NO_SENSORS, NVML_LIBRARY, Nvml, SensorReader, Sensors, read_sensors
 
 NO_NVML = "/nonexistent/libnvidia-ml.so.1"
 

@@ -15,10 +15,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
 
-from agent.server import BackgroundAgent, start_agent
+from vkocr.agent.serving.server import BackgroundAgent, start_agent
 from tests.agent.agents import REC_ONLY, agent_config, lot_number, running_agent, word_pixels, word_png
 from tests.agent.certs import TlsFiles
-from vk.errors import VulkanUnavailable
+from vkocr.engine.errors import VulkanUnavailable
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"),
                                 reason="fonts-dejavu-core (installed by ./test.sh) renders the test images")
@@ -260,7 +260,7 @@ def test_full_queue_is_resource_exhausted_with_a_retry_hint() -> None:
 
 
 def test_health_watch_through_load_serving_rebuild_serving() -> None:
-    from agent.pipeline import OcrPipeline
+    from vkocr.agent.ocr.pipeline import OcrPipeline
 
     may_load = threading.Event()
 
@@ -309,7 +309,7 @@ def test_health_watch_through_load_serving_rebuild_serving() -> None:
 def test_a_device_that_cannot_be_rebuilt_hands_over_to_the_cpu() -> None:
     """device.cpu_fallback: when the lost device cannot be opened again, the CPU executor serves, the request
     that met the loss included, and the status says so."""
-    from agent.pipeline import OcrPipeline
+    from vkocr.agent.ocr.pipeline import OcrPipeline
 
     opened: list[OcrPipeline] = []
 
@@ -342,7 +342,7 @@ def test_a_bug_of_ours_answers_internal_with_an_incident_and_the_agent_serves_on
     turn into a client error): the reading request fails INTERNAL with an incident id in its ErrorInfo, the
     id the agent logged with the error, and the agent keeps answering: a boxes-only request on the same
     pipeline succeeds right after."""
-    from agent.pipeline import OcrPipeline
+    from vkocr.agent.ocr.pipeline import OcrPipeline
 
     def short_dictionary() -> OcrPipeline:
         pipeline = OcrPipeline.open()

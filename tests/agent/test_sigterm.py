@@ -20,23 +20,23 @@ from typing import IO, Any
 import grpc
 import pytest
 
-from agent.client import OcrClient
+from vkocr.agent.serving.client import OcrClient
 from tests.agent.agents import FONT, lot_number, word_png
+from tests.paths import ROOT
 
 pytestmark = pytest.mark.skipif(not os.path.exists(FONT),
                                 reason="fonts-dejavu-core (installed by ./test.sh) renders the test images")
 
-ROOT = Path(__file__).resolve().parents[2]
 GRACE_S = 8.0  # several times what the request on the GPU needs; queued ones may not make it
 LISTENING = re.compile(r"^vkocr agent listening on (\S+):(\d+) \(plaintext\)")
 
 
 class ServeProcess:
-    """`python -m agent.cli serve` with its stdout lines and stderr log events collected as they come."""
+    """`python -m vkocr.agent.cli.main serve` with its stdout lines and stderr log events collected as they come."""
 
     def __init__(self, env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agent.cli", "serve", "--listen", "127.0.0.1:0"], cwd=ROOT, env=env,
+            [sys.executable, "-m", "vkocr.agent.cli.main", "serve", "--listen", "127.0.0.1:0"], cwd=ROOT, env=env,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.stdout: list[str] = []
         self.stderr: list[str] = []

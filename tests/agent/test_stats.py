@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.stats import RequestStats, StatsSnapshot
+from vkocr.agent.serving.stats import RequestStats, StatsSnapshot
 
 
 class FakeClock:

@@ -1,4 +1,4 @@
-"""agent.tls against real gRPC handshakes on loopback: TLS with our CA, mutual TLS refusing clients without a
+"""vkocr.agent.serving.tls against real gRPC handshakes on loopback: TLS with our CA, mutual TLS refusing clients without a
 certificate or with one from another CA, the client's common name seen by the server, clear file errors."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agent.tls import TlsFileError, channel_credentials, peer_identity, server_credentials
+from vkocr.agent.serving.tls import TlsFileError, channel_credentials, peer_identity, server_credentials
 from tests.agent.certs import TlsFiles, make_tls_files
 
 

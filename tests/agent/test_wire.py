@@ -1,4 +1,4 @@
-"""agent.wire: options, images and results through real protobuf serialisation, both directions.
+"""vkocr.agent.serving.wire: options, images and results through real protobuf serialisation, both directions.
 
 Images are random content of odd, non-square sizes so that a swapped axis, a wrong channel order or a byte
 order mistake changes pixels; results carry real plugin output (regex_fields, merge_lines).
@@ -19,11 +19,11 @@ from google.protobuf import struct_pb2
 from PIL import Image
 from vkocr.v1 import ocr_pb2
 
-from agent.errors import ImageError, OptionsError
-from agent.images import decode_image
-from agent.options import OcrOptions
-from agent.rpc_status import invalid_argument
-from agent.wire import (
+from vkocr.agent.errors import ImageError, OptionsError
+from vkocr.agent.ocr.images import decode_image
+from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.serving.rpc_status import invalid_argument
+from vkocr.agent.serving.wire import (
     image_from_proto,
     option_names,
     options_from_proto,
@@ -33,8 +33,8 @@ from agent.wire import (
     result_from_proto,
     result_to_proto,
 )
-from postproc.registry import build_chain
-from postproc.result import CharBox, OcrLine, OcrResult
+from vkocr.postproc.registry import build_chain
+from vkocr.postproc.result import CharBox, OcrLine, OcrResult
 
 H, W = 7, 13  # odd and unequal: a transposed image cannot pass
 MAX_PIXELS = 40_000_000

@@ -15,9 +15,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from PIL import Image, ImageDraw
 
-from agent import bundle
-from agent.manifest import Manifest
-from agent.signing import TrustedKeys, generate_keypair, load_private_key
+from vkocr.agent.bundles import bundle
+from vkocr.agent.bundles.manifest import Manifest
+from vkocr.agent.bundles.signing import TrustedKeys, generate_keypair, load_private_key
 
 
 @dataclass(frozen=True)

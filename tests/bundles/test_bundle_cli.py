@@ -1,4 +1,4 @@
-"""`vkocr bundle keygen|create|sign|verify|inspect` through agent.cli.main, with exit codes and messages."""
+"""`vkocr bundle keygen|create|sign|verify|inspect` through vkocr.agent.cli.main.main, with exit codes and messages."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
-from agent.models import missing_or_bad
+from vkocr.agent.cli.main import main
+from vkocr.agent.ocr.model_files import missing_or_bad
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:

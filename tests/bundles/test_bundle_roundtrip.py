@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from agent import bundle
-from agent.bundle_errors import BundleError, BundleFormatError, SignatureError
-from agent.manifest import MANIFEST_NAME, SIGNATURE_NAME
-from agent.models import sha256_of
-from agent.options import OcrOptions
+from vkocr.agent.bundles import bundle
+from vkocr.agent.bundles.errors import BundleError, BundleFormatError, SignatureError
+from vkocr.agent.bundles.manifest import MANIFEST_NAME, SIGNATURE_NAME
+from vkocr.agent.ocr.model_files import sha256_of
+from vkocr.agent.ocr.options import OcrOptions
 from tests.bundles.conftest import BundleFactory, KeyPair
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import bundle
-from agent.bundle_errors import (
+from vkocr.agent.bundles import bundle
+from vkocr.agent.bundles.errors import (
     BundleError,
     BundleFormatError,
     BundleTooLarge,
@@ -19,8 +19,8 @@ from agent.bundle_errors import (
     SignatureError,
     UnsafeEntryError,
 )
-from agent.manifest import MANIFEST_NAME
-from agent.model_store import ModelStore
+from vkocr.agent.bundles.manifest import MANIFEST_NAME
+from vkocr.agent.bundles.store import ModelStore
 from tests.bundles import craft
 from tests.bundles.conftest import BundleFactory, KeyPair
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.bundle import verify
-from agent.model_store import ModelStore
-from agent.models import missing_or_bad
-from agent.signing import TrustedKeys
-from tests.conftest import ROOT, SHARED
+from vkocr.agent.bundles.bundle import verify
+from vkocr.agent.bundles.store import ModelStore
+from vkocr.agent.ocr.model_files import missing_or_bad
+from vkocr.agent.bundles.signing import TrustedKeys
+from tests.paths import ROOT, SHARED
 
 pytestmark = pytest.mark.skipif(bool(missing_or_bad()), reason="the default models are not in models/")
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from agent.bundle_errors import BundleFormatError
-from agent.bundle_options import parse_assignment, split_options
-from agent.manifest import Manifest
+from vkocr.agent.bundles.errors import BundleFormatError
+from vkocr.agent.bundles.options import parse_assignment, split_options
+from vkocr.agent.bundles.manifest import Manifest
 from tests.bundles.conftest import BundleFactory
 
 Edit = Callable[[dict[str, Any]], None]

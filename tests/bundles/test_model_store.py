@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.bundle_errors import (
+from vkocr.agent.bundles.errors import (
     ActiveVersionError,
     IntegrityError,
     NothingToRollBack,
@@ -15,10 +15,10 @@ from agent.bundle_errors import (
     VersionConflict,
     VersionNotFound,
 )
-from agent.model_store import ModelStore
-from agent.models import sha256_of
-from agent.options import OcrOptions
-from agent.signing import TrustedKeys
+from vkocr.agent.bundles.store import ModelStore
+from vkocr.agent.ocr.model_files import sha256_of
+from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.bundles.signing import TrustedKeys
 from tests.bundles.conftest import BundleFactory, KeyPair
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from agent.bundle_errors import VersionConflict
-from agent.model_store import MARKER, ModelStore
+from vkocr.agent.bundles.errors import VersionConflict
+from vkocr.agent.bundles.store import MARKER, ModelStore
 from tests.bundles.conftest import BundleFactory, KeyPair
 
 

@@ -10,8 +10,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
 
-from agent.bundle_errors import KeyFileError
-from agent.signing import (
+from vkocr.agent.bundles.errors import KeyFileError
+from vkocr.agent.bundles.signing import (
     TrustedKeys,
     fingerprint,
     generate_keypair,

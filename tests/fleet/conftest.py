@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.models import missing_or_bad
+from vkocr.agent.ocr.model_files import missing_or_bad
 from tests.bundles.conftest import KeyPair, make_keypair
 from tests.fleet.fleet_agents import (
     WORD,

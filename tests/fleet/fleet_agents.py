@@ -15,12 +15,12 @@ from typing import Any
 import onnx
 from vkocr.v1 import models_pb2
 
-from agent import bundle
-from agent.client import OcrClient
-from agent.config import AgentConfig
-from agent.model_store import ModelStore
-from agent.models import DEFAULT_MODELS, models_dir
-from agent.server import BackgroundAgent, start_agent
+from vkocr.agent.bundles import bundle
+from vkocr.agent.serving.client import OcrClient
+from vkocr.agent.serving.config import AgentConfig
+from vkocr.agent.bundles.store import ModelStore
+from vkocr.agent.ocr.model_files import DEFAULT_MODELS, models_dir
+from vkocr.agent.serving.server import BackgroundAgent, start_agent
 from tests.agent.agents import agent_config, word_png
 from tests.bundles.conftest import KeyPair
 

@@ -10,11 +10,11 @@ import grpc
 import pytest
 from vkocr.v1 import models_pb2, status_pb2
 
-from agent.activation import NO_ACTIVE_VERSION
-from agent.client import OcrClient
-from agent.fleet import upload_bundle
-from agent.server import BackgroundAgent
-from agent.state import ServingState
+from vkocr.agent.bundles.activation import NO_ACTIVE_VERSION
+from vkocr.agent.serving.client import OcrClient
+from vkocr.agent.fleet.rollout import upload_bundle
+from vkocr.agent.serving.server import BackgroundAgent
+from vkocr.agent.serving.state import ServingState
 from tests.bundles.conftest import KeyPair
 from tests.fleet.conftest import Bundles
 from tests.fleet.fleet_agents import WORD, WORD_SWAPPED, read_word, seed_store, store_agent, store_config

@@ -12,9 +12,9 @@ import grpc
 import pytest
 from vkocr.v1 import models_pb2
 
-from agent.auth import decide, peer_is_loopback
-from agent.client import OcrClient
-from agent.server import BackgroundAgent
+from vkocr.agent.serving.auth import decide, peer_is_loopback
+from vkocr.agent.serving.client import OcrClient
+from vkocr.agent.serving.server import BackgroundAgent
 from tests.agent.certs import TlsFiles, make_tls_files
 from tests.bundles.conftest import KeyPair
 from tests.fleet.conftest import Bundles

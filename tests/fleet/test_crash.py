@@ -23,13 +23,13 @@ from typing import IO, Any
 import grpc
 from vkocr.v1 import models_pb2
 
-from agent.client import OcrClient
-from agent.fleet import upload_bundle
+from vkocr.agent.serving.client import OcrClient
+from vkocr.agent.fleet.rollout import upload_bundle
 from tests.bundles.conftest import KeyPair
 from tests.fleet.conftest import Bundles
 from tests.fleet.fleet_agents import MAX_BUNDLE_BYTES, WORD, WORD_SWAPPED, read_word, seed_store
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 180.0
 
 
@@ -37,7 +37,7 @@ class ServeProcess:
     """`vkocr serve` in a subprocess, with its stdout lines and its JSON log events readable as they come."""
 
     def __init__(self, config: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "serve", "--config", str(config)],
+        self.proc = subprocess.Popen([sys.executable, "-m", "vkocr.agent.cli.main", "serve", "--config", str(config)],
                                      cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
         self.seen: list[dict[str, Any]] = []

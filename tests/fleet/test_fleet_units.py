@@ -11,11 +11,11 @@ import pytest
 from structlog.testing import capture_logs
 from vkocr.v1 import status_pb2
 
-from agent.client import OcrClient
-from agent.config import load_config
-from agent.fleet import Gates, active_version, evaluate_soak, switched_to, upload_bundle, upload_id_for, waves
+from vkocr.agent.serving.client import OcrClient
+from vkocr.agent.serving.config import load_config
+from vkocr.agent.fleet.rollout import Gates, active_version, evaluate_soak, switched_to, upload_bundle, upload_id_for, waves
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def status(requests: int, errors: int, *, version: str = "2.0.0", state: int = status_pb2.SERVING,

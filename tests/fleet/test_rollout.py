@@ -14,9 +14,9 @@ from contextlib import ExitStack
 
 import pytest
 
-from agent.cli import main
-from agent.client import OcrClient
-from agent.server import BackgroundAgent
+from vkocr.agent.cli.main import main
+from vkocr.agent.serving.client import OcrClient
+from vkocr.agent.serving.server import BackgroundAgent
 from tests.bundles.conftest import KeyPair
 from tests.fleet.conftest import Bundles
 from tests.fleet.fleet_agents import WORD, WORD_SWAPPED, read_word, seed_store, store_agent, store_config

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vk.graph.memory_plan import Lifetime, MemoryPlan, aligned, plan_memory, resolve_alias
+from vkocr.engine.graph.memory_plan import Lifetime, MemoryPlan, aligned, plan_memory, resolve_alias
 
 ALIGNMENTS = (4, 16, 64, 256)
 

@@ -21,11 +21,11 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from vk.graph.compare import rel_err
-from vk.graph.ir import Graph, Node
-from vk.graph.numpy_executor import run_numpy
-from vk.graph.onnx_import import from_onnx, load_onnx
-from vk.graph.passes import (
+from vkocr.engine.graph.compare import rel_err
+from vkocr.engine.graph.ir import Graph, Node
+from vkocr.engine.graph.numpy_executor import run_numpy
+from vkocr.engine.graph.onnx_import import from_onnx, load_onnx
+from vkocr.engine.graph.passes import (
     OPTIMIZE_PASSES,
     as_views,
     describe,
@@ -40,12 +40,12 @@ from vk.graph.passes import (
     optimize,
     remove_dead,
 )
-from vk.graph.specialize import Specialized, specialize
+from vkocr.engine.graph.specialize import Specialized, specialize
+from tests.paths import MODELS
 
 SEED = secrets.randbits(63)
 rng = np.random.default_rng(SEED)
 TOL = 1e-5
-MODELS = Path(__file__).resolve().parents[2] / "models"
 
 
 def rand(*shape: int, lo: float = -1.0, hi: float = 1.0) -> np.ndarray:

@@ -11,16 +11,16 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.conftest import MODELS, SHARED
+from tests.paths import MODELS, SHARED
 from tests.graph.test_memory_plan import check_plan
 from tests.kernels.harness import fresh_rng
-from vk.device import Device
-from vk.errors import VkocrError
-from vk.graph.compare import onnxruntime_values, rel_err
-from vk.graph.lower import LoweringError, is_view
-from vk.graph.model import CPU_BACKEND, Model
-from vk.graph.onnx_import import ModelError
-from vk.graph.plan import InputError, Plan, lifetimes, view_sources
+from vkocr.engine.device import Device
+from vkocr.engine.errors import VkocrError
+from vkocr.engine.graph.compare import onnxruntime_values, rel_err
+from vkocr.engine.graph.lower import LoweringError, is_view
+from vkocr.engine.graph.model import CPU_BACKEND, Model
+from vkocr.engine.graph.onnx_import import ModelError
+from vkocr.engine.graph.plan import InputError, Plan, lifetimes, view_sources
 
 DET = MODELS / "ch_PP-OCRv4_det_infer.onnx"
 CLS = MODELS / "ch_ppocr_mobile_v2.0_cls_infer.onnx"

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 
-from tests.conftest import MODELS
-from vk.device import Device
-from vk.graph.model import Model
-from vk.graph.plan import Plan, StageHooks
-from vk.kernels.layout import record_copy
-from vk.kernels.reduce import record_argmax
-from vk.recorder import Recorder
-from vk.tensor import Tensor
+from tests.paths import MODELS
+from vkocr.engine.device import Device
+from vkocr.engine.graph.model import Model
+from vkocr.engine.graph.plan import Plan, StageHooks
+from vkocr.engine.kernels.layout import record_copy
+from vkocr.engine.kernels.reduce import record_argmax
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.tensor import Tensor
 
 CLS = MODELS / "ch_ppocr_mobile_v2.0_cls_infer.onnx"
 

@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from vk.device import Device
-from vk.recorder import Recorder
-from vk.tensor import Tensor
+from vkocr.engine.device import Device
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.tensor import Tensor
 
 TOLERANCE = 1e-5
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from tests.kernels.harness import check, fresh_rng, poisoned, release, run
-from vk.device import Device
-from vk.errors import KernelArgumentError
-from vk.kernels.conv import conv_output_shape, record_conv2d
-from vk.kernels.matmul import TILES
-from vk.ops.conv import conv2d
+from vkocr.engine.device import Device
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.conv import conv_output_shape, record_conv2d
+from vkocr.engine.kernels.matmul import TILES
+from vkocr.engine.ops.conv import conv2d
 
 
 @dataclass(frozen=True)

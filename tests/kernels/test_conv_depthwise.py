@@ -1,4 +1,4 @@
-"""conv2d_depthwise.comp against vk.ops.conv.conv2d(group=C), fresh random inputs, outputs poisoned (NaN)."""
+"""conv2d_depthwise.comp against vkocr.engine.ops.conv.conv2d(group=C), fresh random inputs, outputs poisoned (NaN)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from tests.kernels.harness import check, fresh_rng, poisoned, release, run
-from vk.device import Device
-from vk.errors import KernelArgumentError
-from vk.kernels.depthwise import record_conv2d_depthwise
-from vk.ops.conv import conv2d
+from vkocr.engine.device import Device
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.depthwise import record_conv2d_depthwise
+from vkocr.engine.ops.conv import conv2d
 
 Pads = tuple[int, int, int, int]
 
@@ -82,7 +82,7 @@ def test_depthwise_benchmark_shape(device: Device) -> None:
 
 def test_depthwise_replay_is_stable(device: Device) -> None:
     """One recording submitted twice writes the same result."""
-    from vk.recorder import Recorder
+    from vkocr.engine.recorder import Recorder
 
     rng, seed = fresh_rng()
     x_np = rng.uniform(-1, 1, (1, 4, 9, 9)).astype(np.float32)

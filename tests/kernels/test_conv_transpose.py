@@ -1,4 +1,4 @@
-"""conv_transpose.comp against vk.ops.conv.conv_transpose2d, fresh random inputs, outputs poisoned (NaN)."""
+"""conv_transpose.comp against vkocr.engine.ops.conv.conv_transpose2d, fresh random inputs, outputs poisoned (NaN)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from tests.kernels.harness import check, fresh_rng, poisoned, release, run
-from vk.device import Device
-from vk.errors import KernelArgumentError
-from vk.kernels.conv_transpose import conv_transpose_output_shape, record_conv_transpose2d
-from vk.ops.activation import apply_activation
-from vk.ops.conv import conv_transpose2d
+from vkocr.engine.device import Device
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.conv_transpose import conv_transpose_output_shape, record_conv_transpose2d
+from vkocr.engine.ops.activation import apply_activation
+from vkocr.engine.ops.conv import conv_transpose2d
 
 # (N, Cin, H, W), (Cout/group, kh, kw), group, strides, pads, dilations, output_padding
 CASES = [

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from tests.kernels.harness import check, fresh_rng, poisoned, release, run
-from vk.device import Device
-from vk.kernels.elementwise import broadcast_strides, record_binary, record_unary
-from vk.ops.elementwise import binary, unary
+from vkocr.engine.device import Device
+from vkocr.engine.kernels.elementwise import broadcast_strides, record_binary, record_unary
+from vkocr.engine.ops.elementwise import binary, unary
 
 BROADCAST_CASES = [
     ((7,), (7,)),

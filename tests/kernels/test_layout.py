@@ -1,4 +1,4 @@
-"""copy_strided.comp (Concat, Slice, Transpose) against vk.ops.layout: copies must match exactly."""
+"""copy_strided.comp (Concat, Slice, Transpose) against vkocr.engine.ops.layout: copies must match exactly."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from tests.kernels.harness import fresh_rng, poisoned, release, run
-from vk.device import Device
-from vk.errors import KernelArgumentError
-from vk.kernels.layout import (
+from vkocr.engine.device import Device
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.layout import (
     merge_axes,
     record_concat,
     record_copy,
@@ -18,9 +18,9 @@ from vk.kernels.layout import (
     record_transpose,
     slice_output_shape,
 )
-from vk.ops.layout import concat, slice_, transpose
-from vk.recorder import Recorder
-from vk.tensor import Tensor
+from vkocr.engine.ops.layout import concat, slice_, transpose
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.tensor import Tensor
 
 INT64_MAX, INT32_MAX = 2**63 - 1, 2**31 - 1
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from tests.kernels.harness import TOLERANCE, check, fresh_rng, poisoned, release, run
-from vk.device import Device
-from vk.errors import KernelArgumentError
-from vk.kernels.matmul import TILES, pick_tile, record_gemm, record_matmul
-from vk.ops.matmul import gemm, matmul
+from vkocr.engine.device import Device
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.matmul import TILES, pick_tile, record_gemm, record_matmul
+from vkocr.engine.ops.matmul import gemm, matmul
 
 ODD = [1, 7, 33, 65, 130]
 ACTIVATIONS = [

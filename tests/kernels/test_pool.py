@@ -1,4 +1,4 @@
-"""pool.comp and global_avgpool.comp against vk.ops.pool, fresh random inputs, outputs poisoned (NaN)."""
+"""pool.comp and global_avgpool.comp against vkocr.engine.ops.pool, fresh random inputs, outputs poisoned (NaN)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 
 from tests.kernels.harness import check, fresh_rng, poisoned, release, run
-from vk.device import Device
-from vk.errors import KernelArgumentError
-from vk.kernels.pool import (
+from vkocr.engine.device import Device
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.pool import (
     pool_output_shape,
     record_average_pool2d,
     record_global_average_pool,
     record_max_pool2d,
 )
-from vk.ops.pool import average_pool2d, global_average_pool, max_pool2d
+from vkocr.engine.ops.pool import average_pool2d, global_average_pool, max_pool2d
 
 # (N, C, H, W), kernel, strides, pads (top, left, bottom, right)
 WINDOWS = [

@@ -1,4 +1,4 @@
-"""softmax, layernorm, reduce_mean and argmax shaders against vk.ops, fresh random inputs, outputs poisoned.
+"""softmax, layernorm, reduce_mean and argmax shaders against vkocr.engine.ops, fresh random inputs, outputs poisoned.
 
 References run in float64 so the tolerance measures the kernel, not the reference's own float32 rounding.
 """
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from tests.kernels.harness import check, fresh_rng, poisoned, release, run
-from vk.device import Device
-from vk.errors import KernelArgumentError
-from vk.kernels.reduce import (
+from vkocr.engine.device import Device
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.reduce import (
     contiguous_axes,
     record_argmax,
     record_layer_norm,
@@ -23,9 +23,9 @@ from vk.kernels.reduce import (
     row_per_invocation,
     softmax_cache,
 )
-from vk.ops.argmax import argmax_with_max
-from vk.ops.normalize import layer_norm, reduce_mean, softmax
-from vk.tensor import Tensor
+from vkocr.engine.ops.argmax import argmax_with_max
+from vkocr.engine.ops.normalize import layer_norm, reduce_mean, softmax
+from vkocr.engine.tensor import Tensor
 
 VOCAB = 6625  # the recogniser's output classes
 

@@ -1,4 +1,4 @@
-"""resize.comp against vk.ops.resize on fresh random inputs (outputs poisoned with NaN)."""
+"""resize.comp against vkocr.engine.ops.resize on fresh random inputs (outputs poisoned with NaN)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from tests.kernels.harness import check, fresh_rng, poisoned, release, run
-from vk.device import Device
-from vk.errors import KernelArgumentError
-from vk.kernels.resize import record_resize, source_map
-from vk.ops.resize import COORDINATE_MODES, NEAREST_MODES, resize
+from vkocr.engine.device import Device
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.resize import record_resize, source_map
+from vkocr.engine.ops.resize import COORDINATE_MODES, NEAREST_MODES, resize
 
 # (input H, W), then output sizes (H, W) or scales (h, w) — never both; batch 2, 3 channels.
 # Sizes are chosen so the float64 reference computes x_original exactly at ties (it derives out/in in

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-MODELS = ROOT / "models"
-COMPAT = ROOT.parent / "shared" / "compat" / "rapidocr-1.4.4"
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from postproc.result import OcrResult
+from vkocr.postproc.result import OcrResult
 
 
 class UpperText:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from postproc.minrect import mini_box, mini_boxes
-from postproc.raster import fill_poly, quad_rows
-from postproc.score import box_score_fast, box_scores_fast
-from postproc.unclip import unclip_boxes, unclip_distances
+from vkocr.postproc.minrect import mini_box, mini_boxes
+from vkocr.postproc.raster import fill_poly, quad_rows
+from vkocr.postproc.score import box_score_fast, box_scores_fast
+from vkocr.postproc.unclip import unclip_boxes, unclip_distances
 
 
 def _rotated_boxes(rng: np.random.Generator, n: int, w: float, h: float, half: float) -> np.ndarray:

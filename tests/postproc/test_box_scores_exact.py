@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from postproc.raster import fill_poly
-from postproc.score import box_score_fast, box_scores_fast
+from vkocr.postproc.raster import fill_poly
+from vkocr.postproc.score import box_score_fast, box_scores_fast
 
 
 def _reference(prob: np.ndarray, box: np.ndarray) -> float:

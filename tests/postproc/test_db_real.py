@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from postproc.db import db_boxes
-from tests.postproc.conftest import COMPAT, MODELS
+from vkocr.postproc.db import db_boxes
+from tests.paths import COMPAT, MODELS
 from tests.postproc.reference import iou, rapid_db
 
 IMAGES = ["ch_en_num.jpg", "text_vertical_words.png", "black_font_color_transparent.png", "issue_170.png"]

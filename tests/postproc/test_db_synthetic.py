@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from postproc.db import db_boxes
+from vkocr.postproc.db import db_boxes
 from tests.postproc.reference import iou, rapid_db, synthetic_map
 
 cv2 = pytest.importorskip("cv2")

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from postproc.contours import contours_of_runs, find_contours, find_runs
-from postproc.db import db_boxes, dilate
-from postproc.minrect import box_points, convex_hull_indices, min_area_rect, mini_box
-from postproc.raster import fill_poly
+from vkocr.postproc.contours import contours_of_runs, find_contours, find_runs
+from vkocr.postproc.db import db_boxes, dilate
+from vkocr.postproc.minrect import box_points, convex_hull_indices, min_area_rect, mini_box
+from vkocr.postproc.raster import fill_poly
 from tests.postproc.reference import rapid_db, synthetic_map
 
 cv2 = pytest.importorskip("cv2")

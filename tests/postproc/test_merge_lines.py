@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from postproc.errors import PluginConfigError
-from postproc.plugins.merge_lines import MergeLines, Paragraph, join_texts
-from postproc.result import OcrLine, OcrResult
+from vkocr.postproc.errors import PluginConfigError
+from vkocr.postproc.plugins.merge_lines import MergeLines, Paragraph, join_texts
+from vkocr.postproc.result import OcrLine, OcrResult
 
 
 def _line(text: str, x0: float, y0: float, x1: float, y1: float) -> OcrLine:

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from postproc import minrect
-from postproc.contours import find_contours
-from postproc.db import dilate
-from postproc.minrect import mini_box, mini_boxes
-from postproc.unclip import unclip_boxes, unclip_distances
+from vkocr.postproc import minrect
+from vkocr.postproc.contours import find_contours
+from vkocr.postproc.db import dilate
+from vkocr.postproc.minrect import mini_box, mini_boxes
+from vkocr.postproc.unclip import unclip_boxes, unclip_distances
 from tests.postproc.reference import synthetic_map
 
 cv2 = pytest.importorskip("cv2")

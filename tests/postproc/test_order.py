@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from rapidocr_onnxruntime.main import RapidOCR
 
-from postproc.order import sort_box_indices, sort_boxes
+from vkocr.postproc.order import sort_box_indices, sort_boxes
 
 
 def test_matches_rapidocr_sorted_boxes(rng: np.random.Generator) -> None:

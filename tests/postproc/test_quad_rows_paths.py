@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from postproc import raster
-from postproc.raster import _quad_rows_general, fill_poly, quad_rows
+from vkocr.postproc import raster
+from vkocr.postproc.raster import _quad_rows_general, fill_poly, quad_rows
 
 Rows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 

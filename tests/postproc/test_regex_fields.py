@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
-from postproc.errors import PluginConfigError
-from postproc.plugins.regex_fields import RegexFields
-from postproc.result import OcrLine, OcrResult
+from vkocr.postproc.errors import PluginConfigError
+from vkocr.postproc.plugins.regex_fields import RegexFields
+from vkocr.postproc.result import OcrLine, OcrResult
 
 BOX = [[0.0, 0.0], [10.0, 0.0], [10.0, 5.0], [0.0, 5.0]]
 

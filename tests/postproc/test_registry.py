@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from postproc import registry
-from postproc.errors import PluginConfigError, PluginLoadError, UnknownPluginError
-from postproc.registry import ENTRY_POINT_GROUP, PluginRegistry, build_chain, default_registry
-from postproc.result import OcrLine, OcrResult
+from vkocr.postproc import registry
+from vkocr.postproc.errors import PluginConfigError, PluginLoadError, UnknownPluginError
+from vkocr.postproc.registry import ENTRY_POINT_GROUP, PluginRegistry, build_chain, default_registry
+from vkocr.postproc.result import OcrLine, OcrResult
 
 
 def _result(*texts: str) -> OcrResult:

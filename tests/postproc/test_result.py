@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from postproc.plugins.merge_lines import Paragraph
-from postproc.result import CharBox, OcrLine, OcrResult
+from vkocr.postproc.plugins.merge_lines import Paragraph
+from vkocr.postproc.result import CharBox, OcrLine, OcrResult
 
 
 def test_json_contract() -> None:

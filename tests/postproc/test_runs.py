@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from postproc.contours import find_runs, runs_from_edges
-from postproc.db import bitmap_runs, db_boxes, dilate
+from vkocr.postproc.contours import find_runs, runs_from_edges
+from vkocr.postproc.db import bitmap_runs, db_boxes, dilate
 from tests.postproc.reference import synthetic_map
 
 

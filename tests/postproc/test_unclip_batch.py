@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyclipper
 
-from postproc.unclip import unclip_boxes, unclip_distances
+from vkocr.postproc.unclip import unclip_boxes, unclip_distances
 
 
 def _rapidocr_unclip(box: np.ndarray, distance: float) -> list[tuple[int, int]]:

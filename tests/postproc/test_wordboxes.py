@@ -9,9 +9,9 @@ import pytest
 from rapidocr_onnxruntime.cal_rec_boxes import CalRecBoxes
 from rapidocr_onnxruntime.ch_ppocr_rec.utils import CTCLabelDecode
 
-from postproc.ctc import CtcText
-from postproc.perspective import invert3, perspective_transform
-from postproc.wordboxes import char_boxes, word_info
+from vkocr.postproc.ctc import CtcText
+from vkocr.postproc.perspective import invert3, perspective_transform
+from vkocr.postproc.wordboxes import char_boxes, word_info
 
 CHARS = list("abcXYZ012-.") + list("中国人民小馆正品促销")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vk.errors import VkocrError
+from vkocr.engine.errors import VkocrError
 
 
 @dataclass(frozen=True)

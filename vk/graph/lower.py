@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vk.errors import KernelArgumentError
-from vk.graph.ir import Node
-from vk.graph.onnx_import import ModelError
-from vk.graph.opset import (
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.graph.ir import Node
+from vkocr.engine.graph.onnx_import import ModelError
+from vkocr.engine.graph.opset import (
     VIEW_OPS,
     conv_attrs,
     conv_transpose_attrs,
@@ -35,17 +35,17 @@ from vk.graph.opset import (
     transpose_perm,
     unary_params,
 )
-from vk.kernels.conv import record_conv2d
-from vk.kernels.conv_transpose import record_conv_transpose2d
-from vk.kernels.depthwise import record_conv2d_depthwise
-from vk.kernels.elementwise import record_binary, record_unary
-from vk.kernels.layout import record_concat, record_copy, record_slice, record_transpose
-from vk.kernels.matmul import record_gemm, record_matmul
-from vk.kernels.pool import record_average_pool2d, record_global_average_pool, record_max_pool2d
-from vk.kernels.reduce import record_layer_norm, record_reduce_mean, record_softmax
-from vk.kernels.resize import record_resize
-from vk.recorder import Recorder
-from vk.tensor import Tensor
+from vkocr.engine.kernels.conv import record_conv2d
+from vkocr.engine.kernels.conv_transpose import record_conv_transpose2d
+from vkocr.engine.kernels.depthwise import record_conv2d_depthwise
+from vkocr.engine.kernels.elementwise import record_binary, record_unary
+from vkocr.engine.kernels.layout import record_concat, record_copy, record_slice, record_transpose
+from vkocr.engine.kernels.matmul import record_gemm, record_matmul
+from vkocr.engine.kernels.pool import record_average_pool2d, record_global_average_pool, record_max_pool2d
+from vkocr.engine.kernels.reduce import record_layer_norm, record_reduce_mean, record_softmax
+from vkocr.engine.kernels.resize import record_resize
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.tensor import Tensor
 
 ONNX_FLOAT = 1  # TensorProto.FLOAT: the only Cast target a plan runs (as a view)
 

@@ -18,16 +18,16 @@ import numpy as np
 import onnx
 import structlog
 
-from vk.graph import passes
-from vk.graph.ir import Graph, Node
-from vk.graph.lower import check_lowerable, device_constants, host_inputs
-from vk.graph.onnx_import import ModelError, from_onnx
-from vk.graph.plan import ConstantArena, InputError, NumpyPlan, Plan, StageHooks, check_float32
+from vkocr.engine.graph import passes
+from vkocr.engine.graph.ir import Graph, Node
+from vkocr.engine.graph.lower import check_lowerable, device_constants, host_inputs
+from vkocr.engine.graph.onnx_import import ModelError, from_onnx
+from vkocr.engine.graph.plan import ConstantArena, InputError, NumpyPlan, Plan, StageHooks, check_float32
 
 if TYPE_CHECKING:
-    from vk.device import Device
+    from vkocr.engine.device import Device
 
-log = structlog.get_logger("vk.graph.model")
+log = structlog.get_logger("vkocr.engine.graph.model")
 
 CPU_BACKEND = "cpu (numpy)"
 ONNX_FLOAT = 1

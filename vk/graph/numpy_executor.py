@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from vk.graph.opset import OPS
-from vk.graph.specialize import Specialized
+from vkocr.engine.graph.opset import OPS
+from vkocr.engine.graph.specialize import Specialized
 
 
 def run_numpy(

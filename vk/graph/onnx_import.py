@@ -10,9 +10,9 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from vk.errors import VkocrError
-from vk.graph.ir import Graph, Node
-from vk.graph.opset import OPS
+from vkocr.engine.errors import VkocrError
+from vkocr.engine.graph.ir import Graph, Node
+from vkocr.engine.graph.opset import OPS
 
 
 class ModelError(VkocrError):

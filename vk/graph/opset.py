@@ -13,12 +13,12 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from vk import ops
-from vk.graph.ir import Node
-from vk.kernels.conv import conv_output_shape
-from vk.kernels.conv_transpose import conv_transpose_output_shape
-from vk.kernels.layout import slice_output_shape
-from vk.kernels.pool import pool_output_shape
+from vkocr.engine import ops
+from vkocr.engine.graph.ir import Node
+from vkocr.engine.kernels.conv import conv_output_shape
+from vkocr.engine.kernels.conv_transpose import conv_transpose_output_shape
+from vkocr.engine.kernels.layout import slice_output_shape
+from vkocr.engine.kernels.pool import pool_output_shape
 
 Shape = tuple[int, ...]
 Infer = Callable[[Node, list[Shape], list[np.ndarray | None]], list[Shape]]
@@ -165,7 +165,7 @@ UNARY_ATTRS = {"HardSigmoid": (0.2, 0.5), "HardSwish": (1 / 6, 0.5), "LeakyRelu"
 
 
 def unary_params(node: Node, consts: Sequence[np.ndarray | None]) -> tuple[str, float, float]:
-    """(vk.ops.unary op name, alpha, beta) of an elementwise unary node."""
+    """(vkocr.engine.ops.unary op name, alpha, beta) of an elementwise unary node."""
     if node.op == "Clip":
         return ("clip", *clip_bounds(node, consts))
     alpha, beta = UNARY_ATTRS.get(node.op, (0.0, 0.0))

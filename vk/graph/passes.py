@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from vk.graph.ir import Graph, Node
-from vk.graph.opset import OPS, VIEW_OPS, clip_bounds, unary_params
-from vk.graph.specialize import Specialized
+from vkocr.engine.graph.ir import Graph, Node
+from vkocr.engine.graph.opset import OPS, VIEW_OPS, clip_bounds, unary_params
+from vkocr.engine.graph.specialize import Specialized
 
 CONV_OPS = ("Conv", "ConvTranspose")
 ACTIVATION_PRODUCERS = ("Conv", "ConvTranspose", "MatMul")

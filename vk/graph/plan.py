@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, Self
 import numpy as np
 import structlog
 
-from vk.errors import KernelArgumentError, VkocrError
-from vk.graph import passes
-from vk.graph.ir import Graph, Node
-from vk.graph.lower import (
+from vkocr.engine.errors import KernelArgumentError, VkocrError
+from vkocr.engine.graph import passes
+from vkocr.engine.graph.ir import Graph, Node
+from vkocr.engine.graph.lower import (
     LoweringError,
     NodeConstants,
     check_lowerable,
@@ -30,18 +30,18 @@ from vk.graph.lower import (
     is_view,
     record_node,
 )
-from vk.graph.memory_plan import Lifetime, MemoryPlan, plan_memory
-from vk.graph.numpy_executor import run_numpy
-from vk.graph.specialize import Specialized, specialize
-from vk.memory import Allocation, BufferView
-from vk.pipeline import Pipeline
-from vk.recorder import Recorder, Timing
-from vk.tensor import Tensor
+from vkocr.engine.graph.memory_plan import Lifetime, MemoryPlan, plan_memory
+from vkocr.engine.graph.numpy_executor import run_numpy
+from vkocr.engine.graph.specialize import Specialized, specialize
+from vkocr.engine.memory import Allocation, BufferView
+from vkocr.engine.pipeline import Pipeline
+from vkocr.engine.recorder import Recorder, Timing
+from vkocr.engine.tensor import Tensor
 
 if TYPE_CHECKING:
-    from vk.device import Device
+    from vkocr.engine.device import Device
 
-log = structlog.get_logger("vk.graph.plan")
+log = structlog.get_logger("vkocr.engine.graph.plan")
 
 FLOAT32 = np.dtype(np.float32)
 DEFAULT_TIMEOUT_S = 300.0  # a det plan on a CPU driver (lavapipe) takes tens of seconds

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vk.graph.ir import Graph, Node
-from vk.graph.opset import OPS, Shape
+from vkocr.engine.graph.ir import Graph, Node
+from vkocr.engine.graph.opset import OPS, Shape
 
 
 class ShapeError(ValueError):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vk.errors import KernelArgumentError
-from vk.kernels.launch import activation_id, pack, require_float32, require_shape
-from vk.kernels.matmul import check_groups, pick_tile
-from vk.kernels.spatial import conv_out_len, four_pads, pair
-from vk.pipeline import KernelDef
-from vk.recorder import Recorder
-from vk.tensor import Tensor
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.launch import activation_id, pack, require_float32, require_shape
+from vkocr.engine.kernels.matmul import check_groups, pick_tile
+from vkocr.engine.kernels.spatial import conv_out_len, four_pads, pair
+from vkocr.engine.pipeline import KernelDef
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.tensor import Tensor
 
 CONV2D = KernelDef("conv2d", ("r", "r", "r", "w"), 68)
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vk.errors import KernelArgumentError
-from vk.kernels.launch import activation_id, flat_groups, pack, require_float32, require_shape
-from vk.kernels.spatial import four_pads, pair, require_nchw, require_positive_output
-from vk.pipeline import KernelDef
-from vk.recorder import Recorder
-from vk.tensor import Tensor
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.launch import activation_id, flat_groups, pack, require_float32, require_shape
+from vkocr.engine.kernels.spatial import four_pads, pair, require_nchw, require_positive_output
+from vkocr.engine.pipeline import KernelDef
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.tensor import Tensor
 
 CONV_TRANSPOSE = KernelDef("conv_transpose", ("r", "r", "r", "w"), 48)
 FLAT_LOCAL = 128

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vk.errors import KernelArgumentError
-from vk.kernels.launch import activation_id, pack, require_float32, require_shape
-from vk.kernels.spatial import (
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.launch import activation_id, pack, require_float32, require_shape
+from vkocr.engine.kernels.spatial import (
     conv_out_len,
     four_pads,
     pair,
@@ -15,9 +15,9 @@ from vk.kernels.spatial import (
     require_nchw,
     require_positive_output,
 )
-from vk.pipeline import KernelDef, dispatch_groups
-from vk.recorder import Recorder
-from vk.tensor import Tensor
+from vkocr.engine.pipeline import KernelDef, dispatch_groups
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.tensor import Tensor
 
 DEPTHWISE = KernelDef("conv2d_depthwise", ("r", "r", "r", "w"), 32)
 

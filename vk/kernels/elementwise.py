@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from vk.errors import KernelArgumentError
-from vk.kernels.launch import (
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.launch import (
     ACTIVATION_IDS,
     FLAT_LOCAL,
     flat_groups,
@@ -14,9 +14,9 @@ from vk.kernels.launch import (
     require_float32,
     require_shape,
 )
-from vk.pipeline import KernelDef
-from vk.recorder import Recorder
-from vk.tensor import Tensor
+from vkocr.engine.pipeline import KernelDef
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.tensor import Tensor
 
 BINARY = KernelDef("binary", ("r", "r", "w"), 80)
 BINARY_VEC4 = KernelDef("binary_vec4", ("r", "r", "w"), 4)
@@ -86,7 +86,7 @@ def record_binary(rec: Recorder, op: str, a: Tensor, b: Tensor, out: Tensor) -> 
 
 
 def record_unary(rec: Recorder, op: str, x: Tensor, out: Tensor, alpha: float = 0.0, beta: float = 0.0) -> None:
-    """out = f(x); alpha/beta as in vk.ops.activation (clip bounds, hardsigmoid slope/offset, leaky slope)."""
+    """out = f(x); alpha/beta as in vkocr.engine.ops.activation (clip bounds, hardsigmoid slope/offset, leaky slope)."""
     if op not in UNARY_IDS:
         raise KernelArgumentError(f"unknown unary op {op!r}; known: {', '.join(UNARY_IDS)}")
     require_float32(x, out)

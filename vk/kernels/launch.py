@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from vk.errors import KernelArgumentError
-from vk.tensor import Tensor
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.tensor import Tensor
 
 FLAT_LOCAL = 256  # workgroup size of one-dimensional kernels
 MAX_GROUPS_X = 65535  # the minimum maxComputeWorkGroupCount[0] every device guarantees

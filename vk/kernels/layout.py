@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vk.errors import KernelArgumentError
-from vk.kernels.launch import FLAT_LOCAL, flat_groups, pack, padded, require_shape
-from vk.pipeline import KernelDef
-from vk.recorder import Recorder
-from vk.tensor import Tensor
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.launch import FLAT_LOCAL, flat_groups, pack, padded, require_shape
+from vkocr.engine.pipeline import KernelDef
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.tensor import Tensor
 
 COPY_STRIDED = KernelDef("copy_strided", ("r", "w"), 88)
 COPY_VEC4 = KernelDef("copy_vec4", ("r", "w"), 4)
@@ -131,7 +131,7 @@ def slice_axis(start: int, end: int, step: int, dim: int) -> tuple[int, int]:
 
     Negative start/end count from the end; step > 0 clamps start and end to [0, dim], step < 0 clamps
     start to [0, dim-1] and end to [-1, dim-1]. An end of INT32/INT64 max means "to the end in the step's
-    direction" (as onnxruntime and vk.ops.layout.slice_ read it), also for negative steps.
+    direction" (as onnxruntime and vkocr.engine.ops.layout.slice_ read it), also for negative steps.
     """
     if step == 0:
         raise KernelArgumentError("slice step must be non-zero")

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vk.errors import KernelArgumentError
-from vk.kernels.elementwise import broadcast_strides
-from vk.kernels.launch import activation_id, pack, padded, require_float32, require_shape
-from vk.pipeline import KernelDef
-from vk.recorder import Recorder
-from vk.tensor import Tensor
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.elementwise import broadcast_strides
+from vkocr.engine.kernels.launch import activation_id, pack, padded, require_float32, require_shape
+from vkocr.engine.pipeline import KernelDef
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.tensor import Tensor
 
 GEMM = KernelDef("gemm", ("r", "r", "r", "w"), 112)
 MAX_BATCH_RANK = 4

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vk.errors import KernelArgumentError
-from vk.kernels.launch import flat_groups, pack, require_float32, require_shape
-from vk.kernels.reduce import row_groups, row_local_size
-from vk.kernels.spatial import four_pads, pair, require_nchw, require_positive_output
-from vk.pipeline import KernelDef
-from vk.recorder import Recorder
-from vk.tensor import Tensor
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.launch import flat_groups, pack, require_float32, require_shape
+from vkocr.engine.kernels.reduce import row_groups, row_local_size
+from vkocr.engine.kernels.spatial import four_pads, pair, require_nchw, require_positive_output
+from vkocr.engine.pipeline import KernelDef
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.tensor import Tensor
 
 POOL = KernelDef("pool", ("r", "w"), 52)
 GLOBAL_AVGPOOL = KernelDef("global_avgpool", ("r", "w"), 8)

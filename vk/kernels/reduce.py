@@ -12,12 +12,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vk.errors import KernelArgumentError
-from vk.kernels.launch import FLAT_LOCAL, flat_groups, pack, require_float32, require_shape
-from vk.memory import BufferView
-from vk.pipeline import KernelDef
-from vk.recorder import Recorder
-from vk.tensor import Tensor
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.launch import FLAT_LOCAL, flat_groups, pack, require_float32, require_shape
+from vkocr.engine.memory import BufferView
+from vkocr.engine.pipeline import KernelDef
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.tensor import Tensor
 
 SOFTMAX = KernelDef("softmax", ("r", "w"), 12)
 LAYER_NORM = KernelDef("layernorm", ("r", "r", "r", "w"), 12)

@@ -15,11 +15,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from vk.errors import KernelArgumentError
-from vk.kernels.launch import FLAT_LOCAL, flat_groups, pack, require_float32
-from vk.pipeline import KernelDef
-from vk.recorder import Recorder
-from vk.tensor import Tensor
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.launch import FLAT_LOCAL, flat_groups, pack, require_float32
+from vkocr.engine.pipeline import KernelDef
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.tensor import Tensor
 
 RESIZE = KernelDef("resize", ("r", "w"), 84)
 MODE_IDS = {"nearest": 0, "linear": 1}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vk.errors import KernelArgumentError
-from vk.kernels.launch import MAX_GROUPS_X
-from vk.tensor import Tensor
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.launch import MAX_GROUPS_X
+from vkocr.engine.tensor import Tensor
 
 
 def pair(values: Sequence[int], what: str, minimum: int = 1) -> tuple[int, int]:

@@ -1,0 +1,363 @@
+"""Staged activation of a stored model version, and the model the agent serves from its store.
+
+    verify     the stored files against the manifest, and its signature against today's trusted keys
+    load       a new OcrPipeline for the version, on its own Vulkan device, on the calling thread (never the
+               GPU worker's): the old version keeps serving meanwhile
+    self_tests every image the bundle carries is read; its expected text must appear among the lines
+    swap       the GPU worker takes the new pipeline between two requests and closes the old one
+    record     the store's active pointer is replaced (atomically, fsync'd), so a restart serves the new one
+
+A failure at any step before the swap closes the new pipeline and leaves the old version serving, and the
+ActivationFailed it raises names the step and why. One activation at a time: `lock` is held throughout, and
+the store's other changes (adding and deleting versions) take it too.
+
+The GPU worker is started here, with the first pipeline that loads: an agent whose store has no active version
+(or one that no longer loads) stays up in state FAILED, and the first successful activation starts serving.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+
+from vkocr.agent.bundles.errors import BundleError, VersionNotFound
+from vkocr.agent.bundles.store import ModelStore, SelfTestCase
+from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.serving.state import ServingState, StateBoard
+from vkocr.agent.serving.worker import GpuWorker
+from vkocr.engine.errors import VkocrError
+
+T = TypeVar("T")
+
+log = structlog.get_logger("vkocr.agent.bundles.activation")
+
+# The worker swaps between two requests; a request takes seconds, a device recovery (rebuild, reload) longer.
+SWAP_TIMEOUT_S = 300.0
+NO_ACTIVE_VERSION = "no active model version; upload and activate a bundle"
+
+
+class ActivationError(VkocrError):
+    """Base of the reasons an activation did not happen; the old version keeps serving."""
+
+
+class ActivationBusy(ActivationError):
+    """Raised when another activation (or a change of the store) is in progress."""
+
+
+class ActivationFailed(ActivationError):
+    """Raised when an activation stopped at `step` (verify, load, self_tests, swap, record); `cause` is the
+    underlying error, `self_tests` the results so far."""
+
+    def __init__(self, step: str, message: str, *, cause: BaseException | None = None,
+                 self_tests: tuple[SelfTestOutcome, ...] = ()) -> None:
+        super().__init__(message)
+        self.step = step
+        self.cause = cause
+        self.self_tests = self_tests
+
+
+@dataclass(frozen=True)
+class SelfTestOutcome:
+    image: str  # the path inside the bundle, e.g. selftest/label.png
+    expected: str
+    got: str  # the recognised lines, one per line of text
+    passed: bool
+    error: str = ""  # why the image could not be read at all
+
+    def describe(self) -> str:
+        if self.error:
+            return f"{self.image}: {self.error}"
+        return f"{self.image}: expected {self.expected!r}, read {self.got.replace(chr(10), ' | ')!r}"
+
+
+@dataclass(frozen=True)
+class Activated:
+    version: str
+    previous: str | None
+    self_tests: tuple[SelfTestOutcome, ...] = field(default_factory=tuple)
+
+
+def on_own_thread(work: Callable[[], T]) -> T:
+    """`work` on a thread of its own that ends when it returns. The device an activation opens is used and
+    destroyed later by the GPU worker; NVIDIA's driver keeps per-thread state for a device, and a thread that
+    touched the device and outlives it crashes the process when it exits (seen on the H200 with a pool
+    thread). A thread that ends before the device does is safe."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="vkocr-activation")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def run_self_tests(pipeline: OcrPipeline, cases: list[SelfTestCase], root: Path) -> tuple[SelfTestOutcome, ...]:
+    """Read every self-test image with `pipeline` (its options and plugin chain, as it will serve)."""
+    outcomes = []
+    for case in cases:
+        name = case.image.relative_to(root).as_posix() if case.image.is_relative_to(root) else case.image.name
+        started = time.monotonic()
+        try:
+            result = pipeline(case.image)
+        except Exception as exc:  # noqa: BLE001 - an image the new models cannot read fails its test
+            outcome = SelfTestOutcome(name, case.expect, "", False, f"{type(exc).__name__}: {exc}")
+        else:
+            got = "\n".join(line.text for line in result.lines)
+            outcome = SelfTestOutcome(name, case.expect, got, case.expect in got)
+        log.info("activation_self_test", image=name, expected=case.expect, got=outcome.got,
+                 passed=outcome.passed, error=outcome.error or None, ms=round((time.monotonic() - started) * 1e3))
+        outcomes.append(outcome)
+    return tuple(outcomes)
+
+
+class Activator:
+    """Serves the store's active version through `worker` and activates others. `attach()` the worker before
+    anything else; the worker's factory is `serving_factory` (and `cpu_factory` for its CPU fallback)."""
+
+    def __init__(self, store: ModelStore, state: StateBoard, base_options: OcrOptions, device: str | None,
+                 on_swap: Callable[[str, OcrOptions], None] | None = None) -> None:
+        self.store = store
+        self.state = state
+        self.base_options = base_options
+        self.device = device
+        self.on_swap = on_swap
+        self.lock = threading.Lock()
+        self.worker: GpuWorker | None = None
+        self.busy_with = ""  # what holds the lock, for the message another caller gets
+        self._handoff: OcrPipeline | None = None  # for the worker's factory to take when it starts
+        self._handed_over: OcrPipeline | None = None  # the last pipeline given to the worker
+        self._worker_started = False
+        self._stopping = False
+        self._starting = threading.Lock()  # stop() and the worker's start: after stop(), no worker starts
+
+    def attach(self, worker: GpuWorker) -> None:
+        self.worker = worker
+
+    @property
+    def worker_started(self) -> bool:
+        return self._worker_started
+
+    # --- pipelines -----------------------------------------------------------------------------------------
+
+    def options_for(self, version: str) -> OcrOptions:
+        """The options `version` serves with: the bundle's over the deployment's [ocr]."""
+        return self.store.ocr_options(version, self.base_options)
+
+    def open_version(self, version: str, device: str | None) -> OcrPipeline:
+        return OcrPipeline.open(device, options=self.options_for(version), model_paths=self.store.model_paths(version))
+
+    def serving_factory(self) -> OcrPipeline:
+        """The GPU worker's factory: the pipeline an activation handed over, else (after a device loss) a new
+        one for the version the worker serves."""
+        handoff, self._handoff = self._handoff, None
+        if handoff is not None:
+            return handoff
+        assert self.worker is not None
+        return self.open_version(self.worker.model_version, self.device)
+
+    def cpu_factory(self) -> OcrPipeline:
+        assert self.worker is not None
+        return self.open_version(self.worker.model_version, "cpu")
+
+    # --- locking -------------------------------------------------------------------------------------------
+
+    @contextmanager
+    def exclusive(self, what: str, *, wait_s: float | None = None) -> Iterator[None]:
+        """Hold the lock for `what`; ActivationBusy when it is taken (after `wait_s` seconds, when given)."""
+        acquired = self.lock.acquire(blocking=False)
+        deadline = time.monotonic() + (wait_s or 0.0)
+        while not acquired and not self._stopping and time.monotonic() < deadline:  # stopping ends the wait
+            acquired = self.lock.acquire(timeout=min(0.5, max(0.0, deadline - time.monotonic())))
+        if not acquired:
+            raise ActivationBusy(f"the model store is busy ({self.busy_with or 'another change'}); try again when "
+                                 "it is done")
+        self.busy_with = what
+        try:
+            if self._stopping:
+                raise ActivationBusy("the agent is stopping")
+            yield
+        finally:
+            self.busy_with = ""
+            self.lock.release()
+
+    def stop(self, wait_s: float) -> None:
+        """No activation after this; waits up to `wait_s` for one in progress, then keeps the lock."""
+        with self._starting:
+            self._stopping = True
+        if self.lock.acquire(timeout=max(wait_s, 0.0)):
+            self.busy_with = "stopping"
+
+    # --- start-up ------------------------------------------------------------------------------------------
+
+    def load_active(self) -> str | None:
+        """At start: serve the store's active version (verified again, no self-tests: it passed them when it
+        was activated). Without one, or when it does not load, the agent stays up in state FAILED with the
+        reason, for an operator to activate another version remotely. Returns the version served."""
+        assert self.worker is not None
+        try:
+            with self.exclusive("loading the active version at start"):
+                return on_own_thread(self._load_active)
+        except ActivationBusy:  # stopped before it began
+            self.worker.loaded.set()  # the load attempt is over (start_agent waits for this)
+            return None
+
+    def _load_active(self) -> str | None:
+        assert self.worker is not None
+        version: str | None = None
+        try:
+            version = self.store.active()
+            if version is None:
+                log.warning("no_active_model_version", store=str(self.store.root))
+                self._fail(NO_ACTIVE_VERSION)
+                return None
+            log.info("activation_step", version=version, step="verify", at_start=True)
+            self.store.verify_installed(version)
+            log.info("activation_step", version=version, step="load", at_start=True)
+            pipeline = self.open_version(version, self.device)
+            try:
+                self._install(pipeline, version)  # ActivationBusy when the agent began to stop meanwhile
+            except BaseException:
+                if pipeline is not self._handed_over:  # once offered to the worker, it is the worker's to close
+                    pipeline.close()
+                raise
+        except ActivationBusy:  # stopping: the worker never starts; the state stays the stop's
+            log.info("active_version_not_loaded", version=version, reason="the agent is stopping")
+            self.worker.loaded.set()
+            return None
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the agent stays up to be fixed remotely
+            log.error("active_version_failed_to_load", version=version, error=f"{type(exc).__name__}: {exc}")
+            what = f"active model version {version}" if version else "the store's active model version"
+            self._fail(f"cannot load {what}: {exc}; activate another version "
+                       "(vkocr fleet rollout, or Models.Activate) or upload a new bundle")
+            return None
+        return version
+
+    def _fail(self, reason: str) -> None:
+        assert self.worker is not None
+        self.state.set(state=ServingState.FAILED, reason=reason, model_version="")
+        self.worker.loaded.set()  # the load attempt is over (start_agent waits for this)
+
+    # --- activation ----------------------------------------------------------------------------------------
+
+    def activate(self, version: str, *, rollback: bool = False, who: str = "") -> Activated:
+        """Stage `version` (see the module's docstring) and make it the one served. Blocking: call it from a
+        thread. ActivationBusy when another is in progress; ActivationFailed when a step failed."""
+        what = "rollback" if rollback else "activation"
+        with self.exclusive(f"{what} of {version} in progress"):
+            return on_own_thread(lambda: self._activate(version, rollback=rollback, who=who))
+
+    def rollback(self, who: str = "") -> Activated:
+        """Activate the version active before the current one, staged the same way."""
+        with self.exclusive("rollback in progress"):
+            target = self.store.rollback_target()
+            return on_own_thread(lambda: self._activate(target, rollback=True, who=who))
+
+    def _activate(self, version: str, *, rollback: bool, who: str) -> Activated:
+        assert self.worker is not None
+        current = self.store.active()
+        started = time.monotonic()
+        kind = "rollback" if rollback else "activation"
+        log.info("activation_started", version=version, active=current, rollback=rollback, who=who)
+        if version == current and self._worker_started and self.worker.model_version == version \
+                and self.state.serving:
+            log.info("activation_unchanged", version=version)
+            return Activated(version, current)
+        keep = f"version {current} is still active" if current else "no version is active"
+
+        def failed(step: str, why: str, cause: BaseException | None = None,
+                   tests: tuple[SelfTestOutcome, ...] = ()) -> ActivationFailed:
+            log.error("activation_failed", version=version, step=step, reason=why, rollback=rollback, active=current)
+            return ActivationFailed(step, f"{kind} of {version} failed at {step}: {why}; {keep}", cause=cause,
+                                    self_tests=tests)
+
+        log.info("activation_step", version=version, step="verify")
+        try:
+            self.store.verify_installed(version)
+            cases = self.store.self_tests(version)
+            root = self.store.versions_dir.resolve() / version
+        except VersionNotFound:
+            raise
+        except BundleError as exc:
+            raise failed("verify", str(exc), exc) from exc
+        log.info("activation_step", version=version, step="load", device=self.device or "default")
+        try:
+            pipeline = self.open_version(version, self.device)
+        except Exception as exc:
+            raise failed("load", f"{type(exc).__name__}: {exc}", exc) from exc
+        try:
+            log.info("activation_step", version=version, step="self_tests", count=len(cases))
+            if not cases:
+                log.warning("activation_without_self_tests", version=version)
+            outcomes = run_self_tests(pipeline, cases, root)
+            bad = [o for o in outcomes if not o.passed]
+            if bad:
+                raise failed("self_tests", f"{len(bad)} of {len(outcomes)} self-test(s) failed: "
+                             + "; ".join(o.describe() for o in bad), tests=outcomes)
+            if self._stopping:
+                raise failed("swap", "the agent is stopping")
+            log.info("activation_step", version=version, step="swap")
+            self._install(pipeline, version)
+        except BaseException:
+            if pipeline is not self._handed_over:  # once offered to the worker, it is the worker's to close
+                pipeline.close()
+            raise
+        log.info("activation_step", version=version, step="record")
+        try:
+            previous = self.store.set_active(version, rollback=rollback)
+        except (BundleError, OSError) as exc:
+            raise failed("record", f"version {version} serves now, but the store's active pointer could not be "
+                         f"written ({exc}); after a restart {current} would serve: fix the disk and activate "
+                         f"{version} again", exc) from exc
+        log.info("activation_succeeded", version=version, previous=previous, rollback=rollback, who=who,
+                 self_tests=len(outcomes), ms=round((time.monotonic() - started) * 1e3))
+        return Activated(version, previous, outcomes)
+
+    def _install(self, pipeline: OcrPipeline, version: str) -> None:
+        """Make `pipeline` the one served: start the worker with it, or swap it in."""
+        assert self.worker is not None
+        if not self._worker_started:
+            with self._starting:
+                if self._stopping:  # an agent that is stopping never starts its worker afterwards
+                    raise ActivationBusy("the agent is stopping")
+                self._handed_over = pipeline
+                self._handoff = pipeline
+                self.worker.model_version = version
+                self._worker_started = True
+                self.worker.start()
+            deadline = time.monotonic() + SWAP_TIMEOUT_S
+            while self.worker.pipeline is not pipeline:  # the worker thread takes the handoff at once
+                if time.monotonic() > deadline:
+                    raise ActivationFailed("swap", "the GPU worker did not start serving the new version")
+                time.sleep(0.005)
+            self.worker.loaded.set()
+        else:
+            # Offered to the worker from here on, so never closed here: a swap that times out is abandoned
+            # (GpuWorker.swap cancels its message; the worker closes the pipeline of an abandoned swap instead of
+            # serving it), so the version served and the store's active pointer stay as they were.
+            self._handed_over = pipeline
+            try:
+                self.worker.swap(pipeline, version, timeout=SWAP_TIMEOUT_S)
+            except TimeoutError as exc:
+                served = self.worker.model_version or "no version"
+                log.error("activation_swap_timed_out", version=version, serving=served, timeout_s=SWAP_TIMEOUT_S)
+                raise ActivationFailed(
+                    "swap", f"activation of {version} failed at swap: the GPU worker did not take it within "
+                    f"{SWAP_TIMEOUT_S:.0f} s (a request or a device recovery held it); the swap was abandoned, "
+                    f"{served} still serves and the store's active version is unchanged", cause=exc) from exc
+        if self.on_swap is not None:
+            self.on_swap(version, pipeline.options)

@@ -1,0 +1,59 @@
+"""`vkocr devices`: every Vulkan device, what it can do, and which one would be chosen and why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vkocr.engine.devices import choose, list_devices
+from vkocr.engine.instance import Instance
+
+
+def device_report(override: str | None = None) -> dict[str, Any]:
+    with Instance(validation=False) as instance:
+        devices = list_devices(instance)
+    chosen, reason = choose(devices, override)
+    return {
+        "devices": [d.to_json() for d in devices],
+        "chosen": {"index": chosen.index, "name": chosen.name, "reason": reason},
+    }
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = []
+    chosen = report["chosen"]["index"]
+    for d in report["devices"]:
+        mark = "*" if d["index"] == chosen else " "
+        heaps = ", ".join(
+            f"{h['size_mib']} MiB {'device-local' if h['device_local'] else 'host'}" for h in d["memory_heaps"]
+        )
+        wg = d["max_workgroup_size"]
+        count = d["max_workgroup_count"]
+        lines += [
+            f"{mark} [{d['index']}] {d['name']}",
+            f"      type {d['type']}, vendor {d['vendor']} (0x{d['vendor_id']:04x}), device 0x{d['device_id']:04x}",
+            (
+                f"      driver {d['driver_name'] or '?'} {d['driver_version']} "
+                f"({d['driver_info'] or 'no driver info'}), Vulkan {d['api_version']}"
+            ),
+            f"      uuid {d['uuid']}",
+            f"      memory heaps: {heaps}",
+            (
+                f"      subgroup size {d['subgroup_size']}; fp16 storage {_yes(d['fp16_storage'])}, "
+                f"arithmetic {_yes(d['fp16_arithmetic'])}; int8 storage {_yes(d['int8_storage'])}, "
+                f"arithmetic {_yes(d['int8_arithmetic'])}"
+            ),
+            (
+                f"      workgroup: size ≤ {wg[0]}×{wg[1]}×{wg[2]}, ≤ {d['max_workgroup_invocations']} invocations, "
+                f"count ≤ {count[0]}×{count[1]}×{count[2]}, shared memory {d['max_shared_memory_bytes'] // 1024} KiB"
+            ),
+            (
+                f"      timestamps {_yes(d['timestamps_supported'])} ({d['timestamp_period_ns']:g} ns/tick), "
+                f"push constants {d['max_push_constants_bytes']} B"
+            ),
+        ]
+    lines.append(f"chosen: [{chosen}] {report['chosen']['name']}: {report['chosen']['reason']}")
+    return "\n".join(lines)

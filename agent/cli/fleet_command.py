@@ -1,0 +1,170 @@
+"""`vkocr fleet …`: roll a signed bundle out to several agents (canary, batches, automatic rollback) and show
+which versions they serve.
+
+`rollout` prints its progress on stderr and a table (agent, old version, new version, result) on stdout; exit
+status 0 when every agent serves the new version, 1 when the rollout stopped (and rolled back what it had
+switched), 2 for usage errors. `status` exits 1 when an agent did not answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from vkocr.agent.cli.client_command import parse_duration
+
+if TYPE_CHECKING:
+    from vkocr.agent.serving.client import OcrClient
+
+EXIT_FAILED: Final = 1
+EXIT_USAGE: Final = 2
+
+EXAMPLES = """\
+examples:
+  vkocr fleet rollout labels-2.3.0.vkb --agents 10.0.4.11:50051,10.0.4.12:50051,10.0.4.13:50051 \\
+      --canary 1 --batch 5 --soak 30s --tls-ca ca.pem --tls-cert operator.pem --tls-key operator.key
+  vkocr fleet status --agents 10.0.4.11:50051,10.0.4.12:50051 --tls-ca ca.pem --tls-cert operator.pem \\
+      --tls-key operator.key
+"""
+
+
+def add_fleet_parser(subparsers: Any) -> None:
+    """Register `vkocr fleet` and its commands on the top-level subparsers."""
+    fleet = subparsers.add_parser(
+        "fleet", help="roll model bundles out to several agents; show their versions",
+        description="Upload a signed bundle to several agents and activate it canary first, then in batches, "
+        "watching each for a soak period and rolling every switched agent back when a gate fails. Needs a "
+        "client certificate the agents allow to manage models (their [auth] allowed_subjects).",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = fleet.add_subparsers(dest="fleet_command", metavar="WHAT", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--agents", required=True, metavar="HOST:PORT[,HOST:PORT…]",
+                        help="the agents, in rollout order")
+    common.add_argument("--tls-ca", type=Path, metavar="CA.pem", help="use TLS, trusting this CA")
+    common.add_argument("--tls-cert", type=Path, metavar="CERT.pem", help="client certificate (mutual TLS)")
+    common.add_argument("--tls-key", type=Path, metavar="KEY.pem", help="the client certificate's key")
+    common.add_argument("--tls-server-name", metavar="NAME",
+                        help="the name to check in the agents' certificates (default: each target's host)")
+
+    rollout = what.add_parser(
+        "rollout", parents=[common], help="upload and activate a bundle: canary, batches, rollback on failure",
+        description="Upload BUNDLE to every agent, activate it on --canary agents, watch them for --soak (health "
+        "must stay SERVING, errors within --max-error-rate, p99 within --max-p99-ms), then the others --batch "
+        "at a time the same way. On any failure every agent this rollout switched is rolled back and the exit "
+        "status is 1.")
+    rollout.add_argument("bundle", type=Path, metavar="BUNDLE.vkb")
+    rollout.add_argument("--canary", type=int, default=1, metavar="N", help="agents updated first (default 1)")
+    rollout.add_argument("--batch", type=int, default=1, metavar="N", help="agents per batch after the canary "
+                         "(default 1)")
+    rollout.add_argument("--soak", type=parse_duration, default=30.0, metavar="DURATION",
+                         help="how long each canary and batch is watched, e.g. 30s or 2m (default 30s)")
+    rollout.add_argument("--max-error-rate", type=float, default=0.01, metavar="FRACTION",
+                         help="errors/requests allowed during a soak (default 0.01)")
+    rollout.add_argument("--max-p99-ms", type=float, metavar="MS", help="p99 latency allowed during a soak "
+                         "(default: not checked)")
+    rollout.add_argument("--activate-timeout", type=parse_duration, default=600.0, metavar="DURATION",
+                         help="deadline of one activation (loading and self-tests; default 10m)")
+    rollout.set_defaults(func=cmd_rollout)
+
+    status = what.add_parser("status", parents=[common], help="state, active version and stored versions",
+                             description="Per agent: serving state, active version, device and the versions "
+                             "in its store (* marks the active one).")
+    status.set_defaults(func=cmd_status)
+
+
+def _agents(text: str) -> list[str]:
+    agents = [part.strip() for part in text.split(",") if part.strip()]
+    if not agents:
+        raise ValueError("--agents names no agent")
+    if len(set(agents)) != len(agents):
+        raise ValueError("--agents names an agent twice")
+    return agents
+
+
+def _connector(args: argparse.Namespace) -> Any:
+    from vkocr.agent.serving.client import OcrClient
+
+    def connect(target: str) -> OcrClient:
+        return OcrClient(target, ca=args.tls_ca, cert=args.tls_cert, key=args.tls_key,
+                         server_name_override=args.tls_server_name)
+
+    return connect
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(v)) for v in column) for column in zip(headers, *rows)]
+    lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip() for row in [headers, *rows]]
+    return "\n".join(lines)
+
+
+def cmd_rollout(args: argparse.Namespace) -> int:
+    from vkocr.agent.bundles.bundle import read_manifest
+    from vkocr.agent.fleet.rollout import Gates, rollout
+
+    try:
+        agents = _agents(args.agents)
+        if args.canary < 0 or args.batch < 1:
+            raise ValueError("--canary must be 0 or more and --batch at least 1")
+        connect = _connector(args)
+        connect(agents[0]).close()  # a bad TLS flag combination is a usage error, before any change
+    except ValueError as exc:
+        print(f"vkocr fleet: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    version = read_manifest(args.bundle).version  # what the bundle says; every agent verifies it
+
+    def say(line: str) -> None:
+        print(f"vkocr fleet: {line}", file=sys.stderr, flush=True)
+
+    say(f"rolling out {version} to {len(agents)} agent(s): canary {args.canary}, batches of {args.batch}, "
+        f"soak {args.soak:g} s")
+    report = rollout(args.bundle, agents, version, connect, canary=args.canary, batch=args.batch,
+                     soak_s=args.soak, gates=Gates(args.max_error_rate, args.max_p99_ms),
+                     activate_timeout=args.activate_timeout, say=say)
+    print(format_table(("AGENT", "OLD VERSION", "NEW VERSION", "RESULT"),
+                       [(r.agent, r.old or "-", r.new, r.result) for r in report.rows]), flush=True)
+    if report.ok:
+        say(f"done: {version} serves on every agent")
+        return 0
+    say(f"rollout stopped: {report.reason}")
+    return EXIT_FAILED
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:
+        agents = _agents(args.agents)
+        connect = _connector(args)
+        connect(agents[0]).close()
+    except ValueError as exc:
+        print(f"vkocr fleet: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    with ThreadPoolExecutor(min(8, len(agents))) as pool:
+        rows = list(pool.map(lambda agent: agent_row(agent, connect), agents))
+    print(format_table(("AGENT", "STATE", "ACTIVE", "DEVICE", "STORED"), rows), flush=True)
+    return EXIT_FAILED if any(row[1].startswith("UNREACHABLE") for row in rows) else 0
+
+
+def agent_row(agent: str, connect: Any) -> tuple[str, str, str, str, str]:
+    """(agent, state, active version, device, stored versions) of one agent; what failed, in place."""
+    import grpc
+    from vkocr.v1 import models_pb2, status_pb2
+
+    from vkocr.agent.serving.rpc_status import describe_rpc_error
+
+    client: OcrClient = connect(agent)
+    with client:
+        try:
+            status = client.status(timeout=10)
+        except grpc.RpcError as err:
+            return agent, f"UNREACHABLE ({describe_rpc_error(err)})", "-", "-", "-"
+        state = status_pb2.ServingState.Name(status.state) + (f" ({status.reason})" if status.reason else "")
+        try:
+            listed = client.models.List(models_pb2.ListBundlesRequest(), timeout=10)
+        except grpc.RpcError as err:
+            return agent, state, status.model_version or "-", status.device or "-", f"({describe_rpc_error(err)})"
+        stored = ", ".join(b.version + ("*" if b.active else "") for b in listed.bundles) or "none"
+        return agent, state, listed.active_version or "-", status.device or "-", stored

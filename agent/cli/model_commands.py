@@ -1,0 +1,150 @@
+"""`vkocr infer`, `vkocr inspect` and `vkocr debug compare`: one ONNX model, outside the OCR pipeline."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vkocr.engine.errors import VkocrError
+
+CPU = "cpu"
+
+
+def open_device(selector: str | None) -> Any:
+    """The Vulkan device for --device, or None for the explicit NumPy fallback (--device cpu)."""
+    if selector == CPU:
+        return None
+    from vkocr.engine.device import Device
+
+    return Device(selector)
+
+
+def load_input(path: str) -> np.ndarray:
+    try:
+        x = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise VkocrError(f"cannot read input tensor {path}: {exc}") from exc
+    if x.dtype != np.float32:
+        raise VkocrError(f"input tensor {path} is {x.dtype}; models take float32")
+    return x
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(d) for d in text.lower().replace(",", "x").split("x"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"shape must look like 1x3x736x736, got {text!r}") from exc
+    if not dims or min(dims) < 1:
+        raise argparse.ArgumentTypeError(f"shape dimensions must be positive, got {text!r}")
+    return dims
+
+
+def cmd_infer(args: argparse.Namespace) -> int:
+    from vkocr.engine.graph.model import Model
+
+    x = load_input(args.input)
+    device = open_device(args.device)
+    try:
+        with Model.load(args.model, device) as model:
+            y = model.run(x)
+            print(f"{Path(args.model).name}: {x.shape} -> {y.shape} on {model.backend}")
+    finally:
+        if device is not None:
+            device.close()
+    np.save(args.output, y)
+    return 0
+
+
+def inspect_report(model_path: str, shape: tuple[int, ...], selector: str | None) -> dict[str, Any]:
+    from vkocr.engine.graph.model import Model
+    from vkocr.engine.graph.onnx_import import load_onnx
+    from vkocr.engine.graph.plan import Plan
+
+    imported = load_onnx(model_path)
+    device = open_device(selector)
+    try:
+        with Model.load(model_path, device) as model:
+            plan = model.plan(shape)
+            after = plan.spec.graph
+            report: dict[str, Any] = {
+                "model": Path(model_path).name,
+                "shape": list(shape),
+                "backend": model.backend,
+                "nodes_imported": len(imported.nodes),
+                "ops_imported": imported.op_counts(),
+                "nodes_after_passes": len(after.nodes),
+                "ops_after_passes": after.op_counts(),
+                "output_shape": list(plan.spec.shape(after.outputs[0])),
+            }
+            if isinstance(plan, Plan):  # the NumPy executor has no dispatches or arenas to report
+                report.update({
+                    "dispatches": plan.dispatch_count,
+                    "weights_mib": model.weight_bytes / 2**20,
+                    "activation_peak_mib": plan.arena_bytes / 2**20,
+                    "one_buffer_per_tensor_mib": plan.naive_bytes / 2**20,
+                    "pipelines": sorted(plan.pipelines),
+                })
+            return report
+    finally:
+        if device is not None:
+            device.close()
+
+
+def format_inspect(r: dict[str, Any]) -> str:
+    def ops(counts: dict[str, int]) -> str:
+        return ", ".join(f"{op} {n}" for op, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+    lines = [
+        f"{r['model']} at {'x'.join(map(str, r['shape']))} on {r['backend']} -> output {r['output_shape']}",
+        f"nodes imported:      {r['nodes_imported']:4d}  ({ops(r['ops_imported'])})",
+        f"nodes after passes:  {r['nodes_after_passes']:4d}  ({ops(r['ops_after_passes'])})",
+    ]
+    if "dispatches" in r:
+        ratio = r["activation_peak_mib"] / max(r["one_buffer_per_tensor_mib"], 1e-9)
+        lines += [
+            f"dispatches:          {r['dispatches']:4d}",
+            f"weights:             {r['weights_mib']:.2f} MiB",
+            (f"activation peak:     {r['activation_peak_mib']:.2f} MiB planned vs "
+             f"{r['one_buffer_per_tensor_mib']:.2f} MiB one buffer per tensor ({100 * ratio:.0f}%)"),
+            f"pipelines:           {', '.join(r['pipelines'])}",
+        ]
+    return "\n".join(lines)
+
+
+def compare_report(model_path: str, x: np.ndarray, selector: str | None, tolerance: float) -> dict[str, Any]:
+    """Ours (every node's output read back) against onnxruntime, value by value, in graph order."""
+    from vkocr.engine.graph.compare import compare_layers, onnxruntime_values
+    from vkocr.engine.graph.model import Model
+
+    device = open_device(selector)
+    try:
+        with Model.load(model_path, device) as model:
+            nodes = model.plan(x.shape).spec.graph.nodes
+            names = [(n.name, n.op, n.outputs[0]) for n in nodes if n.op != "View"]
+            plan = model.plan(x.shape, extra_outputs=[v for _, _, v in names])
+            feed = {model.input.name: x}
+            diffs, first = compare_layers(names, lambda _: plan.run(x),
+                                          lambda wanted: onnxruntime_values(model_path, feed, wanted), tolerance)
+            backend = model.backend
+    finally:
+        if device is not None:
+            device.close()
+    return {"backend": backend, "compared": len(diffs), "tolerance": tolerance,
+            "first_divergence": None if first is None else first.__dict__,
+            "worst": sorted((d.__dict__ for d in diffs), key=lambda d: -d["rel_err"])[:5]}
+
+
+def format_compare(r: dict[str, Any]) -> str:
+    lines = [(f"compared {r['compared']} node outputs on {r['backend']} with onnxruntime (CPU), "
+              f"tolerance {r['tolerance']:g}")]
+    first = r["first_divergence"]
+    if first is None:
+        lines.append("no node diverges beyond tolerance")
+    else:
+        lines.append(f"first divergence: node {first['node']} ({first['op']}), value {first['value']}, "
+                     f"rel err {first['rel_err']:.3g}")
+    lines.append("largest errors: " + "; ".join(f"{d['node']} ({d['op']}) {d['rel_err']:.2g}" for d in r["worst"]))
+    return "\n".join(lines)

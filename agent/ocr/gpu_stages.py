@@ -1,0 +1,358 @@
+"""The OCR stages on the GPU, one submission each (DESIGN.md, "One request, end to end").
+
+The decoded image is written once per request into persistent host-visible staging and copied into a
+device-local image buffer, or, when RapidOCR would resize it (a side over 2000 px) or letterbox it, resized
+into that buffer by the image_resize shader (one small submission either way, recorded once per size class).
+Every stage's shaders then read that buffer; a small params buffer per stage carries what changes per request
+(sizes, crop matrices).
+Each stage is a plan of its model with hooks: det resizes and normalises the image in a shader before the
+network, and after it thresholds (and dilates) the probability map into packed edge bits, so DB postprocessing
+starts from runs instead of scanning the map on the host; cls and rec sample their crops out of the same image
+buffer with the warp shader; rec reduces its probabilities to argmax and max on the GPU, so T×2 values per line
+come back instead of T×6625.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import structlog
+
+from vkocr.agent.ocr.prep import Prepared, prepared_image, unchanged
+from vkocr.postproc.contours import Runs, runs_from_edges
+from vkocr.engine.device import Device
+from vkocr.engine.errors import KernelArgumentError, OutOfMemory, VulkanError
+from vkocr.engine.graph.model import Model
+from vkocr.engine.graph.plan import Plan, StageHooks
+from vkocr.agent.ocr.image_kernels import (
+    IMAGE_PARAMS_WORDS,
+    RESIZE_PARAMS_WORDS,
+    CropSlot,
+    crop_params,
+    crop_params_words,
+    image_params,
+    record_crop_warp,
+    record_image_preprocess,
+    record_image_resize,
+    resize_params,
+)
+from vkocr.engine.kernels.reduce import record_argmax
+from vkocr.agent.ocr.threshold_kernel import THRESHOLD_PARAMS_WORDS, record_threshold_edges, threshold_params
+from vkocr.engine.memory import Allocation, BufferView
+from vkocr.agent.ocr.image_reference import resize_linear_u8
+from vkocr.agent.ocr.threshold_reference import edge_words
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.tensor import Tensor
+
+log = structlog.get_logger("vkocr.agent.ocr.gpu_stages")
+
+DEFAULT_IMAGE_CAPACITY = 2048 * 2048 * 3  # bytes: RapidOCR caps the longest side at 2000 before detection
+MAX_REC_STEPS = 8192  # time steps per line (the recogniser makes one per 8 input columns)
+DEFAULT_MAX_STAGING = 64 << 20  # host-visible bytes for the raw image (20 MP); a bigger one is resized on the host
+PARALLEL_COPY_BYTES = 2 << 20  # images above this go into staging on several threads
+COPY_THREADS = min(4, os.cpu_count() or 1)
+
+
+class HostBuffer:
+    """A persistent host-visible allocation bound straight into shaders (no copy), as a uint32 tensor."""
+
+    def __init__(self, device: Device, words: int) -> None:
+        self.device = device
+        self.alloc: Allocation = device.pool.alloc(4 * words, "upload")
+        self.tensor = Tensor(self.alloc, (words,), np.dtype(np.uint32))
+
+    def write(self, words: np.ndarray) -> None:
+        self.alloc.array(np.uint32)[: len(words)] = words
+        self.alloc.flush()
+
+    def write_image(self, rgb: np.ndarray, pool: ThreadPoolExecutor | None = None) -> int:
+        """An H×W×3 uint8 image as packed bytes (rgb_words' layout), straight into the mapping; its size in
+        bytes. A large one is copied in parts on ``pool``'s threads (NumPy releases the GIL while it copies):
+        one core alone does not reach the memory bandwidth that copying tens of MB from DRAM wants."""
+        data = np.ascontiguousarray(rgb, dtype=np.uint8).reshape(-1)
+        target = self.alloc.array(np.uint8)[: data.size]
+        if pool is None or data.size < PARALLEL_COPY_BYTES:
+            target[...] = data
+        else:
+            step = -(-data.size // COPY_THREADS)
+            parts = [slice(i, i + step) for i in range(0, data.size, step)]
+            for done in [pool.submit(np.copyto, target[part], data[part]) for part in parts]:
+                done.result()
+        self.alloc.flush()
+        return int(data.size)
+
+    def close(self) -> None:
+        self.device.pool.free(self.alloc)
+
+
+COPY_GRANULE = 1 << 20  # copies and resizes are recorded per MiB of output, so at most capacity/granule recordings
+
+
+class DeviceImage:
+    """The prepared image in device-local memory, which every stage's shaders read (reading host memory over
+    PCIe is slow on discrete GPUs), and the host-visible staging buffer it is filled from: by a copy when the
+    image is used as it is, else by the image_resize shader (RapidOCR's resize of an oversized image and its
+    letterbox), which reads the raw image from staging. Both are recorded once per MiB of output and replayed.
+    Staging grows with the largest raw image seen (an image of more than 2000 px a side arrives whole), up to
+    max_staging bytes (GpuStages.load resizes a bigger one on the host)."""
+
+    def __init__(self, device: Device, capacity: int, max_staging: int = DEFAULT_MAX_STAGING) -> None:
+        self.device, self.capacity, self.max_staging = device, capacity, max_staging
+        self.tensor = device.tensor((-(-capacity // 4),), np.uint32)
+        self.staging = HostBuffer(device, -(-capacity // 4))
+        self.resize_params = HostBuffer(device, RESIZE_PARAMS_WORDS)
+        self._recordings: dict[tuple[str, int], Recorder] = {}
+        self._pending: Recorder | None = None
+        # threads start on the first large image (ThreadPoolExecutor makes them on demand)
+        self._copiers = ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="vkocr-staging") if COPY_THREADS > 1 else None
+
+    def settle(self) -> None:
+        """Wait for the last copy or resize (staging may be rewritten after this)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.wait()
+
+    def can_stage(self, nbytes: int) -> bool:
+        """Whether staging holds (or may grow to hold, and did) an image of nbytes; False past max_staging or
+        when the host-visible memory is not there (the caller then resizes on the host)."""
+        if nbytes <= self.staging.alloc.nbytes:
+            return True
+        if nbytes > self.max_staging:
+            return False
+        self.settle()
+        try:
+            bigger = HostBuffer(self.device, -(-nbytes // COPY_GRANULE) * COPY_GRANULE // 4)
+        except OutOfMemory as exc:  # nothing changed: the old buffer and its recordings stay
+            log.warning("staging_not_grown", bytes=nbytes, error=str(exc))
+            return False
+        for rec in self._recordings.values():  # they bind the old buffer
+            rec.close()
+        self._recordings.clear()
+        self.staging.close()
+        self.staging = bigger
+        return True
+
+    def _stage(self, image: np.ndarray) -> None:
+        self.settle()
+        if not self.can_stage(image.nbytes):
+            raise KernelArgumentError(f"an image of {image.nbytes} bytes does not fit GPU staging "
+                                      f"({self.staging.alloc.nbytes} bytes, at most {self.max_staging})")
+        self.staging.write_image(image, self._copiers)
+
+    def _replay(self, kind: str, nbytes: int, record: Callable[[Recorder, int], None]) -> None:
+        """Submit the recording of `kind` for `nbytes` of output without waiting for it: the stage submitted
+        next on the queue starts with a full barrier, so it reads the whole image, and its fence covers this
+        submission too (one round trip less)."""
+        size = min(self.tensor.nbytes, -(-max(nbytes, 1) // COPY_GRANULE) * COPY_GRANULE)
+        rec = self._recordings.get((kind, size))
+        if rec is None:
+            rec = self._recordings[(kind, size)] = Recorder(self.device)
+            record(rec, size)
+            rec.end()
+        rec.submit()
+        self._pending = rec
+
+    def copy(self, image: np.ndarray) -> None:
+        """The image (H×W×3 uint8, at most the capacity) as it is."""
+        def record(rec: Recorder, size: int) -> None:
+            src, dst = self.staging.tensor.view, self.tensor.view
+            rec.copy(BufferView(src.buffer, src.offset, size), BufferView(dst.buffer, dst.offset, size))
+
+        self._stage(image)
+        self._replay("copy", image.nbytes, record)
+
+    def resize(self, image: np.ndarray, out_h: int, out_w: int, pad_top: int) -> None:
+        """The image (H×W×3 uint8, any size staging can hold) resized to out_h × out_w as cv2.resize
+        INTER_LINEAR does, with pad_top black rows above and below."""
+        def record(rec: Recorder, size: int) -> None:
+            record_image_resize(rec, self.staging.tensor, self.resize_params.tensor, self.tensor, words=size // 4)
+
+        h, w = image.shape[:2]
+        params = resize_params(h, w, out_h, out_w, pad_top=pad_top, out_capacity=self.capacity)
+        self._stage(image)
+        self.resize_params.write(params)
+        self._replay("resize", (out_h + 2 * pad_top) * out_w * 3, record)
+
+    def close(self) -> None:
+        try:
+            self.settle()
+        except VulkanError as exc:  # a lost device: the copy no longer matters, the resources still do
+            log.warning("image_copy_not_settled", error=str(exc))
+        for rec in self._recordings.values():
+            rec.close()
+        if self._copiers is not None:
+            self._copiers.shutdown()
+        self.device.free(self.tensor)
+        self.staging.close()
+        self.resize_params.close()
+
+
+class ArgmaxReadback:
+    """The rec epilogue: argmax and max over the classes, and their readback. One fixed-size set of buffers
+    serves every plan shape (submissions never overlap), so no memory grows with the number of widths seen."""
+
+    def __init__(self, device: Device, capacity: int) -> None:
+        self.device, self.capacity = device, capacity
+        self.indices = device.pool.alloc(4 * capacity, "device")
+        self.values = device.pool.alloc(4 * capacity, "device")
+        self.indices_back = device.pool.alloc(4 * capacity, "readback")
+        self.values_back = device.pool.alloc(4 * capacity, "readback")
+        self.shape: tuple[int, ...] = (0,)
+
+    def record(self, rec: Recorder, probs: Tensor) -> None:
+        shape = tuple(probs.shape[:-1])
+        count = int(np.prod(shape))
+        if count > self.capacity:
+            raise KernelArgumentError(f"recogniser output of {shape} time steps exceeds the {self.capacity} "
+                                      "that the argmax buffers hold")
+        indices = Tensor(self.indices, shape, np.dtype(np.int32))
+        values = Tensor(self.values, shape, np.dtype(np.float32))
+        record_argmax(rec, probs, indices, values, axis=-1)
+        rec.copy(indices.view, self.indices_back.view)
+        rec.copy(values.view, self.values_back.view)
+
+    def read(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        self.indices_back.invalidate()
+        self.values_back.invalidate()
+        count = int(np.prod(shape))
+        return (self.indices_back.array(np.int32)[:count].reshape(shape).copy(),
+                self.values_back.array(np.float32)[:count].reshape(shape).copy())
+
+    def close(self) -> None:
+        for a in (self.indices, self.values, self.indices_back, self.values_back):
+            self.device.pool.free(a)
+
+
+class EdgesReadback:
+    """The det epilogue: the probability map thresholded and dilated on the GPU into packed edge bits
+    (agent/ocr/threshold_kernel.py), and their readback. The threshold and the dilation switch are read from a params
+    buffer at run time, so one recording serves every request. The buffers grow with the largest map seen; a
+    plan recorded earlier keeps writing the (smaller) buffers it was recorded with, so each map size remembers
+    its own, and every buffer lives until close."""
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.params = HostBuffer(device, THRESHOLD_PARAMS_WORDS)
+        self._capacity = 0  # words
+        self._buffers: list[tuple[Allocation, Allocation]] = []
+        self._by_shape: dict[tuple[int, int], tuple[Allocation, Allocation]] = {}
+
+    def record(self, rec: Recorder, prob: Tensor) -> None:
+        h, w = int(prob.shape[-2]), int(prob.shape[-1])
+        words = h * edge_words(w)
+        if (h, w) not in self._by_shape:  # a re-recording of a known size (an evicted plan) keeps its buffers
+            if words > self._capacity:
+                self._capacity = max(words, 2 * self._capacity)
+                self._buffers.append((self.device.pool.alloc(4 * self._capacity, "device"),
+                                      self.device.pool.alloc(4 * self._capacity, "readback")))
+            self._by_shape[(h, w)] = self._buffers[-1]
+        edges, back = self._by_shape[(h, w)]
+        out = Tensor(edges, (h, edge_words(w)), np.dtype(np.uint32))
+        record_threshold_edges(rec, prob, self.params.tensor, out)
+        rec.copy(out.view, BufferView(back.view.buffer, back.view.offset, 4 * words))
+
+    def set(self, thresh: float, dilate: bool) -> None:
+        self.params.write(threshold_params(thresh, dilate))
+
+    def read(self, h: int, w: int) -> Runs:
+        _, back = self._by_shape[(h, w)]
+        back.invalidate()
+        return runs_from_edges(back.array(np.uint32)[: h * edge_words(w)].reshape(h, edge_words(w)))
+
+    def close(self) -> None:
+        for edges, back in self._buffers:
+            self.device.pool.free(edges)
+            self.device.pool.free(back)
+        self.params.close()
+
+
+class GpuStages:
+    def __init__(self, device: Device, model_paths: Mapping[str, Path], *, max_batch: int = 64,
+                 image_capacity: int = DEFAULT_IMAGE_CAPACITY, max_staging_bytes: int = DEFAULT_MAX_STAGING) -> None:
+        self.device = device
+        self.backend = f"vulkan ({device.info.name})"
+        self.models = {role: Model.load(path, device) for role, path in model_paths.items()}
+        self.max_batch = max_batch
+        self.image_capacity = image_capacity
+        self.image = DeviceImage(device, image_capacity, max(max_staging_bytes, image_capacity))
+        self.det_params = HostBuffer(device, IMAGE_PARAMS_WORDS)
+        self.cls_params = HostBuffer(device, crop_params_words(max_batch))
+        self.rec_params = HostBuffer(device, crop_params_words(max_batch))
+        self._argmax = ArgmaxReadback(device, max_batch * MAX_REC_STEPS)
+        self._edges = EdgesReadback(device)
+        self.det_hooks = StageHooks(
+            lambda rec, x: record_image_preprocess(rec, self.image.tensor, self.det_params.tensor, x),
+            lambda rec, outputs: self._edges.record(rec, next(iter(outputs.values()))))
+        self.cls_hooks = StageHooks(lambda rec, x: record_crop_warp(rec, self.image.tensor, self.cls_params.tensor, x))
+        self.rec_hooks = StageHooks(lambda rec, x: record_crop_warp(rec, self.image.tensor, self.rec_params.tensor, x),
+                                    self._rec_epilogue, read_outputs=False)
+        self._image_hw: tuple[int, int] = (0, 0)
+
+    def _rec_epilogue(self, rec: Recorder, outputs: dict[str, Tensor]) -> None:
+        (probs,) = outputs.values()
+        self._argmax.record(rec, probs)
+
+    def load(self, image: np.ndarray, prep: Prepared) -> None:
+        """Prepare this request's image (H×W×3 uint8) as ``prep`` says where every stage's shaders read it: a
+        resize and letterbox in a shader; on the host in the rare case of two resizes, and for an image too big
+        for staging (max_staging_bytes, or the host-visible memory there is)."""
+        if len(prep.sizes) > 1 or not self.image.can_stage(image.nbytes):
+            image, prep = prepared_image(image, prep, resize_linear_u8), unchanged(*prep.shape)
+        h, w = prep.shape
+        if 3 * h * w > self.image_capacity:
+            raise KernelArgumentError(f"prepared image of {w}×{h} pixels needs {3 * h * w} bytes; the GPU image "
+                                      f"buffer holds {self.image_capacity}")
+        if prep.sizes or prep.pad_top:
+            out_h, out_w = prep.sizes[0] if prep.sizes else image.shape[:2]
+            self.image.resize(image, out_h, out_w, prep.pad_top)
+        else:
+            self.image.copy(image)
+        self._image_hw = (h, w)
+
+    def _plan(self, role: str, shape: tuple[int, ...], hooks: StageHooks) -> Plan:
+        plan = self.models[role].plan(shape, hooks=hooks)
+        assert isinstance(plan, Plan)
+        return plan
+
+    def detect(self, det_h: int, det_w: int, thresh: float, dilate: bool) -> tuple[np.ndarray, Runs]:
+        """The probability map (a read-only view of the readback mapping, valid until the next detect) and the
+        runs of the thresholded, optionally dilated map."""
+        h, w = self._image_hw
+        self.det_params.write(image_params(h, w, det_h, det_w, capacity=self.image_capacity))
+        self._edges.set(thresh, dilate)
+        plan = self._plan("det", (1, 3, det_h, det_w), self.det_hooks)
+        prob = plan.run(copy=False)[plan.output_names[0]][0, 0]
+        return prob, self._edges.read(det_h, det_w)
+
+    def _crop_params(self, crops: Sequence[CropSlot], batch: int, height: int, width: int) -> np.ndarray:
+        if len(crops) > self.max_batch:
+            raise KernelArgumentError(f"{len(crops)} crops in one batch; at most {self.max_batch}")
+        h, w = self._image_hw
+        return crop_params(h, w, crops, batch, height, width, capacity=self.image_capacity)
+
+    def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
+        """Crops in a batch rounded up to a power of two (few plans); the warp zero-fills the spare slots."""
+        batch = min(self.max_batch, 1 << max(0, len(crops) - 1).bit_length())
+        self.cls_params.write(self._crop_params(crops, batch, height, width))
+        plan = self._plan("cls", (batch, 3, height, width), self.cls_hooks)
+        return plan.run()[plan.output_names[0]][: len(crops)]
+
+    def recognize(self, crops: Sequence[CropSlot], height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+        self.rec_params.write(self._crop_params(crops, len(crops), height, width))
+        plan = self._plan("rec", (len(crops), 3, height, width), self.rec_hooks)
+        plan.run()
+        out_shape = plan.spec.shape(plan.output_names[0])
+        return self._argmax.read(tuple(out_shape[:-1]))
+
+    def close(self) -> None:
+        for model in self.models.values():
+            model.close()
+        self._argmax.close()
+        self._edges.close()
+        self.image.close()
+        for buf in (self.det_params, self.cls_params, self.rec_params):
+            buf.close()

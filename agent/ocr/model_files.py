@@ -1,0 +1,55 @@
+"""The default models: the three PP-OCR ONNX files that PyPI's rapidocr-onnxruntime==1.4.4 wheel carries.
+
+The set-up commands fetch them once (scripts/fetch_models.py) into `models_dir()` and check them by sha256; nothing is
+downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+SOURCE_WHEEL = "rapidocr-onnxruntime==1.4.4"
+WHEEL_DIR = "rapidocr_onnxruntime/models"
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    role: str
+    filename: str
+    sha256: str
+
+
+DEFAULT_MODELS = (
+    ModelFile("det", "ch_PP-OCRv4_det_infer.onnx", "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9"),
+    ModelFile("cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx",
+              "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c"),
+    ModelFile("rec", "ch_PP-OCRv4_rec_infer.onnx", "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b"),
+)
+
+
+def models_dir() -> Path:
+    """VKOCR_MODELS, else the platform's data directory: $XDG_DATA_HOME/vkocr/models, by default
+    ~/.local/share/vkocr/models (where the set-up puts them)."""
+    env = os.environ.get("VKOCR_MODELS")
+    if env:
+        return Path(env)
+    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data_home) / "vkocr" / "models"
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def missing_or_bad(directory: Path | None = None) -> list[ModelFile]:
+    """Default models absent from `directory` or whose sha256 differs."""
+    directory = directory or models_dir()
+    return [m for m in DEFAULT_MODELS
+            if not (directory / m.filename).is_file() or sha256_of(directory / m.filename) != m.sha256]

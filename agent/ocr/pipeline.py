@@ -1,0 +1,296 @@
+"""The OCR pipeline: decode → prepare → det → DB boxes → crops → cls → rec → CTC → plugins.
+
+The orchestration here mirrors RapidOCR 1.4.4 step by step (its batching by aspect ratio, its crop rules, its
+filters), so that our lines match its lines; the stages themselves run on the GPU (agent/ocr/gpu_stages.py) or,
+chosen explicitly, on the CPU with the NumPy references (agent/ocr/cpu_stages.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, Self
+
+import numpy as np
+import structlog
+
+from vkocr.agent.ocr.images import decode_image
+from vkocr.agent.ocr.model_files import DEFAULT_MODELS, models_dir
+from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.prep import Prepared, preparation, to_original
+from vkocr.postproc.contours import Runs
+from vkocr.postproc.ctc import CtcText, ctc_decode, load_charset
+from vkocr.postproc.db import db_boxes
+from vkocr.postproc.order import sort_boxes
+from vkocr.postproc.registry import PluginChain, build_chain
+from vkocr.postproc.result import CharBox, OcrLine, OcrResult
+from vkocr.postproc.wordboxes import char_boxes
+from vkocr.agent.ocr.image_kernels import CropSlot, crop_slots
+from vkocr.agent.ocr.image_reference import det_input_size
+
+log = structlog.get_logger("vkocr.agent.ocr.pipeline")
+
+
+class Stages(Protocol):
+    """What runs the networks: the GPU stages or the CPU fallback."""
+
+    backend: str
+    max_batch: int  # crops one classify or recognize call takes
+
+    def load(self, image: np.ndarray, prep: Prepared) -> None:
+        """The image (H×W×3 uint8 RGB), prepared as ``prep`` says, that the next stages read."""
+
+    def detect(self, det_h: int, det_w: int, thresh: float, dilate: bool) -> tuple[np.ndarray, Runs]:
+        """Probability map (det_h × det_w) of the loaded image resized to det_h × det_w (valid until the next
+        call), and the runs of the map thresholded at ``thresh`` and, with ``dilate``, dilated as DB does."""
+
+    def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
+        """(n, 2) class probabilities of the crops (0°, 180°)."""
+
+    def recognize(self, crops: Sequence[CropSlot], height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+        """(n, T) argmax indices and (n, T) max probabilities per time step."""
+
+    def close(self) -> None: ...
+
+
+def default_model_paths(directory: Path | None = None) -> dict[str, Path]:
+    root = directory or models_dir()
+    return {m.role: root / m.filename for m in DEFAULT_MODELS}
+
+
+def ratio_batches(ratios: Sequence[float], batch: int) -> list[list[int]]:
+    """Indices grouped as RapidOCR groups them: sorted by width/height ratio (np.argsort), `batch` at a time."""
+    order = np.argsort(np.array(ratios, dtype=np.float64))
+    return [order[i:i + batch].tolist() for i in range(0, len(order), batch)]
+
+
+def slot_ratio(slot: CropSlot) -> float:
+    """Width/height of the crop as the model sees it (after the 90° turn): RapidOCR's sort key."""
+    width, height = slot.model_size
+    return width / height
+
+
+def whole_image_quad(h: int, w: int) -> np.ndarray:
+    """The quad that samples the whole image unchanged (the line of a request without detection)."""
+    return np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32)
+
+
+class OcrPipeline:
+    """One OCR engine: the three models on one backend, options, and a plugin chain. Not thread-safe: one
+    worker drives it (the agent's GPU worker)."""
+
+    def __init__(self, stages: Stages, charset: list[str], options: OcrOptions | None = None,
+                 plugins: PluginChain | None = None) -> None:
+        self.stages = stages
+        self._device: Any = None  # the Vulkan device open() made for this pipeline, closed with it
+        self.charset = charset
+        self.options = options or OcrOptions()
+        self.options.validate()
+        self.plugins = plugins if plugins is not None else build_chain(self.options.plugins,
+                                                                       self.options.plugin_options)
+
+    @classmethod
+    def open(cls, device: str | None = None, *, options: OcrOptions | None = None,
+             model_dir: Path | None = None, model_paths: dict[str, Path] | None = None) -> OcrPipeline:
+        """The pipeline on the chosen Vulkan device (index, UUID, name part; default VKOCR_DEVICE or the best
+        ranked), or with device="cpu" on the NumPy fallback. Models: ``model_paths`` by role (det, cls, rec),
+        else the default file names in ``model_dir``."""
+        from vkocr.engine.graph.onnx_import import load_onnx
+
+        paths = model_paths or default_model_paths(model_dir)
+        charset = load_charset(load_onnx(paths["rec"]).metadata)
+        if device == "cpu":
+            from vkocr.agent.ocr.cpu_stages import CpuStages
+
+            return cls(CpuStages(paths), charset, options)
+        from vkocr.agent.ocr.gpu_stages import GpuStages
+        from vkocr.engine.device import Device
+
+        dev = Device(device)
+        try:
+            pipeline = cls(GpuStages(dev, paths), charset, options)
+        except BaseException:
+            dev.close()
+            raise
+        pipeline._device = dev
+        return pipeline
+
+    @property
+    def backend(self) -> str:
+        return self.stages.backend
+
+    @property
+    def device(self) -> Any:
+        """The Vulkan device this pipeline opened (None on the CPU fallback)."""
+        return self._device
+
+    @property
+    def device_name(self) -> str:
+        return self._device.info.name if self._device is not None else "cpu"
+
+    def close(self) -> None:
+        try:
+            self.stages.close()
+        finally:  # a failing stage (a lost device) must not keep the device and its instance alive
+            if self._device is not None:
+                self._device.close()
+                self._device = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- one request ------------------------------------------------------------------------------------------
+
+    def __call__(self, source: Any, **overrides: Any) -> OcrResult:
+        """Read one image (path, bytes or array) with these options changed for this call; plugins included."""
+        opts = self.options.replace(**overrides) if overrides else self.options
+        chain = self.chain_for(opts)
+        return self.finish(self.recognize(source, opts), chain)
+
+    def chain_for(self, opts: OcrOptions) -> PluginChain:
+        """The plugin chain these options ask for: the deployment's own, or one built for this request (which
+        raises UnknownPluginError or PluginConfigError before any GPU work)."""
+        if opts.plugins == self.options.plugins and opts.plugin_options == self.options.plugin_options:
+            return self.plugins
+        return build_chain(opts.plugins, opts.plugin_options)
+
+    @staticmethod
+    def finish(result: OcrResult, chain: PluginChain) -> OcrResult:
+        """The plugin chain over a recognised result: CPU work that the agent overlaps with the next request's
+        GPU work."""
+        clock = time.perf_counter()
+        chain.run(result)
+        result.timings_ms["plugins"] = (time.perf_counter() - clock) * 1e3
+        return result
+
+    def recognize(self, source: Any, opts: OcrOptions | None = None, *, decoded: bool = False) -> OcrResult:
+        """Lines of one image without the plugin chain: every stage that needs the device, and the CPU steps
+        between them. ``decoded``: ``source`` is already decode_image's output (the agent decodes on the
+        request's thread, before the GPU queue)."""
+        opts = opts or self.options
+        timings: dict[str, float] = {}
+        waits: dict[str, float] = {}
+        device = self._device
+        clock = time.perf_counter()
+        waited = device.wait_seconds if device is not None else 0.0
+
+        def lap(name: str) -> None:
+            nonlocal clock, waited
+            now = time.perf_counter()
+            timings[name] = timings.get(name, 0.0) + (now - clock) * 1e3
+            clock = now
+            if device is not None:
+                waits[name] = waits.get(name, 0.0) + (device.wait_seconds - waited) * 1e3
+                waited = device.wait_seconds
+
+        image = source if decoded else decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif,
+                                                    copy=False)  # stages.load copies it before this call returns
+        prep = preparation(*image.shape[:2], max_side_len=opts.max_side_len, min_side_len=opts.min_side_len,
+                           min_height=opts.min_height, width_height_ratio=opts.width_height_ratio,
+                           letterbox=opts.use_det)
+        self.stages.load(image, prep)
+        lap("decode")
+        h, w = prep.shape
+        quads: list[np.ndarray]
+        if opts.use_det:
+            quads = self._detect(prep, opts, lap)
+            if not quads:
+                return OcrResult(timings_ms=timings, gpu_wait_ms=waits)
+            slots = crop_slots(np.stack(quads), opts.rec_height, 10**6)
+        else:
+            quads = [whole_image_quad(h, w)]
+            slots = [CropSlot(np.eye(3), w, h, False, False, 1)]  # RapidOCR passes the image itself on
+        angles = [0] * len(slots)
+        cls_only: list[tuple[str, float]] = []
+        if opts.use_cls:
+            slots, angles, cls_only = self._classify(slots, opts)
+            lap("cls")
+        texts: list[CtcText] | None = None
+        chars: list[tuple[CharBox, ...] | None] = [None] * len(slots)
+        if opts.use_rec:
+            texts, batch_ratios = self._recognize(slots, opts)
+            lap("rec")
+            if opts.return_word_box and opts.use_det:
+                chars = [self._chars(t, q, s, r, prep) for t, q, s, r in zip(texts, quads, slots, batch_ratios)]
+        result = self._assemble(prep, quads, angles, texts, chars, cls_only, opts)
+        lap("postproc")
+        result.timings_ms, result.gpu_wait_ms = timings, waits
+        return result
+
+    def _detect(self, prep: Prepared, opts: OcrOptions, lap: Any) -> list[np.ndarray]:
+        h, w = prep.shape
+        det_h, det_w = det_input_size(h, w, opts.limit_side_len, opts.limit_type)
+        if det_h <= 0 or det_w <= 0:
+            return []
+        prob, runs = self.stages.detect(det_h, det_w, opts.thresh, opts.use_dilation)
+        lap("det")
+        boxes, _scores = db_boxes(prob, w, h, thresh=opts.thresh, box_thresh=opts.box_thresh,
+                                  max_candidates=opts.max_candidates, unclip_ratio=opts.unclip_ratio,
+                                  use_dilation=opts.use_dilation, score_mode=opts.score_mode, runs=runs)
+        lap("db")
+        return [np.asarray(b, np.float32) for b in sort_boxes(list(boxes))]
+
+    def _classify(self, slots: list[CropSlot], opts: OcrOptions
+                  ) -> tuple[list[CropSlot], list[int], list[tuple[str, float]]]:
+        angles = [0] * len(slots)
+        verdicts: list[tuple[str, float]] = [("0", 0.0)] * len(slots)
+        out = list(slots)
+        # Every crop is padded to the classifier's fixed width, so grouping cannot change a verdict: all crops
+        # go in as few submissions as the stage allows, instead of RapidOCR's groups of cls_batch.
+        step = self.stages.max_batch
+        for group in [list(range(i, min(i + step, len(slots)))) for i in range(0, len(slots), step)]:
+            batch = [slots[i].fitted(opts.cls_height, opts.cls_width) for i in group]
+            probs = self.stages.classify(batch, opts.cls_height, opts.cls_width)
+            for i, label, score in zip(group, probs.argmax(axis=1).tolist(), probs.max(axis=1).tolist()):
+                verdicts[i] = (("0", "180")[label], score)
+                if label == 1 and score > opts.cls_thresh:
+                    out[i] = dataclasses.replace(out[i], rotate180=True)
+                    angles[i] = 180
+        return out, angles, verdicts
+
+    def _recognize(self, slots: list[CropSlot], opts: OcrOptions) -> tuple[list[CtcText], list[float]]:
+        """Decoded text of every slot, and the width/height ratio its batch was padded to."""
+        texts: list[CtcText] = [CtcText("", 0.0, (), (), 0)] * len(slots)
+        batch_ratios = [0.0] * len(slots)
+        batches = []
+        for group in ratio_batches([slot_ratio(s) for s in slots], opts.rec_batch):
+            max_ratio = max([opts.rec_width / opts.rec_height, *(slot_ratio(slots[i]) for i in group)])
+            width = int(opts.rec_height * max_ratio)  # RapidOCR's batch width, exactly
+            batches.append((group, max_ratio, width, [slots[i].fitted(opts.rec_height, width) for i in group]))
+        # the batches one after another, decoded after the last (shorter idle gaps between submissions)
+        outputs = [self.stages.recognize(batch, opts.rec_height, width) for _, _, width, batch in batches]
+        for (group, max_ratio, _, _), (indices, scores) in zip(batches, outputs, strict=True):
+            for i, decoded in zip(group, ctc_decode(indices, scores, self.charset)):
+                texts[i], batch_ratios[i] = decoded, max_ratio
+        return texts, batch_ratios
+
+    @staticmethod
+    def _chars(text: CtcText, quad: np.ndarray, slot: CropSlot, batch_ratio: float, prep: Prepared
+               ) -> tuple[CharBox, ...]:
+        """Per-character boxes in original-image pixels, truncated to integers as RapidOCR does."""
+        crop_w, crop_h = slot.model_size
+        boxes = char_boxes(text, quad, crop_w, crop_h, batch_ratio)
+        if not boxes:
+            return ()
+        mapped = to_original(np.array([b.box for b in boxes], np.float32), prep).astype(np.int32)
+        return tuple(CharBox(b.text, m.astype(float).tolist(), b.score) for b, m in zip(boxes, mapped))
+
+    def _assemble(self, prep: Prepared, quads: list[np.ndarray], angles: list[int], texts: list[CtcText] | None,
+                  chars: list[tuple[CharBox, ...] | None], verdicts: list[tuple[str, float]],
+                  opts: OcrOptions) -> OcrResult:
+        boxes = to_original(np.stack(quads), prep) if quads else np.zeros((0, 4, 2), np.float32)
+        lines = []
+        for i, box in enumerate(boxes):
+            if texts is None:  # detection (and classification) only: boxes without text
+                score = verdicts[i][1] if verdicts else 1.0
+                lines.append(OcrLine("", score, box.tolist(), angles[i]))
+                continue
+            text, score = texts[i].text, texts[i].score
+            if score >= opts.text_score:
+                lines.append(OcrLine(text, score, box.tolist(), angles[i], chars[i]))
+        return OcrResult(lines)

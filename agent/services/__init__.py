@@ -1,1 +1,0 @@
-"""The gRPC services of the agent: OCR, status (health comes from grpcio-health-checking)."""

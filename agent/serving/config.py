@@ -1,0 +1,269 @@
+"""The agent's configuration: one TOML file, overridden by environment variables, overridden by flags.
+
+Every setting has a default, so ``vkocr serve`` runs without a file. Sections and keys are the dataclasses
+below; ``VKOCR_<SECTION>_<KEY>`` (e.g. ``VKOCR_SERVER_QUEUE_SIZE=64``) overrides one key; ``[ocr]`` holds the
+deployment's OCR option defaults (any field of vkocr.agent.ocr.options.OcrOptions). ``vkocr serve --print-config`` prints
+the merged result. Relative paths in a file are relative to the file's folder (PATH_KEYS).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vkocr.agent.errors import OptionsError
+from vkocr.agent.ocr.options import OcrOptions
+from vkocr.engine.errors import VkocrError
+
+ENV_PREFIX = "VKOCR_"
+
+
+class ConfigError(VkocrError):
+    """The configuration file or an override is invalid; the message names the key."""
+
+
+@dataclass
+class ServerConfig:
+    listen: str = "127.0.0.1:50051"  # host:port; port 0 picks a free one
+    allow_remote_plaintext: bool = False  # plaintext on a non-loopback address needs this explicitly
+    max_message_bytes: int = 16 * 1024 * 1024  # requests (and responses) larger are refused
+    queue_size: int = 32  # requests waiting for the GPU worker; more → RESOURCE_EXHAUSTED
+    retry_after_s: float = 0.5  # the retry hint sent with RESOURCE_EXHAUSTED
+    stream_window: int = 8  # requests of one stream read ahead of their answers
+    postproc_threads: int = 2  # plugin threads: overlap a request's CPU postprocessing with the next's GPU work
+    overlap: bool = True  # False: plugins run on the GPU worker (to measure what the overlap buys)
+    grace_s: float = 15.0  # on SIGTERM, how long in-flight work may take before the agent stops anyway
+    status_interval_s: float = 5.0  # status Watch streams send at least this often
+    latency_window_s: float = 60.0  # sliding window of the status p50/p99
+    health_listen: str = ""  # host:port of a plaintext port serving only grpc.health.v1 (kubelet probes); off
+
+
+@dataclass
+class TlsConfig:
+    cert: str = ""  # server certificate chain (PEM); with key, turns TLS on
+    key: str = ""
+    client_ca: str = ""  # CA that signs client certificates; set → mutual TLS, clients without one are refused
+
+
+@dataclass
+class DeviceConfig:
+    select: str = ""  # index, UUID or name part; empty: VKOCR_DEVICE, else the best ranked; "cpu": NumPy
+    cpu_fallback: bool = False  # when the device cannot be rebuilt after a loss, serve on the CPU executor
+
+
+@dataclass
+class ModelsConfig:
+    dir: str = ""  # the three ONNX files when no bundle store is used; empty: models/ (or VKOCR_MODELS)
+    store: str = ""  # model bundle store (versions, active pointer); empty: no bundles, serve `dir`
+    trusted_keys: list[str] = field(default_factory=list)  # ed25519 public keys that may sign bundles
+    keep: int = 3  # versions kept in the store
+    max_bundle_bytes: int = 512 * 1024 * 1024
+
+
+@dataclass
+class AuthConfig:
+    allowed_subjects: list[str] = field(default_factory=list)  # client certificate CNs allowed to manage models
+    dev_allow_loopback: bool = False  # without TLS, allow model management from loopback (development only)
+
+
+@dataclass
+class MetricsConfig:
+    listen: str = ""  # host:port of the Prometheus endpoint; empty: off
+
+
+@dataclass
+class LoggingConfig:
+    level: str = "info"
+    json: bool = True  # one JSON object per line (structlog)
+
+
+@dataclass
+class AgentConfig:
+    server: ServerConfig = field(default_factory=ServerConfig)
+    tls: TlsConfig = field(default_factory=TlsConfig)
+    device: DeviceConfig = field(default_factory=DeviceConfig)
+    models: ModelsConfig = field(default_factory=ModelsConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    ocr: dict[str, Any] = field(default_factory=dict)  # OcrOptions fields: the deployment's defaults
+
+    @property
+    def tls_enabled(self) -> bool:
+        return bool(self.tls.cert or self.tls.key)
+
+    def ocr_options(self) -> OcrOptions:
+        try:
+            return OcrOptions().replace(**self.ocr)
+        except OptionsError as exc:
+            raise ConfigError(f"[ocr]: {exc}") from exc
+
+    def validate(self) -> None:
+        host, _port = split_host_port(self.server.listen)
+        if bool(self.tls.cert) != bool(self.tls.key):
+            raise ConfigError("[tls]: cert and key go together; set both or neither")
+        if self.tls.client_ca and not self.tls_enabled:
+            raise ConfigError("[tls]: client_ca (mutual TLS) needs cert and key too")
+        if not self.tls_enabled and not is_loopback(host) and not self.server.allow_remote_plaintext:
+            raise ConfigError(
+                f"[server]: plaintext on {host} would be reachable from the network; configure [tls] cert and "
+                "key, listen on loopback, or set server.allow_remote_plaintext = true")
+        if self.server.health_listen:
+            split_host_port(self.server.health_listen)
+        if self.auth.dev_allow_loopback and not is_loopback(host):
+            raise ConfigError("[auth]: dev_allow_loopback needs server.listen on a loopback address")
+        for name in ("queue_size", "stream_window", "postproc_threads", "max_message_bytes"):
+            if getattr(self.server, name) < 1:
+                raise ConfigError(f"[server]: {name} must be positive, got {getattr(self.server, name)}")
+        if self.server.status_interval_s < 0.05:
+            raise ConfigError("[server]: status_interval_s must be at least 0.05")
+        if self.models.keep < 1:
+            raise ConfigError("[models]: keep must be at least 1")
+        self.ocr_options()
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def split_host_port(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ConfigError(f"listen address must be HOST:PORT, got {listen!r}")
+    return host.strip("[]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load_config(path: Path | None = None, *, env: Mapping[str, str] | None = None,
+                overrides: Mapping[str, Any] | None = None) -> AgentConfig:
+    """File, then ``VKOCR_<SECTION>_<KEY>`` variables, then ``overrides`` ({"server.listen": ...})."""
+    config = AgentConfig()
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_text())
+        except OSError as exc:
+            raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config {path} is not valid TOML: {exc}") from exc
+        apply_table(config, data, str(path))
+        resolve_paths(config, path.parent)
+    env = os.environ if env is None else env
+    for section, key in settable_keys(config):
+        name = f"{ENV_PREFIX}{section}_{key}".upper()
+        if name in env:
+            set_key(config, section, key, parse_text(config, section, key, env[name]), name)
+    for dotted, value in (overrides or {}).items():
+        section, _, key = dotted.partition(".")
+        set_key(config, section, key, value, dotted)
+    config.validate()
+    return config
+
+
+# Keys that name files or folders. In a config file, a relative one is relative to that file's folder (so a
+# checked-in config works from any working directory); from the environment or a flag, to the working directory.
+PATH_KEYS = (("tls", "cert"), ("tls", "key"), ("tls", "client_ca"), ("models", "dir"), ("models", "store"),
+             ("models", "trusted_keys"))
+
+
+def resolve_paths(config: AgentConfig, base: Path) -> None:
+    """Make the relative paths of PATH_KEYS absolute against `base` (the config file's folder)."""
+
+    def resolve(value: str) -> str:
+        return os.path.normpath(base.resolve() / value) if value and not Path(value).is_absolute() else value
+
+    for section, key in PATH_KEYS:
+        table = getattr(config, section)
+        value = getattr(table, key)
+        setattr(table, key, [resolve(v) for v in value] if isinstance(value, list) else resolve(value))
+
+
+def settable_keys(config: AgentConfig) -> list[tuple[str, str]]:
+    return [(s.name, f.name) for s in dataclasses.fields(config) if s.name != "ocr"
+            for f in dataclasses.fields(getattr(config, s.name))]
+
+
+def apply_table(config: AgentConfig, data: Mapping[str, Any], origin: str) -> None:
+    sections = {f.name for f in dataclasses.fields(config)}
+    for section, table in data.items():
+        if section not in sections:
+            raise ConfigError(f"{origin}: unknown section [{section}]; known: {', '.join(sorted(sections))}")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{origin}: [{section}] must be a table")
+        if section == "ocr":
+            config.ocr.update(table)
+            continue
+        for key, value in table.items():
+            set_key(config, section, key, value, f"{origin}: [{section}] {key}")
+
+
+def set_key(config: AgentConfig, section: str, key: str, value: Any, origin: str) -> None:
+    if section == "ocr":
+        config.ocr[key] = value
+        return
+    target = getattr(config, section, None)
+    known = {f.name: f for f in dataclasses.fields(target)} if dataclasses.is_dataclass(target) else {}
+    if key not in known:
+        raise ConfigError(f"{origin}: unknown key {section}.{key}")
+    expected = type(getattr(target, key))
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise ConfigError(f"{origin}: {section}.{key} must be {expected.__name__}, got {value!r}")
+    setattr(target, key, value)
+
+
+def parse_text(config: AgentConfig, section: str, key: str, text: str) -> Any:
+    """An environment variable's text as the key's type."""
+    expected = type(getattr(getattr(config, section), key))
+    try:
+        if expected is bool:
+            if text.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                raise ValueError(text)
+            return text.lower() in ("1", "true", "yes")
+        if expected is list:
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return expected(text)
+    except ValueError as exc:
+        raise ConfigError(f"{ENV_PREFIX}{section}_{key}".upper() + f": {text!r} is not a {expected.__name__}") \
+            from exc
+
+
+def to_toml(config: AgentConfig) -> str:
+    """The merged configuration as TOML (what --print-config shows)."""
+    lines: list[str] = []
+    for section, table in config.to_dict().items():
+        lines.append(f"[{section}]")
+        lines.extend(f"{toml_key(key)} = {toml_value(value)}" for key, value in table.items())
+        lines.append("")
+    return "\n".join(lines)
+
+
+def toml_key(key: str) -> str:
+    """A bare key when TOML allows one, else a quoted one."""
+    return key if key and all(c.isascii() and (c.isalnum() or c in "-_") for c in key) else toml_value(key)
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
+    return json.dumps(str(value), ensure_ascii=False)  # a JSON string is a valid TOML basic string

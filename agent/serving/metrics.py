@@ -1,0 +1,115 @@
+"""Prometheus metrics of one agent, in a registry of its own (several agents may share a process).
+
+Names, with the default namespace: `vkocr_requests_total{method,code}`, `vkocr_request_seconds{method}`,
+`vkocr_stage_seconds{stage}`, gauges `vkocr_queue_depth`, `vkocr_in_flight`, `vkocr_pool_used_bytes`,
+`vkocr_pool_reserved_bytes`, `vkocr_serving`, counters `vkocr_device_rebuilds_total`, `vkocr_rejected_total`,
+and `vkocr_build_info{version,device,model_version}`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from wsgiref.simple_server import WSGIServer
+
+import structlog
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    generate_latest,
+    start_http_server,
+)
+
+log = structlog.get_logger("vkocr.agent.serving.metrics")
+
+STAGES = ("queue", "decode", "det", "db", "cls", "rec", "postproc", "plugins")
+STAGE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)  # seconds
+REQUEST_BUCKETS = (*STAGE_BUCKETS, 10.0, 30.0)
+
+
+class MetricsServer:
+    """The /metrics HTTP endpoint serving one registry; `shutdown()` stops it and closes its socket."""
+
+    def __init__(self, httpd: WSGIServer, thread: threading.Thread) -> None:
+        self._httpd, self._thread = httpd, thread
+        self.port: int = httpd.server_address[1]
+
+    def shutdown(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5.0)
+
+
+class Metrics:
+    def __init__(self, namespace: str = "vkocr") -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        ns, reg = namespace, self.registry
+        self.requests = Counter("requests", "Requests answered, by method and gRPC status code name",
+                                ["method", "code"], namespace=ns, registry=reg)
+        self.request_seconds = Histogram("request_seconds", "Time from receiving a request to answering it",
+                                         ["method"], namespace=ns, registry=reg, buckets=REQUEST_BUCKETS)
+        self.stage_seconds = Histogram("stage_seconds", "Time per pipeline stage (queue: waiting for the GPU)",
+                                       ["stage"], namespace=ns, registry=reg, buckets=STAGE_BUCKETS)
+        for stage in STAGES:  # every stage shows up from the first scrape, at zero
+            self.stage_seconds.labels(stage)
+        self.queue_depth = Gauge("queue_depth", "Requests waiting for the GPU worker", namespace=ns, registry=reg)
+        self.in_flight = Gauge("in_flight", "Requests accepted and not yet answered", namespace=ns, registry=reg)
+        self.pool_used_bytes = Gauge("pool_used_bytes", "GPU memory in the engine pool's live allocations",
+                                     namespace=ns, registry=reg)
+        self.pool_reserved_bytes = Gauge("pool_reserved_bytes", "GPU memory the engine pool holds from the driver",
+                                         namespace=ns, registry=reg)
+        self.serving = Gauge("serving", "1 while the agent serves requests, else 0", namespace=ns, registry=reg)
+        self.device_rebuilds = Counter("device_rebuilds", "Times the device context was rebuilt",
+                                       namespace=ns, registry=reg)
+        self.rejected_requests = Counter("rejected", "Requests refused because the queue was full",
+                                         namespace=ns, registry=reg)
+        self.build = Info("build", "Agent version, device and active model version", namespace=ns, registry=reg)
+        self._unknown_stages: set[str] = set()
+
+    def observe_request(self, method: str, code_name: str, seconds: float, stages_ms: Mapping[str, float]) -> None:
+        """One answered request: its gRPC status code name ('OK', 'INVALID_ARGUMENT', ...), its total time, and
+        its per-stage times in milliseconds (stages outside STAGES are left out, to bound the label set)."""
+        self.requests.labels(method, code_name).inc()
+        self.request_seconds.labels(method).observe(seconds)
+        for stage, ms in stages_ms.items():
+            if stage in STAGES:
+                self.stage_seconds.labels(stage).observe(ms / 1e3)
+            elif stage not in self._unknown_stages:
+                self._unknown_stages.add(stage)
+                log.warning("metrics_unknown_stage", stage=stage, known=STAGES)
+
+    def set_queue(self, depth: int, in_flight: int) -> None:
+        self.queue_depth.set(depth)
+        self.in_flight.set(in_flight)
+
+    def set_pool(self, used: int, reserved: int) -> None:
+        self.pool_used_bytes.set(used)
+        self.pool_reserved_bytes.set(reserved)
+
+    def set_serving(self, serving: bool) -> None:
+        self.serving.set(1 if serving else 0)
+
+    def rebuilt(self) -> None:
+        """The device context was rebuilt once more."""
+        self.device_rebuilds.inc()
+
+    def rejected(self) -> None:
+        """One request refused for a full queue (its answer goes through `observe_request` as well)."""
+        self.rejected_requests.inc()
+
+    def set_info(self, version: str, device: str, model_version: str) -> None:
+        self.build.info({"version": version, "device": device, "model_version": model_version})
+
+    def render(self) -> bytes:
+        """The text exposition format, as a scrape would get it."""
+        return generate_latest(self.registry)
+
+    def start_http(self, host: str, port: int) -> tuple[MetricsServer, int]:
+        """Serve /metrics on a daemon thread; port 0 picks a free port, returned with the server."""
+        httpd, thread = start_http_server(port, addr=host, registry=self.registry)
+        server = MetricsServer(httpd, thread)
+        log.info("metrics_listening", host=host, port=server.port)
+        return server, server.port

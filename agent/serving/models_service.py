@@ -1,0 +1,293 @@
+"""vkocr.v1.Models: bundle upload (chunked, resumable), staged activation, rollback, list and delete.
+
+Thin: every RPC first checks the caller (agent/serving/auth.py), then runs the store's or the activator's blocking
+work on the model-management threads (never the event loop, never the GPU worker), and maps what they raise
+to a status in one place, `status_for`. The old version serves every request until an activation's swap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import grpc
+import structlog
+from google.protobuf import timestamp_pb2
+from google.rpc import status_pb2 as rpc_status_pb2
+from vkocr.v1 import models_pb2, models_pb2_grpc
+
+from vkocr.agent.serving import rpc_status
+from vkocr.agent.bundles.activation import Activated, ActivationBusy, ActivationFailed, Activator
+from vkocr.agent.serving.auth import require_model_admin
+from vkocr.agent.bundles.errors import (
+    ActiveVersionError,
+    BundleError,
+    BundleFormatError,
+    BundleTooLarge,
+    IntegrityError,
+    KeyFileError,
+    NothingToRollBack,
+    SignatureError,
+    UnsafeEntryError,
+    VersionConflict,
+    VersionNotFound,
+)
+from vkocr.agent.serving.config import AgentConfig
+from vkocr.agent.bundles.manifest import NAME_PATTERN
+from vkocr.agent.bundles.store import BundleInfo, ModelStore
+from vkocr.agent.bundles.signing import TrustedKeys
+from vkocr.agent.bundles.uploads import (
+    ChecksumMismatch,
+    OffsetMismatch,
+    Upload,
+    UploadArea,
+    UploadBusy,
+    UploadIncomplete,
+    UploadMismatch,
+    UploadRequestError,
+)
+
+log = structlog.get_logger("vkocr.agent.ocr.model_files")
+
+T = TypeVar("T")
+# The store refused the bundle itself (its signature, manifest, entries or sizes, or a version it reuses for
+# other content): a complete upload of it is discarded. Other failures of storing it (the agent's trusted keys,
+# disk or state) keep the upload for a retry.
+BUNDLE_REFUSED: tuple[type[BaseException], ...] = (SignatureError, BundleFormatError, UnsafeEntryError,
+                                                  IntegrityError, BundleTooLarge, VersionConflict)
+ADD_WAIT_S = 600.0  # a finished upload waits this long for an activation in progress before it is stored
+
+
+def status_for(exc: BaseException) -> rpc_status_pb2.Status:
+    """The one place that turns a model-management failure into a gRPC status."""
+    message = str(exc)
+    if isinstance(exc, ActivationFailed):
+        if exc.step == "record":
+            incident = rpc_status.new_incident_id()
+            log.error("activation_record_failed", incident_id=incident, error=message)
+            return rpc_status.internal(message, incident)
+        failed = [("SELF_TEST", t.image, t.describe()) for t in exc.self_tests if not t.passed]
+        return rpc_status.failed_precondition(message, failed or [(exc.step.upper(), "activation", message)])
+    if isinstance(exc, (ActivationBusy, UploadBusy)):
+        return rpc_status.aborted(message)
+    if isinstance(exc, VersionNotFound):
+        return rpc_status.not_found(message)
+    if isinstance(exc, VersionConflict):
+        return rpc_status.already_exists(message)
+    if isinstance(exc, (NothingToRollBack, ActiveVersionError, UploadMismatch, UploadIncomplete, KeyFileError)):
+        return rpc_status.failed_precondition(message)
+    if isinstance(exc, OffsetMismatch):
+        return rpc_status.out_of_range(message)
+    if isinstance(exc, SignatureError):
+        return rpc_status.permission_denied(message)
+    if isinstance(exc, BundleTooLarge):
+        return rpc_status.invalid_argument(message, [("total_size", message, "too_large")])
+    if isinstance(exc, ChecksumMismatch):
+        return rpc_status.invalid_argument(message, [("sha256", message, "mismatch")])
+    if isinstance(exc, UploadRequestError):
+        return rpc_status.invalid_argument(message, [("chunk", message)])
+    if isinstance(exc, BundleError):  # format, unsafe entries, integrity: the bundle itself is bad
+        return rpc_status.invalid_argument(message, [("bundle", message)])
+    incident = rpc_status.new_incident_id()
+    log.error("internal_error", incident_id=incident, error=f"{type(exc).__name__}: {exc}", exc_info=exc)
+    return rpc_status.internal("internal error; the agent's log has the details", incident)
+
+
+def _timestamp(info: BundleInfo) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(info.created)
+    return stamp
+
+
+def _activate_response(done: Activated) -> models_pb2.ActivateResponse:
+    return models_pb2.ActivateResponse(
+        active_version=done.version, previous_version=done.previous or "",
+        self_tests=[models_pb2.SelfTestResult(image=t.image, expected=t.expected, got=t.got, passed=t.passed)
+                    for t in done.self_tests])
+
+
+class ModelsService(models_pb2_grpc.ModelsServicer):
+    def __init__(self, config: AgentConfig, store: ModelStore, activator: Activator, uploads: UploadArea) -> None:
+        self.config = config
+        self.store = store
+        self.activator = activator
+        self.uploads = uploads
+        self._threads = ThreadPoolExecutor(4, thread_name_prefix="vkocr-models")
+        self._closing: set[asyncio.Future[None]] = set()  # uploads being closed after their stream ended
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+    def _submit(self, call: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        return asyncio.get_running_loop().run_in_executor(self._threads, call, *args)
+
+    async def _run(self, call: Callable[..., T], *args: Any) -> T:
+        """`call` on a model-management thread. A client that goes away does not stop it halfway (an
+        activation runs to its end or its failure and logs either)."""
+        return await asyncio.shield(self._submit(call, *args))
+
+    async def _close_after(self, last: asyncio.Future[Any], upload: Upload | None) -> None:
+        """Close `upload` (None: the Upload that `last`, an open, returns, if it does) on a model-management
+        thread once `last`, its latest open or append, is done: a cancelled stream does not stop that work, and
+        closing (fsync) while it writes, or on the event loop, must not happen."""
+        loop = asyncio.get_running_loop()
+
+        def close(target: Upload) -> None:
+            try:
+                target.close()
+            except Exception as exc:  # noqa: BLE001 - the stream is over either way; the bytes held stay
+                log.warning("upload_close_failed", upload_id=target.upload_id, error=f"{type(exc).__name__}: {exc}")
+
+        async def when_done() -> None:
+            await asyncio.wait([last])
+            target = upload
+            if target is None and not last.cancelled() and last.exception() is None:
+                target = last.result()
+            if target is None:
+                return
+            try:
+                closing = loop.run_in_executor(self._threads, close, target)
+            except RuntimeError:  # the service is closing and its threads take no more work
+                closing = loop.run_in_executor(None, close, target)
+            await closing
+
+        task = asyncio.ensure_future(when_done())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+        await asyncio.shield(task)
+
+    async def _abort(self, context: grpc.aio.ServicerContext, exc: BaseException, method: str) -> NoReturn:
+        status = status_for(exc)
+        log.info("model_rpc_refused", method=method, code=rpc_status.code_name(status.code), reason=status.message)
+        await rpc_status.abort_async(context, status)
+
+    async def _version(self, context: grpc.aio.ServicerContext, version: str) -> str:
+        if not version or not NAME_PATTERN.match(version):
+            await rpc_status.abort_async(context, rpc_status.invalid_argument(
+                f"version {version!r} is not a version name (letters, digits and . _ + -, at most 128)",
+                [("version", "not a version name")]))
+        return version
+
+    # -- upload ---------------------------------------------------------------------------------------------
+
+    async def UploadBundle(self, request_iterator: Any, context: grpc.aio.ServicerContext
+                           ) -> models_pb2.UploadResult:
+        who = await require_model_admin(context, self.config, "UploadBundle")
+        upload: Upload | None = None
+        last: asyncio.Future[Any] | None = None  # the latest open or append: a cancelled stream does not stop it
+        handed_on = False  # the upload was closed here and went on to the store
+        try:
+            async for chunk in request_iterator:
+                if upload is None:
+                    opening = self._submit(self.uploads.open, chunk.upload_id, chunk.total_size, chunk.sha256)
+                    last = opening
+                    upload = await asyncio.shield(opening)
+                elif chunk.upload_id and chunk.upload_id != upload.upload_id:
+                    raise UploadRequestError(f"chunk names upload {chunk.upload_id!r} in the stream of upload "
+                                             f"{upload.upload_id!r}: one upload per stream")
+                last = self._submit(upload.append, chunk.offset, chunk.data)
+                await asyncio.shield(last)
+            if upload is None:
+                raise UploadRequestError("the upload stream carried no chunk")
+            finished, upload, handed_on = upload, None, True
+            await self._run(finished.close)
+            info = await self._run(self._store, finished)
+        except Exception as exc:  # noqa: BLE001 - every failure leaves as a status
+            await self._abort(context, exc, "UploadBundle")
+        finally:
+            # The stream broke, was refused or cancelled: the bytes received stay, to resume. Closed after the
+            # last open or append is done (it may still run when the stream was cancelled), on a thread.
+            if last is not None and not handed_on:
+                await self._close_after(last, upload)
+        log.info("bundle_uploaded", upload_id=finished.upload_id, version=info.version, name=info.name,
+                 size=info.size, who=who)
+        return models_pb2.UploadResult(version=info.version, name=info.name, size=info.size, sha256=info.sha256)
+
+    def _reload_trusted_keys(self) -> None:
+        """Today's trusted keys, read again before each add and activation, so a key added to or removed
+        from [models] trusted_keys counts without a restart (deploy/README.md, key rotation)."""
+        self.store.trusted = TrustedKeys.from_paths(map(Path, self.config.models.trusted_keys))
+
+    def _store(self, upload: Upload) -> BundleInfo:
+        """Checksum, then the store's own checks (signature, manifest, safe extraction) and the new version."""
+        path = self.uploads.finish(upload)
+        try:
+            self._reload_trusted_keys()
+            with self.activator.exclusive(f"storing upload {upload.upload_id}", wait_s=ADD_WAIT_S):
+                info = self.store.add(path)
+        except BUNDLE_REFUSED:
+            self.uploads.discard(upload.upload_id)  # complete and intact, yet refused: keeping it helps nobody
+            raise
+        # Anything else (busy, a trusted key that cannot be read, a full disk, …) is not the bundle's fault: the
+        # bytes stay, and sending the upload's last chunk again stores it once that is fixed.
+        self.uploads.discard(upload.upload_id)
+        return info
+
+    async def UploadStatus(self, request: models_pb2.UploadStatusRequest, context: grpc.aio.ServicerContext
+                           ) -> models_pb2.UploadStatusResponse:
+        await require_model_admin(context, self.config, "UploadStatus")
+        try:
+            received, total = await self._run(self.uploads.status, request.upload_id)
+        except Exception as exc:  # noqa: BLE001
+            await self._abort(context, exc, "UploadStatus")
+        return models_pb2.UploadStatusResponse(received=received, total_size=total)
+
+    # -- activation -----------------------------------------------------------------------------------------
+
+    async def Activate(self, request: models_pb2.ActivateRequest, context: grpc.aio.ServicerContext
+                       ) -> models_pb2.ActivateResponse:
+        who = await require_model_admin(context, self.config, "Activate")
+        version = await self._version(context, request.version)
+        try:
+            done = await self._run(self._activate, version, who)
+        except Exception as exc:  # noqa: BLE001
+            await self._abort(context, exc, "Activate")
+        return _activate_response(done)
+
+    def _activate(self, version: str | None, who: str) -> Activated:
+        """Activate `version`, or roll back when None."""
+        self._reload_trusted_keys()
+        if version is None:
+            return self.activator.rollback(who=who)
+        return self.activator.activate(version, who=who)
+
+    async def Rollback(self, request: models_pb2.RollbackRequest, context: grpc.aio.ServicerContext
+                       ) -> models_pb2.ActivateResponse:
+        who = await require_model_admin(context, self.config, "Rollback")
+        try:
+            done = await self._run(self._activate, None, who)
+        except Exception as exc:  # noqa: BLE001
+            await self._abort(context, exc, "Rollback")
+        return _activate_response(done)
+
+    # -- the store ------------------------------------------------------------------------------------------
+
+    async def List(self, request: models_pb2.ListBundlesRequest, context: grpc.aio.ServicerContext
+                   ) -> models_pb2.ListBundlesResponse:
+        await require_model_admin(context, self.config, "List")
+        try:
+            infos, active = await self._run(lambda: (self.store.versions(), self.store.active()))
+        except Exception as exc:  # noqa: BLE001
+            await self._abort(context, exc, "List")
+        return models_pb2.ListBundlesResponse(active_version=active or "", bundles=[
+            models_pb2.BundleInfo(name=i.name, version=i.version, created=_timestamp(i), size=i.size,
+                                  sha256=i.sha256, active=i.active, signer=i.signer or "") for i in infos])
+
+    async def Delete(self, request: models_pb2.DeleteBundleRequest, context: grpc.aio.ServicerContext
+                     ) -> models_pb2.DeleteBundleResponse:
+        who = await require_model_admin(context, self.config, "Delete")
+        version = await self._version(context, request.version)
+
+        def delete() -> None:
+            with self.activator.exclusive(f"deleting {version}"):
+                self.store.delete(version)
+
+        try:
+            await self._run(delete)
+        except Exception as exc:  # noqa: BLE001
+            await self._abort(context, exc, "Delete")
+        log.info("bundle_deleted", version=version, who=who)
+        return models_pb2.DeleteBundleResponse()

@@ -1,0 +1,219 @@
+"""vkocr.v1.Ocr: Recognize and RecognizeStream on the asyncio gRPC server.
+
+A request is checked and decoded on a decode thread (never on the event loop, never on the GPU worker), then
+queued for the GPU worker; its answer is converted back on the loop. Every failure becomes a status with a
+reason (agent/serving/rpc_status.py); nothing one request does reaches another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import numpy as np
+import structlog
+from google.rpc import status_pb2 as rpc_status_pb2
+from vkocr.v1 import ocr_pb2, ocr_pb2_grpc
+
+from vkocr.agent.serving import rpc_status, wire
+from vkocr.agent.errors import ImageError, OptionsError
+from vkocr.agent.ocr.images import decode_image
+from vkocr.agent.serving.stats import RequestStats
+from vkocr.agent.serving.worker import (
+    CancelledDropped,
+    DeadlineDropped,
+    DeviceFailed,
+    GpuWorker,
+    Job,
+    NotServing,
+    QueueFull,
+)
+from vkocr.postproc.errors import PluginError
+
+log = structlog.get_logger("agent.requests")
+
+
+@dataclass
+class RequestLog:
+    """What the one log line of a request says."""
+
+    request_id: str
+    method: str
+    peer: str
+    bytes_in: int
+    started: float
+    image: tuple[int, int] | None = None
+    lines: int | None = None
+    timings_ms: dict[str, float] | None = None
+
+
+class OcrService(ocr_pb2_grpc.OcrServicer):
+    def __init__(self, worker: GpuWorker, stats: RequestStats, metrics: Any,
+                 *, retry_after_s: float, stream_window: int, decode_threads: int = 4) -> None:
+        self.worker = worker
+        self.stats = stats
+        self.metrics = metrics
+        self.retry_after_s = retry_after_s
+        self.stream_window = stream_window
+        self._decode = ThreadPoolExecutor(decode_threads, thread_name_prefix="vkocr-decode")
+
+    def close(self) -> None:
+        self._decode.shutdown(wait=False, cancel_futures=True)
+
+    # -- RPCs ---------------------------------------------------------------------------------------------------
+
+    async def Recognize(self, request: ocr_pb2.RecognizeRequest, context: grpc.aio.ServicerContext
+                        ) -> ocr_pb2.RecognizeResponse:
+        record = self._start(request, "Recognize", context.peer())
+        remaining = context.time_remaining()
+        deadline = time.monotonic() + remaining if remaining is not None else None
+        try:
+            response = await self._answer(request, record, deadline, block=False)
+        except asyncio.CancelledError as exc:  # the client went: log and count it, then let gRPC finish it
+            self._failure(exc, record)
+            raise
+        except Exception as exc:  # noqa: BLE001
+            await rpc_status.abort_async(context, self._failure(exc, record))
+        self._done(record, "OK")
+        return response
+
+    async def RecognizeStream(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Answers in request order. At most `stream_window` requests are read ahead of their answers: past
+        that the reader stops reading, and HTTP/2 flow control holds the client back."""
+        peer = context.peer()
+        remaining = context.time_remaining()
+        deadline = time.monotonic() + remaining if remaining is not None else None
+        window: asyncio.Queue[asyncio.Task[ocr_pb2.RecognizeResponse] | None] = asyncio.Queue(self.stream_window)
+        reader_error: list[BaseException] = []
+        answers: set[asyncio.Task[ocr_pb2.RecognizeResponse]] = set()  # every one started, to cancel at the end
+
+        async def read() -> None:
+            try:
+                async for request in request_iterator:
+                    record = self._start(request, "RecognizeStream", peer)
+                    task = asyncio.ensure_future(self._stream_answer(request, record, deadline))
+                    answers.add(task)
+                    task.add_done_callback(answers.discard)
+                    await window.put(task)
+            except BaseException as exc:  # noqa: BLE001 - the client went, or sent something gRPC refused
+                reader_error.append(exc)
+            finally:
+                await window.put(None)
+
+        reader = asyncio.ensure_future(read())
+        try:
+            while (task := await window.get()) is not None:
+                yield await task
+        finally:  # the client went, or the stream ended: nothing of it keeps running
+            reader.cancel()
+            for task in list(answers):
+                task.cancel()
+        if reader_error and not isinstance(reader_error[0], asyncio.CancelledError):
+            log.warning("stream_reader_ended", peer=peer, error=repr(reader_error[0]))
+
+    # -- one request --------------------------------------------------------------------------------------------
+
+    async def _stream_answer(self, request: ocr_pb2.RecognizeRequest, record: RequestLog,
+                             deadline: float | None) -> ocr_pb2.RecognizeResponse:
+        try:
+            response = await self._answer(request, record, deadline, block=True)
+        except asyncio.CancelledError as exc:
+            self._failure(exc, record)
+            raise
+        except Exception as exc:  # noqa: BLE001
+            status = self._failure(exc, record)
+            return ocr_pb2.RecognizeResponse(request_id=record.request_id, error=status)
+        self._done(record, "OK")
+        return response
+
+    async def _answer(self, request: ocr_pb2.RecognizeRequest, record: RequestLog, deadline: float | None,
+                      *, block: bool) -> ocr_pb2.RecognizeResponse:
+        """Decode, queue for the GPU worker, wait, convert. `block`: wait for queue room (streams, which are
+        bounded by their window) instead of failing with RESOURCE_EXHAUSTED."""
+        with self.stats.track():
+            pipeline = self.worker.pipeline
+            if pipeline is None:
+                raise NotServing("models not loaded")
+            # the serving pipeline's options are the deployment's (with its bundle's) defaults
+            opts = pipeline.options.replace(**wire.options_from_proto(request.options)) \
+                if request.HasField("options") else pipeline.options
+            chain = pipeline.chain_for(opts)
+
+            def decode() -> np.ndarray:  # off the event loop: raw-pixel conversion copies the image too
+                source = wire.image_from_proto(request, opts.max_pixels)
+                return decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif)
+
+            clock = time.perf_counter()
+            image = await asyncio.get_running_loop().run_in_executor(self._decode, decode)
+            decode_ms = (time.perf_counter() - clock) * 1e3
+            record.image = (image.shape[1], image.shape[0])
+            job = Job(record.request_id, image, opts, chain, deadline)
+            try:
+                future = await self._submit(job, block, deadline)
+                result = await asyncio.wrap_future(future)
+            except asyncio.CancelledError:
+                job.cancelled.set()  # the worker drops it if it has not started
+                raise
+            result.timings_ms["decode"] = result.timings_ms.get("decode", 0.0) + decode_ms
+            result.timings_ms["total"] = (time.monotonic() - record.started) * 1e3
+            record.lines, record.timings_ms = len(result.lines), result.timings_ms
+            return wire.result_to_proto(result, record.request_id, job.model_version, job.device_name,
+                                        record.image)
+
+    async def _submit(self, job: Job, block: bool, deadline: float | None) -> Any:
+        while True:
+            try:
+                return self.worker.submit(job)
+            except QueueFull:
+                if not block or (deadline is not None and time.monotonic() >= deadline):
+                    raise
+                await asyncio.sleep(0.005)
+
+    # -- bookkeeping ----------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _start(request: ocr_pb2.RecognizeRequest, method: str, peer: str) -> RequestLog:
+        request_id = request.request_id or f"req-{secrets.token_hex(6)}"
+        return RequestLog(request_id, method, peer, request.ByteSize(), time.monotonic())
+
+    def _done(self, record: RequestLog, code: str, **extra: Any) -> None:
+        seconds = time.monotonic() - record.started
+        self.stats.record(seconds, ok=code == "OK")
+        if self.metrics is not None:
+            self.metrics.observe_request(record.method, code, seconds, record.timings_ms or {})
+        stages = {k: round(v, 2) for k, v in (record.timings_ms or {}).items()}
+        log.info("request", request_id=record.request_id, method=record.method, peer=record.peer,
+                 bytes_in=record.bytes_in, image=record.image, lines=record.lines, status=code,
+                 ms=round(seconds * 1e3, 2), stages_ms=stages, **extra)
+
+    def _failure(self, exc: BaseException, record: RequestLog) -> rpc_status_pb2.Status:
+        """The status a failed request gets; logged once, with an incident id for internal errors."""
+        if isinstance(exc, ImageError):
+            status = rpc_status.invalid_argument(str(exc), [("image", str(exc), exc.reason)])
+        elif isinstance(exc, OptionsError):
+            status = rpc_status.invalid_argument(str(exc), [("options", str(exc))])
+        elif isinstance(exc, PluginError):
+            status = rpc_status.invalid_argument(str(exc), [("options.plugins", str(exc))])
+        elif isinstance(exc, QueueFull):
+            self.stats.rejected()
+            if self.metrics is not None:
+                self.metrics.rejected()
+            status = rpc_status.resource_exhausted(str(exc), self.retry_after_s)
+        elif isinstance(exc, (NotServing, DeviceFailed)):
+            status = rpc_status.unavailable(str(exc), self.retry_after_s)
+        elif isinstance(exc, DeadlineDropped):
+            status = rpc_status.deadline_exceeded(str(exc))
+        elif isinstance(exc, (CancelledDropped, asyncio.CancelledError)):
+            status = rpc_status.cancelled(str(exc) or "client cancelled")
+        else:
+            incident = rpc_status.new_incident_id()
+            log.error("internal_error", request_id=record.request_id, incident_id=incident,
+                      error=f"{type(exc).__name__}: {exc}", exc_info=exc)
+            status = rpc_status.internal("internal error; the agent's log has the details", incident)
+        self._done(record, rpc_status.code_name(status.code), error=status.message)
+        return status

@@ -1,0 +1,339 @@
+"""The agent process: the asyncio gRPC server with the OCR, status, health and reflection services, the GPU
+worker behind them, and the optional Prometheus endpoint.
+
+With `[models] store` set, the agent serves the store's active version (the bundle's OCR options over the
+deployment's `[ocr]`), and the Models service uploads, activates and rolls back versions (agent/bundles/activation.py);
+without an active version it stays up in state FAILED until one is activated. Without a store it serves the
+model files in `[models] dir`.
+
+Health (grpc.health.v1) follows the serving state: NOT_SERVING while models load, while the device is rebuilt
+and while draining; SERVING when a request would succeed. The services run on one event loop, so open streams
+and a full queue never take the threads that health checks need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+import structlog
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+from vkocr.v1 import models_pb2, models_pb2_grpc, ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
+
+from vkocr.agent.bundles.activation import Activator
+from vkocr.agent.serving.config import AgentConfig, split_host_port
+from vkocr.agent.serving.metrics import Metrics
+from vkocr.agent.bundles.store import ModelStore
+from vkocr.agent.ocr.model_files import DEFAULT_MODELS, missing_or_bad
+from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.pipeline import OcrPipeline, default_model_paths
+from vkocr.agent.serving.models_service import ModelsService
+from vkocr.agent.serving.ocr_service import OcrService
+from vkocr.agent.serving.status_service import StatusService
+from vkocr.agent.bundles.signing import TrustedKeys
+from vkocr.agent.serving.state import ServingState, StateBoard, StateSnapshot
+from vkocr.agent.serving.stats import RequestStats
+from vkocr.agent.bundles.uploads import UploadArea
+from vkocr.agent.serving.worker import GpuWorker, PipelineFactory
+from vkocr.engine.errors import VkocrError
+
+log = structlog.get_logger("vkocr.agent.serving.server")
+
+OCR_SERVICE = ocr_pb2.DESCRIPTOR.services_by_name["Ocr"].full_name
+STATUS_SERVICE = status_pb2.DESCRIPTOR.services_by_name["Status"].full_name
+MODELS_SERVICE = models_pb2.DESCRIPTOR.services_by_name["Models"].full_name
+HEALTH_SERVICES = ("", OCR_SERVICE)  # "" is the whole agent
+
+
+class Agent:
+    """One running agent. Create, `await start()`, and `await stop(grace)`; `port` is the bound port.
+    `open_pipeline` (tests, embedding) replaces the models the configuration names, store included."""
+
+    def __init__(self, config: AgentConfig, *, open_pipeline: PipelineFactory | None = None,
+                 model_version: str | None = None) -> None:
+        self.config = config
+        self.state = StateBoard()
+        self.stats = RequestStats(window_s=config.server.latency_window_s)
+        self.metrics = Metrics() if config.metrics.listen else None
+        self.metrics_server: Any = None
+        self.options = config.ocr_options()
+        self.store: ModelStore | None = None
+        self.activator: Activator | None = None
+        self.models: ModelsService | None = None
+        use_cpu_fallback = config.device.cpu_fallback and config.device.select != "cpu"
+        if open_pipeline is None and config.models.store:
+            models = config.models
+            self.store = ModelStore(Path(models.store), TrustedKeys.from_paths(map(Path, models.trusted_keys)),
+                                    keep=models.keep, max_bundle_bytes=models.max_bundle_bytes)
+            self.activator = Activator(self.store, self.state, self.options, config.device.select or None,
+                                       on_swap=self._on_swap)
+            factory: PipelineFactory = self.activator.serving_factory
+            cpu = self.activator.cpu_factory if use_cpu_fallback else None
+            version = ""  # the activator names it once the active version has loaded
+        else:
+            factory = open_pipeline or self._default_factory()
+            cpu = self._cpu_factory() if use_cpu_fallback else None
+            version = model_version or default_model_version(config)
+        self.worker = GpuWorker(factory, self.state, model_version=version, queue_size=config.server.queue_size,
+                                postproc_threads=config.server.postproc_threads, overlap=config.server.overlap,
+                                cpu_fallback=cpu)
+        if self.activator is not None:
+            self.activator.attach(self.worker)
+        self.health = HealthServicer()
+        self.server: grpc.aio.Server | None = None
+        self.port = 0
+        self.health_server: grpc.aio.Server | None = None
+        self.health_port = 0
+        self._unsubscribe: Callable[[], None] | None = None
+        self._loading: asyncio.Future[str | None] | None = None
+        self._state_tasks: set[asyncio.Task[None]] = set()
+        self._rebuilds_counted = 0
+        self.ocr: OcrService | None = None
+
+    def _model_paths(self) -> dict[str, Path]:
+        return default_model_paths(Path(self.config.models.dir) if self.config.models.dir else None)
+
+    def _default_factory(self) -> PipelineFactory:
+        select = self.config.device.select or None
+        return lambda: OcrPipeline.open(select, options=self.options, model_paths=self._model_paths())
+
+    def _cpu_factory(self) -> PipelineFactory:
+        return lambda: OcrPipeline.open("cpu", options=self.options, model_paths=self._model_paths())
+
+    def _on_swap(self, version: str, options: OcrOptions) -> None:
+        """A new version serves (activator's thread): requests take its options from now on."""
+        self.options = options
+
+    async def start(self) -> None:
+        config = self.config
+        limit = config.server.max_message_bytes
+        server = grpc.aio.server(options=[
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
+            ("grpc.so_reuseport", 0),  # a second agent on the same port must fail, not share it
+        ])
+        self.ocr = OcrService(self.worker, self.stats, self.metrics,
+                              retry_after_s=config.server.retry_after_s, stream_window=config.server.stream_window)
+        ocr_pb2_grpc.add_OcrServicer_to_server(self.ocr, server)
+        status_pb2_grpc.add_StatusServicer_to_server(
+            StatusService(self.state, self.worker, self.stats, interval_s=config.server.status_interval_s), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        services = [OCR_SERVICE, STATUS_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
+        if self.store is not None and self.activator is not None:
+            recovery = self.store.recover()
+            if recovery.active_changed or recovery.removed_incomplete:
+                log.warning("model_store_recovered", summary=recovery.describe())
+            uploads = UploadArea(self.store.root / "uploads", config.models.max_bundle_bytes)
+            uploads.clean_stale()
+            self.models = ModelsService(config, self.store, self.activator, uploads)
+            models_pb2_grpc.add_ModelsServicer_to_server(self.models, server)
+            services.append(MODELS_SERVICE)
+        reflection.enable_server_reflection((*services, reflection.SERVICE_NAME), server)
+        for service in HEALTH_SERVICES:
+            await self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
+        loop = asyncio.get_running_loop()
+
+        def on_change(snap: StateSnapshot) -> None:
+            loop.call_soon_threadsafe(self._follow_state, snap)
+
+        self._unsubscribe = self.state.subscribe(on_change)
+        host, port = split_host_port(config.server.listen)
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        try:
+            if config.tls_enabled:
+                from vkocr.agent.serving import tls
+
+                credentials = tls.server_credentials(
+                    Path(config.tls.cert), Path(config.tls.key),
+                    Path(config.tls.client_ca) if config.tls.client_ca else None,
+                    require_client_cert=bool(config.tls.client_ca))
+                self.port = server.add_secure_port(address, credentials)
+            else:
+                self.port = server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise VkocrError(f"cannot listen on {config.server.listen}: {exc}") from exc
+        if self.port == 0:
+            raise VkocrError(f"cannot listen on {config.server.listen} (in use, or not an address of this host)")
+        if self.metrics is not None:
+            self._export_gauges(self.metrics)
+            m_host, m_port = split_host_port(config.metrics.listen)
+            self.metrics_server, bound = self.metrics.start_http(m_host, m_port)
+            log.info("metrics_listening", address=f"{m_host}:{bound}")
+        await server.start()
+        self.server = server
+        if config.server.health_listen:
+            await self._start_health_port(config.server.health_listen)
+        if self.activator is not None:
+            # Verifies and loads the store's active version on a thread, then starts the worker with it.
+            self._loading = loop.run_in_executor(None, self.activator.load_active)
+        else:
+            self.worker.start()  # loads the models on the worker thread; health turns SERVING when done
+        log.info("listening", address=f"{host}:{self.port}", tls=config.tls_enabled,
+                 mutual_tls=bool(config.tls.client_ca))
+
+    async def _start_health_port(self, listen: str) -> None:
+        """A plaintext port with grpc.health.v1 only, for probes that cannot speak TLS (the kubelet's): it
+        tells whether the agent serves, and nothing else."""
+        host, port = split_host_port(listen)
+        health_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, health_server)
+        self.health_port = health_server.add_insecure_port(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        if self.health_port == 0:
+            raise VkocrError(f"cannot listen on {listen} for health checks (in use, or not an address here)")
+        await health_server.start()
+        self.health_server = health_server
+        log.info("health_listening", address=f"{host}:{self.health_port}", tls=False)
+
+    def _export_gauges(self, metrics: Metrics) -> None:
+        """Queue, in-flight and pool gauges read when Prometheus scrapes, not when a status client asks."""
+        metrics.queue_depth.set_function(self.worker.queue_depth)
+        metrics.in_flight.set_function(lambda: self.stats.snapshot().in_flight)
+        metrics.pool_used_bytes.set_function(lambda: self.worker.pool_usage()[0])
+        metrics.pool_reserved_bytes.set_function(lambda: self.worker.pool_usage()[1])
+
+    def _follow_state(self, snapshot: StateSnapshot) -> None:
+        """On the loop: apply a state change, keeping the task referenced until it is done."""
+        task = asyncio.get_running_loop().create_task(self._on_state(snapshot))
+        self._state_tasks.add(task)
+        task.add_done_callback(self._state_tasks.discard)
+
+    async def _on_state(self, changed: StateSnapshot) -> None:
+        """Health and metrics follow the state as it is now (changes from several threads may arrive out of
+        order); the log line records the change that was made."""
+        log.info("state", state=changed.state.value, reason=changed.reason, device=changed.device,
+                 model_version=changed.model_version, device_rebuilds=changed.device_rebuilds)
+        snapshot = self.state.get()
+        status = (health_pb2.HealthCheckResponse.SERVING if snapshot.state is ServingState.SERVING
+                  else health_pb2.HealthCheckResponse.NOT_SERVING)
+        for service in HEALTH_SERVICES:
+            await self.health.set(service, status)
+        if self.metrics is not None:
+            self.metrics.set_serving(snapshot.state is ServingState.SERVING)
+            self.metrics.set_info("0.1.0", snapshot.device, snapshot.model_version)
+            for _ in range(snapshot.device_rebuilds - self._rebuilds_counted):
+                self.metrics.rebuilt()
+            self._rebuilds_counted = max(self._rebuilds_counted, snapshot.device_rebuilds)
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        """Drain: health NOT_SERVING, new requests refused, in-flight ones answered for up to `grace_s`."""
+        grace = self.config.server.grace_s if grace_s is None else grace_s
+        started = time.monotonic()
+        deadline = started + grace  # one budget for every step, so the whole drain fits the grace period
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        self.state.set(state=ServingState.DRAINING, reason="stopping")
+        await self.health.enter_graceful_shutdown()
+        loop = asyncio.get_running_loop()
+        if self.activator is not None:  # no activation after this; one in progress may finish within grace
+            await loop.run_in_executor(None, self.activator.stop, left())
+        worker_started = self.activator is None or self.activator.worker_started
+        worker_done = loop.run_in_executor(None, self.worker.stop, left()) if worker_started else None
+        if self.server is not None:
+            await self.server.stop(left())
+        if self.health_server is not None:  # probes see NOT_SERVING until the very end
+            await self.health_server.stop(0)
+        if worker_done is not None:
+            await worker_done
+        if self.ocr is not None:
+            self.ocr.close()
+        if self.models is not None:
+            self.models.close()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        if self.metrics_server is not None:
+            self.metrics_server.shutdown()
+        log.info("stopped", drained_s=round(time.monotonic() - started, 3))
+
+
+def default_model_version(config: AgentConfig) -> str:
+    """The version the agent reports when it serves model files rather than a bundle: the default models are
+    'ppocrv4-rapidocr-1.4.4'; other files are named by a hash of their contents."""
+    directory = Path(config.models.dir) if config.models.dir else None
+    if not missing_or_bad(directory):
+        return "ppocrv4-rapidocr-1.4.4"
+    digest = hashlib.sha256()
+    for model in DEFAULT_MODELS:
+        path = default_model_paths(directory)[model.role]
+        digest.update(path.read_bytes() if path.exists() else b"missing")
+    return f"local-{digest.hexdigest()[:12]}"
+
+
+def serve(config: AgentConfig, *, on_listening: Callable[[Agent], None] | None = None) -> int:
+    """Run the agent until SIGTERM or SIGINT, then drain and stop. The exit status."""
+
+    async def main() -> None:
+        agent = Agent(config)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):  # before start: a signal during loading drains too
+            loop.add_signal_handler(sig, stop.set)
+        await agent.start()
+        if on_listening is not None:
+            on_listening(agent)
+        await stop.wait()
+        log.info("signal_received", grace_s=config.server.grace_s)
+        await agent.stop()
+
+    asyncio.run(main())
+    return 0
+
+
+class BackgroundAgent:
+    """An agent on its own event loop thread (tests, benchmarks, embedding): `start_agent()` returns one."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="vkocr-agent-loop", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self.agent.port
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.agent.port}"
+
+    def call(self, coroutine: Any, timeout: float | None = None) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        if self.loop.is_closed():
+            return
+        try:
+            self.call(self.agent.stop(grace_s), timeout=grace_s + 30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+            self.loop.close()
+
+
+def start_agent(config: AgentConfig, *, wait_serving: bool = True, timeout: float = 300.0,
+                **agent_args: Any) -> BackgroundAgent:
+    """Start an agent on a background thread; with `wait_serving`, return once its models are loaded (raises
+    when they failed to load)."""
+    background = BackgroundAgent(Agent(config, **agent_args))
+    background._thread.start()
+    try:
+        background.call(background.agent.start(), timeout=60)
+        if wait_serving:
+            if not background.agent.worker.loaded.wait(timeout):
+                raise VkocrError(f"models did not load within {timeout:.0f} s")
+            snapshot = background.agent.state.get()
+            if snapshot.state is not ServingState.SERVING:
+                raise VkocrError(f"agent is {snapshot.state.value}: {snapshot.reason}")
+    except BaseException:
+        background.stop(0)
+        raise
+    return background

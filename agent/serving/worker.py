@@ -1,0 +1,358 @@
+"""The GPU worker: one thread that owns the OCR pipeline (and with it the Vulkan context) and runs requests'
+device stages in order, behind a bounded queue.
+
+A request's plugin chain runs on a small thread pool after its device stages, so the CPU postprocessing of one
+request overlaps the GPU work of the next. A request whose client cancelled or whose deadline passed is
+dropped before any GPU work. A Vulkan failure (device lost, failed submission) takes the state to REBUILDING:
+the worker closes the pipeline, opens a new one (or, when configured and the device cannot come back, one on the
+CPU executor), retries the request once and returns to SERVING, without a restart.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import structlog
+
+from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.serving.state import ServingState, StateBoard
+from vkocr.postproc.registry import PluginChain
+from vkocr.postproc.result import OcrResult
+from vkocr.engine.errors import VkocrError, VulkanError
+
+log = structlog.get_logger("vkocr.agent.serving.worker")
+
+PipelineFactory = Callable[[], OcrPipeline]
+REBUILD_ATTEMPTS = 3
+REBUILD_BACKOFF_S = 0.5
+
+
+class WorkerError(VkocrError):
+    """Why a request got no result from the worker; the gRPC layer maps each subclass to a status code."""
+
+
+class QueueFull(WorkerError):
+    pass
+
+
+class NotServing(WorkerError):
+    pass
+
+
+class DeadlineDropped(WorkerError):
+    pass
+
+
+class CancelledDropped(WorkerError):
+    pass
+
+
+class DeviceFailed(WorkerError):
+    pass
+
+
+@dataclass
+class Job:
+    """One request's work for the worker. `cancelled` is set by the request's handler when its client goes."""
+
+    request_id: str
+    image: np.ndarray  # decoded H×W×3 uint8 RGB
+    options: OcrOptions
+    chain: PluginChain
+    deadline: float | None = None  # time.monotonic() after which the answer is useless
+    model_version: str = ""  # the version and device that answered, set by the worker when the job runs
+    device_name: str = ""
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    future: Future[OcrResult] = field(default_factory=Future)
+    enqueued: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class _Swap:
+    """A control message: serve with `pipeline` from now on (model activation)."""
+
+    pipeline: OcrPipeline
+    model_version: str
+    done: Future[OcrPipeline] = field(default_factory=Future)
+
+
+_STOP = object()
+
+
+class GpuWorker:
+    def __init__(self, open_pipeline: PipelineFactory, state: StateBoard, *, model_version: str,
+                 queue_size: int = 32, postproc_threads: int = 2, overlap: bool = True,
+                 cpu_fallback: PipelineFactory | None = None) -> None:
+        self._open_pipeline = open_pipeline
+        self._cpu_fallback = cpu_fallback
+        self.state = state
+        self.model_version = model_version
+        self.pipeline: OcrPipeline | None = None
+        self._jobs: queue.Queue[Job] = queue.Queue(queue_size)
+        self._control: queue.Queue[object] = queue.Queue()
+        self._wake = threading.Semaphore(0)  # one release per job or control message
+        self._overlap = overlap
+        self._postproc = ThreadPoolExecutor(postproc_threads, thread_name_prefix="vkocr-postproc")
+        self._thread = threading.Thread(target=self._run, name="vkocr-gpu-worker", daemon=True)
+        self._accepting = True
+        self._stopping = False
+        self._busy = threading.Lock()  # held while a job runs its device stages
+        self.loaded = threading.Event()
+        self.dropped: Counter[str] = Counter()  # jobs dropped before GPU work: "cancelled", "deadline"
+
+    # -- outside the worker thread ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def queue_capacity(self) -> int:
+        return self._jobs.maxsize
+
+    def queue_depth(self) -> int:
+        return self._jobs.qsize()
+
+    def submit(self, job: Job, *, block: bool = False, timeout: float | None = None) -> Future[OcrResult]:
+        """Queue a job; QueueFull when the queue is full (after `timeout` when blocking), NotServing when the
+        agent is not serving."""
+        if not self._accepting or not self.state.serving:
+            snapshot = self.state.get()
+            raise NotServing(f"agent is {snapshot.state.value.lower()}: {snapshot.reason}")
+        try:
+            self._jobs.put(job, block=block, timeout=timeout)
+        except queue.Full:
+            raise QueueFull(f"queue full ({self._jobs.maxsize} requests waiting for the GPU)") from None
+        self._wake.release()
+        return job.future
+
+    def swap(self, pipeline: OcrPipeline, model_version: str, timeout: float = 60.0) -> None:
+        """Serve with `pipeline` from the next job on; the old pipeline is closed after the swap. Blocks until
+        the worker made the swap (between two jobs, so no request sees half of it)."""
+        message = _Swap(pipeline, model_version)
+        self._control.put(message)
+        self._wake.release()
+        try:
+            message.done.result(timeout)
+        except FutureTimeout:
+            if message.done.cancel():  # the worker had not begun it: it never will, and closes the pipeline
+                raise
+            message.done.result()  # the worker began it meanwhile: it happened
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the worker between two jobs (it finishes the one it runs, then waits): maintenance on the
+        device, and tests that need a request to wait in the queue for a known time."""
+        with self._busy:
+            yield
+
+    def inject_device_loss(self) -> None:
+        """Fault injection for recovery drills and tests: the device's next queue submission fails with
+        VK_ERROR_DEVICE_LOST, and the worker recovers through the path a real loss takes."""
+        pipeline = self.pipeline
+        if pipeline is None or pipeline.device is None:
+            raise WorkerError("no Vulkan device to fail (models not loaded, or serving on the CPU)")
+        pipeline.device.inject_submit_failure("VK_ERROR_DEVICE_LOST")
+
+    def stop(self, grace_s: float) -> None:
+        """Stop accepting, let queued and running jobs finish for up to `grace_s`, fail the rest, close."""
+        self._stopping = True
+        self._accepting = False
+        deadline = time.monotonic() + grace_s
+        while (self._jobs.qsize() or self._busy.locked()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self._control.put(_STOP)
+        self._wake.release()
+        if self._thread.is_alive():
+            self._thread.join(max(0.0, deadline - time.monotonic()) + 5.0)
+        while True:  # whatever the grace period did not reach is failed, never silently dropped
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            settle(job.future, error=NotServing("agent stopped before this request reached the GPU"))
+        self._postproc.shutdown(wait=True)
+
+    def pool_usage(self) -> tuple[int, int]:
+        """(bytes in live allocations, bytes allocated from the driver) of the device pool; zeros on the CPU."""
+        pipeline = self.pipeline
+        device = pipeline.device if pipeline is not None else None
+        usage = getattr(device, "memory_usage", None)
+        if usage is None:
+            return 0, 0
+        try:
+            used, reserved = usage()
+            return int(used), int(reserved)
+        except Exception:  # noqa: BLE001 - a device being rebuilt: report nothing rather than fail the status stream
+            return 0, 0
+
+    # -- the worker thread ------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self.pipeline = self._open_pipeline()
+        except Exception as exc:  # noqa: BLE001
+            log.error("models_failed_to_load", error=f"{type(exc).__name__}: {exc}")
+            self.state.set(state=ServingState.FAILED, reason=f"cannot load models: {exc}")
+            self._accepting = False
+            self.loaded.set()
+            self._fail_queued("models failed to load")
+            return
+        self._announce(ServingState.SERVING, "")
+        self.loaded.set()
+        while True:
+            self._wake.acquire()
+            try:
+                control = self._control.get_nowait()
+            except queue.Empty:
+                control = None
+            if control is _STOP:
+                break
+            if isinstance(control, _Swap):
+                self._do_swap(control)
+                continue
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                continue
+            with self._busy:
+                try:
+                    self._process(job)
+                except Exception as exc:  # a bug of ours must not stop the worker
+                    log.error("worker_error", request_id=job.request_id, error=repr(exc), exc_info=exc)
+                    settle(job.future, error=exc)
+        if self.pipeline is not None:
+            self.pipeline.close()
+            self.pipeline = None
+
+    def _announce(self, state: ServingState, reason: str) -> None:
+        pipeline = self.pipeline
+        self.state.set(state=state, reason=reason, model_version=self.model_version,
+                       device=pipeline.device_name if pipeline else "",
+                       backend=pipeline.backend.split(" ")[0] if pipeline else "")
+
+    def _do_swap(self, message: _Swap) -> None:
+        if not message.done.set_running_or_notify_cancel():  # abandoned by swap()'s caller after its timeout
+            try:
+                message.pipeline.close()
+            except Exception as exc:  # noqa: BLE001 - an abandoned pipeline must not stop the worker
+                log.warning("abandoned_pipeline_close_failed", error=str(exc))
+            return
+        old, self.pipeline = self.pipeline, message.pipeline
+        self.model_version = message.model_version
+        self._accepting = not self._stopping  # a swap also revives a worker whose device could not be rebuilt
+        self._announce(ServingState.SERVING, "")
+        if old is not None:
+            try:
+                old.close()
+            except Exception as exc:  # noqa: BLE001
+                log.warning("old_pipeline_close_failed", error=str(exc))
+        message.done.set_result(message.pipeline)
+
+    def _process(self, job: Job) -> None:
+        waited_ms = (time.monotonic() - job.enqueued) * 1e3
+        if job.deadline is not None and time.monotonic() >= job.deadline:
+            self.dropped["deadline"] += 1
+            settle(job.future, error=DeadlineDropped(
+                f"deadline passed after {waited_ms:.0f} ms in the queue, before any GPU work"))
+            return
+        # The handler cancels the future when its client goes; from RUNNING on, nobody can cancel it.
+        if job.cancelled.is_set() or not job.future.set_running_or_notify_cancel():
+            self.dropped["cancelled"] += 1
+            settle(job.future, error=CancelledDropped("client cancelled before the GPU work started"))
+            return
+        try:
+            result = self._recognize_with_recovery(job)
+        except Exception as exc:  # noqa: BLE001 - every failure goes back to its request, never up this thread
+            settle(job.future, error=exc)
+            return
+        assert self.pipeline is not None  # it just answered (after a rebuild, the new one did)
+        job.model_version, job.device_name = self.model_version, self.pipeline.device_name
+        result.timings_ms["queue"] = waited_ms
+        if self._overlap:
+            self._postproc.submit(self._finish, job, result)
+        else:
+            self._finish(job, result)
+
+    def _recognize_with_recovery(self, job: Job) -> OcrResult:
+        for attempt in (1, 2):
+            assert self.pipeline is not None
+            try:
+                return self.pipeline.recognize(job.image, job.options, decoded=True)
+            except VulkanError as exc:
+                log.error("device_failure", request_id=job.request_id, error=str(exc), attempt=attempt)
+                if not self._rebuild(str(exc)) or attempt == 2:
+                    raise DeviceFailed(f"device failure: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    def _rebuild(self, reason: str) -> bool:
+        """Close the failed pipeline and open a new one; False when the agent cannot serve any more."""
+        self.state.set(state=ServingState.REBUILDING, reason=reason)
+        old, self.pipeline = self.pipeline, None
+        if old is not None:
+            try:
+                old.close()
+            except Exception as exc:  # noqa: BLE001 - a lost device may refuse even its destruction
+                log.warning("failed_pipeline_close", error=str(exc))
+        for attempt in range(1, REBUILD_ATTEMPTS + 1):
+            try:
+                self.pipeline = self._open_pipeline()
+                break
+            except Exception as exc:  # noqa: BLE001
+                log.error("device_rebuild_failed", attempt=attempt, error=str(exc))
+                time.sleep(REBUILD_BACKOFF_S * attempt)
+        if self.pipeline is None and self._cpu_fallback is not None:
+            log.warning("falling_back_to_cpu", reason=reason)
+            try:
+                self.pipeline = self._cpu_fallback()
+            except Exception as exc:  # noqa: BLE001
+                log.error("cpu_fallback_failed", error=str(exc))
+        rebuilds = self.state.get().device_rebuilds + 1
+        if self.pipeline is None:
+            self.state.set(state=ServingState.FAILED, reason=f"device lost and not rebuilt: {reason}",
+                           device_rebuilds=rebuilds)
+            self._accepting = False
+            self._fail_queued("device lost and not rebuilt")
+            return False
+        self.state.set(device_rebuilds=rebuilds)
+        self._announce(ServingState.SERVING, "")
+        log.info("device_rebuilt", device=self.pipeline.device_name, rebuilds=rebuilds)
+        return True
+
+    def _fail_queued(self, why: str) -> None:
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                return
+            settle(job.future, error=NotServing(why))
+
+    @staticmethod
+    def _finish(job: Job, result: OcrResult) -> None:
+        try:
+            finished = OcrPipeline.finish(result, job.chain)
+        except Exception as exc:  # noqa: BLE001 - the chain records plugin errors itself; this is a bug of ours
+            settle(job.future, error=exc)
+            return
+        settle(job.future, result=finished)
+
+
+def settle(future: Future[OcrResult], *, result: OcrResult | None = None, error: BaseException | None = None
+           ) -> None:
+    """Complete a request's future unless it already is (its handler may have cancelled it meanwhile)."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+    except InvalidStateError:
+        pass
