@@ -18,4 +18,5 @@ packages = [
     for name, folder in FOLDERS.items()
     for sub in ["", *find_packages(folder)]
 ]
-setup(packages=packages, package_dir=FOLDERS)
+if __name__ == "__main__":  # setuptools runs this file as __main__; scripts/lint.sh imports FOLDERS
+    setup(packages=packages, package_dir=FOLDERS)

@@ -1,12 +1,17 @@
-"""Exceptions the agent raises for bad requests, each carrying a machine-readable reason code.
+"""The agent's branch of vkocr's errors: `AgentError`, and the errors of bad input (images, options).
 
-The gRPC layer turns these into ``INVALID_ARGUMENT`` with the reason in the status details; nothing else about
-the process is affected by one bad request.
+Every error the agent raises derives from `AgentError` (a `vkocr.errors.VkocrError`): these two, the bundle
+and model store errors (agent/bundles/errors.py), activation's (agent/bundles/activation.py), the GPU worker's
+(agent/serving/worker.py), configuration's, TLS files' and the client's targets'. The gRPC boundary
+(agent/serving/errors.py) turns ImageError and OptionsError into ``INVALID_ARGUMENT`` naming the field, with
+an image's reason in the status details; nothing else about the process is affected by one bad request.
 """
 
 from __future__ import annotations
 
 from typing import Final, Literal
+
+from vkocr.errors import VkocrError
 
 ImageErrorReason = Literal["not_found", "unreadable", "empty", "corrupt", "unsupported", "too_large"]
 
@@ -20,8 +25,14 @@ IMAGE_ERROR_REASONS: Final[tuple[ImageErrorReason, ...]] = (
 )
 
 
-class ImageError(ValueError):
-    """An input image could not be turned into pixels.
+class AgentError(VkocrError):
+    """Base of every error the agent (vkocr.agent) raises; raised by the CLI itself when no subclass names
+    the refusal (an input tensor it cannot read, a benchmark without images)."""
+
+
+class ImageError(AgentError):
+    """Raised when an input image cannot be turned into pixels: a path that names no readable file, no bytes,
+    data that is no image or a broken one, a refused format or array, more pixels than the limit.
 
     ``reason`` is one of :data:`IMAGE_ERROR_REASONS`; ``str(error)`` is a human-readable message that names
     the problem (and the file, for paths).
@@ -41,5 +52,5 @@ class ImageError(ValueError):
         return f"ImageError({self.reason!r}, {self.message!r})"
 
 
-class OptionsError(ValueError):
+class OptionsError(AgentError):
     """Raised when an OCR option is unknown, of the wrong type, or out of range (the message names it)."""

@@ -1,7 +1,7 @@
 """Postprocessing of PP-OCR outputs: NumPy in, Python objects out. Knows nothing of Vulkan or of ``agent``.
 
-Reproduces RapidOCR 1.4.4 (DB boxes, reading order, CTC decoding) without OpenCV, and runs a configurable
-chain of plugins over the result.
+Reproduces RapidOCR 1.4.4 (DB boxes through the OpenCV calls it makes, reading order, CTC decoding), and runs a
+configurable chain of plugins over the result.
 """
 
 from vkocr.postproc.ctc import CtcText, ctc_decode, ctc_greedy_decode, load_charset

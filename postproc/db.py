@@ -1,17 +1,15 @@
-"""DB text-detection postprocessing, reproducing RapidOCR 1.4.4's ``DBPostProcess`` and
-``TextDetector.filter_tag_det_res`` without OpenCV.
+"""DB text-detection postprocessing: RapidOCR 1.4.4's ``DBPostProcess`` and
+``TextDetector.filter_tag_det_res``, through the OpenCV calls RapidOCR makes, so the boxes are RapidOCR's by
+construction.
 
-Steps, each matching RapidOCR (and through it OpenCV 5) exactly:
-
-1. bitmap = prob > thresh, dilated by the 2×2 all-ones kernel anchored at its centre (1, 1): a pixel turns on
-   when it or its left, upper or upper-left neighbour is on (``dilate``).
-2. contours as ``cv2.findContours(RETR_LIST, CHAIN_APPROX_SIMPLE)`` lists them, holes included, in OpenCV's
-   order (last found first); the first ``max_candidates`` are kept (``contours``).
-3. min-area box of each contour, corners ordered as ``get_mini_boxes`` (``minrect``); shorter side < min_size
-   → dropped.
-4. score: mean probability inside the box (``fast``) or the contour (``slow``) (``score``); < box_thresh →
-   dropped.
-5. unclip by area·ratio/perimeter with round joins (``unclip``), min-area box again; shorter side
+1. bitmap = prob > thresh, dilated by ``cv2.dilate`` with the 2×2 all-ones kernel (``db_bitmap``).
+2. ``cv2.findContours(RETR_LIST, CHAIN_APPROX_SIMPLE)`` (``db_contours``); the first ``max_candidates``
+   are kept.
+3. ``cv2.minAreaRect`` + ``cv2.boxPoints`` of each contour, corners ordered as ``get_mini_boxes``
+   (``minrect``); shorter side < min_size → dropped.
+4. score: mean probability inside the box (``fast``) or the contour (``slow``), ``cv2.fillPoly`` +
+   ``cv2.mean`` (``score``); < box_thresh → dropped.
+5. unclip by area·ratio/perimeter with pyclipper's round joins (``unclip``), min-area box again; shorter side
    < min_size + 2 → dropped.
 6. scaled to the destination size in float32, rounded, clipped to [0, dest], truncated to int32.
 7. ``filter_tag_det_res``: corners ordered clockwise, clipped to [0, dest-1], boxes whose sides are ≤ 3 pixels
@@ -20,48 +18,48 @@ Steps, each matching RapidOCR (and through it OpenCV 5) exactly:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import cv2
 import numpy as np
 
-from vkocr.postproc.contours import Runs, contours_of_runs, find_runs
 from vkocr.postproc.detfilter import clip_quads, keep_boxes, order_points_clockwise
-from vkocr.postproc.minrect import mini_boxes
-from vkocr.postproc.score import box_score_slow, box_scores_fast
+from vkocr.postproc.minrect import min_area_rects, mini_boxes, rect_boxes
+from vkocr.postproc.score import box_score_fast, box_score_slow
 from vkocr.postproc.unclip import unclip_boxes, unclip_distances
 
+DILATION_KERNEL = np.array([[1, 1], [1, 1]])  # RapidOCR's, as it passes it
 
-def dilate(bitmap: np.ndarray) -> np.ndarray:
-    """``cv2.dilate(bitmap, np.ones((2, 2)))``: the default anchor of a 2×2 kernel is (1, 1), so each pixel
-    takes the maximum over itself and its left, upper and upper-left neighbours (the image edge adds none)."""
-    b = np.asarray(bitmap, dtype=bool)
-    out = b.copy()
-    out[1:, :] |= b[:-1, :]
-    out[:, 1:] |= b[:, :-1]
-    out[1:, 1:] |= b[:-1, :-1]
-    return out
+
+def db_bitmap(prob: np.ndarray, thresh: float, use_dilation: bool) -> np.ndarray:
+    """The uint8 bitmap DBPostProcess hands to findContours: ``prob > thresh``, dilated when asked."""
+    bitmap = (prob > thresh).view(np.uint8)  # the bools' bytes are 0 and 1: no copy
+    return cv2.dilate(bitmap, DILATION_KERNEL) if use_dilation else bitmap
+
+
+def db_contours(prob: np.ndarray, thresh: float, use_dilation: bool) -> Sequence[np.ndarray]:
+    """``cv2.findContours(db_bitmap(...), RETR_LIST, CHAIN_APPROX_SIMPLE)``'s contours, found in the band of
+    rows with foreground (the letterbox and margins of most maps are empty).
+
+    The band keeps one empty row above and below where the map has them and is shifted back by findContours'
+    offset: the rows left out are 0 in the whole map's bitmap (the 2×2 kernel, anchored at (1, 1), spreads
+    foreground one row down only), and a raster scan meets no border in them, so the contours, and their
+    order, are the whole map's."""
+    live = np.flatnonzero(np.fmax.reduce(prob, axis=1) > thresh)
+    if not live.size:
+        return ()
+    top, stop = max(int(live[0]) - 1, 0), min(int(live[-1]) + 3, prob.shape[0])
+    band = db_bitmap(prob[top:stop], thresh, use_dilation)
+    return cv2.findContours(band, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE, offset=(0, top))[-2]
 
 
 def _to_dest(boxes: np.ndarray, width: int, height: int, dest_w: int, dest_h: int) -> np.ndarray:
-    """RapidOCR's scaling of (N, 4, 2) boxes, in float32 as NumPy computes it there, then truncation to int32."""
+    """RapidOCR's scaling of (N, 4, 2) boxes, in float32 as NumPy computes it there, then truncation to
+    int32."""
     boxes = boxes.copy()
     boxes[..., 0] = np.clip(np.round(boxes[..., 0] / width * dest_w), 0, dest_w)
     boxes[..., 1] = np.clip(np.round(boxes[..., 1] / height * dest_h), 0, dest_h)
     return boxes.astype(np.int32)
-
-
-def bitmap_runs(prob: np.ndarray, thresh: float, use_dilation: bool) -> Runs:
-    """Runs of the thresholded (and dilated) map, computed here; the GPU stage returns the same runs packed
-    as edge bits (vkocr.agent.ocr.threshold_reference.threshold_edges, unpacked by vkocr.postproc.contours.runs_from_edges)."""
-    # Only the band of rows with foreground (dilation adds one row below it) is thresholded: the letterbox and
-    # margins of most maps are empty.
-    live = np.flatnonzero(np.fmax.reduce(prob, axis=1) > np.float32(thresh))
-    if not live.size:
-        return find_runs(np.zeros((0, prob.shape[1]), dtype=bool))
-    top, stop = int(live[0]), min(int(live[-1]) + (2 if use_dilation else 1), prob.shape[0])
-    bitmap = prob[top:stop] > np.float32(thresh)
-    if use_dilation:
-        bitmap = dilate(bitmap)
-    runs = find_runs(bitmap)
-    return Runs(runs.row + top, runs.start, runs.end)
 
 
 def db_boxes(
@@ -76,16 +74,11 @@ def db_boxes(
     use_dilation: bool = True,
     score_mode: str = "fast",
     min_size: int = 3,
-    runs: Runs | None = None,
 ) -> tuple[np.ndarray, list[float]]:
     """Text boxes from a DB probability map (H×W float32; leading axes of size 1 are dropped).
 
     Returns (N, 4, 2) float32 quads in destination pixels, corners clockwise from the top-left, in RapidOCR's
-    (unsorted) order, and each box's score. Defaults are RapidOCR 1.4.4's. ``runs``: the runs of the
-    thresholded, dilated map when the GPU already made them (``bitmap_runs`` otherwise); ``prob`` is then only
-    read inside the boxes.
-
-    Each step runs over all surviving candidates at once (the filters are per box, so the order is kept).
+    (unsorted) order, and each box's score. Defaults are RapidOCR 1.4.4's as vkocr configures it.
     """
     if score_mode not in ("fast", "slow"):
         raise ValueError(f"score_mode must be 'fast' or 'slow', got {score_mode!r}")
@@ -96,26 +89,21 @@ def db_boxes(
         raise ValueError(f"expected an H×W probability map, got shape {prob.shape}")
     height, width = prob.shape
     dest_w, dest_h = int(dest_w), int(dest_h)
-    if runs is None:
-        runs = bitmap_runs(prob, thresh, use_dilation)
-    # holes one pixel thin cannot reach min_size (their rectangles' shorter sides are at most 2·√2)
-    found = contours_of_runs(runs, width, trace_thin_holes=min_size * min_size <= 8)
-    if not found.contours:
-        return np.zeros((0, 4, 2), dtype=np.float32), []
-    contours = found.contours[:max_candidates]
-    boxes, ssides = mini_boxes([c.points for c in contours])
+    contours = db_contours(prob, thresh, use_dilation)[:max_candidates]
+    rects, ssides = min_area_rects(contours)
     kept = [i for i, sside in enumerate(ssides) if sside >= min_size]
-    boxes = boxes[kept]
+    boxes = rect_boxes([rects[i] for i in kept])  # only boxes that are kept need their corners
     if score_mode == "fast":
-        scores = box_scores_fast(prob, boxes).tolist()
+        scores = [box_score_fast(prob, box) for box in boxes]
     else:
-        scores = [box_score_slow(prob, found, contours[i]) for i in kept]
+        scores = [box_score_slow(prob, contours[i]) for i in kept]
     passed = [i for i, score in enumerate(scores) if not box_thresh > score]
     distances = unclip_distances(boxes[passed], unclip_ratio).tolist()
     grown, ssides = mini_boxes(unclip_boxes(boxes[passed], distances))
     big = [k for k, sside in enumerate(ssides) if sside >= min_size + 2]
     if not big:
         return np.zeros((0, 4, 2), dtype=np.float32), []
-    quads = clip_quads(order_points_clockwise(_to_dest(grown[big], width, height, dest_w, dest_h)), dest_h, dest_w)
+    scaled = _to_dest(grown[big], width, height, dest_w, dest_h)
+    quads = clip_quads(order_points_clockwise(scaled), dest_h, dest_w)
     keep = keep_boxes(quads)
     return quads[keep], [scores[passed[k]] for k, ok in zip(big, keep.tolist(), strict=True) if ok]

@@ -23,7 +23,8 @@ def order_points_clockwise(pts: np.ndarray) -> np.ndarray:
 def clip_quads(points: np.ndarray, img_height: int, img_width: int) -> np.ndarray:
     """Every corner clipped into [0, w-1] × [0, h-1] and truncated to an integer (float32 (N, 4, 2))."""
     limit = np.array([img_width - 1, img_height - 1], np.float32)
-    return np.trunc(np.minimum(np.maximum(points, np.float32(0)), limit)).astype(np.float32)
+    return np.trunc(  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
+        np.minimum(np.maximum(points, np.float32(0)), limit)).astype(np.float32)
 
 
 def keep_boxes(boxes: np.ndarray) -> np.ndarray:
@@ -31,6 +32,6 @@ def keep_boxes(boxes: np.ndarray) -> np.ndarray:
     truncated to integers)."""
     def side(a: int, b: int) -> np.ndarray:
         d = boxes[:, a] - boxes[:, b]
-        return np.sqrt(np.sum(d * d, axis=-1)).astype(np.int64)
+        return np.sqrt(np.sum(d * d, axis=-1)).astype(np.int64)  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
 
     return (side(0, 1) > 3) & (side(0, 3) > 3)

@@ -1,10 +1,13 @@
-"""Errors raised by ``postproc``. Every one derives from ``PostprocError``."""
+"""Errors raised by ``postproc``. Every one derives from ``PostprocError``, a ``vkocr.errors.VkocrError``
+(postprocessing imports neither the engine nor the agent, only the root)."""
 
 from __future__ import annotations
 
+from vkocr.errors import VkocrError
 
-class PostprocError(Exception):
-    """Base class of every error ``postproc`` raises on purpose."""
+
+class PostprocError(VkocrError):
+    """Base class of every error ``postproc`` raises on purpose; raised only as one of its subclasses."""
 
 
 class CharsetError(PostprocError):
@@ -13,7 +16,8 @@ class CharsetError(PostprocError):
 
 
 class PluginError(PostprocError):
-    """Base class of plugin configuration errors (raised while building a chain, never while running one)."""
+    """Base class of plugin configuration errors, raised only as one of its subclasses (while building a
+    chain, never while running one)."""
 
 
 class UnknownPluginError(PluginError):

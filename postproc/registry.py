@@ -21,14 +21,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-import structlog
-
+from vkocr.log import get_logger
 from vkocr.postproc.errors import PluginConfigError, PluginError, PluginLoadError, UnknownPluginError
 from vkocr.postproc.result import OcrResult
 
 ENTRY_POINT_GROUP = "vkocr.postproc"
 
-log = structlog.get_logger("vkocr.postproc.registry")
+log = get_logger(__name__)
 
 
 @runtime_checkable

@@ -18,8 +18,9 @@ def unclip_distances(boxes: np.ndarray, ratio: float) -> np.ndarray:
     return np.asarray(shapely.area(polys) * ratio / shapely.length(polys), np.float64)
 
 
-def unclip_boxes(boxes: np.ndarray, distances: Iterable[float]) -> list[list[tuple[int, int]]]:
-    """unclip of each box (N, 4, 2) by its distance.
+def unclip_boxes(boxes: np.ndarray, distances: Iterable[float]) -> list[np.ndarray]:
+    """unclip of each box (N, 4, 2) by its distance: the grown polygon's points, (n, 1, 2) as RapidOCR's
+    ``np.array(offset.Execute(distance)).reshape((-1, 1, 2))`` gives them.
 
     The corners go to pyclipper as Python floats (one ``tolist`` for all boxes): it truncates them to integers
     exactly as it does the float32 scalars RapidOCR passes, and reads a list faster than an array.
@@ -28,5 +29,6 @@ def unclip_boxes(boxes: np.ndarray, distances: Iterable[float]) -> list[list[tup
     for box, distance in zip(np.asarray(boxes).tolist(), distances, strict=True):
         offset = pyclipper.PyclipperOffset()  # one per box: it would merge the offsets of all its paths
         offset.AddPath(box, pyclipper.JT_ROUND, pyclipper.ET_CLOSEDPOLYGON)
-        polys.append([(p[0], p[1]) for path in offset.Execute(float(distance)) for p in path])
+        points = [p for path in offset.Execute(float(distance)) for p in path]
+        polys.append(np.array(points).reshape(-1, 1, 2))
     return polys

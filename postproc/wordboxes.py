@@ -14,10 +14,10 @@ import itertools
 import math
 from collections.abc import Sequence
 
+import cv2
 import numpy as np
 
 from vkocr.postproc.ctc import CtcText
-from vkocr.postproc.perspective import invert3, perspective_transform
 from vkocr.postproc.result import CharBox
 
 
@@ -59,7 +59,9 @@ def word_info(text: str, positions: Sequence[int]) -> tuple[list[list[str]], lis
     return words, word_cols, states
 
 
-def _cells(text: str, crop_w: int, crop_h: int, columns: float, groups: tuple) -> tuple[list[str], list[list]]:
+def _cells(
+    text: str, crop_w: int, crop_h: int, columns: float, groups: tuple[list[list[str]], list[list[int]], list[str]]
+) -> tuple[list[str], list[list[list[float]]]]:
     """``cal_ocr_word_box`` on the crop rectangle: characters in text order, boxes sorted by left edge."""
     words, word_cols, states = groups
     cell_width = crop_w / columns
@@ -72,7 +74,7 @@ def _cells(text: str, crop_w: int, crop_h: int, columns: float, groups: tuple) -
             widths[kind].append((word_col[-1] - word_col[0]) * cell_width / (len(word_col) - 1))
         cols[kind] += word_col
         contents += word
-    boxes: list[list] = []
+    boxes: list[list[list[float]]] = []
     for kind in ("cn", "en"):
         if not cols[kind]:
             continue
@@ -85,7 +87,7 @@ def _cells(text: str, crop_w: int, crop_h: int, columns: float, groups: tuple) -
     return contents, sorted(boxes, key=lambda b: b[0][0])
 
 
-def _separate(boxes: list[list]) -> list[list]:
+def _separate(boxes: list[list[list[float]]]) -> list[list[list[float]]]:
     """``adjust_box_overlap``: neighbours that overlap each give up half of the overlap."""
     for cur, nxt in itertools.pairwise(boxes):
         if cur[1][0] > nxt[0][0]:
@@ -133,7 +135,7 @@ def _crop_direction(box: np.ndarray) -> str:
     return "h" if height * 1.0 / width >= 1.5 else "w"
 
 
-def _to_image(det_box: np.ndarray, boxes: list[list], direction: str) -> list[list[list[int]]]:
+def _to_image(det_box: np.ndarray, boxes: list[list[list[float]]], direction: str) -> list[list[list[int]]]:
     """``reverse_rotate_crop_image``: crop coordinates → detection-box coordinates, truncated to ints."""
     pts = np.array(det_box, dtype=np.float32)
     left, top = int(np.min(pts[:, 0])), int(np.min(pts[:, 1]))
@@ -142,7 +144,7 @@ def _to_image(det_box: np.ndarray, boxes: list[list], direction: str) -> list[li
     crop_w = int(np.linalg.norm(pts[0] - pts[1]))
     crop_h = int(np.linalg.norm(pts[0] - pts[3]))
     std = np.array([[0, 0], [crop_w, 0], [crop_w, crop_h], [0, crop_h]], dtype=np.float32)
-    inverse = invert3(perspective_transform(pts, std))
+    _, inverse = cv2.invert(cv2.getPerspectiveTransform(pts, std))
     out = []
     for box in boxes:
         mapped = []

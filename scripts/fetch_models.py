@@ -1,4 +1,5 @@
-"""Set-up step: put the default PP-OCR models into models_dir() (VKOCR_MODELS, else ~/.local/share/vkocr/models), taken from the rapidocr-onnxruntime 1.4.4 wheel.
+"""Set-up step: put the default PP-OCR models into models_dir() (VKOCR_MODELS, else ~/.local/share/vkocr/models),
+taken from the rapidocr-onnxruntime 1.4.4 wheel.
 
 Idempotent: files already present with the right sha256 are kept. A download with a wrong hash is refused
 and nothing is written.

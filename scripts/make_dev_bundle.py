@@ -21,14 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
 from vkocr.agent.bundles.atomic_files import write_atomic
 from vkocr.agent.bundles.bundle import BUNDLE_SUFFIX, create, verify
 from vkocr.agent.bundles.errors import BundleError
-from vkocr.agent.cli.logs import configure_logging
-from vkocr.agent.bundles.store import ModelStore
-from vkocr.agent.ocr.model_files import DEFAULT_MODELS, missing_or_bad, models_dir, sha256_of
 from vkocr.agent.bundles.signing import (
     TrustedKeys,
     generate_keypair,
@@ -36,7 +31,11 @@ from vkocr.agent.bundles.signing import (
     public_pem,
     short_fingerprint,
 )
+from vkocr.agent.bundles.store import ModelStore
+from vkocr.agent.cli.logs import configure_logging
+from vkocr.agent.ocr.model_files import DEFAULT_MODELS, missing_or_bad, models_dir, sha256_of
 
+ROOT = Path(__file__).resolve().parent.parent
 BUNDLE_NAME = "ppocrv4-default"
 BASE_VERSION = "1.4.4"  # the RapidOCR release whose models and defaults these are
 COMPAT_IMAGE, COMPAT_TEXT = "issue_170.png", "TEST"

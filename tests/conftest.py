@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+
 import pytest
 
 from vkocr.engine.device import Device
 from vkocr.engine.instance import VALIDATION
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: takes tens of seconds (builds a wheel, a fresh environment); "
+                            "still in the default run, deselect with -m 'not slow'")
 
 
 @pytest.fixture(scope="session")

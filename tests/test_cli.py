@@ -11,8 +11,8 @@ from tests.paths import ROOT
 
 
 def vkocr(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vkocr.agent.cli.main", *args], capture_output=True, text=True, cwd=ROOT, check=False,
-                          env={**os.environ, **(env or {})}, timeout=120)
+    return subprocess.run([sys.executable, "-m", "vkocr.agent.cli.main", *args], capture_output=True, text=True,
+                          cwd=ROOT, check=False, env={**os.environ, **(env or {})}, timeout=120)
 
 
 def test_devices_lists_and_chooses() -> None:

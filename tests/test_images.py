@@ -1,4 +1,5 @@
-"""vkocr.agent.ocr.images: decoding matches RapidOCR 1.4.4's LoadImage pixel for pixel (in RGB), deviations are deliberate.
+"""vkocr.agent.ocr.images: decoding matches RapidOCR 1.4.4's LoadImage pixel for pixel (in RGB), deviations are
+deliberate.
 
 RapidOCR (and the OpenCV it pulls in) are test-only references; product code uses Pillow alone.
 """
@@ -20,9 +21,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageFile, ImageOps
 
+from tests.paths import COMPAT_IMAGES
 from vkocr.agent.errors import IMAGE_ERROR_REASONS, ImageError
 from vkocr.agent.ocr.images import DEFAULT_MAX_PIXELS, ChannelOrder, decode_image, image_size
-from tests.paths import COMPAT_IMAGES
+from vkocr.errors import VkocrError
 
 load_image = pytest.importorskip("rapidocr_onnxruntime.utils.load_image", reason="RapidOCR 1.4.4 (test-only)")
 cv2 = pytest.importorskip("cv2", reason="opencv-python (test-only, pulled in by rapidocr-onnxruntime)")
@@ -576,7 +578,7 @@ def test_compat_decoded_arrays_as_rapidocr_takes_them() -> None:
 def _reason(source: object, **kwargs: object) -> ImageError:
     with pytest.raises(ImageError) as e:
         decode_image(source, **kwargs)  # type: ignore[arg-type]
-    assert isinstance(e.value, ValueError)
+    assert isinstance(e.value, VkocrError)  # the root of vkocr's errors (no longer a ValueError)
     assert e.value.reason in IMAGE_ERROR_REASONS
     return e.value
 

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from shapely.geometry import Polygon
 
+from tests.paths import SHARED
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.postproc.result import OcrResult
-from tests.paths import SHARED
 
 COMPAT = SHARED / "compat" / "rapidocr-1.4.4"
 IMAGES = COMPAT / "images"

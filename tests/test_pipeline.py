@@ -13,12 +13,10 @@ from PIL import Image, ImageDraw, ImageFont
 from vkocr.agent.errors import ImageError, OptionsError
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
-from vkocr.agent.ocr.prep import Prepared, preparation, prepared_image, unchanged
+from vkocr.agent.ocr.prep import Prepared, preparation, prepared_image
 from vkocr.agent.ocr.visualize import find_font
-from vkocr.postproc.db import bitmap_runs
 from vkocr.postproc.registry import PluginChain, build_chain
 from vkocr.postproc.result import OcrResult
-from vkocr.agent.ocr.image_reference import det_input_size
 
 
 @pytest.fixture(scope="module")
@@ -91,27 +89,6 @@ def test_the_agent_keeps_working_after_bad_requests(ocr: OcrPipeline) -> None:
         with pytest.raises(ImageError):
             ocr(bad)
     assert [line.text for line in ocr(label_image("SERIAL-0042")).lines] == ["SERIAL-0042"]
-
-
-def test_the_det_stage_returns_the_runs_of_the_thresholded_map(ocr: OcrPipeline) -> None:
-    """The GPU thresholds and dilates the map in the det plan's epilogue; one recording serves every threshold
-    and dilation setting (they are read at run time), and the runs equal the host's own thresholding."""
-    from vkocr.agent.ocr.gpu_stages import GpuStages
-
-    stages = ocr.stages
-    if not isinstance(stages, GpuStages):
-        pytest.skip("the GPU stages only")
-    image = label_image("LOT 7 SERIAL-0042")
-    stages.load(image, unchanged(*image.shape[:2]))
-    det_h, det_w = det_input_size(*image.shape[:2])
-    for thresh, dilate in ((0.3, True), (0.6, False), (0.1, True), (0.3, False)):
-        for _, back in stages._edges._buffers:  # poisoned: a readback that did not happen shows
-            back.array(np.uint32)[:] = 0xDEADBEEF
-        prob, runs = stages.detect(det_h, det_w, thresh, dilate)
-        assert 0 < np.count_nonzero(prob > thresh) < prob.size, "the map has text and background"
-        ref = bitmap_runs(np.array(prob), thresh, dilate)
-        for field in ("row", "start", "end"):
-            np.testing.assert_array_equal(getattr(runs, field), getattr(ref, field), err_msg=f"{thresh} {dilate}")
 
 
 @pytest.mark.parametrize(("h", "w"), [

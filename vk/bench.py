@@ -107,7 +107,8 @@ def run_kernel_bench(
             ("vkCmdCopyBuffer", lambda r: r.copy(src.view, dst.view)),
             ("copy shader", lambda r: record_copy(r, src, dst)),
         ):
-            row = _summary(f"copy ({how})", f"{copy_mib} MiB device->device", _time(device, record_copy_cmd, repeats, rounds))
+            row = _summary(f"copy ({how})", f"{copy_mib} MiB device->device",
+                           _time(device, record_copy_cmd, repeats, rounds))
             row["gbps"] = 2 * copy_bytes / (row["min_ms"] * 1e6)
             copies.append(row)
         results["copies"] = copies
@@ -150,7 +151,8 @@ def format_results(results: dict[str, Any]) -> str:
     )
     lines = [
         f"device: {results['device']} ({results['device_type']}, driver {results['driver']})",
-        f"bandwidth ceiling: {copy['gbps']:.0f} GB/s, the faster of: {copies} (each reads and writes {copy['shape'].split()[0]} MiB)",
+        f"bandwidth ceiling: {copy['gbps']:.0f} GB/s, the faster of: {copies} "
+        f"(each reads and writes {copy['shape'].split()[0]} MiB)",
         header,
     ]
     for r in results["cases"]:

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, Self
 
 import numpy as np
-import structlog
 
 from vkocr.engine.devices import DeviceInfo, choose, list_devices
 from vkocr.engine.errors import VulkanUnavailable
@@ -21,8 +20,9 @@ from vkocr.engine.memory import DEFAULT_ARENA_BYTES, MemoryPool
 from vkocr.engine.pipeline import Constant, KernelDef, Pipeline, load_module
 from vkocr.engine.pipeline_cache import PipelineCache, default_cache_dir
 from vkocr.engine.tensor import Tensor
+from vkocr.log import get_logger
 
-log = structlog.get_logger("vkocr.engine.device")
+log = get_logger(__name__)
 
 _USE_DEFAULT_CACHE = Path("<default>")
 

@@ -6,12 +6,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-import structlog
-
-from vkocr.engine.errors import VkocrError, VulkanError, VulkanUnavailable
+from vkocr.engine.errors import EngineError, VulkanError, VulkanUnavailable
 from vkocr.engine.loader import INSTALL_HINT, binding, call
+from vkocr.log import get_logger
 
-log = structlog.get_logger("vkocr.engine.instance")
+log = get_logger(__name__)
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 PORTABILITY_EXTENSION = "VK_KHR_portability_enumeration"
@@ -59,7 +58,7 @@ class Instance:
         if self.validation:
             layer_names = {p.layerName for p in call(vk.vkEnumerateInstanceLayerProperties)}
             if VALIDATION_LAYER not in layer_names:
-                raise VkocrError(
+                raise EngineError(
                     f"validation requested but {VALIDATION_LAYER} is not installed "
                     "(Debian/Ubuntu: apt-get install vulkan-validationlayers)"
                 )

@@ -1,6 +1,8 @@
-"""Import the `vulkan` CFFI binding once, turning 'no loader' into one clear error, and map VkResult failures.
+"""Import the `vulkan` CFFI binding once, turning 'no loader' into one clear error; name VkResult failures.
 
-Every Vulkan call in vk/ goes through `vkocr.engine.loader.vk` (the binding) and every error through `call()` here.
+Every Vulkan call in vk/ goes through `binding()` here, and every failed VkResult through `call()` (binding
+wrappers, which raise) or `check()` (raw `binding().lib` calls, which return it); both name the result and let
+`vkocr.engine.errors.vulkan_error` classify it.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar
 
-from vkocr.engine.errors import DeviceLost, OutOfMemory, VulkanError, VulkanUnavailable
+from vkocr.engine.errors import VulkanUnavailable, vulkan_error
 
 INSTALL_HINT = (
     "install the Vulkan loader and a driver: on Debian/Ubuntu `apt-get install libvulkan1 mesa-vulkan-drivers` "
@@ -46,24 +48,13 @@ def call(fn: Callable[..., T], *args: Any) -> T:
     try:
         return fn(*args)
     except (vk.VkError, vk.VkException) as exc:
-        name = result_name(exc)
-        fn_name = getattr(fn, "__name__", repr(fn))
-        if "DEVICE_LOST" in name:
-            raise DeviceLost(fn_name, name) from exc
-        if "OUT_OF" in name and "MEMORY" in name:
-            raise OutOfMemory(fn_name, name) from exc
-        raise VulkanError(fn_name, name) from exc
+        raise vulkan_error(getattr(fn, "__name__", repr(fn)), result_name(exc)) from exc
 
 
 def check(result: int, call_name: str) -> None:
-    """For raw `binding().lib` calls that return a VkResult instead of raising."""
+    """For raw `binding().lib` calls that return a VkResult instead of raising: anything but VK_SUCCESS raises
+    the VulkanError subclass `vulkan_error` gives."""
     if result == 0:
         return
-    vk = binding()
-    exc = vk.exception_codes.get(result)
-    name = result_name(exc()) if exc is not None else f"VkResult({result})"
-    if "DEVICE_LOST" in name:
-        raise DeviceLost(call_name, name)
-    if "OUT_OF" in name and "MEMORY" in name:
-        raise OutOfMemory(call_name, name)
-    raise VulkanError(call_name, name)
+    exc = binding().exception_codes.get(result)
+    raise vulkan_error(call_name, result_name(exc()) if exc is not None else f"VkResult({result})")

@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import structlog
 
-from vkocr.engine.errors import OutOfMemory, VkocrError
+from vkocr.engine.errors import EngineError, OutOfMemory
 from vkocr.engine.loader import binding, call
+from vkocr.log import get_logger
 
 if TYPE_CHECKING:
     from vkocr.engine.device import Device
 
-log = structlog.get_logger("vkocr.engine.memory")
+log = get_logger(__name__)
 
 KINDS = ("device", "upload", "readback")
 DEFAULT_ARENA_BYTES = 64 << 20
@@ -60,7 +60,7 @@ class Allocation:
     def array(self, dtype: Any = np.float32, shape: tuple[int, ...] | None = None) -> np.ndarray:
         """A NumPy view of the mapped bytes (host-visible arenas only); writes go straight to the GPU's memory."""
         if self.arena.mapped is None:
-            raise VkocrError("array() needs a host-visible (upload/readback) allocation")
+            raise EngineError("array() needs a host-visible (upload/readback) allocation")
         dt = np.dtype(dtype)
         count = self.nbytes // dt.itemsize
         arr = np.frombuffer(self.arena.mapped, dtype=dt, count=count, offset=self.offset)

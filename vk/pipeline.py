@@ -92,7 +92,8 @@ class Pipeline:
                 pSpecializationInfo=spec_info,
             )
             create_info = vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout, basePipelineIndex=-1)
-            self.handle = call(vk.vkCreateComputePipelines, dev, device.pipeline_cache.handle, 1, [create_info], None)[0]
+            self.handle = call(vk.vkCreateComputePipelines, dev, device.pipeline_cache.handle, 1, [create_info],
+                               None)[0]
             del data_buf, entries, spec_info, stage, create_info
         except BaseException:
             self.close()

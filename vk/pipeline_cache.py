@@ -11,14 +11,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import structlog
-
 from vkocr.engine.loader import binding, call, check
+from vkocr.log import get_logger
 
 if TYPE_CHECKING:
     from vkocr.engine.devices import DeviceInfo
 
-log = structlog.get_logger("vkocr.engine.pipeline_cache")
+log = get_logger(__name__)
 
 MAGIC = b"VKOCRPC1"
 
@@ -67,7 +66,8 @@ class PipelineCache:
     def data(self) -> bytes:
         vk = binding()
         size = vk.ffi.new("size_t*")
-        check(vk.lib.vkGetPipelineCacheData(self.device_handle, self.handle, size, vk.ffi.NULL), "vkGetPipelineCacheData")
+        check(vk.lib.vkGetPipelineCacheData(self.device_handle, self.handle, size, vk.ffi.NULL),
+              "vkGetPipelineCacheData")
         buf = vk.ffi.new("char[]", size[0])
         check(vk.lib.vkGetPipelineCacheData(self.device_handle, self.handle, size, buf), "vkGetPipelineCacheData")
         return bytes(vk.ffi.buffer(buf, size[0]))

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
-from vkocr.engine.errors import DeviceLost, RecorderStateError, VulkanError
+from vkocr.engine.errors import RecorderStateError, vulkan_error
 from vkocr.engine.loader import binding, call, check
 from vkocr.engine.memory import BufferView
 from vkocr.engine.pipeline import Pipeline
@@ -233,8 +233,7 @@ class Recorder:
             raise RecorderStateError("submit() while the previous submission is still running: wait() first")
         if self.device.fail_next_submit is not None:
             result, self.device.fail_next_submit = self.device.fail_next_submit, None
-            error = DeviceLost if result == "VK_ERROR_DEVICE_LOST" else VulkanError
-            raise error("vkQueueSubmit", f"{result} (injected)")
+            raise vulkan_error("vkQueueSubmit", f"{result} (injected)")
         # Raw calls: the binding's wrappers convert their arguments anew on every call, and a request submits
         # several times; the fence array and submit info were built once, in __init__.
         check(vk.lib.vkResetFences(self.device.handle, 1, self._fences), "vkResetFences")
@@ -267,8 +266,7 @@ class Recorder:
             data = vk.ffi.new("uint64_t[]", count)
             flags = vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT
             result = vk.lib.vkGetQueryPoolResults(self.device.handle, pool, 0, count, 8 * count, data, 8, flags)
-            if result != 0:
-                raise VulkanError("vkGetQueryPoolResults", str(result))
+            check(result, "vkGetQueryPoolResults")
             stamps.extend(data)
         period = self.device.info.timestamp_period_ns
         return [Timing(self._labels[i], (stamps[i] - stamps[i - 1]) * period / 1e6) for i in range(1, len(stamps))]

@@ -8,11 +8,14 @@
     record     the store's active pointer is replaced (atomically, fsync'd), so a restart serves the new one
 
 A failure at any step before the swap closes the new pipeline and leaves the old version serving, and the
-ActivationFailed it raises names the step and why. One activation at a time: `lock` is held throughout, and
-the store's other changes (adding and deleting versions) take it too.
+ActivationFailed it raises names the step and why. One activation at a time: `exclusive()` holds throughout,
+and the store's other changes (adding and deleting versions) take it too.
 
-The GPU worker is started here, with the first pipeline that loads: an agent whose store has no active version
-(or one that no longer loads) stays up in state FAILED, and the first successful activation starts serving.
+The activator reads a version from the store once (`ModelStore.installed`, an InstalledVersion) and works on
+that object; the pipeline goes to the GPU worker through `GpuWorker.install`, whose future completes when the
+worker serves it. The worker is started by the first pipeline that loads: an agent whose store has no active
+version (or one that no longer loads) stays up in state FAILED, and the first successful activation starts
+serving.
 """
 
 from __future__ import annotations
@@ -20,32 +23,33 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
-import structlog
-
 from vkocr.agent.bundles.errors import BundleError, VersionNotFound
-from vkocr.agent.bundles.store import ModelStore, SelfTestCase
+from vkocr.agent.bundles.store import InstalledVersion, ModelStore
+from vkocr.agent.errors import AgentError
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.serving.state import ServingState, StateBoard
 from vkocr.agent.serving.worker import GpuWorker
-from vkocr.engine.errors import VkocrError
+from vkocr.log import get_logger
 
 T = TypeVar("T")
 
-log = structlog.get_logger("vkocr.agent.bundles.activation")
+log = get_logger(__name__)
 
 # The worker swaps between two requests; a request takes seconds, a device recovery (rebuild, reload) longer.
 SWAP_TIMEOUT_S = 300.0
 NO_ACTIVE_VERSION = "no active model version; upload and activate a bundle"
 
 
-class ActivationError(VkocrError):
-    """Base of the reasons an activation did not happen; the old version keeps serving."""
+class ActivationError(AgentError):
+    """Base of the reasons an activation did not happen (the old version keeps serving); raised only as one
+    of its subclasses."""
 
 
 class ActivationBusy(ActivationError):
@@ -106,10 +110,12 @@ def on_own_thread(work: Callable[[], T]) -> T:
     return outcome["value"]
 
 
-def run_self_tests(pipeline: OcrPipeline, cases: list[SelfTestCase], root: Path) -> tuple[SelfTestOutcome, ...]:
-    """Read every self-test image with `pipeline` (its options and plugin chain, as it will serve)."""
+def run_self_tests(pipeline: OcrPipeline, installed: InstalledVersion) -> tuple[SelfTestOutcome, ...]:
+    """Read every self-test image of `installed` with `pipeline` (its options and plugin chain, as it will
+    serve)."""
     outcomes = []
-    for case in cases:
+    root = installed.root
+    for case in installed.self_tests:
         name = case.image.relative_to(root).as_posix() if case.image.is_relative_to(root) else case.image.name
         started = time.monotonic()
         try:
@@ -120,14 +126,21 @@ def run_self_tests(pipeline: OcrPipeline, cases: list[SelfTestCase], root: Path)
             got = "\n".join(line.text for line in result.lines)
             outcome = SelfTestOutcome(name, case.expect, got, case.expect in got)
         log.info("activation_self_test", image=name, expected=case.expect, got=outcome.got,
-                 passed=outcome.passed, error=outcome.error or None, ms=round((time.monotonic() - started) * 1e3))
+                 passed=outcome.passed, error=outcome.error or None,
+                 ms=round((time.monotonic() - started) * 1e3))
         outcomes.append(outcome)
     return tuple(outcomes)
 
 
+def open_installed(installed: InstalledVersion, device: str | None) -> OcrPipeline:
+    """A new pipeline for `installed` on `device` (None: the default one; "cpu": the CPU backend)."""
+    return OcrPipeline.open(device, options=installed.options, model_paths=dict(installed.models))
+
+
 class Activator:
     """Serves the store's active version through `worker` and activates others. `attach()` the worker before
-    anything else; the worker's factory is `serving_factory` (and `cpu_factory` for its CPU fallback)."""
+    anything else; the worker's factory is `serving_factory` (and `cpu_factory` for its CPU fallback): after
+    a device loss they open again the version the worker serves."""
 
     def __init__(self, store: ModelStore, state: StateBoard, base_options: OcrOptions, device: str | None,
                  on_swap: Callable[[str, OcrOptions], None] | None = None) -> None:
@@ -136,56 +149,44 @@ class Activator:
         self.base_options = base_options
         self.device = device
         self.on_swap = on_swap
-        self.lock = threading.Lock()
         self.worker: GpuWorker | None = None
         self.busy_with = ""  # what holds the lock, for the message another caller gets
-        self._handoff: OcrPipeline | None = None  # for the worker's factory to take when it starts
-        self._handed_over: OcrPipeline | None = None  # the last pipeline given to the worker
-        self._worker_started = False
+        # The versions handed to the worker, by version: the one it serves is always among them (entries are
+        # added before a handover and dropped after it, once the worker's version is settled).
+        self._offered: dict[str, InstalledVersion] = {}
         self._stopping = False
         self._starting = threading.Lock()  # stop() and the worker's start: after stop(), no worker starts
+        self._turn = threading.Condition()  # the activation lock: `_held`, waited on without polling
+        self._held = False
 
     def attach(self, worker: GpuWorker) -> None:
         self.worker = worker
 
     @property
     def worker_started(self) -> bool:
-        return self._worker_started
+        return self.worker is not None and self.worker.started
 
     # --- pipelines -----------------------------------------------------------------------------------------
 
-    def options_for(self, version: str) -> OcrOptions:
-        """The options `version` serves with: the bundle's over the deployment's [ocr]."""
-        return self.store.ocr_options(version, self.base_options)
-
-    def open_version(self, version: str, device: str | None) -> OcrPipeline:
-        return OcrPipeline.open(device, options=self.options_for(version), model_paths=self.store.model_paths(version))
-
     def serving_factory(self) -> OcrPipeline:
-        """The GPU worker's factory: the pipeline an activation handed over, else (after a device loss) a new
-        one for the version the worker serves."""
-        handoff, self._handoff = self._handoff, None
-        if handoff is not None:
-            return handoff
-        assert self.worker is not None
-        return self.open_version(self.worker.model_version, self.device)
+        """The GPU worker's factory after a device loss: a new pipeline for the version it serves."""
+        return open_installed(self._serving(), self.device)
 
     def cpu_factory(self) -> OcrPipeline:
+        return open_installed(self._serving(), "cpu")
+
+    def _serving(self) -> InstalledVersion:
         assert self.worker is not None
-        return self.open_version(self.worker.model_version, "cpu")
+        return self._offered[self.worker.model_version]
 
     # --- locking -------------------------------------------------------------------------------------------
 
     @contextmanager
     def exclusive(self, what: str, *, wait_s: float | None = None) -> Iterator[None]:
         """Hold the lock for `what`; ActivationBusy when it is taken (after `wait_s` seconds, when given)."""
-        acquired = self.lock.acquire(blocking=False)
-        deadline = time.monotonic() + (wait_s or 0.0)
-        while not acquired and not self._stopping and time.monotonic() < deadline:  # stopping ends the wait
-            acquired = self.lock.acquire(timeout=min(0.5, max(0.0, deadline - time.monotonic())))
-        if not acquired:
-            raise ActivationBusy(f"the model store is busy ({self.busy_with or 'another change'}); try again when "
-                                 "it is done")
+        if not self._acquire(wait_s or 0.0, stop_ends_wait=True):  # stopping ends the wait
+            raise ActivationBusy(f"the model store is busy ({self.busy_with or 'another change'}); try again "
+                                 "when it is done")
         self.busy_with = what
         try:
             if self._stopping:
@@ -193,13 +194,26 @@ class Activator:
             yield
         finally:
             self.busy_with = ""
-            self.lock.release()
+            with self._turn:
+                self._held = False
+                self._turn.notify_all()
+
+    def _acquire(self, timeout: float, *, stop_ends_wait: bool) -> bool:
+        with self._turn:
+            self._turn.wait_for(lambda: not self._held or (stop_ends_wait and self._stopping),
+                                max(timeout, 0.0))
+            if self._held:
+                return False
+            self._held = True
+            return True
 
     def stop(self, wait_s: float) -> None:
         """No activation after this; waits up to `wait_s` for one in progress, then keeps the lock."""
         with self._starting:
             self._stopping = True
-        if self.lock.acquire(timeout=max(wait_s, 0.0)):
+        with self._turn:
+            self._turn.notify_all()  # a caller waiting for its turn gives up now
+        if self._acquire(wait_s, stop_ends_wait=False):
             self.busy_with = "stopping"
 
     # --- start-up ------------------------------------------------------------------------------------------
@@ -226,15 +240,10 @@ class Activator:
                 self._fail(NO_ACTIVE_VERSION)
                 return None
             log.info("activation_step", version=version, step="verify", at_start=True)
-            self.store.verify_installed(version)
+            installed = self.store.installed(version, self.base_options, verify=True)
             log.info("activation_step", version=version, step="load", at_start=True)
-            pipeline = self.open_version(version, self.device)
-            try:
-                self._install(pipeline, version)  # ActivationBusy when the agent began to stop meanwhile
-            except BaseException:
-                if pipeline is not self._handed_over:  # once offered to the worker, it is the worker's to close
-                    pipeline.close()
-                raise
+            # ActivationBusy when the agent began to stop meanwhile
+            self._install(open_installed(installed, self.device), installed)
         except ActivationBusy:  # stopping: the worker never starts; the state stays the stop's
             log.info("active_version_not_loaded", version=version, reason="the agent is stopping")
             self.worker.loaded.set()
@@ -273,7 +282,7 @@ class Activator:
         started = time.monotonic()
         kind = "rollback" if rollback else "activation"
         log.info("activation_started", version=version, active=current, rollback=rollback, who=who)
-        if version == current and self._worker_started and self.worker.model_version == version \
+        if version == current and self.worker.started and self.worker.model_version == version \
                 and self.state.serving:
             log.info("activation_unchanged", version=version)
             return Activated(version, current)
@@ -281,83 +290,98 @@ class Activator:
 
         def failed(step: str, why: str, cause: BaseException | None = None,
                    tests: tuple[SelfTestOutcome, ...] = ()) -> ActivationFailed:
-            log.error("activation_failed", version=version, step=step, reason=why, rollback=rollback, active=current)
+            log.error("activation_failed", version=version, step=step, reason=why, rollback=rollback,
+                      active=current)
             return ActivationFailed(step, f"{kind} of {version} failed at {step}: {why}; {keep}", cause=cause,
                                     self_tests=tests)
 
         log.info("activation_step", version=version, step="verify")
         try:
-            self.store.verify_installed(version)
-            cases = self.store.self_tests(version)
-            root = self.store.versions_dir.resolve() / version
+            installed = self.store.installed(version, self.base_options, verify=True)
         except VersionNotFound:
             raise
         except BundleError as exc:
             raise failed("verify", str(exc), exc) from exc
         log.info("activation_step", version=version, step="load", device=self.device or "default")
         try:
-            pipeline = self.open_version(version, self.device)
+            pipeline = open_installed(installed, self.device)
         except Exception as exc:
             raise failed("load", f"{type(exc).__name__}: {exc}", exc) from exc
         try:
-            log.info("activation_step", version=version, step="self_tests", count=len(cases))
-            if not cases:
+            log.info("activation_step", version=version, step="self_tests", count=len(installed.self_tests))
+            if not installed.self_tests:
                 log.warning("activation_without_self_tests", version=version)
-            outcomes = run_self_tests(pipeline, cases, root)
+            outcomes = run_self_tests(pipeline, installed)
             bad = [o for o in outcomes if not o.passed]
             if bad:
                 raise failed("self_tests", f"{len(bad)} of {len(outcomes)} self-test(s) failed: "
                              + "; ".join(o.describe() for o in bad), tests=outcomes)
             if self._stopping:
                 raise failed("swap", "the agent is stopping")
-            log.info("activation_step", version=version, step="swap")
-            self._install(pipeline, version)
         except BaseException:
-            if pipeline is not self._handed_over:  # once offered to the worker, it is the worker's to close
-                pipeline.close()
+            pipeline.close()
             raise
+        log.info("activation_step", version=version, step="swap")
+        self._install(pipeline, installed)
         log.info("activation_step", version=version, step="record")
         try:
-            previous = self.store.set_active(version, rollback=rollback)
+            previous = self.store.set_active(installed.version, rollback=rollback)
         except (BundleError, OSError) as exc:
-            raise failed("record", f"version {version} serves now, but the store's active pointer could not be "
-                         f"written ({exc}); after a restart {current} would serve: fix the disk and activate "
-                         f"{version} again", exc) from exc
+            raise failed("record", f"version {version} serves now, but the store's active pointer could not "
+                         f"be written ({exc}); after a restart {current} would serve: fix the disk and "
+                         f"activate {version} again", exc) from exc
         log.info("activation_succeeded", version=version, previous=previous, rollback=rollback, who=who,
                  self_tests=len(outcomes), ms=round((time.monotonic() - started) * 1e3))
         return Activated(version, previous, outcomes)
 
-    def _install(self, pipeline: OcrPipeline, version: str) -> None:
-        """Make `pipeline` the one served: start the worker with it, or swap it in."""
-        assert self.worker is not None
-        if not self._worker_started:
+    def _install(self, pipeline: OcrPipeline, installed: InstalledVersion) -> None:
+        """Make `pipeline` the one served (starting the worker with it, or swapping it in) and wait until the
+        worker serves it. Owns `pipeline` from the call on: closed here when it never reaches the worker; once
+        handed over it is the worker's to close (also when the swap is abandoned after SWAP_TIMEOUT_S)."""
+        worker = self.worker
+        assert worker is not None
+        version = installed.version
+        first = not worker.started
+        try:
             with self._starting:
-                if self._stopping:  # an agent that is stopping never starts its worker afterwards
+                if self._stopping and not worker.started:  # a stopping agent never starts its worker later
                     raise ActivationBusy("the agent is stopping")
-                self._handed_over = pipeline
-                self._handoff = pipeline
-                self.worker.model_version = version
-                self._worker_started = True
-                self.worker.start()
-            deadline = time.monotonic() + SWAP_TIMEOUT_S
-            while self.worker.pipeline is not pipeline:  # the worker thread takes the handoff at once
-                if time.monotonic() > deadline:
-                    raise ActivationFailed("swap", "the GPU worker did not start serving the new version")
-                time.sleep(0.005)
-            self.worker.loaded.set()
-        else:
-            # Offered to the worker from here on, so never closed here: a swap that times out is abandoned
-            # (GpuWorker.swap cancels its message; the worker closes the pipeline of an abandoned swap instead of
-            # serving it), so the version served and the store's active pointer stay as they were.
-            self._handed_over = pipeline
-            try:
-                self.worker.swap(pipeline, version, timeout=SWAP_TIMEOUT_S)
-            except TimeoutError as exc:
-                served = self.worker.model_version or "no version"
-                log.error("activation_swap_timed_out", version=version, serving=served, timeout_s=SWAP_TIMEOUT_S)
-                raise ActivationFailed(
-                    "swap", f"activation of {version} failed at swap: the GPU worker did not take it within "
-                    f"{SWAP_TIMEOUT_S:.0f} s (a request or a device recovery held it); the swap was abandoned, "
-                    f"{served} still serves and the store's active version is unchanged", cause=exc) from exc
+                self._offered = {**self._offered, version: installed}
+                done = worker.install(pipeline, version)
+        except BaseException:
+            pipeline.close()
+            self._settle_offers()
+            raise
+        try:
+            self._wait_installed(done, version, first)
+        finally:
+            self._settle_offers()
         if self.on_swap is not None:
             self.on_swap(version, pipeline.options)
+
+    def _wait_installed(self, done: Future[OcrPipeline], version: str, first: bool) -> None:
+        assert self.worker is not None
+        try:
+            done.result(SWAP_TIMEOUT_S)
+            return
+        except FutureTimeout as exc:
+            if not done.cancel():  # the worker began it meanwhile: it happens
+                done.result()
+                return
+            # Cancelled: the worker closes the pipeline when it meets the message instead of serving it, so
+            # the version served and the store's active pointer stay as they were.
+            if first:
+                raise ActivationFailed("swap", "the GPU worker did not start serving the new version",
+                                       cause=exc) from exc
+            served = self.worker.model_version or "no version"
+            log.error("activation_swap_timed_out", version=version, serving=served, timeout_s=SWAP_TIMEOUT_S)
+            raise ActivationFailed(
+                "swap", f"activation of {version} failed at swap: the GPU worker did not take it within "
+                f"{SWAP_TIMEOUT_S:.0f} s (a request or a device recovery held it); the swap was abandoned, "
+                f"{served} still serves and the store's active version is unchanged", cause=exc) from exc
+
+    def _settle_offers(self) -> None:
+        """Forget the versions handed over that the worker does not serve."""
+        assert self.worker is not None
+        serving = self.worker.model_version
+        self._offered = {v: i for v, i in self._offered.items() if v == serving}

@@ -27,14 +27,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from vkocr.agent.bundles.atomic_files import atomic_output, fsync_dir
 from vkocr.agent.bundles.errors import BundleError, BundleFormatError, IntegrityError, SignatureError
-from vkocr.agent.bundles.options import split_options
-from vkocr.agent.bundles.paths import check_relative_path
-from vkocr.agent.bundles.reader import DEFAULT_MAX_BYTES, BundleReader
 from vkocr.agent.bundles.manifest import (
     MANIFEST_NAME,
     MODEL_ROLES,
@@ -44,10 +40,14 @@ from vkocr.agent.bundles.manifest import (
     SelfTest,
     format_time,
 )
-from vkocr.agent.ocr.model_files import sha256_of
+from vkocr.agent.bundles.options import split_options
+from vkocr.agent.bundles.paths import check_relative_path
+from vkocr.agent.bundles.reader import DEFAULT_MAX_BYTES, BundleReader
 from vkocr.agent.bundles.signing import TrustedKeys, fingerprint, short_fingerprint
+from vkocr.agent.ocr.model_files import sha256_of
+from vkocr.log import get_logger
 
-log = structlog.get_logger("vkocr.agent.bundles.bundle")
+log = get_logger(__name__)
 
 BUNDLE_SUFFIX = ".vkb"
 SELFTEST_DIR = "selftest"
@@ -270,7 +270,8 @@ def _write(out_path: Path, manifest: Manifest, sources: Mapping[str, Path],
     out_path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with atomic_output(out_path) as f, \
-                gzip.GzipFile(filename="", mode="wb", fileobj=f, compresslevel=COMPRESS_LEVEL, mtime=int(mtime)) as gz, \
+                gzip.GzipFile(filename="", mode="wb", fileobj=f, compresslevel=COMPRESS_LEVEL,
+                              mtime=int(mtime)) as gz, \
                 tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
             blobs = [(MANIFEST_NAME, raw)] + ([(SIGNATURE_NAME, private_key.sign(raw))] if private_key else [])
             for name, blob in blobs:

@@ -1,17 +1,19 @@
-"""Why a model bundle, a signing key or the model store refused something.
+"""Why a model bundle, a signing key, the model store or an upload refused something.
 
-Every message names the file, entry or version concerned and what to do about it. The gRPC layer can map
-the classes to status codes (a missing version → NOT_FOUND, a bad or untrusted signature → PERMISSION_DENIED,
-the rest → INVALID_ARGUMENT or FAILED_PRECONDITION).
+Every message names the file, entry, version or upload concerned and what to do about it. The gRPC boundary
+(agent/serving/errors.py) maps each class to a status code: a missing version → NOT_FOUND, a bad or untrusted
+signature → PERMISSION_DENIED, a busy upload → ABORTED, a chunk at the wrong offset → OUT_OF_RANGE, the rest →
+INVALID_ARGUMENT or FAILED_PRECONDITION.
 """
 
 from __future__ import annotations
 
-from vkocr.engine.errors import VkocrError
+from vkocr.agent.errors import AgentError
 
 
-class BundleError(VkocrError):
-    """Base of every error about bundles, keys and the model store."""
+class BundleError(AgentError):
+    """Base of every error about bundles, keys, the model store and uploads; raised only as one of its
+    subclasses."""
 
 
 class BundleFormatError(BundleError):
@@ -30,7 +32,8 @@ class IntegrityError(BundleError):
 
 
 class BundleTooLarge(BundleError):
-    """Raised when a bundle, or what it unpacks to, exceeds the configured size limit."""
+    """Raised when a bundle, an upload's announced size, or what a bundle unpacks to exceeds the configured
+    size limit."""
 
 
 class SignatureError(BundleError):
@@ -39,11 +42,12 @@ class SignatureError(BundleError):
 
 
 class KeyFileError(BundleError):
-    """Raised when a key file is missing, unreadable, not an ed25519 key in PEM form, or would be overwritten."""
+    """Raised when a key file is missing, unreadable, not an ed25519 key in PEM form, or would be
+    overwritten."""
 
 
 class ModelStoreError(BundleError):
-    """Base of the model store's refusals."""
+    """Base of the model store's refusals; raised only as one of its subclasses."""
 
 
 class VersionNotFound(ModelStoreError):
@@ -60,3 +64,40 @@ class ActiveVersionError(ModelStoreError):
 
 class NothingToRollBack(ModelStoreError):
     """Raised when a rollback is asked for but no earlier version is recorded and still stored."""
+
+
+# -- uploads (agent/bundles/uploads.py): the bundle inside is judged later, by the store ---------------------
+
+
+class UploadError(BundleError):
+    """Base of the refusals of an upload's chunks; raised only as one of its subclasses."""
+
+
+class UploadRequestError(UploadError):
+    """Raised when a chunk is malformed: a bad upload id, a first chunk of a new upload without total_size
+    and sha256, an id that changes within one stream, an empty upload."""
+
+
+class UploadMismatch(UploadError):
+    """Raised when an upload id is resumed with another total size or sha256 than it was started with."""
+
+
+class OffsetMismatch(UploadError):
+    """Raised when a chunk does not start where the bytes held end (`received`), or would run past the
+    announced total size."""
+
+    def __init__(self, message: str, received: int) -> None:
+        super().__init__(message)
+        self.received = received
+
+
+class UploadIncomplete(UploadError):
+    """Raised when the stream ends before the announced total size arrived; the bytes are kept to resume."""
+
+
+class ChecksumMismatch(UploadError):
+    """Raised when every byte arrived but their sha256 is not the announced one; the upload is discarded."""
+
+
+class UploadBusy(UploadError):
+    """Raised when another stream is writing the same upload id right now."""

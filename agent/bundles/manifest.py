@@ -155,7 +155,8 @@ def _parse(doc: Any) -> Manifest:
     _require(not missing, f"missing field(s) {', '.join(map(repr, missing))}")
     name, version = _text(doc, "name"), _text(doc, "version")
     _require(bool(NAME_PATTERN.match(name)), f"name {name!r} must be letters, digits and . _ + - (at most 128)")
-    _require(bool(NAME_PATTERN.match(version)), f"version {version!r} must be letters, digits and . _ + - (at most 128)")
+    _require(bool(NAME_PATTERN.match(version)),
+             f"version {version!r} must be letters, digits and . _ + - (at most 128)")
     try:
         created = datetime.fromisoformat(_text(doc, "created"))
     except ValueError:

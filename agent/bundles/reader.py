@@ -24,8 +24,8 @@ from vkocr.agent.bundles.errors import (
     SignatureError,
     UnsafeEntryError,
 )
-from vkocr.agent.bundles.paths import check_relative_path
 from vkocr.agent.bundles.manifest import MANIFEST_NAME, SIGNATURE_NAME, FileEntry, Manifest
+from vkocr.agent.bundles.paths import check_relative_path
 
 DEFAULT_MAX_BYTES = 1 << 30  # what a bundle may unpack to, and how large its file may be
 MAX_MANIFEST_BYTES = 1 << 20
@@ -132,7 +132,8 @@ class BundleReader:
         if first.type not in _REGULAR:
             raise UnsafeEntryError(f"entry {MANIFEST_NAME!r} is {_kind(first)}; it must be a regular file")
         if first.size > MAX_MANIFEST_BYTES:
-            raise BundleFormatError(f"{MANIFEST_NAME} is {human_size(first.size)}, more than {human_size(MAX_MANIFEST_BYTES)}")
+            raise BundleFormatError(f"{MANIFEST_NAME} is {human_size(first.size)}, "
+                                    f"more than {human_size(MAX_MANIFEST_BYTES)}")
         raw = self._read_small(first)
         second = self._next()
         if second is None or second.name != SIGNATURE_NAME:

@@ -12,15 +12,15 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-import structlog
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from vkocr.agent.bundles.atomic_files import write_atomic
 from vkocr.agent.bundles.errors import KeyFileError
+from vkocr.log import get_logger
 
-log = structlog.get_logger("vkocr.agent.bundles.signing")
+log = get_logger(__name__)
 
 PUBLIC_KEY_SUFFIX = ".pub"
 SHORT_FINGERPRINT = 16

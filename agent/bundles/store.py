@@ -20,14 +20,13 @@ import os
 import secrets
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
-
-import structlog
 
 from vkocr.agent.bundles.atomic_files import TEMP_SUFFIX, fsync_dir, write_atomic
 from vkocr.agent.bundles.bundle import extract, verify_signature
@@ -40,13 +39,14 @@ from vkocr.agent.bundles.errors import (
     VersionConflict,
     VersionNotFound,
 )
-from vkocr.agent.bundles.reader import DEFAULT_MAX_BYTES
 from vkocr.agent.bundles.manifest import MANIFEST_NAME, MODEL_ROLES, NAME_PATTERN, SIGNATURE_NAME, Manifest
+from vkocr.agent.bundles.reader import DEFAULT_MAX_BYTES
+from vkocr.agent.bundles.signing import TrustedKeys, short_fingerprint
 from vkocr.agent.ocr.model_files import sha256_of
 from vkocr.agent.ocr.options import OcrOptions
-from vkocr.agent.bundles.signing import TrustedKeys, short_fingerprint
+from vkocr.log import get_logger
 
-log = structlog.get_logger("vkocr.agent.bundles.store")
+log = get_logger(__name__)
 
 MARKER = ".installed.json"
 HISTORY_LIMIT = 32
@@ -73,6 +73,25 @@ class BundleInfo:
 class SelfTestCase:
     image: Path
     expect: str  # text that must appear among the recognised lines
+
+
+@dataclass(frozen=True)
+class InstalledVersion:
+    """A stored version as `ModelStore.installed()` read it: everything activating and serving it needs, so
+    nobody asks the store again by version string. Its files stay while it is active or the rollback
+    target (the store never deletes those)."""
+
+    version: str
+    root: Path  # the version's directory, resolved
+    manifest: Manifest
+    models: Mapping[str, Path]  # {"det", "cls", "rec": absolute path of the ONNX file}
+    options: OcrOptions  # the bundle's overrides over the base options it was read with
+    self_tests: tuple[SelfTestCase, ...]
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        """The OcrOptions overrides the bundle sets (preprocess and postprocess together)."""
+        return self.manifest.options()
 
 
 @dataclass(frozen=True)
@@ -161,40 +180,21 @@ class ModelStore:
             self._manifests[version] = (identity, manifest)
         return manifest
 
-    def model_paths(self, version: str) -> dict[str, Path]:
-        """{"det", "cls", "rec": absolute path of the ONNX file}."""
-        manifest = self.manifest(version)
-        directory = (self.versions_dir / version).resolve()
-        return {role: directory / manifest.models[role] for role in MODEL_ROLES}
-
-    def options(self, version: str) -> dict[str, Any]:
-        """The OcrOptions overrides the bundle sets (preprocess and postprocess together)."""
-        return self.manifest(version).options()
-
-    def ocr_options(self, version: str, base: OcrOptions | None = None) -> OcrOptions:
-        return self.manifest(version).ocr_options(base)
-
-    def self_tests(self, version: str) -> list[SelfTestCase]:
-        directory = (self.versions_dir / version).resolve()
-        return [SelfTestCase(directory / t.image, t.expect) for t in self.manifest(version).self_tests]
-
-    def verify_installed(self, version: str) -> Manifest:
-        """Check a stored version again: its signature against today's trusted keys and every file's size and
-        sha256. For use right before activating, so a key since removed or a disk fault is caught."""
-        directory = self.versions_dir / version
-        manifest = self.manifest(version)
-        signature = _read_bytes(directory / SIGNATURE_NAME)
-        signer = self.trusted.find_signer(manifest.raw, signature) if signature else None
-        if signer is None or signer != manifest.signer:
-            raise SignatureError(f"stored version {version} is no longer signed by a trusted key (signer "
-                                 f"{short_fingerprint(str(manifest.signer))}; trusted: {self.trusted.describe()})")
-        for entry in manifest.files:
-            path = directory / entry.path
-            if not path.is_file() or path.is_symlink():
-                raise IntegrityError(f"stored version {version}: file {entry.path} is missing")
-            if path.stat().st_size != entry.size or sha256_of(path) != entry.sha256:
-                raise IntegrityError(f"stored version {version}: file {entry.path} was altered on disk")
-        return manifest
+    def installed(self, version: str, base: OcrOptions | None = None, *,
+                  verify: bool = False) -> InstalledVersion:
+        """One stored version, read once: its directory, manifest, model files, options (the bundle's over
+        `base`) and self-tests. With `verify`, its signature is checked again against today's trusted keys and
+        every file's size and sha256 against the manifest (IntegrityError, SignatureError): for use right
+        before activating, so a key since removed or a disk fault is caught."""
+        manifest = self.manifest(version)  # VersionNotFound when it is not (or no longer) stored
+        root = (self.versions_dir / version).resolve()
+        if verify:
+            self._verify(version, root, manifest)
+        return InstalledVersion(
+            version=version, root=root, manifest=manifest,
+            models=MappingProxyType({role: root / manifest.models[role] for role in MODEL_ROLES}),
+            options=manifest.ocr_options(base),
+            self_tests=tuple(SelfTestCase(root / t.image, t.expect) for t in manifest.self_tests))
 
     def rollback_target(self) -> str:
         """The most recent earlier active version that is still stored."""
@@ -222,8 +222,8 @@ class ModelStore:
                     log.info("model_store_add_unchanged", version=version)
                     return _with_active(existing, version == self.active())
                 raise VersionConflict(f"version {version} is already stored with different content (stored "
-                                      f"bundle sha256 {existing.sha256[:12]}…, this one {bundle_sha256[:12]}…); "
-                                      "give the new bundle its own version")
+                                      f"bundle sha256 {existing.sha256[:12]}…, this one "
+                                      f"{bundle_sha256[:12]}…); give the new bundle its own version")
             staged = self.staging_dir / f"{version}.{secrets.token_hex(4)}"
             try:
                 extract(bundle, staged, manifest, max_bytes=self.max_bundle_bytes)
@@ -339,6 +339,20 @@ class ModelStore:
                     fcntl.flock(lock_file, fcntl.LOCK_UN)
                     lock_file.close()
 
+    def _verify(self, version: str, directory: Path, manifest: Manifest) -> None:
+        signature = _read_bytes(directory / SIGNATURE_NAME)
+        signer = self.trusted.find_signer(manifest.raw, signature) if signature else None
+        if signer is None or signer != manifest.signer:
+            raise SignatureError(f"stored version {version} is no longer signed by a trusted key (signer "
+                                 f"{short_fingerprint(str(manifest.signer))}; trusted: "
+                                 f"{self.trusted.describe()})")
+        for entry in manifest.files:
+            path = directory / entry.path
+            if not path.is_file() or path.is_symlink():
+                raise IntegrityError(f"stored version {version}: file {entry.path} is missing")
+            if path.stat().st_size != entry.size or sha256_of(path) != entry.sha256:
+                raise IntegrityError(f"stored version {version}: file {entry.path} was altered on disk")
+
     def _is_complete(self, version: str) -> bool:
         # The pattern also keeps a version from a request ('../x', '') from naming a path outside versions/.
         return bool(NAME_PATTERN.match(version)) and (self.versions_dir / version / MARKER).is_file()
@@ -355,7 +369,8 @@ class ModelStore:
             log.warning("model_store_unreadable_version", version=version)
             return None
         return BundleInfo(name=manifest.name, version=manifest.version, created=manifest.created,
-                          installed=datetime.fromisoformat(marker["installed"]), sequence=int(marker["sequence"]),
+                          installed=datetime.fromisoformat(marker["installed"]),
+                          sequence=int(marker["sequence"]),
                           size=int(marker["bundle_size"]), sha256=str(marker["bundle_sha256"]),
                           signer=manifest.signer, content_digest=str(marker["content_digest"]),
                           path=self.versions_dir / version)

@@ -20,52 +20,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-import structlog
-
 from vkocr.agent.bundles.atomic_files import TEMP_SUFFIX, write_atomic
-from vkocr.agent.bundles.errors import BundleError, BundleTooLarge
+from vkocr.agent.bundles.errors import (  # the upload errors live with the other bundle errors
+    BundleTooLarge,
+    ChecksumMismatch,
+    OffsetMismatch,
+    UploadBusy,
+    UploadIncomplete,
+    UploadMismatch,
+    UploadRequestError,
+)
 from vkocr.agent.bundles.reader import human_size
 from vkocr.agent.ocr.model_files import sha256_of
+from vkocr.log import get_logger
 
-log = structlog.get_logger("vkocr.agent.bundles.uploads")
+log = get_logger(__name__)
 
 UPLOAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 STALE_AFTER_S = 7 * 24 * 3600.0
-
-
-class UploadError(BundleError):
-    """Base of the refusals of an upload's chunks (the bundle inside is judged later, by the store)."""
-
-
-class UploadRequestError(UploadError):
-    """Raised when a chunk is malformed: a bad upload id, a first chunk of a new upload without total_size
-    and sha256, an id that changes within one stream, an empty upload."""
-
-
-class UploadMismatch(UploadError):
-    """Raised when an upload id is resumed with another total size or sha256 than it was started with."""
-
-
-class OffsetMismatch(UploadError):
-    """Raised when a chunk does not start where the bytes held end (`received`), or would run past the
-    announced total size."""
-
-    def __init__(self, message: str, received: int) -> None:
-        super().__init__(message)
-        self.received = received
-
-
-class UploadIncomplete(UploadError):
-    """Raised when the stream ends before the announced total size arrived; the bytes are kept to resume."""
-
-
-class ChecksumMismatch(UploadError):
-    """Raised when every byte arrived but their sha256 is not the announced one; the upload is discarded."""
-
-
-class UploadBusy(UploadError):
-    """Raised when another stream is writing the same upload id right now."""
 
 
 @dataclass(frozen=True)

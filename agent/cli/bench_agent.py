@@ -28,13 +28,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vkocr.agent.cli.workspace import compat_images
-from vkocr.engine.errors import VkocrError
+from vkocr.agent.errors import AgentError
 
 if TYPE_CHECKING:
-    from vkocr.v1 import ocr_pb2
-
     from vkocr.agent.serving.client import OcrClient
     from vkocr.agent.serving.server import BackgroundAgent
+    from vkocr.v1 import ocr_pb2
 
 DEFAULT_CLIENTS = (1, 4, 16)
 PLUGINS = ("regex_fields", "merge_lines")
@@ -107,7 +106,7 @@ def load_images(paths: list[str], pages: int) -> list[BenchImage]:
         Image.fromarray(pixels).save(out, format="PNG")
         images.append(BenchImage(name, out.getvalue(), pixels.shape[1], pixels.shape[0]))
     if not images:
-        raise VkocrError(f"no images: give IMAGE files or --pages N ({compat} has none)")
+        raise AgentError(f"no images: give IMAGE files or --pages N ({compat} has none)")
     return images
 
 

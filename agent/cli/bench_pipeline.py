@@ -133,14 +133,15 @@ def format_pipeline_results(r: dict[str, Any]) -> str:
         stages = " ".join(f"{k}={v:.1f}" for k, v in row["stages_ms"].items())
         lines.append(
             f"{row['image'][:34]:<34} {row['size']:>10} {row['lines']:>5} {row['ours_median_ms']:>9.1f} "
-            f"{row['ours_p99_ms']:>8.1f} {row['python_outside_gpu_waits_ms']:>6.1f} {row.get('python_min_ms', 0):>5.1f} "
+            f"{row['ours_p99_ms']:>8.1f} {row['python_outside_gpu_waits_ms']:>6.1f} "
+            f"{row.get('python_min_ms', 0):>5.1f} "
             f"{(f'{rapid:.1f}' if rapid else 'n/a'):>12} {row.get('rapidocr_p99_ms', 0):>8.1f} {ratio:>6}  {stages}"
         )
         if "ours_warm_median_ms" in row:
             warm = row["ours_warm_median_ms"]
             stages = " ".join(f"{k}={v:.1f}" for k, v in row["stages_warm_ms"].items())
-            lines.append(f"{'  warm GPU':<51} {warm:>9.1f} {row['ours_warm_p99_ms']:>8.1f} {row['python_warm_ms']:>6.1f} "
-                         f"{row.get('python_warm_min_ms', 0):>5.1f} "
+            lines.append(f"{'  warm GPU':<51} {warm:>9.1f} {row['ours_warm_p99_ms']:>8.1f} "
+                         f"{row['python_warm_ms']:>6.1f} {row.get('python_warm_min_ms', 0):>5.1f} "
                          f"{'':>12} {'':>8} {(f'{rapid / warm:.1f}x' if rapid else '-'):>6}  {stages}")
         python = row.get("python_stages_warm_ms", row.get("python_stages_ms"))
         if python:
@@ -169,10 +170,10 @@ def run_idle_probe(device: str | None, *, gaps_ms: tuple[float, ...] = (0, 1, 3,
     crops, width 320) replayed after `gap` ms of host sleep, wall time of the submission against its GPU time
     (timestamp queries). Medians per gap; the plans are warmed up first, back to back."""
     from vkocr.agent.ocr.gpu_stages import GpuStages
-    from vkocr.agent.ocr.pipeline import OcrPipeline
-    from vkocr.agent.ocr.prep import unchanged
     from vkocr.agent.ocr.image_kernels import crop_params, crop_slots
     from vkocr.agent.ocr.image_reference import det_input_size
+    from vkocr.agent.ocr.pipeline import OcrPipeline
+    from vkocr.agent.ocr.prep import unchanged
 
     _, page = rendered_pages(1)[0]
     quads = np.array([[[100, y], [700, y], [700, y + 40], [100, y + 40]] for y in range(100, 700, 100)], np.float32)
@@ -182,7 +183,7 @@ def run_idle_probe(device: str | None, *, gaps_ms: tuple[float, ...] = (0, 1, 3,
         assert isinstance(stages, GpuStages)
         stages.load(page, unchanged(*page.shape[:2]))
         det_h, det_w = det_input_size(page.shape[0], page.shape[1])
-        stages.detect(det_h, det_w, 0.3, True)  # records the plan and writes its params
+        stages.detect(det_h, det_w)  # records the plan and writes its params
         det = stages._plan("det", (1, 3, det_h, det_w), stages.det_hooks)
         slots = [s.fitted(48, 320) for s in crop_slots(quads, 48, 320)]
         page_h, page_w = page.shape[:2]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vkocr.engine.errors import VkocrError
+from vkocr.errors import VkocrError
 
 EPILOG = """\
 A bundle (*.vkb) is a gzip-compressed tar: manifest.json (name, version, files with sha256 and size, which file
@@ -66,8 +66,8 @@ def cmd_create(args: argparse.Namespace) -> int:
     from vkocr.agent.bundles.bundle import create
     from vkocr.agent.bundles.errors import BundleError
     from vkocr.agent.bundles.options import parse_assignment
-    from vkocr.agent.ocr.model_files import DEFAULT_MODELS, missing_or_bad, models_dir
     from vkocr.agent.bundles.signing import load_private_key, short_fingerprint
+    from vkocr.agent.ocr.model_files import DEFAULT_MODELS, missing_or_bad, models_dir
 
     given = {role: getattr(args, role) for role in ("det", "cls", "rec") if getattr(args, role)}
     if args.default_models:

@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from vkocr.agent.cli.ocr_command import format_text
+from vkocr.agent.cli.ocr_flags import add_ocr_flags, option_overrides
 from vkocr.agent.errors import ImageError, OptionsError
-from vkocr.agent.cli.ocr_command import format_text, overrides
 
 if TYPE_CHECKING:  # grpc and the stubs load when a client command runs, not whenever `vkocr` starts
-    from vkocr.v1 import status_pb2
-
     from vkocr.agent.serving.client import OcrClient
+    from vkocr.v1 import status_pb2
 
 DEFAULT_CALL_TIMEOUT_S: Final = 60.0  # ocr and health calls; streams and watches have none unless asked
 EXIT_RPC_FAILED: Final = 1
@@ -64,8 +64,8 @@ def add_client_parser(subparsers: Any) -> None:
 
     ocr = what.add_parser("ocr", parents=[common], help="read text in images, one call per image",
                           description="Recognise each IMAGE with one Recognize call, in order. Exit status 1 "
-                          "when an image or a call failed (a bad image does not stop the others; an agent that cannot answer "
-                          "does).",
+                          "when an image or a call failed (a bad image does not stop the others; an agent that cannot "
+                          "answer does).",
                           epilog="example:\n  vkocr client ocr --target 10.0.0.7:50051 a.jpg b.png --json",
                           formatter_class=argparse.RawDescriptionHelpFormatter)
     _ocr_options(ocr)
@@ -122,35 +122,11 @@ def _common_options() -> argparse.ArgumentParser:
 
 
 def _ocr_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("images", nargs="+", metavar="IMAGE", help="image files (JPEG, PNG, BMP, TIFF, WebP, GIF)")
+    add_ocr_flags(p, remote=True)
     p.add_argument("--json", action="store_true",
                    help='one JSON object per image, one per line: {"image", "lines": [{"text", "score", '
                    '"box", "angle"}], "timings_ms", "device", "model_version", "request_id"}, as '
                    '`vkocr ocr --json`')
-    p.add_argument("--word-boxes", action="store_true",
-                   help="per-character (CJK) or per-word boxes in each line")
-    p.add_argument("--no-det", action="store_true", help="no detection: the whole image is one line")
-    p.add_argument("--no-cls", action="store_true", help="no direction classification")
-    p.add_argument("--no-rec", action="store_true", help="no recognition: boxes only")
-    p.add_argument("--text-score", type=float, help="drop lines scoring below this (default: the agent's)")
-    p.add_argument("--box-thresh", type=float, help="DB box score threshold (default: the agent's)")
-    p.add_argument("--unclip-ratio", type=float, help="DB box expansion (default: the agent's)")
-    p.add_argument("--no-exif", action="store_true", help="ignore EXIF orientation, as RapidOCR does")
-    plugins = p.add_mutually_exclusive_group()
-    plugins.add_argument("--plugin", action="append", metavar="NAME",
-                         help="postprocessing plugin to run, in order (default: the agent's chain)")
-    plugins.add_argument("--no-plugins", action="store_true", help="run no postprocessing plugin")
-
-
-def _request_options(args: argparse.Namespace) -> dict[str, Any]:
-    options = overrides(args)  # the same flags as `vkocr ocr`
-    if args.word_boxes:
-        options["return_word_box"] = True
-    if args.no_plugins:
-        options["plugins"] = ()
-    elif args.plugin:
-        options["plugins"] = tuple(args.plugin)
-    return options
 
 
 # --- commands -----------------------------------------------------------------------------------------------
@@ -161,7 +137,7 @@ def cmd_ocr(args: argparse.Namespace) -> int:
 
 
     def run(client: OcrClient) -> int:
-        options = _request_options(args)
+        options = option_overrides(args)
         failed = 0
         for image in args.images:
             try:
@@ -207,7 +183,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
                     failed += 1
                     _report_failure(args, image, f"cannot read: {exc.strerror or exc}")
 
-        for resp in client.recognize_stream(readable(), timeout=args.timeout, **_request_options(args)):
+        for resp in client.recognize_stream(readable(), timeout=args.timeout, **option_overrides(args)):
             image = args.images[int(resp.request_id)]
             if resp.HasField("error"):
                 failed += 1

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 from typing import Any
 
+from vkocr.agent.cli.device_option import add_device_option
 from vkocr.engine.devices import choose, list_devices
 from vkocr.engine.instance import Instance
 
@@ -57,3 +60,19 @@ def format_report(report: dict[str, Any]) -> str:
         ]
     lines.append(f"chosen: [{chosen}] {report['chosen']['name']}: {report['chosen']['reason']}")
     return "\n".join(lines)
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    report = device_report(args.device)
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0
+
+
+def add_devices_parser(sub: Any) -> None:
+    devices = sub.add_parser("devices", help="list Vulkan devices and the one vkocr would choose",
+                             description="List every Vulkan device: name, type, vendor and driver, API version, "
+                             "memory heaps, subgroup size, fp16/int8 support, workgroup limits, and which one "
+                             "vkocr would choose and why.")
+    devices.add_argument("--json", action="store_true", help="print the same information as JSON")
+    add_device_option(devices)
+    devices.set_defaults(func=cmd_devices)

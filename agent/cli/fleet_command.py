@@ -151,9 +151,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 def agent_row(agent: str, connect: Any) -> tuple[str, str, str, str, str]:
     """(agent, state, active version, device, stored versions) of one agent; what failed, in place."""
     import grpc
-    from vkocr.v1 import models_pb2, status_pb2
 
     from vkocr.agent.serving.rpc_status import describe_rpc_error
+    from vkocr.v1 import models_pb2, status_pb2
 
     client: OcrClient = connect(agent)
     with client:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from vkocr.engine.errors import VkocrError
+from vkocr.agent.cli.device_option import add_device_option
+from vkocr.agent.errors import AgentError
 
 CPU = "cpu"
 
@@ -26,9 +28,9 @@ def load_input(path: str) -> np.ndarray:
     try:
         x = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
-        raise VkocrError(f"cannot read input tensor {path}: {exc}") from exc
+        raise AgentError(f"cannot read input tensor {path}: {exc}") from exc
     if x.dtype != np.float32:
-        raise VkocrError(f"input tensor {path} is {x.dtype}; models take float32")
+        raise AgentError(f"input tensor {path} is {x.dtype}; models take float32")
     return x
 
 
@@ -148,3 +150,51 @@ def format_compare(r: dict[str, Any]) -> str:
                      f"rel err {first['rel_err']:.3g}")
     lines.append("largest errors: " + "; ".join(f"{d['node']} ({d['op']}) {d['rel_err']:.2g}" for d in r["worst"]))
     return "\n".join(lines)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    report = inspect_report(args.model, args.shape, args.device)
+    print(json.dumps(report, indent=2) if args.json else format_inspect(report))
+    return 0
+
+
+def cmd_debug_compare(args: argparse.Namespace) -> int:
+    report = compare_report(args.model, load_input(args.input), args.device, args.tolerance)
+    print(json.dumps(report, indent=2) if args.json else format_compare(report))
+    return 1 if report["first_divergence"] else 0
+
+
+def add_model_parsers(sub: Any) -> None:
+    """`infer`, `inspect` and `debug compare`."""
+    infer = sub.add_parser("infer", help="run one ONNX model on one tensor",
+                           description="Run MODEL.onnx on the float32 tensor in IN.npy and save its (first) "
+                           "output to OUT.npy, through a Vulkan plan or, with --device cpu, the NumPy executor.")
+    infer.add_argument("model", metavar="MODEL.onnx")
+    infer.add_argument("--input", required=True, metavar="IN.npy", help="float32 input tensor (numpy .npy)")
+    infer.add_argument("--output", required=True, metavar="OUT.npy", help="where to save the output")
+    add_device_option(infer, cpu=True)
+    infer.set_defaults(func=cmd_infer)
+
+    inspect = sub.add_parser("inspect", help="nodes, dispatches, weights and planned memory of a model",
+                             description="Print the nodes before and after the graph passes, the dispatch count, "
+                             "the weights (MiB), the planned activation peak against one buffer per tensor "
+                             "(MiB) and the pipelines a plan for this input shape uses.")
+    inspect.add_argument("model", metavar="MODEL.onnx")
+    inspect.add_argument("--shape", required=True, type=parse_shape, help="input shape, e.g. 1x3x736x736")
+    inspect.add_argument("--json", action="store_true", help="print as JSON")
+    add_device_option(inspect, cpu=True)
+    inspect.set_defaults(func=cmd_inspect)
+
+    debug = sub.add_parser("debug", help="debugging tools")
+    debug_sub = debug.add_subparsers(dest="debug_command", metavar="WHAT", required=True)
+    compare = debug_sub.add_parser(
+        "compare", help="ours against onnxruntime, node by node",
+        description="Run MODEL.onnx on IN.npy with every node's output read back, and onnxruntime (CPU, "
+        "optimisations off) on the same input; name the first node whose output differs by more than the "
+        "tolerance (relative L2). Exit status 1 when one does. Needs onnxruntime.")
+    compare.add_argument("model", metavar="MODEL.onnx")
+    compare.add_argument("--input", required=True, metavar="IN.npy", help="float32 input tensor (numpy .npy)")
+    compare.add_argument("--tolerance", type=float, default=1e-4, help="relative L2 error allowed (default 1e-4)")
+    compare.add_argument("--json", action="store_true", help="print as JSON")
+    add_device_option(compare, cpu=True)
+    compare.set_defaults(func=cmd_debug_compare)

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vkocr.agent.cli.device_option import add_device_option
+from vkocr.agent.cli.ocr_flags import add_ocr_flags, option_overrides
 from vkocr.agent.errors import ImageError, OptionsError
 
 if TYPE_CHECKING:
@@ -15,37 +17,12 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("images", nargs="+", metavar="IMAGE", help="image files (JPEG, PNG, BMP, TIFF, WebP, GIF)")
+    add_ocr_flags(p, remote=False)
     p.add_argument("--json", action="store_true",
                    help='one JSON object per image, one per line: {"image", "lines": [{"text", "score", "box", '
                    '"angle"}], "timings_ms", "device"}')
     p.add_argument("--vis", metavar="OUT.png", type=Path,
                    help="draw boxes and text beside the image (several images: OUT-1.png, OUT-2.png, …)")
-    p.add_argument("--no-det", action="store_true", help="no detection: the whole image is one line")
-    p.add_argument("--no-cls", action="store_true", help="no direction classification")
-    p.add_argument("--no-rec", action="store_true", help="no recognition: boxes only")
-    p.add_argument("--text-score", type=float, help="drop lines scoring below this (default 0.5)")
-    p.add_argument("--box-thresh", type=float, help="DB box score threshold (default 0.5)")
-    p.add_argument("--unclip-ratio", type=float, help="DB box expansion (default 1.6)")
-    p.add_argument("--no-exif", action="store_true", help="ignore EXIF orientation, as RapidOCR does")
-    p.add_argument("--plugin", action="append", default=[], metavar="NAME",
-                   help="postprocessing plugin to run, in order (built-in: regex_fields, merge_lines)")
-
-
-def overrides(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if args.no_det:
-        out["use_det"] = False
-    if args.no_cls:
-        out["use_cls"] = False
-    if args.no_rec:
-        out["use_rec"] = False
-    if args.no_exif:
-        out["apply_exif"] = False
-    for name in ("text_score", "box_thresh", "unclip_ratio"):
-        if getattr(args, name) is not None:
-            out[name] = getattr(args, name)
-    return out
 
 
 def vis_path(base: Path, index: int, count: int) -> Path:
@@ -72,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from vkocr.agent.ocr.options import OcrOptions
     from vkocr.agent.ocr.pipeline import OcrPipeline
 
-    options = OcrOptions().replace(**overrides(args), plugins=tuple(args.plugin))
+    options = OcrOptions().replace(**option_overrides(args))
     failed = 0
     with OcrPipeline.open(args.device, options=options) as ocr:
         for i, image in enumerate(args.images, start=1):
@@ -81,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
             except (ImageError, OptionsError) as exc:
                 failed += 1
                 if args.json:
-                    print(json.dumps({"image": image, "error": str(exc), "device": ocr.device_name}, ensure_ascii=False))
+                    print(json.dumps({"image": image, "error": str(exc), "device": ocr.device_name},
+                                     ensure_ascii=False))
                 else:
                     print(f"{image}: error: {exc}", file=sys.stderr)
                 continue
@@ -97,3 +75,13 @@ def run(args: argparse.Namespace) -> int:
                 if not args.json:
                     print(f"  drawn to {out}")
     return 1 if failed else 0
+
+
+def add_ocr_parser(sub: Any) -> None:
+    ocr = sub.add_parser("ocr", help="read text in images, locally",
+                         description="Detect, classify and recognise text in each IMAGE with the default models "
+                         "(RapidOCR 1.4.4's parameters), on the chosen Vulkan device or, with --device cpu, the "
+                         "NumPy fallback. Exit status 1 when an image could not be read.")
+    add_arguments(ocr)
+    add_device_option(ocr, cpu=True)
+    ocr.set_defaults(func=run)

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vkocr.agent.serving.config import load_config, to_toml
 from vkocr.agent.cli.logs import configure_logging
+from vkocr.agent.serving.config import load_config, to_toml
 
 EPILOG = """\
 examples:
@@ -69,7 +69,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             elif snapshot.state is ServingState.FAILED:
                 print(f"error: {snapshot.reason}", file=sys.stderr, flush=True)
 
-        vkocr.agent.serving.state.subscribe(on_state)
-        on_state(vkocr.agent.serving.state.get())  # the models may have loaded before the subscription
+        agent.state.subscribe(on_state)
+        on_state(agent.state.get())  # the models may have loaded before the subscription
 
     return serve(config, on_listening=on_listening)

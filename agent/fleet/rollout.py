@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import structlog
+
+from vkocr.agent.ocr.model_files import sha256_of
+from vkocr.agent.serving.client import OcrClient
+from vkocr.agent.serving.rpc_status import describe_rpc_error
+from vkocr.log import get_logger
 from vkocr.v1 import models_pb2, status_pb2
 
-from vkocr.agent.serving.client import OcrClient
-from vkocr.agent.ocr.model_files import sha256_of
-from vkocr.agent.serving.rpc_status import describe_rpc_error
-
-log = structlog.get_logger("vkocr.agent.fleet.rollout")
+log = get_logger(__name__)
 
 CHUNK_BYTES = 1 << 20
 UPLOAD_ATTEMPTS = 4

@@ -8,9 +8,6 @@ from pathlib import Path
 
 import numpy as np
 
-from vkocr.agent.ocr.prep import Prepared, prepared_image
-from vkocr.postproc.contours import Runs, runs_from_edges
-from vkocr.engine.graph.model import Model
 from vkocr.agent.ocr.image_kernels import CropSlot
 from vkocr.agent.ocr.image_reference import (
     preprocess_image,
@@ -19,7 +16,8 @@ from vkocr.agent.ocr.image_reference import (
     rotate_crop,
     warp_perspective_cubic,
 )
-from vkocr.agent.ocr.threshold_reference import threshold_edges
+from vkocr.agent.ocr.prep import Prepared, prepared_image
+from vkocr.engine.graph.model import Model
 
 
 class CpuStages:
@@ -33,10 +31,8 @@ class CpuStages:
     def load(self, image: np.ndarray, prep: Prepared) -> None:
         self.image = prepared_image(image, prep, resize_linear_u8)
 
-    def detect(self, det_h: int, det_w: int, thresh: float, dilate: bool) -> tuple[np.ndarray, Runs]:
-        """As the GPU stage: the map, and its runs through the same packed edge bits (the kernel's reference)."""
-        prob = self.models["det"].run(preprocess_image(self.image, det_h, det_w))[0, 0]
-        return prob, runs_from_edges(threshold_edges(prob, thresh, dilate))
+    def detect(self, det_h: int, det_w: int) -> np.ndarray:
+        return self.models["det"].run(preprocess_image(self.image, det_h, det_w))[0, 0]
 
     def _batch(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
         items = []

@@ -6,10 +6,10 @@ into that buffer by the image_resize shader (one small submission either way, re
 Every stage's shaders then read that buffer; a small params buffer per stage carries what changes per request
 (sizes, crop matrices).
 Each stage is a plan of its model with hooks: det resizes and normalises the image in a shader before the
-network, and after it thresholds (and dilates) the probability map into packed edge bits, so DB postprocessing
-starts from runs instead of scanning the map on the host; cls and rec sample their crops out of the same image
-buffer with the warp shader; rec reduces its probabilities to argmax and max on the GPU, so T×2 values per line
-come back instead of T×6625.
+network, and its probability map comes back whole for DB postprocessing on the host (OpenCV's threshold,
+dilation and contours, as RapidOCR calls them); cls and rec sample their crops out of the same image buffer
+with the warp shader; rec reduces its probabilities to argmax and max on the GPU, so T×2 values per line come
+back instead of T×6625.
 """
 
 from __future__ import annotations
@@ -20,14 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import structlog
 
-from vkocr.agent.ocr.prep import Prepared, prepared_image, unchanged
-from vkocr.postproc.contours import Runs, runs_from_edges
-from vkocr.engine.device import Device
-from vkocr.engine.errors import KernelArgumentError, OutOfMemory, VulkanError
-from vkocr.engine.graph.model import Model
-from vkocr.engine.graph.plan import Plan, StageHooks
 from vkocr.agent.ocr.image_kernels import (
     IMAGE_PARAMS_WORDS,
     RESIZE_PARAMS_WORDS,
@@ -40,15 +33,19 @@ from vkocr.agent.ocr.image_kernels import (
     record_image_resize,
     resize_params,
 )
-from vkocr.engine.kernels.reduce import record_argmax
-from vkocr.agent.ocr.threshold_kernel import THRESHOLD_PARAMS_WORDS, record_threshold_edges, threshold_params
-from vkocr.engine.memory import Allocation, BufferView
 from vkocr.agent.ocr.image_reference import resize_linear_u8
-from vkocr.agent.ocr.threshold_reference import edge_words
+from vkocr.agent.ocr.prep import Prepared, prepared_image, unchanged
+from vkocr.engine.device import Device
+from vkocr.engine.errors import KernelArgumentError, OutOfMemory, VulkanError
+from vkocr.engine.graph.model import Model
+from vkocr.engine.graph.plan import Plan, StageHooks
+from vkocr.engine.kernels.reduce import record_argmax
+from vkocr.engine.memory import Allocation, BufferView
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
+from vkocr.log import get_logger
 
-log = structlog.get_logger("vkocr.agent.ocr.gpu_stages")
+log = get_logger(__name__)
 
 DEFAULT_IMAGE_CAPACITY = 2048 * 2048 * 3  # bytes: RapidOCR caps the longest side at 2000 before detection
 MAX_REC_STEPS = 8192  # time steps per line (the recogniser makes one per 8 input columns)
@@ -108,7 +105,8 @@ class DeviceImage:
         self._recordings: dict[tuple[str, int], Recorder] = {}
         self._pending: Recorder | None = None
         # threads start on the first large image (ThreadPoolExecutor makes them on demand)
-        self._copiers = ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="vkocr-staging") if COPY_THREADS > 1 else None
+        self._copiers = (ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="vkocr-staging")
+                         if COPY_THREADS > 1 else None)
 
     def settle(self) -> None:
         """Wait for the last copy or resize (staging may be rewritten after this)."""
@@ -227,49 +225,6 @@ class ArgmaxReadback:
             self.device.pool.free(a)
 
 
-class EdgesReadback:
-    """The det epilogue: the probability map thresholded and dilated on the GPU into packed edge bits
-    (agent/ocr/threshold_kernel.py), and their readback. The threshold and the dilation switch are read from a params
-    buffer at run time, so one recording serves every request. The buffers grow with the largest map seen; a
-    plan recorded earlier keeps writing the (smaller) buffers it was recorded with, so each map size remembers
-    its own, and every buffer lives until close."""
-
-    def __init__(self, device: Device) -> None:
-        self.device = device
-        self.params = HostBuffer(device, THRESHOLD_PARAMS_WORDS)
-        self._capacity = 0  # words
-        self._buffers: list[tuple[Allocation, Allocation]] = []
-        self._by_shape: dict[tuple[int, int], tuple[Allocation, Allocation]] = {}
-
-    def record(self, rec: Recorder, prob: Tensor) -> None:
-        h, w = int(prob.shape[-2]), int(prob.shape[-1])
-        words = h * edge_words(w)
-        if (h, w) not in self._by_shape:  # a re-recording of a known size (an evicted plan) keeps its buffers
-            if words > self._capacity:
-                self._capacity = max(words, 2 * self._capacity)
-                self._buffers.append((self.device.pool.alloc(4 * self._capacity, "device"),
-                                      self.device.pool.alloc(4 * self._capacity, "readback")))
-            self._by_shape[(h, w)] = self._buffers[-1]
-        edges, back = self._by_shape[(h, w)]
-        out = Tensor(edges, (h, edge_words(w)), np.dtype(np.uint32))
-        record_threshold_edges(rec, prob, self.params.tensor, out)
-        rec.copy(out.view, BufferView(back.view.buffer, back.view.offset, 4 * words))
-
-    def set(self, thresh: float, dilate: bool) -> None:
-        self.params.write(threshold_params(thresh, dilate))
-
-    def read(self, h: int, w: int) -> Runs:
-        _, back = self._by_shape[(h, w)]
-        back.invalidate()
-        return runs_from_edges(back.array(np.uint32)[: h * edge_words(w)].reshape(h, edge_words(w)))
-
-    def close(self) -> None:
-        for edges, back in self._buffers:
-            self.device.pool.free(edges)
-            self.device.pool.free(back)
-        self.params.close()
-
-
 class GpuStages:
     def __init__(self, device: Device, model_paths: Mapping[str, Path], *, max_batch: int = 64,
                  image_capacity: int = DEFAULT_IMAGE_CAPACITY, max_staging_bytes: int = DEFAULT_MAX_STAGING) -> None:
@@ -283,10 +238,8 @@ class GpuStages:
         self.cls_params = HostBuffer(device, crop_params_words(max_batch))
         self.rec_params = HostBuffer(device, crop_params_words(max_batch))
         self._argmax = ArgmaxReadback(device, max_batch * MAX_REC_STEPS)
-        self._edges = EdgesReadback(device)
         self.det_hooks = StageHooks(
-            lambda rec, x: record_image_preprocess(rec, self.image.tensor, self.det_params.tensor, x),
-            lambda rec, outputs: self._edges.record(rec, next(iter(outputs.values()))))
+            lambda rec, x: record_image_preprocess(rec, self.image.tensor, self.det_params.tensor, x))
         self.cls_hooks = StageHooks(lambda rec, x: record_crop_warp(rec, self.image.tensor, self.cls_params.tensor, x))
         self.rec_hooks = StageHooks(lambda rec, x: record_crop_warp(rec, self.image.tensor, self.rec_params.tensor, x),
                                     self._rec_epilogue, read_outputs=False)
@@ -318,15 +271,12 @@ class GpuStages:
         assert isinstance(plan, Plan)
         return plan
 
-    def detect(self, det_h: int, det_w: int, thresh: float, dilate: bool) -> tuple[np.ndarray, Runs]:
-        """The probability map (a read-only view of the readback mapping, valid until the next detect) and the
-        runs of the thresholded, optionally dilated map."""
+    def detect(self, det_h: int, det_w: int) -> np.ndarray:
+        """The probability map (a read-only view of the readback mapping, valid until the next detect)."""
         h, w = self._image_hw
         self.det_params.write(image_params(h, w, det_h, det_w, capacity=self.image_capacity))
-        self._edges.set(thresh, dilate)
         plan = self._plan("det", (1, 3, det_h, det_w), self.det_hooks)
-        prob = plan.run(copy=False)[plan.output_names[0]][0, 0]
-        return prob, self._edges.read(det_h, det_w)
+        return plan.run(copy=False)[plan.output_names[0]][0, 0]
 
     def _crop_params(self, crops: Sequence[CropSlot], batch: int, height: int, width: int) -> np.ndarray:
         if len(crops) > self.max_batch:
@@ -352,7 +302,6 @@ class GpuStages:
         for model in self.models.values():
             model.close()
         self._argmax.close()
-        self._edges.close()
         self.image.close()
         for buf in (self.det_params, self.cls_params, self.rec_params):
             buf.close()

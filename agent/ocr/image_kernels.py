@@ -44,9 +44,15 @@ from fractions import Fraction
 
 import numpy as np
 
+from vkocr.agent.ocr.image_reference import (
+    ROTATE90_RATIO,
+    crop_geometries,
+    crop_geometry,
+    det_input_size,
+    resized_width,
+)
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.launch import MAX_GROUPS_X, flat_groups, pack, require_float32
-from vkocr.agent.ocr.image_reference import ROTATE90_RATIO, crop_geometries, crop_geometry, det_input_size, resized_width
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor

@@ -28,8 +28,9 @@ The OpenCV arithmetic reproduced here (opencv-python 5.0, checked against it in 
   clamped to [-max(w, 16), 2 max(w, 16)]; the fractional part gives float32 cubic weights
   (A = -0.75, one weight by fused multiply-adds), rows are summed with fused multiply-adds in float32, the
   result rounded half to even and saturated. BORDER_REPLICATE clamps every tap.
-- ``getPerspectiveTransform``: the 8×8 system with float32 products, solved by OpenCV's LU (partial pivoting)
-  in float64, bit for bit.
+
+The crop matrices themselves come from OpenCV (``cv2.getPerspectiveTransform`` and ``cv2.invert``, the calls
+RapidOCR and warpPerspective make).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import cv2
 import numpy as np
 import numpy.typing as npt
 
@@ -184,115 +186,7 @@ def resize_normalize_pad(crop: U8, out_h: int, out_w: int, resized_w: int | None
     return out
 
 
-# -- crop geometry (cv2.getPerspectiveTransform, cv::invert) -----------------------------------------------------
-
-def perspective_transform(src: np.ndarray, dst: np.ndarray) -> F64:
-    """cv2.getPerspectiveTransform(src, dst) for one quad or a batch (…, 4, 2), bit-exact: products of the
-    float32 points in float32, OpenCV's LUImpl with partial pivoting in float64. ValueError if singular."""
-    s = np.asarray(src, np.float32)
-    d = np.asarray(dst, np.float32)
-    batch = np.broadcast_shapes(s.shape[:-2], d.shape[:-2])
-    s = np.broadcast_to(s, (*batch, 4, 2)).reshape(-1, 4, 2)
-    d = np.broadcast_to(d, (*batch, 4, 2)).reshape(-1, 4, 2)
-    n = s.shape[0]
-    if n <= _FEW_QUADS and np.isfinite(s).all() and np.isfinite(d).all():
-        return np.array([_perspective_one(*row) for row in _system_rows(s, d)]).reshape(*batch, 3, 3)
-    a = np.zeros((n, 8, 8))
-    b = np.zeros((n, 8))
-    sx, sy, dx, dy = s[:, :, 0], s[:, :, 1], d[:, :, 0], d[:, :, 1]
-    a[:, :4, 0] = a[:, 4:, 3] = sx
-    a[:, :4, 1] = a[:, 4:, 4] = sy
-    a[:, :4, 2] = a[:, 4:, 5] = 1
-    a[:, :4, 6] = -(sx * dx)  # float32 products, as Point2f arithmetic
-    a[:, :4, 7] = -(sy * dx)
-    a[:, 4:, 6] = -(sx * dy)
-    a[:, 4:, 7] = -(sy * dy)
-    b[:, :4], b[:, 4:] = dx, dy
-    rows = np.arange(n)
-    eps = np.finfo(np.float64).eps * 100
-    for i in range(8):
-        k = i + np.argmax(np.abs(a[:, i:, i]), axis=1)  # first of the largest, as LUImpl's strict ">"
-        if (np.abs(a[rows, k, i]) < eps).any():
-            raise ValueError("degenerate quad: getPerspectiveTransform's system is singular")
-        a[rows, i], a[rows, k] = a[rows, k].copy(), a[rows, i].copy()
-        b[rows, i], b[rows, k] = b[rows, k].copy(), b[rows, i].copy()
-        d_inv = -1 / a[:, i, i]
-        alpha = a[:, i + 1:, i] * d_inv[:, None]  # every row below at once: one multiply-add per element
-        a[:, i + 1:, i + 1:] += alpha[:, :, None] * a[:, i, None, i + 1:]
-        b[:, i + 1:] += alpha * b[:, i, None]
-    for i in range(7, -1, -1):
-        acc = b[:, i].copy()
-        for k2 in range(i + 1, 8):
-            acc -= a[:, i, k2] * b[:, k2]
-        b[:, i] = acc / a[:, i, i]
-    m = np.concatenate([b, np.ones((n, 1))], axis=1).reshape(*batch, 3, 3)
-    return m
-
-
-_FEW_QUADS = 6  # up to here, plain Python floats beat the batched NumPy solve's fixed cost
-
-
-def _system_rows(s: np.ndarray, d: np.ndarray) -> list[tuple[list[list[float]], list[float]]]:
-    """perspective_transform's 8×8 systems (a, b) of (n, 4, 2) float32 points, as Python floats (the products
-    in float32, as Point2f arithmetic)."""
-    sx, sy, dx, dy = s[:, :, 0], s[:, :, 1], d[:, :, 0], d[:, :, 1]
-    products = np.stack([-(sx * dx), -(sy * dx), -(sx * dy), -(sy * dy)], axis=1).tolist()
-    systems = []
-    for (xs, ys, us, vs), (p_xu, p_yu, p_xv, p_yv) in zip(np.stack([sx, sy, dx, dy], axis=1).tolist(), products,
-                                                            strict=True):
-        a = [[xs[j], ys[j], 1.0, 0.0, 0.0, 0.0, p_xu[j], p_yu[j]] for j in range(4)]
-        a += [[0.0, 0.0, 0.0, xs[j], ys[j], 1.0, p_xv[j], p_yv[j]] for j in range(4)]
-        systems.append((a, us + vs))
-    return systems
-
-
-def _perspective_one(a: list[list[float]], b: list[float]) -> list[float]:
-    """perspective_transform's LU solve for one system, in Python floats: the same float64 operations in the
-    same order, so the same bits."""
-    eps = float(np.finfo(np.float64).eps) * 100
-    for i in range(8):
-        k = max(range(i, 8), key=lambda r: (abs(a[r][i]), -r))  # the first of the largest
-        if abs(a[k][i]) < eps:
-            raise ValueError("degenerate quad: getPerspectiveTransform's system is singular")
-        a[i], a[k] = a[k], a[i]
-        b[i], b[k] = b[k], b[i]
-        d_inv = -1 / a[i][i]
-        pivot_row = a[i]
-        for j in range(i + 1, 8):
-            alpha = a[j][i] * d_inv
-            row = a[j]
-            for c in range(i + 1, 8):
-                row[c] += alpha * pivot_row[c]
-            b[j] += alpha * b[i]
-    for i in range(7, -1, -1):
-        acc = b[i]
-        for k2 in range(i + 1, 8):
-            acc -= a[i][k2] * b[k2]
-        b[i] = acc / a[i][i]
-    return [*b, 1.0]
-
-
-def invert3(m: np.ndarray) -> F64:
-    """cv::invert(m, DECOMP_LU) of 3×3 float64 matrices (…, 3, 3): OpenCV's closed form, bit-exact."""
-    s = np.asarray(m, np.float64)
-
-    def e(r: int, c: int) -> np.ndarray:
-        return s[..., r, c]
-
-    det = (e(0, 0) * (e(1, 1) * e(2, 2) - e(1, 2) * e(2, 1)) - e(0, 1) * (e(1, 0) * e(2, 2) - e(1, 2) * e(2, 0))
-           + e(0, 2) * (e(1, 0) * e(2, 1) - e(1, 1) * e(2, 0)))
-    if (det == 0).any():
-        raise ValueError("singular homography")
-    d = 1.0 / det
-    t = [
-        (e(1, 1) * e(2, 2) - e(1, 2) * e(2, 1)) * d, (e(0, 2) * e(2, 1) - e(0, 1) * e(2, 2)) * d,
-        (e(0, 1) * e(1, 2) - e(0, 2) * e(1, 1)) * d, (e(1, 2) * e(2, 0) - e(1, 0) * e(2, 2)) * d,
-        (e(0, 0) * e(2, 2) - e(0, 2) * e(2, 0)) * d, (e(0, 2) * e(1, 0) - e(0, 0) * e(1, 2)) * d,
-        (e(1, 0) * e(2, 1) - e(1, 1) * e(2, 0)) * d, (e(0, 1) * e(2, 0) - e(0, 0) * e(2, 1)) * d,
-        (e(0, 0) * e(1, 1) - e(0, 1) * e(1, 0)) * d,
-    ]
-    return np.stack(t, axis=-1).reshape(s.shape)
-
+# -- crop geometry (cv2.getPerspectiveTransform, cv2.invert) ----------------------------------------------------
 
 def crop_sizes(quads: np.ndarray) -> list[tuple[int, int]]:
     """get_rotate_crop_image's (w, h) of N float32 quads (N, 4, 2): the longer of each pair of opposite sides,
@@ -314,15 +208,19 @@ def crop_size(pts: np.ndarray) -> tuple[int, int]:
 
 
 def crop_geometries(quads: np.ndarray) -> list[tuple[int, int, F64]]:
-    """crop_geometry of N quads (N, 4, 2) at once: the perspective solves and inversions run batched (the
-    same arithmetic, ten times faster than one quad at a time for a page of lines)."""
+    """crop_geometry of N quads (N, 4, 2)."""
     pts = np.asarray(quads, np.float32).reshape(-1, 4, 2)
     if len(pts) == 0:
         return []
-    sizes = crop_sizes(pts)
-    rects = np.array([[[0, 0], [w, 0], [w, h], [0, h]] for w, h in sizes], np.float32)
-    inverses = invert3(perspective_transform(pts, rects))
-    return [(w, h, inverses[i]) for i, (w, h) in enumerate(sizes)]
+    geometries = []
+    for quad, (w, h) in zip(pts, crop_sizes(pts), strict=True):
+        rect = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32)
+        # warpPerspective inverts M itself with cv::invert's default (DECOMP_LU): the same call, the same bits
+        ok, inverse = cv2.invert(cv2.getPerspectiveTransform(quad, rect))
+        if not ok:
+            raise ValueError(f"quad {quad.tolist()}: its perspective transform is singular")
+        geometries.append((w, h, np.asarray(inverse, np.float64)))  # cv2 types it MatLike; it is float64
+    return geometries
 
 
 def crop_geometry(quad: np.ndarray) -> tuple[int, int, F64]:

@@ -14,23 +14,22 @@ from pathlib import Path
 from typing import Any, Protocol, Self
 
 import numpy as np
-import structlog
 
+from vkocr.agent.ocr.image_kernels import CropSlot, crop_slots
+from vkocr.agent.ocr.image_reference import det_input_size
 from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.model_files import DEFAULT_MODELS, models_dir
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.prep import Prepared, preparation, to_original
-from vkocr.postproc.contours import Runs
+from vkocr.log import get_logger
 from vkocr.postproc.ctc import CtcText, ctc_decode, load_charset
 from vkocr.postproc.db import db_boxes
 from vkocr.postproc.order import sort_boxes
 from vkocr.postproc.registry import PluginChain, build_chain
 from vkocr.postproc.result import CharBox, OcrLine, OcrResult
 from vkocr.postproc.wordboxes import char_boxes
-from vkocr.agent.ocr.image_kernels import CropSlot, crop_slots
-from vkocr.agent.ocr.image_reference import det_input_size
 
-log = structlog.get_logger("vkocr.agent.ocr.pipeline")
+log = get_logger(__name__)
 
 
 class Stages(Protocol):
@@ -42,9 +41,9 @@ class Stages(Protocol):
     def load(self, image: np.ndarray, prep: Prepared) -> None:
         """The image (H×W×3 uint8 RGB), prepared as ``prep`` says, that the next stages read."""
 
-    def detect(self, det_h: int, det_w: int, thresh: float, dilate: bool) -> tuple[np.ndarray, Runs]:
+    def detect(self, det_h: int, det_w: int) -> np.ndarray:
         """Probability map (det_h × det_w) of the loaded image resized to det_h × det_w (valid until the next
-        call), and the runs of the map thresholded at ``thresh`` and, with ``dilate``, dilated as DB does."""
+        call)."""
 
     def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
         """(n, 2) class probabilities of the crops (0°, 180°)."""
@@ -227,11 +226,11 @@ class OcrPipeline:
         det_h, det_w = det_input_size(h, w, opts.limit_side_len, opts.limit_type)
         if det_h <= 0 or det_w <= 0:
             return []
-        prob, runs = self.stages.detect(det_h, det_w, opts.thresh, opts.use_dilation)
+        prob = self.stages.detect(det_h, det_w)
         lap("det")
         boxes, _scores = db_boxes(prob, w, h, thresh=opts.thresh, box_thresh=opts.box_thresh,
                                   max_candidates=opts.max_candidates, unclip_ratio=opts.unclip_ratio,
-                                  use_dilation=opts.use_dilation, score_mode=opts.score_mode, runs=runs)
+                                  use_dilation=opts.use_dilation, score_mode=opts.score_mode)
         lap("db")
         return [np.asarray(b, np.float32) for b in sort_boxes(list(boxes))]
 

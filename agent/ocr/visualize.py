@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import structlog
 from PIL import Image, ImageDraw, ImageFont
 
+from vkocr.log import get_logger
 from vkocr.postproc.result import OcrResult
 
-log = structlog.get_logger("vkocr.agent.ocr.visualize")
+log = get_logger(__name__)
 
 # A CJK-capable font from Debian's fonts-wqy-microhei (installed by the set-up), then DejaVu for Latin only.
 FONT_CANDIDATES = (

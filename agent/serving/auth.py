@@ -1,7 +1,7 @@
 """Who may manage models (upload, activate, roll back, list, delete bundles).
 
-With TLS, the caller's client certificate subject (its common name, as vkocr.agent.serving.tls.peer_identity reads it) must
-be in ``[auth] allowed_subjects``: no certificate → UNAUTHENTICATED, a subject not listed → PERMISSION_DENIED.
+With TLS, the caller's client certificate subject (its common name, as vkocr.agent.serving.tls.peer_identity reads it)
+must be in ``[auth] allowed_subjects``: no certificate → UNAUTHENTICATED, a subject not listed → PERMISSION_DENIED.
 Without TLS nobody may, unless the agent runs with ``[auth] dev_allow_loopback`` and the caller is on loopback
 (config.validate insists that such an agent listens on loopback only). The OCR, status and health services
 never ask: they stay open to every client the transport lets in.
@@ -13,14 +13,14 @@ import ipaddress
 from dataclasses import dataclass
 
 import grpc
-import structlog
 from google.rpc import status_pb2
 
 from vkocr.agent.serving import rpc_status
 from vkocr.agent.serving.config import AgentConfig
 from vkocr.agent.serving.tls import peer_identity
+from vkocr.log import get_logger
 
-log = structlog.get_logger("vkocr.agent.serving.auth")
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)

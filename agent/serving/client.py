@@ -21,13 +21,12 @@ import grpc
 import numpy as np
 import numpy.typing as npt
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from vkocr.v1 import models_pb2_grpc, ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
 
-from vkocr.agent.errors import ImageError
+from vkocr.agent.errors import AgentError, ImageError
 from vkocr.agent.ocr.images import read_image_file
 from vkocr.agent.serving.tls import channel_credentials
 from vkocr.agent.serving.wire import options_to_proto, raw_image_to_proto
-from vkocr.engine.errors import VkocrError
+from vkocr.v1 import models_pb2_grpc, ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
 
 DEFAULT_MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 _SCHEMES: Final = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:")
@@ -36,7 +35,9 @@ ImageInput = str | os.PathLike[str] | bytes | bytearray | memoryview | npt.NDArr
 StreamItem = ImageInput | tuple[str, ImageInput]  # an image, or (request id, image)
 
 
-class TargetError(VkocrError, ValueError):
+# Also a ValueError: the CLI (agent/cli/client_command.py, fleet_command.py) treats every ValueError of opening
+# a client, this one and a bad TLS flag combination alike, as a usage error.
+class TargetError(AgentError, ValueError):
     """Raised when a target is not HOST:PORT, a host does not resolve, or several hosts cannot share one
     channel (mixed IPv4/IPv6, or different names over TLS without a server name override)."""
 

@@ -2,8 +2,8 @@
 
 Every setting has a default, so ``vkocr serve`` runs without a file. Sections and keys are the dataclasses
 below; ``VKOCR_<SECTION>_<KEY>`` (e.g. ``VKOCR_SERVER_QUEUE_SIZE=64``) overrides one key; ``[ocr]`` holds the
-deployment's OCR option defaults (any field of vkocr.agent.ocr.options.OcrOptions). ``vkocr serve --print-config`` prints
-the merged result. Relative paths in a file are relative to the file's folder (PATH_KEYS).
+deployment's OCR option defaults (any field of vkocr.agent.ocr.options.OcrOptions). ``vkocr serve --print-config``
+prints the merged result. Relative paths in a file are relative to the file's folder (PATH_KEYS).
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vkocr.agent.errors import OptionsError
+from vkocr.agent.errors import AgentError, OptionsError
 from vkocr.agent.ocr.options import OcrOptions
-from vkocr.engine.errors import VkocrError
 
 ENV_PREFIX = "VKOCR_"
 
 
-class ConfigError(VkocrError):
-    """The configuration file or an override is invalid; the message names the key."""
+class ConfigError(AgentError):
+    """Raised when the configuration file or an override (environment, command line) is invalid; the message
+    names the key."""
 
 
 @dataclass

@@ -12,7 +12,6 @@ import threading
 from collections.abc import Mapping
 from wsgiref.simple_server import WSGIServer
 
-import structlog
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -23,7 +22,9 @@ from prometheus_client import (
     start_http_server,
 )
 
-log = structlog.get_logger("vkocr.agent.serving.metrics")
+from vkocr.log import get_logger
+
+log = get_logger(__name__)
 
 STAGES = ("queue", "decode", "det", "db", "cls", "rec", "postproc", "plugins")
 STAGE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)  # seconds

@@ -2,7 +2,8 @@
 
 Thin: every RPC first checks the caller (agent/serving/auth.py), then runs the store's or the activator's blocking
 work on the model-management threads (never the event loop, never the GPU worker), and maps what they raise
-to a status in one place, `status_for`. The old version serves every request until an activation's swap.
+to a status through the agent's one table (agent/serving/errors.py). The old version serves every request
+until an activation's swap.
 """
 
 from __future__ import annotations
@@ -14,43 +15,30 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import grpc
-import structlog
 from google.protobuf import timestamp_pb2
-from google.rpc import status_pb2 as rpc_status_pb2
-from vkocr.v1 import models_pb2, models_pb2_grpc
 
-from vkocr.agent.serving import rpc_status
-from vkocr.agent.bundles.activation import Activated, ActivationBusy, ActivationFailed, Activator
-from vkocr.agent.serving.auth import require_model_admin
+from vkocr.agent.bundles.activation import Activated, Activator
 from vkocr.agent.bundles.errors import (
-    ActiveVersionError,
-    BundleError,
     BundleFormatError,
     BundleTooLarge,
     IntegrityError,
-    KeyFileError,
-    NothingToRollBack,
     SignatureError,
     UnsafeEntryError,
-    VersionConflict,
-    VersionNotFound,
-)
-from vkocr.agent.serving.config import AgentConfig
-from vkocr.agent.bundles.manifest import NAME_PATTERN
-from vkocr.agent.bundles.store import BundleInfo, ModelStore
-from vkocr.agent.bundles.signing import TrustedKeys
-from vkocr.agent.bundles.uploads import (
-    ChecksumMismatch,
-    OffsetMismatch,
-    Upload,
-    UploadArea,
-    UploadBusy,
-    UploadIncomplete,
-    UploadMismatch,
     UploadRequestError,
+    VersionConflict,
 )
+from vkocr.agent.bundles.manifest import NAME_PATTERN
+from vkocr.agent.bundles.signing import TrustedKeys
+from vkocr.agent.bundles.store import BundleInfo, ModelStore
+from vkocr.agent.bundles.uploads import Upload, UploadArea
+from vkocr.agent.serving import rpc_status
+from vkocr.agent.serving.auth import require_model_admin
+from vkocr.agent.serving.config import AgentConfig
+from vkocr.agent.serving.errors import status_for
+from vkocr.log import get_logger
+from vkocr.v1 import models_pb2, models_pb2_grpc
 
-log = structlog.get_logger("vkocr.agent.ocr.model_files")
+log = get_logger(__name__)
 
 T = TypeVar("T")
 # The store refused the bundle itself (its signature, manifest, entries or sizes, or a version it reuses for
@@ -59,41 +47,6 @@ T = TypeVar("T")
 BUNDLE_REFUSED: tuple[type[BaseException], ...] = (SignatureError, BundleFormatError, UnsafeEntryError,
                                                   IntegrityError, BundleTooLarge, VersionConflict)
 ADD_WAIT_S = 600.0  # a finished upload waits this long for an activation in progress before it is stored
-
-
-def status_for(exc: BaseException) -> rpc_status_pb2.Status:
-    """The one place that turns a model-management failure into a gRPC status."""
-    message = str(exc)
-    if isinstance(exc, ActivationFailed):
-        if exc.step == "record":
-            incident = rpc_status.new_incident_id()
-            log.error("activation_record_failed", incident_id=incident, error=message)
-            return rpc_status.internal(message, incident)
-        failed = [("SELF_TEST", t.image, t.describe()) for t in exc.self_tests if not t.passed]
-        return rpc_status.failed_precondition(message, failed or [(exc.step.upper(), "activation", message)])
-    if isinstance(exc, (ActivationBusy, UploadBusy)):
-        return rpc_status.aborted(message)
-    if isinstance(exc, VersionNotFound):
-        return rpc_status.not_found(message)
-    if isinstance(exc, VersionConflict):
-        return rpc_status.already_exists(message)
-    if isinstance(exc, (NothingToRollBack, ActiveVersionError, UploadMismatch, UploadIncomplete, KeyFileError)):
-        return rpc_status.failed_precondition(message)
-    if isinstance(exc, OffsetMismatch):
-        return rpc_status.out_of_range(message)
-    if isinstance(exc, SignatureError):
-        return rpc_status.permission_denied(message)
-    if isinstance(exc, BundleTooLarge):
-        return rpc_status.invalid_argument(message, [("total_size", message, "too_large")])
-    if isinstance(exc, ChecksumMismatch):
-        return rpc_status.invalid_argument(message, [("sha256", message, "mismatch")])
-    if isinstance(exc, UploadRequestError):
-        return rpc_status.invalid_argument(message, [("chunk", message)])
-    if isinstance(exc, BundleError):  # format, unsafe entries, integrity: the bundle itself is bad
-        return rpc_status.invalid_argument(message, [("bundle", message)])
-    incident = rpc_status.new_incident_id()
-    log.error("internal_error", incident_id=incident, error=f"{type(exc).__name__}: {exc}", exc_info=exc)
-    return rpc_status.internal("internal error; the agent's log has the details", incident)
 
 
 def _timestamp(info: BundleInfo) -> timestamp_pb2.Timestamp:

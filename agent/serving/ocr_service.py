@@ -2,7 +2,7 @@
 
 A request is checked and decoded on a decode thread (never on the event loop, never on the GPU worker), then
 queued for the GPU worker; its answer is converted back on the loop. Every failure becomes a status with a
-reason (agent/serving/rpc_status.py); nothing one request does reaches another.
+reason (the table of agent/serving/errors.py); nothing one request does reaches another.
 """
 
 from __future__ import annotations
@@ -16,26 +16,17 @@ from typing import Any
 
 import grpc
 import numpy as np
-import structlog
 from google.rpc import status_pb2 as rpc_status_pb2
+
+from vkocr.agent.ocr.images import decode_image
+from vkocr.agent.serving import rpc_status, wire
+from vkocr.agent.serving.errors import status_for
+from vkocr.agent.serving.stats import RequestStats
+from vkocr.agent.serving.worker import GpuWorker, Job, NotServing, QueueFull
+from vkocr.log import get_logger
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc
 
-from vkocr.agent.serving import rpc_status, wire
-from vkocr.agent.errors import ImageError, OptionsError
-from vkocr.agent.ocr.images import decode_image
-from vkocr.agent.serving.stats import RequestStats
-from vkocr.agent.serving.worker import (
-    CancelledDropped,
-    DeadlineDropped,
-    DeviceFailed,
-    GpuWorker,
-    Job,
-    NotServing,
-    QueueFull,
-)
-from vkocr.postproc.errors import PluginError
-
-log = structlog.get_logger("agent.requests")
+log = get_logger("vkocr.agent.requests")
 
 
 @dataclass
@@ -61,8 +52,15 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
         self.retry_after_s = retry_after_s
         self.stream_window = stream_window
         self._decode = ThreadPoolExecutor(decode_threads, thread_name_prefix="vkocr-decode")
+        # Streams waiting for room in the worker's queue wait on `_room`, which the worker's listener sets
+        # (through the loop) when a job leaves the queue or the state changes; only while someone waits.
+        self._room = asyncio.Event()
+        self._room_loop: asyncio.AbstractEventLoop | None = None
+        self._room_waiters = 0
+        self._stop_listening = worker.add_room_listener(self._room_changed)
 
     def close(self) -> None:
+        self._stop_listening()
         self._decode.shutdown(wait=False, cancel_futures=True)
 
     # -- RPCs ---------------------------------------------------------------------------------------------------
@@ -166,13 +164,34 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
                                         record.image)
 
     async def _submit(self, job: Job, block: bool, deadline: float | None) -> Any:
-        while True:
+        if not block:
+            return self.worker.submit(job)
+        self._room_loop = asyncio.get_running_loop()
+        self._room_waiters += 1  # before the first try: room made after it wakes this waiter
+        try:
+            while True:
+                self._room.clear()
+                try:
+                    return self.worker.submit(job)
+                except QueueFull:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise
+                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    await asyncio.wait_for(self._room.wait(), timeout)
+                except TimeoutError:
+                    pass  # the deadline: one more try, then QueueFull
+        finally:
+            self._room_waiters -= 1
+
+    def _room_changed(self) -> None:
+        """The worker's listener (any thread): wake the streams waiting for room."""
+        loop = self._room_loop
+        if self._room_waiters and loop is not None:
             try:
-                return self.worker.submit(job)
-            except QueueFull:
-                if not block or (deadline is not None and time.monotonic() >= deadline):
-                    raise
-                await asyncio.sleep(0.005)
+                loop.call_soon_threadsafe(self._room.set)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
 
     # -- bookkeeping ----------------------------------------------------------------------------------------------
 
@@ -192,28 +211,12 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
                  ms=round(seconds * 1e3, 2), stages_ms=stages, **extra)
 
     def _failure(self, exc: BaseException, record: RequestLog) -> rpc_status_pb2.Status:
-        """The status a failed request gets; logged once, with an incident id for internal errors."""
-        if isinstance(exc, ImageError):
-            status = rpc_status.invalid_argument(str(exc), [("image", str(exc), exc.reason)])
-        elif isinstance(exc, OptionsError):
-            status = rpc_status.invalid_argument(str(exc), [("options", str(exc))])
-        elif isinstance(exc, PluginError):
-            status = rpc_status.invalid_argument(str(exc), [("options.plugins", str(exc))])
-        elif isinstance(exc, QueueFull):
+        """The status a failed request gets (agent/serving/errors.py); logged once, with an incident id for
+        internal errors."""
+        if isinstance(exc, QueueFull):
             self.stats.rejected()
             if self.metrics is not None:
                 self.metrics.rejected()
-            status = rpc_status.resource_exhausted(str(exc), self.retry_after_s)
-        elif isinstance(exc, (NotServing, DeviceFailed)):
-            status = rpc_status.unavailable(str(exc), self.retry_after_s)
-        elif isinstance(exc, DeadlineDropped):
-            status = rpc_status.deadline_exceeded(str(exc))
-        elif isinstance(exc, (CancelledDropped, asyncio.CancelledError)):
-            status = rpc_status.cancelled(str(exc) or "client cancelled")
-        else:
-            incident = rpc_status.new_incident_id()
-            log.error("internal_error", request_id=record.request_id, incident_id=incident,
-                      error=f"{type(exc).__name__}: {exc}", exc_info=exc)
-            status = rpc_status.internal("internal error; the agent's log has the details", incident)
+        status = status_for(exc, retry_after_s=self.retry_after_s, request_id=record.request_id)
         self._done(record, rpc_status.code_name(status.code), error=status.message)
         return status

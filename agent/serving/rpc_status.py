@@ -4,7 +4,8 @@ Every builder returns a ``google.rpc.status_pb2.Status``: that is what a ``Recog
 its ``error`` field, and ``as_grpc_status`` turns the same message into the ``grpc.Status`` that
 ``context.abort_with_status`` sends (the rich message rides in the ``grpc-status-details-bin`` trailer, so
 clients without google.rpc still see the code and the message). The client side, ``describe_rpc_error`` and
-``describe_status``, turns either back into one readable line.
+``describe_status``, turns either back into one readable line. Which exception gets which status is decided in
+one place, agent/serving/errors.py.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ class Violation(NamedTuple):
 # --- server side: builders ----------------------------------------------------------------------------------
 
 
-def _status(code: int, message: str, *details: Message) -> status_pb2.Status:
+def make(code: int, message: str, *details: Message) -> status_pb2.Status:
+    """A status with ``code`` (a ``google.rpc.Code``), ``message`` and each detail packed into an Any."""
     packed = []
     for detail in details:
         any_detail = any_pb2.Any()
@@ -43,7 +45,8 @@ def _status(code: int, message: str, *details: Message) -> status_pb2.Status:
     return status_pb2.Status(code=code, message=message, details=packed)
 
 
-def _retry_info(retry_after_s: float) -> error_details_pb2.RetryInfo:
+def retry_info(retry_after_s: float) -> error_details_pb2.RetryInfo:
+    """``google.rpc.RetryInfo``: a retry may succeed after ``retry_after_s`` seconds."""
     delay = duration_pb2.Duration()
     delay.FromTimedelta(timedelta(seconds=retry_after_s))
     return error_details_pb2.RetryInfo(retry_delay=delay)
@@ -57,19 +60,19 @@ def invalid_argument(
     for violation in violations:
         v = Violation(*violation)
         bad.field_violations.add(field=v.field, description=v.description, reason=v.reason)
-    return _status(code_pb2.INVALID_ARGUMENT, message, bad)
+    return make(code_pb2.INVALID_ARGUMENT, message, bad)
 
 
 def resource_exhausted(message: str, retry_after_s: float) -> status_pb2.Status:
     """RESOURCE_EXHAUSTED (queue full) with ``google.rpc.RetryInfo``: when a retry may succeed."""
-    return _status(code_pb2.RESOURCE_EXHAUSTED, message, _retry_info(retry_after_s))
+    return make(code_pb2.RESOURCE_EXHAUSTED, message, retry_info(retry_after_s))
 
 
 def unavailable(message: str, retry_after_s: float | None = None) -> status_pb2.Status:
     """UNAVAILABLE (loading, rebuilding, draining), with ``google.rpc.RetryInfo`` when a wait is known."""
     if retry_after_s is None:
-        return _status(code_pb2.UNAVAILABLE, message)
-    return _status(code_pb2.UNAVAILABLE, message, _retry_info(retry_after_s))
+        return make(code_pb2.UNAVAILABLE, message)
+    return make(code_pb2.UNAVAILABLE, message, retry_info(retry_after_s))
 
 
 def internal(message: str, incident_id: str) -> status_pb2.Status:
@@ -77,39 +80,39 @@ def internal(message: str, incident_id: str) -> status_pb2.Status:
     operator can find the agent's log line for it."""
     metadata = {"incident_id": incident_id}
     info = error_details_pb2.ErrorInfo(reason="INTERNAL", domain=DOMAIN, metadata=metadata)
-    return _status(code_pb2.INTERNAL, message, info)
+    return make(code_pb2.INTERNAL, message, info)
 
 
 def deadline_exceeded(message: str) -> status_pb2.Status:
-    return _status(code_pb2.DEADLINE_EXCEEDED, message)
+    return make(code_pb2.DEADLINE_EXCEEDED, message)
 
 
 def cancelled(message: str) -> status_pb2.Status:
-    return _status(code_pb2.CANCELLED, message)
+    return make(code_pb2.CANCELLED, message)
 
 
 def permission_denied(message: str) -> status_pb2.Status:
-    return _status(code_pb2.PERMISSION_DENIED, message)
+    return make(code_pb2.PERMISSION_DENIED, message)
 
 
 def unauthenticated(message: str) -> status_pb2.Status:
-    return _status(code_pb2.UNAUTHENTICATED, message)
+    return make(code_pb2.UNAUTHENTICATED, message)
 
 
 def not_found(message: str) -> status_pb2.Status:
-    return _status(code_pb2.NOT_FOUND, message)
+    return make(code_pb2.NOT_FOUND, message)
 
 
 def already_exists(message: str) -> status_pb2.Status:
-    return _status(code_pb2.ALREADY_EXISTS, message)
+    return make(code_pb2.ALREADY_EXISTS, message)
 
 
 def aborted(message: str) -> status_pb2.Status:
-    return _status(code_pb2.ABORTED, message)
+    return make(code_pb2.ABORTED, message)
 
 
 def out_of_range(message: str) -> status_pb2.Status:
-    return _status(code_pb2.OUT_OF_RANGE, message)
+    return make(code_pb2.OUT_OF_RANGE, message)
 
 
 def failed_precondition(
@@ -121,8 +124,8 @@ def failed_precondition(
     for kind, subject, description in violations:
         failure.violations.add(type=kind, subject=subject, description=description)
     if not failure.violations:
-        return _status(code_pb2.FAILED_PRECONDITION, message)
-    return _status(code_pb2.FAILED_PRECONDITION, message, failure)
+        return make(code_pb2.FAILED_PRECONDITION, message)
+    return make(code_pb2.FAILED_PRECONDITION, message, failure)
 
 
 def new_incident_id() -> str:

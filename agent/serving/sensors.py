@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import structlog
+from vkocr.log import get_logger
 
-log = structlog.get_logger("vkocr.agent.serving.sensors")
+log = get_logger(__name__)
 
 NVML_LIBRARY = "libnvidia-ml.so.1"
 NVML_TEMPERATURE_GPU = 0

@@ -23,30 +23,30 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
-from vkocr.v1 import models_pb2, models_pb2_grpc, ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
 
 from vkocr.agent.bundles.activation import Activator
-from vkocr.agent.serving.config import AgentConfig, split_host_port
-from vkocr.agent.serving.metrics import Metrics
+from vkocr.agent.bundles.signing import TrustedKeys
 from vkocr.agent.bundles.store import ModelStore
+from vkocr.agent.bundles.uploads import UploadArea
 from vkocr.agent.ocr.model_files import DEFAULT_MODELS, missing_or_bad
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline, default_model_paths
+from vkocr.agent.serving.config import AgentConfig, split_host_port
+from vkocr.agent.serving.metrics import Metrics
 from vkocr.agent.serving.models_service import ModelsService
 from vkocr.agent.serving.ocr_service import OcrService
-from vkocr.agent.serving.status_service import StatusService
-from vkocr.agent.bundles.signing import TrustedKeys
 from vkocr.agent.serving.state import ServingState, StateBoard, StateSnapshot
 from vkocr.agent.serving.stats import RequestStats
-from vkocr.agent.bundles.uploads import UploadArea
+from vkocr.agent.serving.status_service import StatusService
 from vkocr.agent.serving.worker import GpuWorker, PipelineFactory
 from vkocr.engine.errors import VkocrError
+from vkocr.log import get_logger
+from vkocr.v1 import models_pb2, models_pb2_grpc, ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
 
-log = structlog.get_logger("vkocr.agent.serving.server")
+log = get_logger(__name__)
 
 OCR_SERVICE = ocr_pb2.DESCRIPTOR.services_by_name["Ocr"].full_name
 STATUS_SERVICE = status_pb2.DESCRIPTOR.services_by_name["Status"].full_name

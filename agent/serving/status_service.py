@@ -8,13 +8,14 @@ from typing import Any
 
 import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
-from vkocr.v1 import status_pb2, status_pb2_grpc
 
 from vkocr.agent.serving import rpc_status
+from vkocr.agent.serving.errors import status_for
 from vkocr.agent.serving.sensors import read_sensors
 from vkocr.agent.serving.state import StateBoard, StateSnapshot
 from vkocr.agent.serving.stats import RequestStats
 from vkocr.agent.serving.worker import GpuWorker
+from vkocr.v1 import status_pb2, status_pb2_grpc
 
 MIN_INTERVAL_S = 0.05
 
@@ -50,7 +51,15 @@ class StatusService(status_pb2_grpc.StatusServicer):
 
     async def Get(self, request: status_pb2.GetStatusRequest, context: grpc.aio.ServicerContext
                   ) -> status_pb2.AgentStatus:
-        return await asyncio.get_running_loop().run_in_executor(None, self.snapshot)
+        return await self._snapshot(context)
+
+    async def _snapshot(self, context: grpc.aio.ServicerContext, sequence: int = 0) -> status_pb2.AgentStatus:
+        """`snapshot` off the event loop; a failure leaves as the status of the agent's one table."""
+        try:
+            snapshot = await asyncio.get_running_loop().run_in_executor(None, self.snapshot, sequence)
+        except Exception as exc:  # noqa: BLE001 - every failure leaves as a status (agent/serving/errors.py)
+            await rpc_status.abort_async(context, status_for(exc))
+        return snapshot
 
     async def Watch(self, request: status_pb2.WatchStatusRequest, context: grpc.aio.ServicerContext) -> Any:
         interval = interval_seconds(request.interval) if request.HasField("interval") else 0.0
@@ -71,7 +80,7 @@ class StatusService(status_pb2_grpc.StatusServicer):
             sequence = 0
             while True:
                 changed.clear()
-                yield await loop.run_in_executor(None, self.snapshot, sequence)
+                yield await self._snapshot(context, sequence)
                 sequence += 1
                 try:
                     await asyncio.wait_for(changed.wait(), interval)

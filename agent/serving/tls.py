@@ -12,10 +12,10 @@ import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from vkocr.engine.errors import VkocrError
+from vkocr.agent.errors import AgentError
 
 
-class TlsFileError(VkocrError):
+class TlsFileError(AgentError):
     """Raised when a TLS certificate, key or CA file is missing, unreadable, not PEM, or when a key does not
     match its certificate. ``path`` is the file at fault."""
 

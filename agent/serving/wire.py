@@ -16,11 +16,11 @@ from typing import Any, Final, Literal
 import numpy as np
 import numpy.typing as npt
 from google.protobuf import json_format, struct_pb2
-from vkocr.v1 import ocr_pb2
 
 from vkocr.agent.errors import ImageError, OptionsError
 from vkocr.agent.serving.rpc_status import describe_status
 from vkocr.postproc.result import CharBox, OcrLine, OcrResult, jsonable
+from vkocr.v1 import ocr_pb2
 
 # Options fields whose OcrOptions name differs; every other field has the same name on both sides.
 _OPTION_NAMES: Final[dict[str, str]] = {"det_thresh": "thresh"}
@@ -204,7 +204,7 @@ def raw_image_to_proto(
     return ocr_pb2.RawImage(data=data, height=arr.shape[0], width=arr.shape[1], layout=layout)
 
 
-def _layout_of(arr: npt.NDArray[np.generic], channel_order: Literal["rgb", "bgr"]) -> int | None:
+def _layout_of(arr: npt.NDArray[np.generic], channel_order: Literal["rgb", "bgr"]) -> ocr_pb2.PixelLayout | None:
     channels = 1 if arr.ndim == 2 else (arr.shape[2] if arr.ndim == 3 else 0)
     if arr.dtype.kind != "u" or arr.dtype.itemsize not in (1, 2):
         return None

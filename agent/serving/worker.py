@@ -4,8 +4,8 @@ device stages in order, behind a bounded queue.
 A request's plugin chain runs on a small thread pool after its device stages, so the CPU postprocessing of one
 request overlaps the GPU work of the next. A request whose client cancelled or whose deadline passed is
 dropped before any GPU work. A Vulkan failure (device lost, failed submission) takes the state to REBUILDING:
-the worker closes the pipeline, opens a new one (or, when configured and the device cannot come back, one on the
-CPU executor), retries the request once and returns to SERVING, without a restart.
+the worker closes the pipeline, opens a new one (or, when configured and the device cannot come back, one on
+the CPU executor), retries the request once and returns to SERVING, without a restart.
 """
 
 from __future__ import annotations
@@ -16,49 +16,52 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
-import structlog
 
+from vkocr.agent.errors import AgentError
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.serving.state import ServingState, StateBoard
+from vkocr.engine.errors import VulkanError
+from vkocr.log import get_logger
 from vkocr.postproc.registry import PluginChain
 from vkocr.postproc.result import OcrResult
-from vkocr.engine.errors import VkocrError, VulkanError
 
-log = structlog.get_logger("vkocr.agent.serving.worker")
+log = get_logger(__name__)
 
 PipelineFactory = Callable[[], OcrPipeline]
 REBUILD_ATTEMPTS = 3
 REBUILD_BACKOFF_S = 0.5
 
 
-class WorkerError(VkocrError):
-    """Why a request got no result from the worker; the gRPC layer maps each subclass to a status code."""
+class WorkerError(AgentError):
+    """Base of why a request got no result from the worker (the gRPC boundary, agent/serving/errors.py, maps
+    each subclass to a status code); raised only as one of its subclasses."""
 
 
 class QueueFull(WorkerError):
-    pass
+    """Raised by `submit` when the bounded queue in front of the GPU is full."""
 
 
 class NotServing(WorkerError):
-    pass
+    """Raised when the agent is not serving: no models loaded, loading, rebuilding, failed, or stopped before
+    the request reached the GPU."""
 
 
 class DeadlineDropped(WorkerError):
-    pass
+    """Raised when a request's deadline passed before its GPU work started; the request is dropped."""
 
 
 class CancelledDropped(WorkerError):
-    pass
+    """Raised when a request's client cancelled before its GPU work started; the request is dropped."""
 
 
 class DeviceFailed(WorkerError):
-    pass
+    """Raised when a request's device stages failed with a Vulkan error and a rebuild and retry did not
+    recover (or the device cannot come back)."""
 
 
 @dataclass
@@ -78,8 +81,9 @@ class Job:
 
 
 @dataclass
-class _Swap:
-    """A control message: serve with `pipeline` from now on (model activation)."""
+class _Install:
+    """A control message: serve with `pipeline` from now on (model activation); `done` completes when it
+    serves."""
 
     pipeline: OcrPipeline
     model_version: str
@@ -107,13 +111,30 @@ class GpuWorker:
         self._accepting = True
         self._stopping = False
         self._busy = threading.Lock()  # held while a job runs its device stages
+        self._start_lock = threading.Lock()
+        self._started = False
+        self._initial: _Install | None = None  # the install that started the thread: its first pipeline
+        self._settled = threading.Condition()  # notified when a job leaves the queue or its device stages
+        self._unsettled = 0  # jobs queued or on their device stages; stop() waits for none, within its grace
+        self._room_listeners: tuple[Callable[[], None], ...] = ()
+        state.subscribe(lambda _: self._notify_room())  # a state change may change what submit() answers
         self.loaded = threading.Event()
         self.dropped: Counter[str] = Counter()  # jobs dropped before GPU work: "cancelled", "deadline"
 
-    # -- outside the worker thread ----------------------------------------------------------------------------
+    # -- outside the worker thread ------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._thread.start()
+        """Start the worker thread; it opens its first pipeline with the factory."""
+        with self._start_lock:
+            if self._started:
+                raise RuntimeError("the GPU worker is already started")
+            self._started = True
+            self._thread.start()
+
+    @property
+    def started(self) -> bool:
+        """Whether start() or install() started the worker thread."""
+        return self._started
 
     @property
     def queue_capacity(self) -> int:
@@ -128,32 +149,52 @@ class GpuWorker:
         if not self._accepting or not self.state.serving:
             snapshot = self.state.get()
             raise NotServing(f"agent is {snapshot.state.value.lower()}: {snapshot.reason}")
+        self._settle(+1)
         try:
             self._jobs.put(job, block=block, timeout=timeout)
         except queue.Full:
+            self._settle(-1)
             raise QueueFull(f"queue full ({self._jobs.maxsize} requests waiting for the GPU)") from None
         self._wake.release()
         return job.future
 
-    def swap(self, pipeline: OcrPipeline, model_version: str, timeout: float = 60.0) -> None:
-        """Serve with `pipeline` from the next job on; the old pipeline is closed after the swap. Blocks until
-        the worker made the swap (between two jobs, so no request sees half of it)."""
-        message = _Swap(pipeline, model_version)
+    def install(self, pipeline: OcrPipeline, model_version: str) -> Future[OcrPipeline]:
+        """Serve with `pipeline` from the next job on, as `model_version`; the worker closes the old pipeline
+        after the swap. A worker not started yet starts with it (its factory then only reopens after a device
+        loss). The future completes, from the worker thread, once the worker serves `pipeline` (between two
+        jobs, so no request sees half of it). Cancel the future to abandon the swap: when the worker had not
+        begun it, it closes `pipeline` instead of serving it. From the call on, `pipeline` is the worker's."""
+        message = _Install(pipeline, model_version)
+        with self._start_lock:
+            if not self._started:
+                self._initial = message
+                self._started = True
+                self._thread.start()
+                return message.done
         self._control.put(message)
         self._wake.release()
-        try:
-            message.done.result(timeout)
-        except FutureTimeout:
-            if message.done.cancel():  # the worker had not begun it: it never will, and closes the pipeline
-                raise
-            message.done.result()  # the worker began it meanwhile: it happened
+        return message.done
+
+    def add_room_listener(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call `listener` (from any thread; it must not block) whenever submit() may answer otherwise than
+        before: a job left the queue, the serving state changed, or the worker stopped accepting. Returns the
+        function that removes it."""
+        self._room_listeners = (*self._room_listeners, listener)
+
+        def remove() -> None:
+            self._room_listeners = tuple(x for x in self._room_listeners if x is not listener)
+
+        return remove
 
     @contextmanager
     def held(self) -> Iterator[None]:
         """Hold the worker between two jobs (it finishes the one it runs, then waits): maintenance on the
         device, and tests that need a request to wait in the queue for a known time."""
-        with self._busy:
-            yield
+        try:
+            with self._busy:
+                yield
+        finally:
+            self._settle(0)
 
     def inject_device_loss(self) -> None:
         """Fault injection for recovery drills and tests: the device's next queue submission fails with
@@ -167,9 +208,10 @@ class GpuWorker:
         """Stop accepting, let queued and running jobs finish for up to `grace_s`, fail the rest, close."""
         self._stopping = True
         self._accepting = False
+        self._notify_room()  # a request waiting for room in the queue is refused now
         deadline = time.monotonic() + grace_s
-        while (self._jobs.qsize() or self._busy.locked()) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        with self._settled:
+            self._settled.wait_for(lambda: self._unsettled == 0 and not self._busy.locked(), grace_s)
         self._control.put(_STOP)
         self._wake.release()
         if self._thread.is_alive():
@@ -183,7 +225,8 @@ class GpuWorker:
         self._postproc.shutdown(wait=True)
 
     def pool_usage(self) -> tuple[int, int]:
-        """(bytes in live allocations, bytes allocated from the driver) of the device pool; zeros on the CPU."""
+        """(bytes in live allocations, bytes allocated from the driver) of the device pool; zeros on the
+        CPU."""
         pipeline = self.pipeline
         device = pipeline.device if pipeline is not None else None
         usage = getattr(device, "memory_usage", None)
@@ -192,22 +235,26 @@ class GpuWorker:
         try:
             used, reserved = usage()
             return int(used), int(reserved)
-        except Exception:  # noqa: BLE001 - a device being rebuilt: report nothing rather than fail the status stream
+        except Exception:  # noqa: BLE001 - a device being rebuilt: report nothing, not fail the status stream
             return 0, 0
 
-    # -- the worker thread ------------------------------------------------------------------------------------
+    # -- the worker thread --------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        try:
-            self.pipeline = self._open_pipeline()
-        except Exception as exc:  # noqa: BLE001
-            log.error("models_failed_to_load", error=f"{type(exc).__name__}: {exc}")
-            self.state.set(state=ServingState.FAILED, reason=f"cannot load models: {exc}")
-            self._accepting = False
-            self.loaded.set()
-            self._fail_queued("models failed to load")
-            return
-        self._announce(ServingState.SERVING, "")
+        initial, self._initial = self._initial, None
+        if initial is not None:  # started by install(): serve its pipeline
+            self._do_swap(initial)
+        else:
+            try:
+                self.pipeline = self._open_pipeline()
+            except Exception as exc:  # noqa: BLE001
+                log.error("models_failed_to_load", error=f"{type(exc).__name__}: {exc}")
+                self.state.set(state=ServingState.FAILED, reason=f"cannot load models: {exc}")
+                self._accepting = False
+                self.loaded.set()
+                self._fail_queued("models failed to load")
+                return
+            self._announce(ServingState.SERVING, "")
         self.loaded.set()
         while True:
             self._wake.acquire()
@@ -217,19 +264,21 @@ class GpuWorker:
                 control = None
             if control is _STOP:
                 break
-            if isinstance(control, _Swap):
+            if isinstance(control, _Install):
                 self._do_swap(control)
                 continue
             try:
                 job = self._jobs.get_nowait()
             except queue.Empty:
                 continue
+            self._notify_room()
             with self._busy:
                 try:
                     self._process(job)
                 except Exception as exc:  # a bug of ours must not stop the worker
                     log.error("worker_error", request_id=job.request_id, error=repr(exc), exc_info=exc)
                     settle(job.future, error=exc)
+            self._settle(-1)
         if self.pipeline is not None:
             self.pipeline.close()
             self.pipeline = None
@@ -240,8 +289,20 @@ class GpuWorker:
                        device=pipeline.device_name if pipeline else "",
                        backend=pipeline.backend.split(" ")[0] if pipeline else "")
 
-    def _do_swap(self, message: _Swap) -> None:
-        if not message.done.set_running_or_notify_cancel():  # abandoned by swap()'s caller after its timeout
+    def _settle(self, change: int) -> None:
+        with self._settled:
+            self._unsettled += change
+            self._settled.notify_all()
+
+    def _notify_room(self) -> None:
+        for listener in self._room_listeners:
+            try:
+                listener()
+            except Exception as exc:  # noqa: BLE001 - a listener's fault must not stop the worker
+                log.warning("room_listener_failed", error=repr(exc))
+
+    def _do_swap(self, message: _Install) -> None:
+        if not message.done.set_running_or_notify_cancel():  # abandoned by install()'s caller (a timeout)
             try:
                 message.pipeline.close()
             except Exception as exc:  # noqa: BLE001 - an abandoned pipeline must not stop the worker
@@ -272,7 +333,7 @@ class GpuWorker:
             return
         try:
             result = self._recognize_with_recovery(job)
-        except Exception as exc:  # noqa: BLE001 - every failure goes back to its request, never up this thread
+        except Exception as exc:  # noqa: BLE001 - every failure goes back to its request, not up this thread
             settle(job.future, error=exc)
             return
         assert self.pipeline is not None  # it just answered (after a rebuild, the new one did)
@@ -335,12 +396,14 @@ class GpuWorker:
             except queue.Empty:
                 return
             settle(job.future, error=NotServing(why))
+            self._settle(-1)
+            self._notify_room()
 
     @staticmethod
     def _finish(job: Job, result: OcrResult) -> None:
         try:
             finished = OcrPipeline.finish(result, job.chain)
-        except Exception as exc:  # noqa: BLE001 - the chain records plugin errors itself; this is a bug of ours
+        except Exception as exc:  # noqa: BLE001 - the chain records plugin errors itself: a bug of ours
             settle(job.future, error=exc)
             return
         settle(job.future, result=finished)

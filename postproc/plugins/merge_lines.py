@@ -115,7 +115,7 @@ class MergeLines:
         stacked = np.abs(centre[:, None] - centre[None, :]) >= 0.5 * lo_h
         overlap = np.minimum(x1[:, None], x1[None, :]) - np.maximum(x0[:, None], x0[None, :])
         narrow = np.minimum(width[:, None], width[None, :])
-        return (
+        return (  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
             stacked
             & (gap <= self.max_gap * lo_h)
             & (overlap >= self.min_overlap * narrow)

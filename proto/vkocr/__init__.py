@@ -1,1 +1,65 @@
-"""Generated from proto/vkocr/v1/*.proto by scripts/gen_proto.py: the wire contract of the agent."""
+"""vkocr: PaddleOCR's PP-OCR pipeline on Vulkan compute shaders — the local OCR API.
+
+    import vkocr
+
+    with vkocr.OCR() as ocr:                  # the default device; vkocr.OCR("llvmpipe"), vkocr.OCR("cpu")
+        result = ocr("photo.jpg")             # a path, bytes, a Pillow image or an H×W×3 uint8 array
+        for line in result.lines:
+            print(line.text, line.score, line.box, line.angle)
+
+Names are imported on first use (PEP 562), so ``import vkocr.v1.ocr_pb2`` (the wire contract) stays light.
+Subpackages: vkocr.engine (the Vulkan engine), vkocr.postproc, vkocr.agent (CLI, serving), vkocr.v1 (gRPC).
+As a library vkocr logs through `logging` ("vkocr.*" loggers) and prints nothing unless the application
+configures logging.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+try:
+    __version__: str = version("vkocr")
+except PackageNotFoundError:  # a source tree on sys.path without an installed distribution
+    __version__ = "0+unknown"
+
+if TYPE_CHECKING:
+    from vkocr.agent.errors import ImageError, OptionsError
+    from vkocr.agent.ocr.options import OcrOptions
+    from vkocr.agent.ocr.reader import OCR
+    from vkocr.engine.errors import DeviceNotFound, VulkanUnavailable
+    from vkocr.errors import VkocrError
+    from vkocr.postproc.result import CharBox, OcrLine, OcrResult
+
+# public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "OCR": "vkocr.agent.ocr.reader",
+    "OcrOptions": "vkocr.agent.ocr.options",
+    "OcrResult": "vkocr.postproc.result",
+    "OcrLine": "vkocr.postproc.result",
+    "CharBox": "vkocr.postproc.result",
+    "VkocrError": "vkocr.errors",
+    "VulkanUnavailable": "vkocr.engine.errors",
+    "DeviceNotFound": "vkocr.engine.errors",
+    "ImageError": "vkocr.agent.errors",
+    "OptionsError": "vkocr.agent.errors",
+}
+
+__all__ = [
+    "CharBox", "DeviceNotFound", "ImageError", "OCR", "OcrLine", "OcrOptions", "OcrResult", "OptionsError",
+    "VkocrError", "VulkanUnavailable", "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vkocr' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
-from vkocr.v1 import ocr_pb2
 
 from vkocr.agent.serving.config import load_config
 from vkocr.agent.serving.server import BackgroundAgent, start_agent
+from vkocr.v1 import ocr_pb2
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"  # fonts-dejavu-core, installed by ./test.sh
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.agent.agents import FONT, word_png
 from vkocr.agent.cli.bench_agent import RUNS, format_agent_results, parse_clients
 from vkocr.agent.cli.main import main
-from tests.agent.agents import FONT, word_png
 
 pytestmark = pytest.mark.skipif(not os.path.exists(FONT),
                                 reason="fonts-dejavu-core (installed by ./test.sh) renders the test images")

@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from PIL import Image
-from vkocr.v1 import ocr_pb2, status_pb2
 
-from vkocr.agent.cli.main import main
-from vkocr.agent.serving.client import OcrClient, TargetError, build_request, channel_target
-from vkocr.agent.cli.client_command import format_status, parse_duration, status_to_dict
-from vkocr.agent.errors import ImageError
-from vkocr.agent.serving.tls import server_credentials
 from tests.agent.certs import TlsFiles
+from vkocr.agent.cli.client_command import format_status, parse_duration, status_to_dict
+from vkocr.agent.cli.main import main
+from vkocr.agent.errors import ImageError
+from vkocr.agent.serving.client import OcrClient, TargetError, build_request, channel_target
+from vkocr.agent.serving.tls import server_credentials
+from vkocr.v1 import ocr_pb2, status_pb2
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING

@@ -17,12 +17,12 @@ import grpc
 import pytest
 from PIL import Image
 
-from vkocr.agent.cli.main import main
-from vkocr.agent.serving.client import OcrClient
-from vkocr.agent.cli.logs import configure_logging
-from vkocr.agent.serving.server import BackgroundAgent
 from tests.agent.agents import FONT, lot_number, running_agent, word_pixels, word_png
 from tests.agent.certs import TlsFiles
+from vkocr.agent.cli.logs import configure_logging
+from vkocr.agent.cli.main import main
+from vkocr.agent.serving.client import OcrClient
+from vkocr.agent.serving.server import BackgroundAgent
 
 pytestmark = pytest.mark.skipif(not os.path.exists(FONT),
                                 reason="fonts-dejavu-core (installed by ./test.sh) renders the test images")

@@ -13,12 +13,12 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
-from vkocr.v1 import ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
 
-from vkocr.agent.serving.server import BackgroundAgent, start_agent
 from tests.agent.agents import REC_ONLY, agent_config, lot_number, running_agent, word_pixels, word_png
 from tests.agent.certs import TlsFiles
+from vkocr.agent.serving.server import BackgroundAgent, start_agent
 from vkocr.engine.errors import VulkanUnavailable
+from vkocr.v1 import ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"),
                                 reason="fonts-dejavu-core (installed by ./test.sh) renders the test images")
@@ -66,7 +66,8 @@ def test_recognize_finds_and_reads_every_line(ocr: ocr_pb2_grpc.OcrStub, agent: 
     page.save(buffer, format="PNG")
     response = ocr.Recognize(ocr_pb2.RecognizeRequest(request_id="page-1", encoded=buffer.getvalue()))
     assert response.request_id == "page-1"
-    assert [line.text for line in response.lines] == ["LOT4821", "EXP2027-03"]  # PP-OCR drops the spaces, as RapidOCR does
+    # PP-OCR drops the spaces, as RapidOCR does
+    assert [line.text for line in response.lines] == ["LOT4821", "EXP2027-03"]
     first = response.lines[0]
     assert len(first.box) == 4 and 10 <= first.box[0].x <= 40 and 15 <= first.box[0].y <= 40
     assert (response.image_width, response.image_height) == (420, 150)
@@ -342,7 +343,10 @@ def test_a_bug_of_ours_answers_internal_with_an_incident_and_the_agent_serves_on
     turn into a client error): the reading request fails INTERNAL with an incident id in its ErrorInfo, the
     id the agent logged with the error, and the agent keeps answering: a boxes-only request on the same
     pipeline succeeds right after."""
+    from vkocr.agent.cli.logs import configure_logging
     from vkocr.agent.ocr.pipeline import OcrPipeline
+
+    configure_logging("info")  # as `vkocr serve` does: used as a library, vkocr prints nothing
 
     def short_dictionary() -> OcrPipeline:
         pipeline = OcrPipeline.open()

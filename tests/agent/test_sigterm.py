@@ -14,15 +14,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import IO, Any
 
 import grpc
 import pytest
 
-from vkocr.agent.serving.client import OcrClient
 from tests.agent.agents import FONT, lot_number, word_png
 from tests.paths import ROOT
+from vkocr.agent.serving.client import OcrClient
 
 pytestmark = pytest.mark.skipif(not os.path.exists(FONT),
                                 reason="fonts-dejavu-core (installed by ./test.sh) renders the test images")

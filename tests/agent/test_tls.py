@@ -1,5 +1,5 @@
-"""vkocr.agent.serving.tls against real gRPC handshakes on loopback: TLS with our CA, mutual TLS refusing clients without a
-certificate or with one from another CA, the client's common name seen by the server, clear file errors."""
+"""vkocr.agent.serving.tls against real gRPC handshakes on loopback: TLS with our CA, mutual TLS refusing clients
+without a certificate or with one from another CA, the client's common name seen by the server, clear file errors."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from vkocr.agent.serving.tls import TlsFileError, channel_credentials, peer_identity, server_credentials
 from tests.agent.certs import TlsFiles, make_tls_files
+from vkocr.agent.serving.tls import TlsFileError, channel_credentials, peer_identity, server_credentials
 
 
 def _identity(_request: bytes, context: grpc.ServicerContext) -> bytes:

@@ -17,7 +17,6 @@ import numpy.typing as npt
 import pytest
 from google.protobuf import struct_pb2
 from PIL import Image
-from vkocr.v1 import ocr_pb2
 
 from vkocr.agent.errors import ImageError, OptionsError
 from vkocr.agent.ocr.images import decode_image
@@ -35,6 +34,7 @@ from vkocr.agent.serving.wire import (
 )
 from vkocr.postproc.registry import build_chain
 from vkocr.postproc.result import CharBox, OcrLine, OcrResult
+from vkocr.v1 import ocr_pb2
 
 H, W = 7, 13  # odd and unequal: a transposed image cannot pass
 MAX_PIXELS = 40_000_000

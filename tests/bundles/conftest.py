@@ -34,7 +34,8 @@ class KeyPair:
 
 def make_keypair(directory: Path, name: str) -> KeyPair:
     fp = generate_keypair(directory / f"{name}.key")
-    return KeyPair(directory / f"{name}.key", directory / f"{name}.pub", load_private_key(directory / f"{name}.key"), fp)
+    return KeyPair(directory / f"{name}.key", directory / f"{name}.pub",
+                   load_private_key(directory / f"{name}.key"), fp)
 
 
 @pytest.fixture

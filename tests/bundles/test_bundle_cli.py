@@ -73,8 +73,8 @@ def test_verify_with_another_key_fails(capsys: pytest.CaptureFixture[str], tmp_p
 ])
 def test_create_refusals_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                       models: dict[str, Path], extra: list[str], reason: str) -> None:
-    args: list[str | Path] = ["bundle", "create", "--det", models["det"], "--cls", models["cls"], "--rec", models["rec"],
-            "--name", "x", "--version", "1", "-o", tmp_path / "x.vkb"]
+    args: list[str | Path] = ["bundle", "create", "--det", models["det"], "--cls", models["cls"],
+                              "--rec", models["rec"], "--name", "x", "--version", "1", "-o", tmp_path / "x.vkb"]
     code, _, err = run(capsys, *args, *extra)
     assert code == 1 and len(err.strip().splitlines()) == 1 and err.startswith("error: ")
     assert reason in err

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.bundles.conftest import BundleFactory, KeyPair
 from vkocr.agent.bundles import bundle
 from vkocr.agent.bundles.errors import BundleError, BundleFormatError, SignatureError
 from vkocr.agent.bundles.manifest import MANIFEST_NAME, SIGNATURE_NAME
 from vkocr.agent.ocr.model_files import sha256_of
 from vkocr.agent.ocr.options import OcrOptions
-from tests.bundles.conftest import BundleFactory, KeyPair
 
 
 def test_unsigned_then_signed_round_trip(make_bundle: BundleFactory, key: KeyPair, models: dict[str, Path],

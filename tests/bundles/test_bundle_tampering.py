@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.bundles import craft
+from tests.bundles.conftest import BundleFactory, KeyPair
 from vkocr.agent.bundles import bundle
 from vkocr.agent.bundles.errors import (
     BundleError,
@@ -21,8 +23,6 @@ from vkocr.agent.bundles.errors import (
 )
 from vkocr.agent.bundles.manifest import MANIFEST_NAME
 from vkocr.agent.bundles.store import ModelStore
-from tests.bundles import craft
-from tests.bundles.conftest import BundleFactory, KeyPair
 
 Change = Callable[[list[craft.Entry]], list[craft.Entry]]
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import ROOT, SHARED
 from vkocr.agent.bundles.bundle import verify
+from vkocr.agent.bundles.signing import TrustedKeys
 from vkocr.agent.bundles.store import ModelStore
 from vkocr.agent.ocr.model_files import missing_or_bad
-from vkocr.agent.bundles.signing import TrustedKeys
-from tests.paths import ROOT, SHARED
 
 pytestmark = pytest.mark.skipif(bool(missing_or_bad()), reason="the default models are not in models/")
 
@@ -37,7 +37,8 @@ def test_dev_bundle_with_a_rendered_self_test_is_idempotent(tmp_path: Path, caps
     assert [t.expect for t in manifest.self_tests] == ["HELLO"]
     store = ModelStore(tmp_path / "state" / "models", trusted)
     assert store.active() == manifest.version
-    assert store.self_tests(manifest.version)[0].image.stat().st_size > 500  # a real PNG, not a placeholder
+    [case] = store.installed(manifest.version).self_tests
+    assert case.image.stat().st_size > 500  # a real PNG, not a placeholder
     stamp = bundle.stat().st_mtime_ns
 
     assert script.main(args) == 0

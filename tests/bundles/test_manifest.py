@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from vkocr.agent.bundles.errors import BundleFormatError
-from vkocr.agent.bundles.options import parse_assignment, split_options
-from vkocr.agent.bundles.manifest import Manifest
 from tests.bundles.conftest import BundleFactory
+from vkocr.agent.bundles.errors import BundleFormatError
+from vkocr.agent.bundles.manifest import Manifest
+from vkocr.agent.bundles.options import parse_assignment, split_options
 
 Edit = Callable[[dict[str, Any]], None]
 
@@ -86,7 +86,8 @@ def test_options_split_by_section_and_normalised() -> None:
     ("box_thresh=0.6", ("box_thresh", 0.6)),
     ("limit_type=max", ("limit_type", "max")),
     ("plugins=regex_fields, merge_lines", ("plugins", ("regex_fields", "merge_lines"))),
-    ('plugin_options={"regex_fields": {"lot": "LOT \\\\d+"}}', ("plugin_options", {"regex_fields": {"lot": "LOT \\d+"}})),
+    ('plugin_options={"regex_fields": {"lot": "LOT \\\\d+"}}',
+     ("plugin_options", {"regex_fields": {"lot": "LOT \\d+"}})),
 ])
 def test_command_line_assignments_are_typed(text: str, expected: tuple[str, Any]) -> None:
     assert parse_assignment(text) == expected

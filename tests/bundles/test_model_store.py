@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.bundles.conftest import BundleFactory, KeyPair
 from vkocr.agent.bundles.errors import (
     ActiveVersionError,
     IntegrityError,
@@ -15,11 +16,10 @@ from vkocr.agent.bundles.errors import (
     VersionConflict,
     VersionNotFound,
 )
+from vkocr.agent.bundles.signing import TrustedKeys
 from vkocr.agent.bundles.store import ModelStore
 from vkocr.agent.ocr.model_files import sha256_of
 from vkocr.agent.ocr.options import OcrOptions
-from vkocr.agent.bundles.signing import TrustedKeys
-from tests.bundles.conftest import BundleFactory, KeyPair
 
 
 @pytest.fixture
@@ -35,16 +35,19 @@ def test_add_stores_a_verified_version(store: ModelStore, make_bundle: BundleFac
     assert info.size == path.stat().st_size and info.sha256 == sha256_of(path)
     assert info.created == manifest.created and info.content_digest == manifest.content_digest()
     assert [i.version for i in store.versions()] == ["1.0.0"]
-    paths = store.model_paths("1.0.0")
+    installed = store.installed("1.0.0")
+    assert installed.version == "1.0.0" and installed.root == (store.versions_dir / "1.0.0").resolve()
+    paths = installed.models
     assert set(paths) == {"det", "cls", "rec"}
     for role, stored in paths.items():
         assert stored.is_absolute() and stored.read_bytes() == models[role].read_bytes()
         assert not stat.S_IMODE(stored.stat().st_mode) & 0o222  # read-only
-    assert store.options("1.0.0") == {"box_thresh": 0.6, "limit_side_len": 960}
-    assert store.ocr_options("1.0.0") == OcrOptions(box_thresh=0.6, limit_side_len=960)
-    [case] = store.self_tests("1.0.0")
+    assert installed.overrides == {"box_thresh": 0.6, "limit_side_len": 960}
+    assert installed.options == OcrOptions(box_thresh=0.6, limit_side_len=960)
+    [case] = installed.self_tests
     assert case.expect == "LOT 42" and case.image.read_bytes() == selftest_image.read_bytes()
-    assert store.verify_installed("1.0.0") == manifest
+    assert store.installed("1.0.0", verify=True).manifest == manifest
+    assert installed.manifest == manifest
     assert list(store.staging_dir.iterdir()) == []
 
 
@@ -64,7 +67,7 @@ def test_the_same_version_with_other_content_is_refused(store: ModelStore, make_
     two, _ = make_bundle(version="1.0.0", out=tmp_path / "other.vkb", box_thresh=0.7)
     with pytest.raises(VersionConflict, match="version 1.0.0 is already stored with different content"):
         store.add(two)
-    assert store.options("1.0.0")["box_thresh"] == 0.6
+    assert store.installed("1.0.0").overrides["box_thresh"] == 0.6
 
 
 def test_untrusted_bundles_never_reach_the_disk(store: ModelStore, make_bundle: BundleFactory,
@@ -109,7 +112,7 @@ def test_activation_survives_reopening(tmp_path: Path, key: KeyPair, make_bundle
 @pytest.mark.parametrize("version", ["9", "..", "../models", "versions/1", ""])
 def test_unknown_versions(store: ModelStore, make_bundle: BundleFactory, version: str) -> None:
     store.add(make_bundle(version="1")[0])
-    for call in (store.set_active, store.model_paths, store.self_tests, store.delete, store.info):
+    for call in (store.set_active, store.installed, store.delete, store.info):
         with pytest.raises(VersionNotFound, match=r"is not in the model store \(stored: 1\)"):
             call(version)
     assert [i.version for i in store.versions()] == ["1"]
@@ -149,14 +152,14 @@ def test_prune_keeps_the_newest_the_active_and_the_rollback_target(tmp_path: Pat
 def test_verify_installed_catches_changes_on_disk_and_revoked_keys(store: ModelStore, make_bundle: BundleFactory,
                                                                    other_key: KeyPair) -> None:
     store.add(make_bundle(version="1")[0])
-    rec = store.model_paths("1")["rec"]
+    rec = store.installed("1").models["rec"]
     rec.chmod(0o644)
     data = rec.read_bytes()
     rec.write_bytes(data[:100] + bytes([data[100] ^ 1]) + data[101:])
     with pytest.raises(IntegrityError, match="stored version 1: file rec.onnx was altered on disk"):
-        store.verify_installed("1")
+        store.installed("1", verify=True)
     rec.write_bytes(data)
-    store.verify_installed("1")
+    store.installed("1", verify=True)
     revoked = ModelStore(store.root, TrustedKeys.from_paths([other_key.public_path]))
     with pytest.raises(SignatureError, match="no longer signed by a trusted key"):
-        revoked.verify_installed("1")
+        revoked.installed("1", verify=True)

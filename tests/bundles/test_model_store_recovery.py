@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from tests.bundles.conftest import BundleFactory, KeyPair
 from vkocr.agent.bundles.errors import VersionConflict
 from vkocr.agent.bundles.store import MARKER, ModelStore
-from tests.bundles.conftest import BundleFactory, KeyPair
 
 
 def simulate_crash_leftovers(store: ModelStore) -> list[Path]:
@@ -88,7 +88,7 @@ def test_concurrent_adds_from_threads(tmp_path: Path, key: KeyPair, make_bundle:
     assert sorted(i.sequence for i in infos) == list(range(1, 8))  # each add got its own place in the order
     assert list(store.staging_dir.iterdir()) == []
     for info in infos:
-        store.verify_installed(info.version)
+        store.installed(info.version, verify=True)
 
 
 def test_concurrent_adds_of_one_version_with_different_content(tmp_path: Path, key: KeyPair,
@@ -104,14 +104,14 @@ def test_concurrent_adds_of_one_version_with_different_content(tmp_path: Path, k
             store.add(path)
         except VersionConflict as exc:
             return exc
-        return float(store.options("9")["box_thresh"])
+        return float(store.installed("9").overrides["box_thresh"])
 
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(add, [a, b]))
     conflicts = [r for r in results if isinstance(r, VersionConflict)]
     winners = [r for r in results if not isinstance(r, Exception)]
     assert len(conflicts) == 1 and len(winners) == 1
-    assert store.options("9")["box_thresh"] == winners[0]
+    assert store.installed("9").overrides["box_thresh"] == winners[0]
 
 
 def test_keep_must_be_positive(tmp_path: Path, key: KeyPair) -> None:

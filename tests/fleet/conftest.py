@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from vkocr.agent.ocr.model_files import missing_or_bad
 from tests.bundles.conftest import KeyPair, make_keypair
 from tests.fleet.fleet_agents import (
     WORD,
@@ -19,6 +18,7 @@ from tests.fleet.fleet_agents import (
     swapped_digits_rec,
     word_image,
 )
+from vkocr.agent.ocr.model_files import missing_or_bad
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 

@@ -13,16 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import onnx
-from vkocr.v1 import models_pb2
 
-from vkocr.agent.bundles import bundle
-from vkocr.agent.serving.client import OcrClient
-from vkocr.agent.serving.config import AgentConfig
-from vkocr.agent.bundles.store import ModelStore
-from vkocr.agent.ocr.model_files import DEFAULT_MODELS, models_dir
-from vkocr.agent.serving.server import BackgroundAgent, start_agent
 from tests.agent.agents import agent_config, word_png
 from tests.bundles.conftest import KeyPair
+from vkocr.agent.bundles import bundle
+from vkocr.agent.bundles.store import ModelStore
+from vkocr.agent.ocr.model_files import DEFAULT_MODELS, models_dir
+from vkocr.agent.serving.client import OcrClient
+from vkocr.agent.serving.config import AgentConfig
+from vkocr.agent.serving.server import BackgroundAgent, start_agent
+from vkocr.v1 import models_pb2
 
 FAST = {"limit_type": "max", "limit_side_len": 960}
 WORD = "LOT0042"  # what the self-test image says

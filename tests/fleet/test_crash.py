@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import IO, Any
 
 import grpc
-from vkocr.v1 import models_pb2
 
-from vkocr.agent.serving.client import OcrClient
-from vkocr.agent.fleet.rollout import upload_bundle
 from tests.bundles.conftest import KeyPair
 from tests.fleet.conftest import Bundles
 from tests.fleet.fleet_agents import MAX_BUNDLE_BYTES, WORD, WORD_SWAPPED, read_word, seed_store
 from tests.paths import ROOT
+from vkocr.agent.fleet.rollout import upload_bundle
+from vkocr.agent.serving.client import OcrClient
+from vkocr.v1 import models_pb2
 
 WAIT_S = 180.0
 

@@ -9,13 +9,20 @@ from pathlib import Path
 import grpc
 import pytest
 from structlog.testing import capture_logs
-from vkocr.v1 import status_pb2
 
+from tests.paths import ROOT
+from vkocr.agent.fleet.rollout import (
+    Gates,
+    active_version,
+    evaluate_soak,
+    switched_to,
+    upload_bundle,
+    upload_id_for,
+    waves,
+)
 from vkocr.agent.serving.client import OcrClient
 from vkocr.agent.serving.config import load_config
-from vkocr.agent.fleet.rollout import Gates, active_version, evaluate_soak, switched_to, upload_bundle, upload_id_for, waves
-from tests.paths import ROOT
-
+from vkocr.v1 import status_pb2
 
 
 def status(requests: int, errors: int, *, version: str = "2.0.0", state: int = status_pb2.SERVING,

@@ -18,13 +18,7 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
-from vkocr.v1 import models_pb2, status_pb2
 
-from vkocr.agent.bundles import bundle as bundles_lib
-from vkocr.agent.serving.client import OcrClient
-from vkocr.agent.fleet.rollout import upload_bundle, upload_id_for
-from vkocr.agent.bundles.manifest import MANIFEST_NAME
-from vkocr.agent.serving.server import BackgroundAgent
 from tests.bundles import craft
 from tests.bundles.conftest import KeyPair
 from tests.fleet.conftest import Bundles
@@ -39,6 +33,12 @@ from tests.fleet.fleet_agents import (
     store_config,
     stored_versions,
 )
+from vkocr.agent.bundles import bundle as bundles_lib
+from vkocr.agent.bundles.manifest import MANIFEST_NAME
+from vkocr.agent.fleet.rollout import upload_bundle, upload_id_for
+from vkocr.agent.serving.client import OcrClient
+from vkocr.agent.serving.server import BackgroundAgent
+from vkocr.v1 import models_pb2, status_pb2
 
 
 @dataclass

@@ -36,7 +36,8 @@ def check_plan(values: list[Lifetime], aliases: dict[str, str], plan: MemoryPlan
             xo, yo = plan.offsets[x.name], plan.offsets[y.name]
             disjoint = xo + aligned(x.nbytes, a) <= yo or yo + aligned(y.nbytes, a) <= xo
             assert disjoint, f"{x} at {xo} and {y} at {yo} overlap while both live"
-    steps = range(min((f for f, _ in span.values()), default=0), max((last for _, last in span.values()), default=0) + 1)
+    steps = range(min((f for f, _ in span.values()), default=0),
+                  max((last for _, last in span.values()), default=0) + 1)
     peak = max((sum(aligned(owned[n].nbytes, a) for n, (f, last) in span.items() if f <= s <= last) for s in steps),
                default=0)
     assert peak <= plan.arena_bytes <= plan.naive_bytes

@@ -12,7 +12,6 @@ import itertools
 import secrets
 from collections.abc import Callable, Mapping
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,6 +20,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.paths import MODELS
 from vkocr.engine.graph.compare import rel_err
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.numpy_executor import run_numpy
@@ -41,7 +41,6 @@ from vkocr.engine.graph.passes import (
     remove_dead,
 )
 from vkocr.engine.graph.specialize import Specialized, specialize
-from tests.paths import MODELS
 
 SEED = secrets.randbits(63)
 rng = np.random.default_rng(SEED)

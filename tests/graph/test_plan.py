@@ -11,9 +11,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.paths import MODELS, SHARED
 from tests.graph.test_memory_plan import check_plan
 from tests.kernels.harness import fresh_rng
+from tests.paths import MODELS, SHARED
 from vkocr.engine.device import Device
 from vkocr.engine.errors import VkocrError
 from vkocr.engine.graph.compare import onnxruntime_values, rel_err

@@ -1,6 +1,6 @@
-"""image_preprocess.comp and crop_warp.comp against vkocr.agent.ocr.image_reference on fresh random images (outputs poisoned with
-NaN), one recording replayed with new images and params, and vkocr.agent.ocr.image_reference against RapidOCR 1.4.4 and the
-OpenCV it calls (test-only dependencies).
+"""image_preprocess.comp and crop_warp.comp against vkocr.agent.ocr.image_reference on fresh random images (outputs
+poisoned with NaN), one recording replayed with new images and params, and vkocr.agent.ocr.image_reference against
+RapidOCR 1.4.4 and the OpenCV it calls (test-only dependencies).
 
 The kernels reproduce OpenCV's uint8 results exactly (same rounding at every step), so beyond the usual
 relative-error bound the tests require the grey levels behind every output value to be identical.
@@ -14,8 +14,6 @@ import numpy as np
 import pytest
 
 from tests.kernels.harness import check, fresh_rng, poisoned, release, run
-from vkocr.engine.device import Device
-from vkocr.engine.errors import KernelArgumentError
 from vkocr.agent.ocr.image_kernels import (
     CropSlot,
     crop_params,
@@ -29,10 +27,7 @@ from vkocr.agent.ocr.image_kernels import (
 )
 from vkocr.agent.ocr.image_reference import (
     crop_geometry,
-    crop_size,
     det_input_size,
-    invert3,
-    perspective_transform,
     preprocess_image,
     resize_linear_u8,
     resize_normalize_pad,
@@ -40,6 +35,8 @@ from vkocr.agent.ocr.image_reference import (
     warp_crop,
     warp_perspective_cubic,
 )
+from vkocr.engine.device import Device
+from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.recorder import Recorder
 
 Quad = np.ndarray
@@ -58,8 +55,8 @@ def rapidocr(cv2: ModuleType) -> ModuleType:
 
 @pytest.fixture(scope="module")
 def cv2_warp(cv2: ModuleType) -> ModuleType:
-    """cv2 whose warpPerspective INTER_CUBIC is OpenCV 5's float32 one, which vkocr.agent.ocr.image_reference reproduces (OpenCV 4
-    quantised coordinates to 1/32 pixel with fixed-point tables)."""
+    """cv2 whose warpPerspective INTER_CUBIC is OpenCV 5's float32 one, which vkocr.agent.ocr.image_reference reproduces
+    (OpenCV 4 quantised coordinates to 1/32 pixel with fixed-point tables)."""
     if int(cv2.__version__.split(".")[0]) < 5:
         pytest.skip(f"OpenCV {cv2.__version__}: the cubic warp reference follows OpenCV 5")
     return cv2
@@ -256,7 +253,8 @@ def test_resize_tie() -> None:
 
 RESIZE_CASES = [
     (480, 640, 736, 992), (2000, 1500, 1984, 1504), (37, 53, 736, 1056), (101, 333, 48, 160), (13, 7, 48, 27),
-    (96, 384, 48, 192), (64, 96, 64, 96), (1, 1, 5, 7), (5, 5, 1, 1), (300, 400, 1, 2), (61, 45, 48, 35), (48, 100, 48, 320),
+    (96, 384, 48, 192), (64, 96, 64, 96), (1, 1, 5, 7), (5, 5, 1, 1), (300, 400, 1, 2), (61, 45, 48, 35),
+    (48, 100, 48, 320),
     (3, 4097, 2, 4096), (2, 8191, 2, 2048), (2, 5845, 2, 2048), (5917, 2, 2048, 2),
     (2036, 834, 2000, 832),  # RapidOCR's max-side resize of text_vertical_words.png: many row blocks
 ]
@@ -298,18 +296,6 @@ def test_det_input_size_matches_rapidocr(rapidocr: ModuleType, monkeypatch: pyte
                 assert min(got) <= 0, (h, w, limit, kind, got, seed)
             else:
                 assert got == out.shape[:2], (h, w, limit, kind, got, out.shape, seed)
-
-
-def test_geometry_matches_cv2(cv2: ModuleType) -> None:
-    """getPerspectiveTransform and cv::invert bit for bit, for random and degenerate-ish quads."""
-    rng, seed = fresh_rng()
-    for q in random_quads(rng, 500, 700, 40):
-        w, h, inverse = crop_geometry(q)
-        rect = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32)
-        m = cv2.getPerspectiveTransform(q, rect)
-        assert np.array_equal(perspective_transform(q, rect), m), f"getPerspectiveTransform {q.tolist()}; seed {seed}"
-        assert np.array_equal(inverse, cv2.invert(m, flags=cv2.DECOMP_LU)[1]), f"invert; seed {seed}"
-        assert np.array_equal(invert3(m), inverse)
 
 
 @pytest.mark.parametrize(("h", "w"), [(300, 400), (211, 317), (12, 9)])
@@ -380,26 +366,3 @@ def test_batched_crop_slots_equal_one_at_a_time() -> None:
     for a, b in zip(batched, single):
         assert (a.width, a.height, a.rotate90, a.resized_w) == (b.width, b.height, b.rotate90, b.resized_w)
         np.testing.assert_array_equal(a.inverse, b.inverse)
-
-
-def test_few_quads_solved_in_python_floats_give_the_batched_solves_bits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """perspective_transform solves up to _FEW_QUADS systems in Python floats (the batched NumPy solve has a
-    fixed cost of about 0.2 ms); the matrices must be the same float64 bits as the batched solve's."""
-    import vkocr.agent.ocr.image_reference as image_ops
-
-    rng, seed = fresh_rng()
-    for trial in range(200):
-        n = int(rng.integers(1, image_ops._FEW_QUADS + 1))
-        w, h = rng.uniform(8, 900), rng.uniform(8, 120)
-        base = np.array([[0, 0], [w, 0], [w, h], [0, h]])
-        quads = (base + rng.uniform(0, 1500, (n, 1, 2)) + rng.normal(0, h / 6, (n, 4, 2))).astype(np.float32)
-        if trial % 2:  # turned, as tall crops and rotated boxes are
-            quads = quads[:, [1, 2, 3, 0]]
-        sizes = [crop_size(q) for q in quads]
-        rects = np.array([[[0, 0], [cw, 0], [cw, ch], [0, ch]] for cw, ch in sizes], np.float32)
-        few = perspective_transform(quads, rects)
-        with monkeypatch.context() as patch:
-            patch.setattr(image_ops, "_FEW_QUADS", 0)
-            batched = perspective_transform(quads, rects)
-        assert few.shape == batched.shape == (n, 3, 3)
-        assert np.array_equal(few.view(np.uint64), batched.view(np.uint64)), f"trial {trial}; seed {seed}"

@@ -1,5 +1,5 @@
-"""image_resize.comp against vkocr.agent.ocr.image_reference.resize_letterboxed_u8 on fresh random images, byte for byte, with
-the output buffer poisoned (0xDEADBEEF words) first: the image's words must hold the resized bytes (the bytes
+"""image_resize.comp against vkocr.agent.ocr.image_reference.resize_letterboxed_u8 on fresh random images, byte for
+byte, with the output buffer poisoned (0xDEADBEEF words) first: the image's words must hold the resized bytes (the bytes
 of its last word past the image 0), every other word its poison. One recording is replayed for several images,
 and the reference is checked against cv2.resize + cv2.copyMakeBorder when OpenCV is installed.
 """
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from tests.kernels.harness import fresh_rng, release
-from vkocr.engine.device import Device
-from vkocr.engine.errors import KernelArgumentError
 from vkocr.agent.ocr.image_kernels import RESIZE_PARAMS_WORDS, record_image_resize, resize_params, rgb_words
 from vkocr.agent.ocr.image_reference import det_input_size, resize_letterboxed_u8
+from vkocr.engine.device import Device
+from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
 

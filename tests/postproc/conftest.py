@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+
 import numpy as np
 import pytest
-
 
 
 @pytest.fixture

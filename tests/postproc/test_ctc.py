@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from rapidocr_onnxruntime.ch_ppocr_rec.utils import CTCLabelDecode
 
+from tests.paths import MODELS
 from vkocr.postproc.ctc import BLANK, ctc_decode, ctc_greedy_decode, load_charset
 from vkocr.postproc.errors import CharsetError
-from tests.paths import MODELS
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from vkocr.postproc.db import db_boxes
 from tests.paths import COMPAT, MODELS
 from tests.postproc.reference import iou, rapid_db
+from vkocr.postproc.db import db_boxes
 
 IMAGES = ["ch_en_num.jpg", "text_vertical_words.png", "black_font_color_transparent.png", "issue_170.png"]
 VARIANTS: list[dict[str, Any]] = [{}, {"box_thresh": 0.3, "unclip_ratio": 2.0}, {"thresh": 0.2, "score_mode": "slow"}]

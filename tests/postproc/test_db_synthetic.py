@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from vkocr.postproc.db import db_boxes
 from tests.postproc.reference import iou, rapid_db, synthetic_map
+from vkocr.postproc.db import db_boxes
 
 cv2 = pytest.importorskip("cv2")
 # The port follows OpenCV 5 (RapidOCR's boxes depend on its minAreaRect); with another OpenCV, corners may

@@ -1,16 +1,14 @@
-"""Per-character boxes against RapidOCR's CalRecBoxes, and the perspective solver against OpenCV."""
+"""Per-character boxes against RapidOCR's CalRecBoxes."""
 
 from __future__ import annotations
 
 import copy
 
 import numpy as np
-import pytest
 from rapidocr_onnxruntime.cal_rec_boxes import CalRecBoxes
 from rapidocr_onnxruntime.ch_ppocr_rec.utils import CTCLabelDecode
 
 from vkocr.postproc.ctc import CtcText
-from vkocr.postproc.perspective import invert3, perspective_transform
 from vkocr.postproc.wordboxes import char_boxes, word_info
 
 CHARS = list("abcXYZ012-.") + list("中国人民小馆正品促销")
@@ -61,14 +59,3 @@ def test_matches_rapidocr_cal_rec_boxes(rng: np.random.Generator) -> None:
 def test_empty_line_has_no_boxes() -> None:
     box = np.array([[0, 0], [50, 0], [50, 10], [0, 10]], np.float32)
     assert char_boxes(CtcText("", 0.0, (), (), 40), box, 50, 10, 320 / 48) == []
-
-
-def test_perspective_matches_opencv(rng: np.random.Generator) -> None:
-    cv2 = pytest.importorskip("cv2")
-    for _ in range(500):
-        src = _quad(rng, vertical=rng.random() < 0.3)
-        w, h = int(np.linalg.norm(src[0] - src[1])), int(np.linalg.norm(src[0] - src[3]))
-        dst = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32)
-        m = cv2.getPerspectiveTransform(src, dst)
-        np.testing.assert_array_equal(perspective_transform(src, dst), m)
-        np.testing.assert_array_equal(invert3(m), cv2.invert(m)[1])

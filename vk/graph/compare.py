@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vkocr.engine.errors import VkocrError
+from vkocr.engine.errors import EngineError
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ def onnxruntime_values(model_path: str | Path, feeds: dict[str, np.ndarray], nam
         import onnx
         import onnxruntime as ort
     except ImportError as exc:
-        raise VkocrError("debug compare needs onnxruntime: pip install onnxruntime") from exc
+        raise EngineError("debug compare needs onnxruntime: pip install onnxruntime") from exc
     model = onnx.load(str(model_path))
     existing = {o.name for o in model.graph.output}
     for name in names:

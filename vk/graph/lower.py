@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.errors import KernelArgumentError, LoweringError
 from vkocr.engine.graph.ir import Node
-from vkocr.engine.graph.onnx_import import ModelError
 from vkocr.engine.graph.opset import (
     VIEW_OPS,
     conv_attrs,
@@ -48,10 +47,6 @@ from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
 
 ONNX_FLOAT = 1  # TensorProto.FLOAT: the only Cast target a plan runs (as a view)
-
-
-class LoweringError(ModelError):
-    """Raised when a node cannot run on Vulkan (unknown op, unsupported attribute or input); names node and op."""
 
 
 @dataclass(frozen=True)

@@ -16,18 +16,19 @@ from typing import TYPE_CHECKING, Self
 
 import numpy as np
 import onnx
-import structlog
 
+from vkocr.engine.errors import InputError, ModelError
 from vkocr.engine.graph import passes
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.lower import check_lowerable, device_constants, host_inputs
-from vkocr.engine.graph.onnx_import import ModelError, from_onnx
-from vkocr.engine.graph.plan import ConstantArena, InputError, NumpyPlan, Plan, StageHooks, check_float32
+from vkocr.engine.graph.onnx_import import from_onnx
+from vkocr.engine.graph.plan import ConstantArena, NumpyPlan, Plan, StageHooks, check_float32
+from vkocr.log import get_logger
 
 if TYPE_CHECKING:
     from vkocr.engine.device import Device
 
-log = structlog.get_logger("vkocr.engine.graph.model")
+log = get_logger(__name__)
 
 CPU_BACKEND = "cpu (numpy)"
 ONNX_FLOAT = 1

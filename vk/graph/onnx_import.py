@@ -10,13 +10,9 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from vkocr.engine.errors import VkocrError
+from vkocr.engine.errors import ModelError as ModelError  # re-exported: importable from here too
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.opset import OPS
-
-
-class ModelError(VkocrError):
-    """Raised when a model file cannot be read or uses operators vkocr does not implement."""
 
 
 def _attr(a: onnx.AttributeProto) -> Any:

@@ -7,156 +7,38 @@ A pattern pass is a rule `(graph, uses, node) -> bool` tried on every node; a ru
 copy in place and the sweep goes on with fresh use lists, until a whole sweep matches nothing. A fused node
 takes over the output name of the last node it replaces, so consumers and graph outputs keep their names and
 the node order stays topological. A value that is a graph output, or that anything outside the pattern reads,
-is never fused away (`Uses.private`, `Uses.sole_consumer`).
+is never fused away (`Uses.private`, `Uses.sole_consumer`). The machinery is in rewrite.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.opset import OPS, VIEW_OPS, clip_bounds, unary_params
+from vkocr.engine.graph.rewrite import (
+    Uses,
+    add_const,
+    constants_of,
+    drop_nodes,
+    is_scalar,
+    last_axis_vector,
+    need,
+    operands,
+    private_producer,
+    replace_node,
+    rewrite,
+    scalar_value,
+)
 from vkocr.engine.graph.specialize import Specialized
 
 CONV_OPS = ("Conv", "ConvTranspose")
 ACTIVATION_PRODUCERS = ("Conv", "ConvTranspose", "MatMul")
 FUSABLE_ACTIVATIONS = {"Relu": "relu", "Clip": "clip", "HardSigmoid": "hardsigmoid", "HardSwish": "hardswish",
                "Sigmoid": "sigmoid", "LeakyRelu": "leakyrelu"}  # ONNX op -> fused `activation` attribute
-
-
-# -- shared helpers ------------------------------------------------------------------------------------------
-
-
-class Uses:
-    """Who produces and who reads each value of a graph (a snapshot: rebuilt after every rewrite)."""
-
-    def __init__(self, graph: Graph) -> None:
-        self.producers = graph.producers()
-        self.consumers = graph.consumers()
-        self.outputs = set(graph.outputs)
-
-    def producer(self, name: str, *ops: str) -> Node | None:
-        """The node computing `name`, if it is one of `ops` (any op when none given)."""
-        node = self.producers.get(name)
-        return node if node is not None and (not ops or node.op in ops) else None
-
-    def private(self, name: str, *users: Node) -> bool:
-        """True when `name` is no graph output and every read of it is by one of `users`: fusing those nodes
-        cannot change anything else's input."""
-        reads = self.consumers.get(name, [])
-        return name not in self.outputs and bool(reads) and all(any(r is u for u in users) for r in reads)
-
-    def sole_consumer(self, name: str) -> Node | None:
-        """The one node reading `name` (exactly once), when `name` is private to it."""
-        reads = self.consumers.get(name, [])
-        return reads[0] if len(reads) == 1 and name not in self.outputs else None
-
-
-Rule = Callable[[Graph, Uses, Node], bool]
-T = TypeVar("T")
-
-
-class NoMatch(Exception):
-    """Raised by a matcher deep in a pattern; `_rewrite` treats it as the rule not matching."""
-
-
-def need(value: T | None) -> T:
-    """`value`, or NoMatch when it is None or False (lets matchers read as a straight line)."""
-    if value is None or value is False:
-        raise NoMatch
-    return value
-
-
-def _private_producer(uses: Uses, name: str, op: str, *users: Node) -> Node | None:
-    """The `op` node computing `name`, when only `users` read `name`."""
-    node = uses.producer(name, op)
-    return node if node is not None and uses.private(name, *users) else None
-
-
-def _try(rule: Rule, g: Graph, uses: Uses, node: Node) -> bool:
-    try:
-        return rule(g, uses, node)
-    except NoMatch:
-        return False
-
-
-def _rewrite(graph: Graph, rule: Rule) -> Graph:
-    """Apply `rule` to a copy of `graph` until it matches nowhere: sweeps in node order, looking at the node
-    in place again after a rewrite, until a sweep rewrites nothing."""
-    g = graph.copy()
-    changed = True
-    while changed:
-        changed, uses, i = False, Uses(g), 0
-        while i < len(g.nodes):
-            if _try(rule, g, uses, g.nodes[i]):
-                changed, uses = True, Uses(g)
-            else:
-                i += 1
-    return g
-
-
-def _drop(g: Graph, *nodes: Node) -> None:
-    g.nodes = [n for n in g.nodes if not any(n is d for d in nodes)]
-
-
-def _replace(g: Graph, old: Node, new: Node) -> None:
-    g.nodes = [new if n is old else n for n in g.nodes]
-
-
-def _fresh(g: Graph, base: str) -> str:
-    """A constant/value name not used anywhere in `g`."""
-    taken = set(g.constants) | set(g.inputs) | {v for n in g.nodes for v in (*n.inputs, *n.outputs)}
-    name, i = base, 0
-    while name in taken:
-        i += 1
-        name = f"{base}_{i}"
-    return name
-
-
-def _add_const(g: Graph, base: str, value: np.ndarray) -> str:
-    name = _fresh(g, base)
-    g.constants[name] = value
-    return name
-
-
-def _scalar(g: Graph, name: str) -> float | None:
-    """The value of a one-element constant (0-d or any shape of size 1)."""
-    value = g.constants.get(name)
-    return float(value.reshape(-1)[0]) if value is not None and value.size == 1 else None
-
-
-def _is_scalar(g: Graph, name: str, expected: float, rtol: float = 1e-6) -> bool:
-    value = _scalar(g, name)
-    return value is not None and abs(value - expected) <= rtol * abs(expected)
-
-
-def _operands(node: Node) -> list[tuple[str, str]]:
-    """Both orders of a commutative binary node's operands."""
-    a, b = node.inputs[:2]
-    return [(a, b), (b, a)]
-
-
-def _consts(g: Graph, node: Node) -> list[np.ndarray | None] | None:
-    """Values of a node's operands after the first; None when any present one is not a constant."""
-    rest = node.inputs[1:]
-    if any(name and name not in g.constants for name in rest):
-        return None
-    return [None, *(g.constants[name] if name else None for name in rest)]
-
-
-def _last_axis_vector(value: np.ndarray, n: int, max_rank: int) -> np.ndarray | None:
-    """`value` as an (n,) vector when it broadcasts along the last axis only (shape (n,), (1, ..., n) or one
-    element) without raising the rank beyond `max_rank`; None otherwise."""
-    if value.ndim > max_rank:
-        return None
-    if value.size == 1:
-        return np.full((n,), value.reshape(-1)[0], dtype=value.dtype)
-    if value.shape[-1] != n or value.size != n:
-        return None
-    return value.reshape(n)
 
 
 # -- constant folding ----------------------------------------------------------------------------------------
@@ -228,11 +110,11 @@ def _fold_into_conv(g: Graph, conv: Node, scale: np.ndarray, shift: np.ndarray, 
     bias_name = conv.inputs[2] if len(conv.inputs) > 2 else ""
     bias = g.constants[bias_name].astype(np.float64) if bias_name else np.zeros(cout)
     dtype = g.constants[conv.inputs[1]].dtype
-    w_name = _add_const(g, f"{conv.name}.w_folded", w.astype(dtype))
-    b_name = _add_const(g, f"{conv.name}.b_folded", (bias * scale + shift).astype(dtype))
+    w_name = add_const(g, f"{conv.name}.w_folded", w.astype(dtype))
+    b_name = add_const(g, f"{conv.name}.b_folded", (bias * scale + shift).astype(dtype))
     conv.inputs = [conv.inputs[0], w_name, b_name]
     conv.outputs = [folded.outputs[0]]
-    _drop(g, folded)
+    drop_nodes(g, folded)
 
 
 def _fold_batchnorm_rule(g: Graph, uses: Uses, node: Node) -> bool:
@@ -254,13 +136,13 @@ def fold_batchnorm(graph: Graph) -> Graph:
     """BatchNormalization (inference mode, constant statistics) right after a Conv/ConvTranspose that nothing
     else reads → folded into the conv's weights and bias: one pass over the data instead of two. A
     BatchNormalization of anything else stays."""
-    return _rewrite(graph, _fold_batchnorm_rule)
+    return rewrite(graph, _fold_batchnorm_rule)
 
 
 def _fold_affine_rule(g: Graph, uses: Uses, node: Node) -> bool:
     if node.op not in ("Mul", "Add") or len(node.inputs) != 2:
         return False
-    for data, const in _operands(node):
+    for data, const in operands(node):
         conv = _foldable_conv(g, uses, data)
         if conv is None or const not in g.constants:
             continue
@@ -281,7 +163,7 @@ def fold_conv_affine(graph: Graph) -> Graph:
     a learnable scale and offset after every conv, cls adds conv biases with a separate Add, and det adds
     ConvTranspose biases that way before a BatchNormalization; folding them lets that BatchNormalization and
     the activation after it fuse too."""
-    return _rewrite(graph, _fold_affine_rule)
+    return rewrite(graph, _fold_affine_rule)
 
 
 # -- HardSwish -----------------------------------------------------------------------------------------------
@@ -291,10 +173,10 @@ def _divided_by_6(g: Graph, node: Node | None) -> str | None:
     """The operand `v` when `node` is Div(v, 6), Mul(v, 1/6) or Mul(1/6, v) (constants of one element)."""
     if node is None or len(node.inputs) != 2:
         return None
-    if node.op == "Div" and _is_scalar(g, node.inputs[1], 6.0):
+    if node.op == "Div" and is_scalar(g, node.inputs[1], 6.0):
         return node.inputs[0]
     if node.op == "Mul":
-        return next((v for v, c in _operands(node) if _is_scalar(g, c, 1 / 6)), None)
+        return next((v for v, c in operands(node) if is_scalar(g, c, 1 / 6)), None)
     return None
 
 
@@ -304,13 +186,13 @@ def _relu6_shifted(g: Graph, uses: Uses, name: str, user: Node) -> tuple[str, li
     clip = uses.producer(name, "Clip")
     if clip is None or not uses.private(name, user):
         return None
-    consts = _consts(g, clip)
+    consts = constants_of(g, clip)
     if consts is None or clip_bounds(clip, consts) != (0.0, 6.0):
         return None
     add = uses.producer(clip.inputs[0], "Add")
     if add is None or not uses.private(clip.inputs[0], clip):
         return None
-    x = next((x for x, c in _operands(add) if _is_scalar(g, c, 3.0)), None)
+    x = next((x for x, c in operands(add) if is_scalar(g, c, 3.0)), None)
     return (x, [add, clip]) if x is not None else None
 
 
@@ -319,8 +201,8 @@ def _hardswish_rule(g: Graph, uses: Uses, node: Node) -> bool:
     if matched is None:
         return False
     x, alpha, beta, inner = matched
-    _drop(g, *inner)
-    _replace(g, node, Node("HardSwish", node.name, [x], [node.outputs[0]], {"alpha": alpha, "beta": beta}))
+    drop_nodes(g, *inner)
+    replace_node(g, node, Node("HardSwish", node.name, [x], [node.outputs[0]], {"alpha": alpha, "beta": beta}))
     return True
 
 
@@ -329,7 +211,7 @@ def _match_hardswish(g: Graph, uses: Uses, node: Node) -> tuple[str, float, floa
     if node.op not in ("Mul", "Div") or len(node.inputs) != 2:
         return None
     if node.op == "Mul":
-        for x, other in _operands(node):
+        for x, other in operands(node):
             hs = uses.producer(other, "HardSigmoid")  # x * HardSigmoid(x)
             if hs is not None and hs.inputs[0] == x and uses.private(other, node):
                 _, alpha, beta = unary_params(hs, [None])
@@ -345,7 +227,7 @@ def _match_hardswish(g: Graph, uses: Uses, node: Node) -> tuple[str, float, floa
     mul = uses.producer(product, "Mul") if product is not None else None
     if mul is None or product is None or not uses.private(product, node):
         return None
-    for x, other in _operands(mul):
+    for x, other in operands(mul):
         relu6 = _relu6_shifted(g, uses, other, mul)
         if relu6 is not None and relu6[0] == x:
             return x, 1 / 6, 0.5, [mul, *relu6[1]]
@@ -357,7 +239,7 @@ def fuse_hardswish(graph: Graph) -> Graph:
     multiplied by 1/6, inside or outside the product; constants 0-d or one element) → one HardSwish node: four
     or five passes over the data become one, and a conv before it can then fuse it (run before
     fuse_activations)."""
-    return _rewrite(graph, _hardswish_rule)
+    return rewrite(graph, _hardswish_rule)
 
 
 # -- LayerNorm -----------------------------------------------------------------------------------------------
@@ -373,7 +255,7 @@ def _const_operand(g: Graph, node: Node | None, op: str) -> tuple[str, str] | No
     """(data operand, constant operand) of a binary `op` node with one constant operand, either order."""
     if node is None or node.op != op or len(node.inputs) != 2:
         return None
-    return next(((d, c) for d, c in _operands(node) if c in g.constants and d not in g.constants), None)
+    return next(((d, c) for d, c in operands(node) if c in g.constants and d not in g.constants), None)
 
 
 def _match_layernorm(g: Graph, uses: Uses, node: Node) -> tuple[str, str, str, float, list[Node]]:
@@ -381,20 +263,20 @@ def _match_layernorm(g: Graph, uses: Uses, node: Node) -> tuple[str, str, str, f
     ((x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps)) * gamma + beta, means over the last axis;
     raises NoMatch otherwise."""
     scaled, beta = need(_const_operand(g, node, "Add"))
-    mul = need(_private_producer(uses, scaled, "Mul", node))
+    mul = need(private_producer(uses, scaled, "Mul", node))
     normed, gamma = need(_const_operand(g, mul, "Mul"))
-    div = need(_private_producer(uses, normed, "Div", mul))
+    div = need(private_producer(uses, normed, "Div", mul))
     d, std = div.inputs
-    sqrt = need(_private_producer(uses, std, "Sqrt", div))
-    add_eps = need(_private_producer(uses, sqrt.inputs[0], "Add", sqrt))
+    sqrt = need(private_producer(uses, std, "Sqrt", div))
+    add_eps = need(private_producer(uses, sqrt.inputs[0], "Add", sqrt))
     var_name, eps_name = need(_const_operand(g, add_eps, "Add"))
-    eps = need(_scalar(g, eps_name))
-    var = need(_private_producer(uses, var_name, "ReduceMean", add_eps))
-    sq = need(_private_producer(uses, var.inputs[0], "Pow", var))
-    sub = need(_private_producer(uses, d, "Sub", sq, div))
+    eps = need(scalar_value(g, eps_name))
+    var = need(private_producer(uses, var_name, "ReduceMean", add_eps))
+    sq = need(private_producer(uses, var.inputs[0], "Pow", var))
+    sub = need(private_producer(uses, d, "Sub", sq, div))
     x, mean_name = sub.inputs
-    mean = need(_private_producer(uses, mean_name, "ReduceMean", sub))
-    need(sq.inputs[0] == d and _is_scalar(g, sq.inputs[1], 2.0) and mean.inputs[0] == x)
+    mean = need(private_producer(uses, mean_name, "ReduceMean", sub))
+    need(sq.inputs[0] == d and is_scalar(g, sq.inputs[1], 2.0) and mean.inputs[0] == x)
     need(_reduces_last_axis(mean) and _reduces_last_axis(var))
     return x, gamma, beta, eps, [mean, sub, sq, var, add_eps, sqrt, div, mul]
 
@@ -403,13 +285,13 @@ def _layernorm_rule(g: Graph, uses: Uses, node: Node) -> bool:
     if node.op != "Add":
         return False
     x, gamma, beta, eps, chain = _match_layernorm(g, uses, node)
-    vectors = [need(_last_axis_vector(v, v.shape[-1] if v.ndim else 1, max_rank=v.ndim))
+    vectors = [need(last_axis_vector(v, v.shape[-1] if v.ndim else 1, max_rank=v.ndim))
                for v in (g.constants[gamma], g.constants[beta])]
-    params = [name if g.constants[name].ndim == 1 else _add_const(g, f"{node.name}.{name}_vec", vec)
+    params = [name if g.constants[name].ndim == 1 else add_const(g, f"{node.name}.{name}_vec", vec)
               for name, vec in zip((gamma, beta), vectors)]
-    _drop(g, *chain)
+    drop_nodes(g, *chain)
     fused = Node("LayerNorm", node.name, [x, *params], [node.outputs[0]], {"axis": -1, "epsilon": eps})
-    _replace(g, node, fused)
+    replace_node(g, node, fused)
     return True
 
 
@@ -417,7 +299,7 @@ def fuse_layernorm(graph: Graph) -> Graph:
     """The decomposed layer norm Paddle2ONNX exports (ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div,
     Mul gamma, Add beta; means over the last axis, gamma/beta constants broadcasting along it) → one LayerNorm
     node with inputs [x, gamma, beta]: nine passes over the data become one."""
-    return _rewrite(graph, _layernorm_rule)
+    return rewrite(graph, _layernorm_rule)
 
 
 # -- MatMul bias ---------------------------------------------------------------------------------------------
@@ -426,7 +308,7 @@ def fuse_layernorm(graph: Graph) -> Graph:
 def _matmul_bias_rule(g: Graph, uses: Uses, node: Node) -> bool:
     if node.op != "Add" or len(node.inputs) != 2:
         return False
-    for data, const in _operands(node):
+    for data, const in operands(node):
         mm = uses.producer(data, "MatMul")
         if mm is None or const not in g.constants or len(mm.inputs) != 2 or mm.inputs[1] not in g.constants:
             continue
@@ -435,13 +317,13 @@ def _matmul_bias_rule(g: Graph, uses: Uses, node: Node) -> bool:
         w = g.constants[mm.inputs[1]]
         if w.ndim < 2:
             continue
-        bias = _last_axis_vector(g.constants[const], int(w.shape[-1]), max_rank=w.ndim)
+        bias = last_axis_vector(g.constants[const], int(w.shape[-1]), max_rank=w.ndim)
         if bias is None:
             continue
-        b_name = const if g.constants[const].shape == bias.shape else _add_const(g, f"{mm.name}.bias", bias)
+        b_name = const if g.constants[const].shape == bias.shape else add_const(g, f"{mm.name}.bias", bias)
         mm.inputs = [*mm.inputs, b_name]
         mm.outputs = [node.outputs[0]]
-        _drop(g, node)
+        drop_nodes(g, node)
         return True
     return False
 
@@ -450,7 +332,7 @@ def fuse_matmul_bias(graph: Graph) -> Graph:
     """MatMul(x, constant W) then Add of a constant broadcasting along the last axis only → MatMul with the
     bias as a third input (shape (N,)), so the bias add happens in the matmul's epilogue (and an activation
     after it can fuse next). The bias may not raise the rank beyond W's (x is taken to have rank >= 2)."""
-    return _rewrite(graph, _matmul_bias_rule)
+    return rewrite(graph, _matmul_bias_rule)
 
 
 # -- activations ---------------------------------------------------------------------------------------------
@@ -460,7 +342,7 @@ def _activation_rule(g: Graph, uses: Uses, node: Node) -> bool:
     if node.op not in FUSABLE_ACTIVATIONS:
         return False
     producer = uses.producer(node.inputs[0], *ACTIVATION_PRODUCERS)
-    consts = _consts(g, node)
+    consts = constants_of(g, node)
     if producer is None or consts is None or producer.attrs.get("activation", "none") != "none":
         return False
     if uses.sole_consumer(node.inputs[0]) is not node:
@@ -468,7 +350,7 @@ def _activation_rule(g: Graph, uses: Uses, node: Node) -> bool:
     _, alpha, beta = unary_params(node, consts)
     producer.attrs.update(activation=FUSABLE_ACTIVATIONS[node.op], act_alpha=alpha, act_beta=beta)
     producer.outputs = [node.outputs[0]]
-    _drop(g, node)
+    drop_nodes(g, node)
     return True
 
 
@@ -477,7 +359,7 @@ def fuse_activations(graph: Graph) -> Graph:
     MatMul output that nothing else reads → the producer's `activation`/`act_alpha`/`act_beta` attributes
     (clip: min/max; hardsigmoid/hardswish: ONNX alpha/beta; leakyrelu: alpha), applied in its epilogue: one
     fewer pass over the data. At most one activation per producer."""
-    return _rewrite(graph, _activation_rule)
+    return rewrite(graph, _activation_rule)
 
 
 # -- dead code, views ----------------------------------------------------------------------------------------

@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
-import structlog
 
-from vkocr.engine.errors import KernelArgumentError, VkocrError
+from vkocr.engine.errors import EngineError, LoweringError
+from vkocr.engine.errors import InputError as InputError  # re-exported: importable from here too
 from vkocr.engine.graph import passes
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.lower import (
-    LoweringError,
     NodeConstants,
     check_lowerable,
     derived_key,
@@ -37,19 +36,15 @@ from vkocr.engine.memory import Allocation, BufferView
 from vkocr.engine.pipeline import Pipeline
 from vkocr.engine.recorder import Recorder, Timing
 from vkocr.engine.tensor import Tensor
+from vkocr.log import get_logger
 
 if TYPE_CHECKING:
     from vkocr.engine.device import Device
 
-log = structlog.get_logger("vkocr.engine.graph.plan")
+log = get_logger(__name__)
 
 FLOAT32 = np.dtype(np.float32)
 DEFAULT_TIMEOUT_S = 300.0  # a det plan on a CPU driver (lavapipe) takes tens of seconds
-
-
-class InputError(KernelArgumentError):
-    """Raised when an input has the wrong rank, a wrong fixed dimension (channels) or a dtype other than
-    float32; checked before any GPU work."""
 
 
 def check_float32(x: Any, what: str) -> np.ndarray:
@@ -63,16 +58,16 @@ def check_float32(x: Any, what: str) -> np.ndarray:
 
 def check_input_array(x: Any, shape: tuple[int, ...], what: str) -> np.ndarray:
     """`x` itself when it is a float32 array of exactly `shape`; InputError otherwise."""
-    x = check_float32(x, what)
-    if tuple(x.shape) != tuple(shape):
-        raise InputError(f"{what}: expected shape {tuple(shape)}, got {tuple(x.shape)}")
-    return x
+    arr = check_float32(x, what)
+    if tuple(arr.shape) != tuple(shape):
+        raise InputError(f"{what}: expected shape {tuple(shape)}, got {tuple(arr.shape)}")
+    return arr
 
 
 def specialize_for(graph: Graph, input_shape: tuple[int, ...]) -> Specialized:
     """Shapes for this input, shape subgraphs folded, then the per-shape passes."""
     if len(graph.inputs) != 1:
-        raise VkocrError(f"plans take one graph input, {graph.name} has {graph.inputs}")
+        raise EngineError(f"plans take one graph input, {graph.name} has {graph.inputs}")
     return passes.finalize(specialize(graph, {graph.inputs[0]: tuple(int(d) for d in input_shape)}))
 
 
@@ -350,7 +345,7 @@ class Plan:
     def fill_arena(self, value: float) -> None:
         """Set every activation byte to `value` (tests poison with NaN, so an element no kernel writes shows)."""
         if self._arena is None:
-            raise VkocrError("plan is closed")
+            raise EngineError("plan is closed")
         words = Tensor(self._arena, (self.arena_bytes // FLOAT32.itemsize,), FLOAT32)
         self.device.write(words, np.full(words.shape, value, np.float32))
 
@@ -373,7 +368,7 @@ class Plan:
         views of the mapping instead, valid until this plan runs again (a caller that reads a few rows of a
         large map saves copying all of it)."""
         if self._recorder is None:
-            raise VkocrError("plan is closed")
+            raise EngineError("plan is closed")
         self._replay(self._recorder, x, timeout_s)
         results = {}
         for name, (alloc, host) in self._readback.items():
@@ -389,11 +384,11 @@ class Plan:
     def profile(self, x: np.ndarray | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> PlanProfile:
         """Per-node GPU time for input `x`, from a second, timestamped recording (made on first use)."""
         if self._recorder is None:
-            raise VkocrError("plan is closed")
+            raise EngineError("plan is closed")
         if self._profiler is None:
             self._profiler, _ = self._record(profile=True)
         if not self._profiler.profile:
-            raise VkocrError(f"{self.device.info.name} has no timestamp queries on its compute queue")
+            raise EngineError(f"{self.device.info.name} has no timestamp queries on its compute queue")
         self._replay(self._profiler, x, timeout_s)
         timings = self._profiler.timings()
         (_, n_input), node_spans = self._spans[0], self._spans[1:]

@@ -11,12 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vkocr.engine.errors import ShapeError
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.opset import OPS, Shape
-
-
-class ShapeError(ValueError):
-    """Raised when a node cannot take the shapes it is given (the message names the node)."""
 
 
 @dataclass

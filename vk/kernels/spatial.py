@@ -14,7 +14,7 @@ def pair(values: Sequence[int], what: str, minimum: int = 1) -> tuple[int, int]:
     vals = tuple(int(v) for v in values)
     if len(vals) != 2 or any(v < minimum for v in vals):
         raise KernelArgumentError(f"{what} must be two integers ≥ {minimum}, got {tuple(values)}")
-    return vals  # type: ignore[return-value]
+    return vals
 
 
 def four_pads(pads: Sequence[int]) -> tuple[int, int, int, int]:
@@ -23,7 +23,7 @@ def four_pads(pads: Sequence[int]) -> tuple[int, int, int, int]:
     if len(vals) != 4 or any(v < 0 for v in vals):
         raise KernelArgumentError(f"pads must be four integers ≥ 0 (top, left, bottom, right), "
                                   f"got {tuple(pads)}")
-    return vals  # type: ignore[return-value]
+    return vals
 
 
 def require_nchw(t: Tensor, what: str) -> tuple[int, int, int, int]:

@@ -14,13 +14,13 @@ ACTIVATIONS: tuple[str, ...] = ("none", "relu", "clip", "hardsigmoid", "hardswis
 def sigmoid(x: np.ndarray) -> np.ndarray:
     """Overflow-free logistic function 1 / (1 + exp(-x))."""
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
 
 
 def hardsigmoid(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
     """ONNX HardSigmoid: max(0, min(1, alpha * x + beta))."""
     dt = x.dtype.type
-    return np.clip(dt(alpha) * x + dt(beta), dt(0), dt(1))
+    return np.clip(dt(alpha) * x + dt(beta), dt(0), dt(1))  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
 
 
 def apply_activation(x: np.ndarray, kind: str, alpha: float = 0.0, beta: float = 0.0) -> np.ndarray:
@@ -36,13 +36,13 @@ def apply_activation(x: np.ndarray, kind: str, alpha: float = 0.0, beta: float =
     if kind == "none":
         return x
     if kind == "relu":
-        return np.maximum(x, dt(0))
+        return np.maximum(x, dt(0))  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
     if kind == "clip":
-        return np.minimum(np.maximum(x, dt(alpha)), dt(beta))
+        return np.minimum(np.maximum(x, dt(alpha)), dt(beta))  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
     if kind == "hardsigmoid":
         return hardsigmoid(x, alpha, beta)
     if kind == "hardswish":
-        return x * hardsigmoid(x, alpha, beta)
+        return x * hardsigmoid(x, alpha, beta)  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
     if kind == "sigmoid":
         return sigmoid(x)
     if kind == "leakyrelu":

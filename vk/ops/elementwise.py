@@ -33,18 +33,18 @@ def binary(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a, b = np.asarray(a), np.asarray(b)
     broadcast_shape(a.shape, b.shape)
     if op == "add":
-        return np.add(a, b)
+        return np.add(a, b)  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
     if op == "sub":
-        return np.subtract(a, b)
+        return np.subtract(a, b)  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
     if op == "mul":
-        return np.multiply(a, b)
+        return np.multiply(a, b)  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
     if op == "div":
         if np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer):
-            q = np.floor_divide(a, b)
-            return q + ((q * b != a) & ((a < 0) != (b < 0)))  # C-style truncation toward zero
-        return np.divide(a, b)
+            q = np.floor_divide(a, b)  # then C-style truncation toward zero:
+            return q + ((q * b != a) & ((a < 0) != (b < 0)))  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
+        return np.divide(a, b)  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
     if op == "pow":
-        return np.power(a, b).astype(a.dtype, copy=False)
+        return np.power(a, b).astype(a.dtype, copy=False)  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
     raise ValueError(f"unknown binary op {op!r}; expected one of {BINARY_OPS}")
 
 
@@ -64,7 +64,7 @@ def erf(x: np.ndarray) -> np.ndarray:
               1.00002368, -1.26551223):
         poly = c + t * poly
     tail = 1 - t * np.exp(-z * z + poly)
-    return (np.sign(x) * np.where(z < 1, series, tail)).astype(x.dtype, copy=False)
+    return (np.sign(x) * np.where(z < 1, series, tail)).astype(x.dtype, copy=False)  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
 
 
 def unary(op: str, x: np.ndarray, alpha: float = 0.0, beta: float = 0.0) -> np.ndarray:
@@ -75,8 +75,9 @@ def unary(op: str, x: np.ndarray, alpha: float = 0.0, beta: float = 0.0) -> np.n
     x = np.asarray(x)
     if op in _ACT_UNARY:
         return apply_activation(x, op, alpha, beta)
-    fns: dict[str, Callable[[np.ndarray], np.ndarray]] = {"sqrt": np.sqrt, "exp": np.exp, "tanh": np.tanh, "neg": np.negative, "abs": np.abs,
-           "reciprocal": np.reciprocal, "erf": erf}
+    fns: dict[str, Callable[[np.ndarray], np.ndarray]] = {"sqrt": np.sqrt, "exp": np.exp, "tanh": np.tanh,
+                                                          "neg": np.negative, "abs": np.abs,
+                                                          "reciprocal": np.reciprocal, "erf": erf}
     if op not in fns:
         raise ValueError(f"unknown unary op {op!r}; expected one of {UNARY_OPS}")
     return fns[op](x)

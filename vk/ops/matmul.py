@@ -9,7 +9,7 @@ from .activation import apply_activation
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """ONNX MatMul = numpy.matmul: batch dims broadcast, 1-D operands are promoted then squeezed."""
-    return np.matmul(a, b)
+    return np.matmul(a, b)  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
 
 
 def gemm(

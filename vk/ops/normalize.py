@@ -10,7 +10,7 @@ import numpy as np
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """Softmax-13 along one axis: exp(x - max) / sum(exp(x - max))."""
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-    return e / np.sum(e, axis=axis, keepdims=True)
+    return e / np.sum(e, axis=axis, keepdims=True)  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
 
 
 def layer_norm(
@@ -28,10 +28,10 @@ def layer_norm(
     d = x - np.mean(x, axis=axes, keepdims=True)
     var = np.mean(d * d, axis=axes, keepdims=True)
     y = d / np.sqrt(var + dt(epsilon)) * scale
-    return y if bias is None else y + bias
+    return y if bias is None else y + bias  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
 
 
 def reduce_mean(x: np.ndarray, axes: Sequence[int] | None = None, keepdims: bool = True) -> np.ndarray:
     """ReduceMean-13: arithmetic mean over ``axes`` (None or empty = all axes)."""
     ax = None if not axes else tuple(int(a) for a in axes)
-    return np.mean(x, axis=ax, keepdims=keepdims, dtype=x.dtype)
+    return np.mean(x, axis=ax, keepdims=keepdims, dtype=x.dtype)  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands

@@ -74,4 +74,5 @@ def average_pool2d(x: np.ndarray, *, kernel: Sequence[int], strides: Sequence[in
 
 def global_average_pool(x: np.ndarray) -> np.ndarray:
     """ONNX GlobalAveragePool: mean over all spatial axes (2..), keeping them as size 1."""
-    return np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True, dtype=x.dtype)
+    return np.mean(  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
+        x, axis=tuple(range(2, x.ndim)), keepdims=True, dtype=x.dtype)

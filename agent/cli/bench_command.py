@@ -1,0 +1,114 @@
+"""`vkocr bench kernels|models|pipeline|agent`: the benchmarks (run on the machine you want numbers for)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from vkocr.agent.cli.device_option import add_device_option
+
+
+def cmd_bench_kernels(args: argparse.Namespace) -> int:
+    from vkocr.engine.bench import format_results, run_kernel_bench
+
+    results = run_kernel_bench(args.device, repeats=args.repeats, only=args.only, progress=not args.json)
+    print(json.dumps(results, indent=2) if args.json else format_results(results))
+    return 0
+
+
+def cmd_bench_models(args: argparse.Namespace) -> int:
+    from vkocr.agent.cli.bench_models import format_model_results, run_model_bench
+
+    results = run_model_bench(args.device, runs=args.runs, peers_dir=args.peers, only=args.only,
+                              progress=not args.json)
+    print(json.dumps(results, indent=2) if args.json else format_model_results(results))
+    return 0
+
+
+def cmd_bench_pipeline(args: argparse.Namespace) -> int:
+    from vkocr.agent.cli.bench_pipeline import format_pipeline_results, run_pipeline_bench
+
+    results = run_pipeline_bench(args.device, args.images, pages=args.pages, runs=args.runs,
+                                 progress=not args.json)
+    print(json.dumps(results, indent=2, ensure_ascii=False) if args.json else format_pipeline_results(results))
+    return 0
+
+
+def cmd_bench_agent(args: argparse.Namespace) -> int:
+    from vkocr.agent.cli.bench_agent import format_agent_results, load_images, run_agent_bench
+
+    options = {**({"use_det": False} if args.no_det else {}), **({"use_cls": False} if args.no_cls else {})}
+    results = run_agent_bench(args.device, load_images(args.images, args.pages), clients=args.clients,
+                              requests=args.requests, request_options=options)
+    print(json.dumps(results, indent=2, ensure_ascii=False) if args.json else format_agent_results(results))
+    return 0
+
+
+def add_bench_parser(sub: Any) -> None:
+    bench = sub.add_parser("bench", help="benchmarks (run on the machine you want numbers for)")
+    bench_sub = bench.add_subparsers(dest="bench_command", metavar="WHAT", required=True)
+    kernels = bench_sub.add_parser(
+        "kernels",
+        help="time GEMM, convolutions and elementwise kernels against a device copy",
+        description="Time the core kernels with GPU timestamps (min and median after warm-up) and report "
+        "TFLOP/s or GB/s against the ceilings measured in the same run (a large device copy for bandwidth, "
+        "our best GEMM for arithmetic). Numbers from lavapipe (a CPU driver) are not speed claims.",
+    )
+    kernels.add_argument("--repeats", type=int, default=20, help="timed repetitions per kernel (default 20)")
+    kernels.add_argument("--only", action="append", metavar="NAME", help="run only this case (repeatable)")
+    kernels.add_argument("--json", action="store_true", help="print results as JSON")
+    add_device_option(kernels)
+    kernels.set_defaults(func=cmd_bench_kernels)
+    models = bench_sub.add_parser(
+        "models",
+        help="time det/cls/rec: ours, onnxruntime (CPU) and ncnn (Vulkan) in one run",
+        description="Wall time numpy in -> numpy out (min and median after warm-up) of the PP-OCR models at "
+        "det 1x3x736x736 and 1x3x544x960, rec 1x3x48x320 and 16x3x48x320, cls 16x3x48x192: ours (with GPU, "
+        "upload and readback time from timestamps, and the dispatch count), onnxruntime on the CPU and ncnn "
+        "on Vulkan, where installed.",
+    )
+    models.add_argument("--runs", type=int, default=20, help="timed runs per case (default 20)")
+    models.add_argument("--only", action="append", choices=["det", "cls", "rec"], help="only this model")
+    models.add_argument("--peers", type=Path, default=None, metavar="DIR",
+                        help="folder with the ncnn models (default $VKOCR_SHARED/peers/ncnn-ppocrv4, VKOCR_SHARED "
+                        "defaulting to ../shared)")
+    models.add_argument("--json", action="store_true", help="print results as JSON")
+    add_device_option(models)
+    models.set_defaults(func=cmd_bench_models)
+    pipeline = bench_sub.add_parser(
+        "pipeline",
+        help="the whole OCR pipeline per image: ours against RapidOCR 1.4.4 (CPU) in one run",
+        description="Median and p99 wall time per image of the whole pipeline (decode to result), our "
+        "per-stage breakdown and the Python time outside GPU waits, against RapidOCR 1.4.4 on the CPU when "
+        "installed; on the given images plus rendered document pages.",
+    )
+    pipeline.add_argument("images", nargs="*", metavar="IMAGE")
+    pipeline.add_argument("--pages", type=int, default=4, help="rendered A4 pages to add (default 4)")
+    pipeline.add_argument("--runs", type=int, default=10, help="timed runs per image (default 10)")
+    pipeline.add_argument("--json", action="store_true", help="print results as JSON")
+    add_device_option(pipeline, cpu=True)
+    pipeline.set_defaults(func=cmd_bench_pipeline)
+    from vkocr.agent.cli.bench_agent import DEFAULT_CLIENTS, parse_clients
+
+    agent_bench = bench_sub.add_parser(
+        "agent",
+        help="the gRPC agent over loopback: images/s and p50/p99 at 1, 4, 16 clients; what the overlap buys",
+        description="Start an agent in this process on a loopback port and send it unary Recognize calls "
+        "from N concurrent clients (one channel each), after one warm-up pass over every image: throughput "
+        "and the clients' p50/p99 latency per client count. Then the same with a plugin chain configured "
+        "(regex_fields, merge_lines), server.overlap on and off. Default images: RapidOCR's compat images.",
+    )
+    agent_bench.add_argument("images", nargs="*", metavar="IMAGE")
+    agent_bench.add_argument("--pages", type=int, default=0, help="rendered A4 pages to add (default 0)")
+    agent_bench.add_argument("--clients", type=parse_clients, default=DEFAULT_CLIENTS, metavar="N,N,…",
+                             help="concurrent client counts (default 1,4,16)")
+    agent_bench.add_argument("--requests", type=int, default=64,
+                             help="calls per client count, at least one per client (default 64)")
+    agent_bench.add_argument("--no-det", action="store_true",
+                             help="no detection: the whole image is one line")
+    agent_bench.add_argument("--no-cls", action="store_true", help="no direction classification")
+    agent_bench.add_argument("--json", action="store_true", help="print results as JSON")
+    add_device_option(agent_bench, cpu=True)
+    agent_bench.set_defaults(func=cmd_bench_agent)

@@ -1,0 +1,90 @@
+"""`vkocr.OCR`: the local OCR API, RapidOCR-style — open an engine on a device, read images, get lines.
+
+A thin class over OcrPipeline (agent/ocr/pipeline.py): options are OcrOptions' fields (agent/ocr/options.py),
+results are postproc/result.py's OcrResult/OcrLine/CharBox.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Self
+
+from vkocr.agent.ocr.images import ChannelOrder, ImageSource, decode_image
+from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.postproc.result import OcrResult
+
+
+class OCR:
+    """One OCR engine: PP-OCR's detection, direction classification and recognition models (RapidOCR 1.4.4's
+    defaults) on one Vulkan device. Not thread-safe; ``close()`` (or the ``with`` block) frees the device.
+
+    ``device``: None for VKOCR_DEVICE, else the best ranked Vulkan device; an index, UUID or part of the name
+    (e.g. "llvmpipe"); or "cpu" for the NumPy fallback. ``models``: the folder with the default model files
+    (default: VKOCR_MODELS, else ~/.local/share/vkocr/models). ``options``: OcrOptions fields for every read
+    (``text_score=0.6``, ``use_cls=False``, ``return_word_box=True``, …).
+
+    Raises vkocr.engine.errors.VulkanUnavailable / DeviceNotFound when there is no such device,
+    vkocr.agent.errors.OptionsError for an unknown option or a bad value, FileNotFoundError when a model file
+    is missing.
+    """
+
+    def __init__(self, device: str | None = None, *, models: str | os.PathLike[str] | None = None,
+                 **options: Any) -> None:
+        settings = OcrOptions().replace(**options)
+        self._pipeline: OcrPipeline | None = OcrPipeline.open(
+            device, options=settings, model_dir=Path(models) if models is not None else None)
+
+    @property
+    def pipeline(self) -> OcrPipeline:
+        """The pipeline underneath (ValueError once closed)."""
+        if self._pipeline is None:
+            raise ValueError("this OCR engine is closed")
+        return self._pipeline
+
+    @property
+    def device_name(self) -> str:
+        """The Vulkan device's name, or "cpu"."""
+        return self.pipeline.device_name
+
+    @property
+    def options(self) -> OcrOptions:
+        """The options every read starts from."""
+        return self.pipeline.options
+
+    def read(self, image: ImageSource, *, channel_order: ChannelOrder = "rgb", **options: Any) -> OcrResult:
+        """The lines of one image: a path, encoded bytes (JPEG, PNG, BMP, TIFF, WebP, GIF, PNM), a Pillow
+        image, or an H×W×3 uint8 array — RGB, or ``channel_order="bgr"`` for OpenCV's (RapidOCR takes every
+        3-channel array as BGR). ``options``: OcrOptions fields changed for this call.
+
+        Returns an OcrResult: ``.lines`` (OcrLine: ``text``, ``score``, ``box`` 4×2 clockwise from the
+        top-left, ``angle`` 0 or 180, ``chars`` with ``return_word_box=True``), ``.timings_ms`` per stage,
+        ``.fields`` and ``.errors`` from plugins. Raises vkocr.agent.errors.ImageError for an unreadable image
+        and OptionsError for a bad option."""
+        pipeline = self.pipeline
+        if channel_order == "rgb":
+            return pipeline(image, **options)
+        opts = pipeline.options.replace(**options) if options else pipeline.options
+        chain = pipeline.chain_for(opts)
+        pixels = decode_image(image, max_pixels=opts.max_pixels, channel_order=channel_order,
+                              apply_exif=opts.apply_exif, copy=False)
+        return pipeline.finish(pipeline.recognize(pixels, opts, decoded=True), chain)
+
+    __call__ = read
+
+    def close(self) -> None:
+        """Free the models and the device; closing twice is a no-op."""
+        pipeline, self._pipeline = self._pipeline, None
+        if pipeline is not None:
+            pipeline.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = self._pipeline.device_name if self._pipeline is not None else "closed"
+        return f"<vkocr.OCR on {where}>"
