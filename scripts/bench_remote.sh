@@ -2,10 +2,14 @@
 # Run the benchmarks (and the tests, with validation) on a machine that has a GPU driver but no Vulkan loader
 # and no package registry, such as the GPU benchmark machine. Bring, from a Debian machine:
 #   .gl/     apt-get download libvulkan1 libglvnd0 libegl1 libgl1 libglx0 libopengl0 libgles2 vulkan-validationlayers
-#   .whl/    pip download --no-deps --only-binary=:all: --python-version 3.12 ... vulkan cffi pycparser structlog ncnn
-#   models/  the default models (./run.sh puts them there)
+#   .whl/    vkocr's own wheel (.venv/bin/pip wheel --no-deps -w .whl .) and
+#            pip download --no-deps --only-binary=:all: --python-version 3.12 ... vulkan cffi pycparser structlog
+#            pyclipper shapely rapidocr-onnxruntime==1.4.4 pyyaml six ncnn (the default models come from the
+#            rapidocr-onnxruntime wheel: its files are the ones the set-up checks by sha256)
 #   .peers/  the ncnn models of ../shared/peers/ncnn-ppocrv4 (for `bench models`)
-# Usage: scripts/bench_remote.sh OUT_DIR [kernels] [models] [tests]   (default: all three)
+#   .bench/  for `db`: shared/compat/ (a copy of ../shared/compat) and, optionally, before_pkg/oldpostproc/ (an
+#            earlier postproc to time beside today's)
+# Usage: scripts/bench_remote.sh OUT_DIR [kernels] [models] [tests] [db] [pipeline]   (default: the first three)
 set -uo pipefail
 out="${1:-/tmp}"
 shift || true
@@ -15,7 +19,8 @@ ldconfig
 mkdir -p /tmp/vl && dpkg -x .gl/vulkan-validationlayers*.deb /tmp/vl
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
+# vkocr from its wheel (/tmp/site); the checkout only for tests/ and scripts/
+export PYTHONPATH=/tmp/site:$PWD VKOCR_MODELS=/tmp/site/rapidocr_onnxruntime/models VKOCR_SHARED=$PWD/.bench/shared
 python3 -m vkocr.agent.cli.main devices | tee "$out/devices.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv 2>/dev/null | tee -a "$out/devices.txt"
 lscpu 2>/dev/null | grep -E "Model name|^CPU\(s\)" | tee -a "$out/devices.txt"
@@ -35,6 +40,19 @@ case "$what" in *models*)
     python3 -m vkocr.agent.cli.main bench models --runs 20 --peers .peers --json > "$out/models.json"
     python3 -c "import json, sys; from vkocr.agent.cli.bench_models import format_model_results as f; print(f(json.load(open(sys.argv[1]))))" \
         "$out/models.json" | tee "$out/models.txt" ;;
+esac
+case "$what" in *db*)
+    compare=""
+    [ -d .bench/before_pkg/oldpostproc ] && compare="--compare oldpostproc.db"
+    # shellcheck disable=SC2086
+    PYTHONPATH=$PYTHONPATH:$PWD/.bench/before_pkg python3 scripts/bench_db.py $compare --json "$out/db.json" \
+        | tee "$out/db.txt" ;;
+esac
+case "$what" in *pipeline*)
+    c=.bench/shared/compat/rapidocr-1.4.4/images
+    python3 -m vkocr.agent.cli.main bench pipeline $c/*.jpg $c/*.png --pages 2 --runs 10 --json > "$out/pipeline.json"
+    python3 -c "import json, sys; from vkocr.agent.cli.bench_pipeline import format_pipeline_results as f; print(f(json.load(open(sys.argv[1]))))" \
+        "$out/pipeline.json" | tee "$out/pipeline.txt" ;;
 esac
 case "$what" in *kernels*)
 # Peer in the same run: cuBLAS fp32 SGEMM (TF32 off) and a CUDA device copy through PyTorch, where present.

@@ -118,7 +118,8 @@ class Pipeline:
 def dispatch_groups(total: tuple[int, ...], local: tuple[int, ...]) -> tuple[int, int, int]:
     """Workgroups needed to cover `total` invocations per axis with `local`-sized groups."""
     t = (*total, 1, 1)[:3]
-    return tuple(max(1, -(-t[i] // local[i])) for i in range(3))  # type: ignore[return-value]
+    x, y, z = (max(1, -(-t[i] // local[i])) for i in range(3))
+    return x, y, z
 
 
 def load_module(device: Device, name: str) -> Any:

@@ -25,7 +25,7 @@ class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]  # TextIO,
         logging.Handler.__init__(self)
 
     @property
-    def stream(self) -> TextIO:  # type: ignore[override]
+    def stream(self) -> TextIO:  # type: ignore[override]  # StreamHandler.stream is an attribute; here a property
         return sys.stderr
 
 

@@ -132,6 +132,7 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
         upload: Upload | None = None
         last: asyncio.Future[Any] | None = None  # the latest open or append: a cancelled stream does not stop it
         handed_on = False  # the upload was closed here and went on to the store
+        failure: Exception | None = None
         try:
             async for chunk in request_iterator:
                 if upload is None:
@@ -148,13 +149,16 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
             finished, upload, handed_on = upload, None, True
             await self._run(finished.close)
             info = await self._run(self._store, finished)
-        except Exception as exc:  # noqa: BLE001 - every failure leaves as a status
-            await self._abort(context, exc, "UploadBundle")
+        except Exception as exc:  # noqa: BLE001 - every failure leaves as a status, once the upload is closed
+            failure = exc
         finally:
             # The stream broke, was refused or cancelled: the bytes received stay, to resume. Closed after the
-            # last open or append is done (it may still run when the stream was cancelled), on a thread.
+            # last open or append is done (it may still run when the stream was cancelled), on a thread, and
+            # before the refusal is sent: a client that resumes at once must not find its upload still busy.
             if last is not None and not handed_on:
                 await self._close_after(last, upload)
+        if failure is not None:
+            await self._abort(context, failure, "UploadBundle")
         log.info("bundle_uploaded", upload_id=finished.upload_id, version=info.version, name=info.name,
                  size=info.size, who=who)
         return models_pb2.UploadResult(version=info.version, name=info.name, size=info.size, sha256=info.sha256)

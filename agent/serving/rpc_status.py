@@ -99,22 +99,6 @@ def unauthenticated(message: str) -> status_pb2.Status:
     return make(code_pb2.UNAUTHENTICATED, message)
 
 
-def not_found(message: str) -> status_pb2.Status:
-    return make(code_pb2.NOT_FOUND, message)
-
-
-def already_exists(message: str) -> status_pb2.Status:
-    return make(code_pb2.ALREADY_EXISTS, message)
-
-
-def aborted(message: str) -> status_pb2.Status:
-    return make(code_pb2.ABORTED, message)
-
-
-def out_of_range(message: str) -> status_pb2.Status:
-    return make(code_pb2.OUT_OF_RANGE, message)
-
-
 def failed_precondition(
     message: str, violations: Iterable[tuple[str, str, str]] = ()
 ) -> status_pb2.Status:

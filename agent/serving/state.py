@@ -49,7 +49,7 @@ class StateBoard:
     def set(self, **changes: object) -> StateSnapshot:
         with self._lock:
             before = self._snapshot
-            self._snapshot = replace(before, **changes)  # type: ignore[arg-type]
+            self._snapshot = replace(before, **changes)  # type: ignore[arg-type]  # fields by name, checked by replace
             after, listeners = self._snapshot, list(self._listeners)
         if after != before:
             for listener in listeners:

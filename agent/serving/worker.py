@@ -416,6 +416,6 @@ def settle(future: Future[OcrResult], *, result: OcrResult | None = None, error:
         if error is not None:
             future.set_exception(error)
         else:
-            future.set_result(result)  # type: ignore[arg-type]
+            future.set_result(result)  # type: ignore[arg-type]  # no error: the caller passes a result
     except InvalidStateError:
         pass

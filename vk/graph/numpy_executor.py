@@ -29,7 +29,7 @@ def run_numpy(
     kept: dict[str, np.ndarray] = {}
     for node in g.nodes:
         args = [values[name] if name else None for name in node.inputs]
-        for out, value in zip(node.outputs, OPS[node.op].run(node, args)):  # type: ignore[arg-type]
+        for out, value in zip(node.outputs, OPS[node.op].run(node, args)):  # type: ignore[arg-type]  # None: an omitted optional input
             values[out] = value
             if keep is not None and keep(out):
                 kept[out] = value

@@ -242,7 +242,7 @@ def _run_squeeze(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
 def _infer_unsqueeze(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
     axes = node.attrs.get("axes")
     if axes is None:
-        axes = [int(a) for a in consts[1]]  # type: ignore[union-attr]
+        axes = [int(a) for a in consts[1]]  # type: ignore[union-attr]  # an axes input is a constant (checked on import)
     rank = len(shapes[0]) + len(axes)
     axes = sorted(_norm_axis(a, rank) for a in axes)
     dims = list(shapes[0])

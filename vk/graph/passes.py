@@ -56,7 +56,7 @@ def fold_constants(graph: Graph) -> Graph:
             kept.append(node)
             continue
         values = [g.constants[name] if name else None for name in node.inputs]
-        for out, value in zip(node.outputs, OPS[node.op].run(node, values)):  # type: ignore[arg-type]
+        for out, value in zip(node.outputs, OPS[node.op].run(node, values)):  # type: ignore[arg-type]  # None: an omitted optional input
             g.constants[out] = np.asarray(value)
     g.nodes = kept
     return g

@@ -41,7 +41,7 @@ def specialize(graph: Graph, input_shapes: dict[str, Shape]) -> Specialized:
             g.constants[node.outputs[0]] = np.array(shapes[node.inputs[0]], dtype=np.int64)
         elif all(g.is_const(name) for name in present):
             values = [g.constants[name] if name else None for name in node.inputs]
-            for out, value in zip(node.outputs, OPS[node.op].run(node, values)):  # type: ignore[arg-type]
+            for out, value in zip(node.outputs, OPS[node.op].run(node, values)):  # type: ignore[arg-type]  # None: an omitted optional input
                 g.constants[out] = np.asarray(value)
         else:
             in_shapes = [shapes.get(n, g.constants[n].shape if g.is_const(n) else ()) if n else () for n in node.inputs]

@@ -29,7 +29,8 @@ def four_pads(pads: Sequence[int]) -> tuple[int, int, int, int]:
 def require_nchw(t: Tensor, what: str) -> tuple[int, int, int, int]:
     if len(t.shape) != 4 or 0 in t.shape:
         raise KernelArgumentError(f"{what} must be a non-empty NCHW tensor, got shape {t.shape}")
-    return tuple(int(s) for s in t.shape)  # type: ignore[return-value]
+    n, c, h, w = (int(s) for s in t.shape)
+    return n, c, h, w
 
 
 def conv_out_len(size: int, kernel: int, stride: int, dilation: int, pad_total: int) -> int:
