@@ -15,10 +15,9 @@ configures logging.
 
 from __future__ import annotations
 
+import importlib
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING
-
-from vkocr.lazy import lazy_exports
+from typing import TYPE_CHECKING, Any
 
 try:
     __version__: str = version("vkocr")
@@ -53,4 +52,14 @@ __all__ = [
 ]
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vkocr' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
