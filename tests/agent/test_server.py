@@ -89,10 +89,11 @@ def test_raw_pixels_in_every_layout_read_the_same(ocr: ocr_pb2_grpc.OcrStub) -> 
         assert [line.text for line in response.lines] == ["LOT0815"], ocr_pb2.PixelLayout.Name(layout)
 
 
-def test_stream_of_100_answers_in_request_order(ocr: ocr_pb2_grpc.OcrStub) -> None:
-    answers = list(ocr.RecognizeStream(rec_request(i) for i in range(100)))
-    assert [a.request_id for a in answers] == [f"id-{i}" for i in range(100)]
-    assert [a.lines[0].text if a.lines else "" for a in answers] == [lot_number(i) for i in range(100)]
+def test_stream_of_40_answers_in_request_order(ocr: ocr_pb2_grpc.OcrStub) -> None:
+    # 40, not 100: one recognition takes 2.5 s on lavapipe on the 2-core CI machine
+    answers = list(ocr.RecognizeStream(rec_request(i) for i in range(40)))
+    assert [a.request_id for a in answers] == [f"id-{i}" for i in range(40)]
+    assert [a.lines[0].text if a.lines else "" for a in answers] == [lot_number(i) for i in range(40)]
     assert not any(a.HasField("error") for a in answers)
 
 
@@ -105,20 +106,22 @@ def test_a_bad_request_in_a_stream_fails_alone(ocr: ocr_pb2_grpc.OcrStub) -> Non
     assert [a.lines[0].text for a in (answers[0], answers[2])] == [lot_number(1), lot_number(2)]
 
 
-def test_16_concurrent_clients_times_20_requests_all_correct(agent: BackgroundAgent) -> None:
+def test_16_concurrent_clients_times_4_requests_all_correct(agent: BackgroundAgent) -> None:
+    """4 calls each, not 20: one recognition takes 2.5 s on lavapipe on the 2-core CI machine; 16 clients
+    still interleave on one GPU worker."""
     def client(k: int) -> list[tuple[str, str]]:
         with grpc.insecure_channel(agent.target) as channel:
             stub = ocr_pb2_grpc.OcrStub(channel)
             got = []
-            for j in range(20):
-                i = 100 + 20 * k + j
+            for j in range(4):
+                i = 100 + 4 * k + j
                 response = stub.Recognize(rec_request(i), timeout=600)
                 got.append((response.request_id, response.lines[0].text if response.lines else ""))
             return got
 
     with ThreadPoolExecutor(16) as pool:
         results = [answer for answers in pool.map(client, range(16)) for answer in answers]
-    assert len(results) == 320
+    assert len(results) == 64
     assert all(text == lot_number(int(rid[3:])) for rid, text in results), \
         [r for r in results if r[1] != lot_number(int(r[0][3:]))]
 
