@@ -5,11 +5,14 @@
 #   .whl/    vkocr's own wheel (.venv/bin/pip wheel --no-deps -w .whl .) and
 #            pip download --no-deps --only-binary=:all: --python-version 3.12 ... vulkan cffi pycparser structlog
 #            pyclipper shapely rapidocr-onnxruntime==1.4.4 pyyaml six ncnn (the default models come from the
-#            rapidocr-onnxruntime wheel: its files are the ones the set-up checks by sha256)
+#            rapidocr-onnxruntime wheel: its files are the ones the set-up checks by sha256); for `startup` also
+#            prometheus-client cryptography, and grpcio-health-checking and grpcio-reflection of the machine's own
+#            grpcio version (1.84.0 on the H200 host: their generated code refuses an older grpcio)
 #   .peers/  the ncnn models of ../shared/peers/ncnn-ppocrv4 (for `bench models`)
-#   .bench/  for `db`: shared/compat/ (a copy of ../shared/compat) and, optionally, before_pkg/oldpostproc/ (an
-#            earlier postproc to time beside today's)
-# Usage: scripts/bench_remote.sh OUT_DIR [kernels] [models] [tests] [db] [pipeline]   (default: the first three)
+#   .bench/  for `db`, `pipeline` and `stream`: shared/compat/ (a copy of ../shared/compat) and, optionally,
+#            before_pkg/oldpostproc/ (an earlier postproc to time beside today's)
+# Usage: scripts/bench_remote.sh OUT_DIR [kernels] [models] [tests] [db] [pipeline] [stream] [startup]
+#        (default: tests kernels models)
 set -uo pipefail
 out="${1:-/tmp}"
 shift || true
@@ -53,6 +56,27 @@ case "$what" in *pipeline*)
     python3 -m vkocr.agent.cli.main bench pipeline $c/*.jpg $c/*.png --pages 2 --runs 10 --json > "$out/pipeline.json"
     python3 -c "import json, sys; from vkocr.agent.cli.bench_pipeline import format_pipeline_results as f; print(f(json.load(open(sys.argv[1]))))" \
         "$out/pipeline.json" | tee "$out/pipeline.txt" ;;
+esac
+case "$what" in *stream*)
+    # distinct images, each read once per pass (pass 1 meets new shapes; pass 2 has them cached), and RapidOCR
+    # (rendered images at many sizes and aspects after the compat ones); then the same with rec widths rounded up
+    # to multiples of 32 px, and the host time of a new det and rec plan alone
+    python3 -m vkocr.agent.cli.main bench stream .bench/shared/compat/rapidocr-1.4.4/images --rendered 96 \
+        --json "$out/stream.json" | tee "$out/stream.txt"
+    python3 -m vkocr.agent.cli.main bench stream .bench/shared/compat/rapidocr-1.4.4/images --rendered 96 \
+        --rec-width-bucket 32 --json "$out/stream_bucket32.json"
+    python3 scripts/bench_plans.py --json "$out/plans.json" ;;
+esac
+case "$what" in *startup*)
+    # `vkocr serve` from process start to SERVING and to its first answer: empty pipeline cache, then the one it
+    # left; with the configured warm_shapes, then with none (what the warm start costs and what it saves)
+    c=.bench/shared/compat/rapidocr-1.4.4/images
+    python3 -m vkocr.agent.cli.main bench startup $c/ch_en_num.jpg --json > "$out/startup.json"
+    python3 -m vkocr.agent.cli.main bench startup $c/ch_en_num.jpg --warm-shapes "" --json > "$out/startup_nowarm.json"
+    for f in startup startup_nowarm; do
+        python3 -c "import json, sys; from vkocr.agent.cli.bench_startup import format_startup_results as f; print(f(json.load(open(sys.argv[1]))))" \
+            "$out/$f.json" | tee -a "$out/startup.txt"
+    done ;;
 esac
 case "$what" in *kernels*)
 # Peer in the same run: cuBLAS fp32 SGEMM (TF32 off) and a CUDA device copy through PyTorch, where present.

@@ -19,9 +19,11 @@ if TYPE_CHECKING:
 Constant = int | float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class KernelDef:
-    """What the host must know about a shader: its file, each binding's access ("r", "w", "rw"), push size."""
+    """What the host must know about a shader: its file, each binding's access ("r", "w", "rw"), push size.
+    Each is a module constant, compared and hashed by identity: a pipeline lookup per dispatch on the request
+    path would otherwise hash its fields every time."""
 
     shader: str
     access: tuple[str, ...]

@@ -1,6 +1,9 @@
 """A Recorder is one command buffer: many dispatches and copies, recorded once, submitted again and again.
 
-`dispatch()`/`copy()` only record (they never block); `submit()` starts it, `wait()` blocks on its fence.
+`dispatch()`/`copy()` only collect commands (they never block); `end()` writes every descriptor set of the
+recording in one allocation and one update, then records the command buffer with raw calls into the binding
+(its Python wrappers build every struct anew and cost more than the driver: a plan is recorded per input
+shape, so recording is on the request path). `submit()` starts it, `wait()` blocks on its fence.
 Barriers are inserted where a command touches a range that an earlier, unbarriered command wrote (RAW, WAW)
 or that it read (WAR), so independent dispatches run back to back. With `profile=True` a timestamp is written
 after every command, and `timings()` gives each command's GPU time.
@@ -11,7 +14,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self
+from functools import cache
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
+
+import numpy as np
 
 from vkocr.engine.errors import RecorderStateError, vulkan_error
 from vkocr.engine.loader import binding, call, check
@@ -21,22 +27,60 @@ from vkocr.engine.pipeline import Pipeline
 if TYPE_CHECKING:
     from vkocr.engine.device import Device
 
-SETS_PER_POOL = 64
-DESCRIPTORS_PER_POOL = 512
-QUERIES_PER_POOL = 512
+_COMPUTE_STAGE = 0x800  # VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, without importing the binding here
+DESCRIPTOR_BYTES_ESTIMATE = 64  # driver memory per storage-buffer descriptor, for plan-cache accounting
+COMMAND_BYTES_ESTIMATE = 96  # command-buffer memory per recorded command (bind, push, dispatch, barrier)
 
 
-@dataclass(frozen=True)
-class _Access:
-    key: int
-    lo: int
-    hi: int
+# An unbarriered access: (buffer, lo, hi, stage, write). A plain tuple: a plan records one per binding, on the
+# request path, and a NamedTuple's construction and attribute reads cost several times more.
+_Access = tuple[Any, int, int, int, bool]
+
+
+def _conflicts(views: Sequence[BufferView], pending: Sequence[_Access], *, writes_only: bool) -> bool:
+    """True when a view overlaps a pending access (only pending writes count when `writes_only`: a read after a
+    read needs no barrier)."""
+    for v in views:
+        lo = v.offset
+        hi = lo + v.size
+        buffer = v.buffer
+        for p_buffer, p_lo, p_hi, _stage, p_write in pending:
+            if p_lo < hi and lo < p_hi and (p_write or not writes_only) and p_buffer == buffer:
+                return True
+    return False
+
+
+class _Dispatch(NamedTuple):
+    pipeline: Pipeline
+    views: tuple[BufferView, ...]
+    push: bytes  # padded to the kernel's push-constant size
+    groups: tuple[int, int, int]
+
+
+class _Barrier(NamedTuple):
+    src_stage: int
+    dst_stage: int
+    src_access: int
+    dst_access: int
+
+
+class _Copy(NamedTuple):
+    src: BufferView
+    dst: BufferView
+
+
+class _Timestamp(NamedTuple):
     stage: int
-    write: bool
 
 
-def _overlaps(a: _Access, b: _Access) -> bool:
-    return a.key == b.key and a.lo < b.hi and b.lo < a.hi
+@cache
+def _write_dtype(ffi: Any) -> np.dtype:
+    """VkWriteDescriptorSet as a NumPy record (offsets from the binding's own struct layout)."""
+    fields = {"sType": np.uint32, "dstSet": np.uint64, "descriptorCount": np.uint32, "descriptorType": np.uint32,
+              "pBufferInfo": np.uint64}
+    return np.dtype({"names": list(fields), "formats": list(fields.values()),
+                     "offsets": [ffi.offsetof("VkWriteDescriptorSet", name) for name in fields],
+                     "itemsize": ffi.sizeof("VkWriteDescriptorSet")})
 
 
 @dataclass(frozen=True)
@@ -51,28 +95,32 @@ class Recorder:
     def __init__(self, device: Device, *, profile: bool = False) -> None:
         vk = binding()
         self.device = device
-        dev = device.handle
-        self._descriptor_pools: list[Any] = []
-        self._sets_left = 0
-        self._query_pools: list[Any] = []
+        self._descriptor_pool: Any = None
+        self._query_pool: Any = None
         self._labels: list[str] = []
+        self._ops: list[_Dispatch | _Barrier | _Copy | _Timestamp] = []  # in recording order
         self._pending: list[_Access] = []
         self._in_flight = False
         self.ended = False
         self.profile = profile and device.info.timestamps_supported
         self.dispatch_count = 0
         self.command_count = 0  # dispatches and copies: with profile=True, one timestamp each
+        self.descriptor_count = 0
         alloc_info = vk.VkCommandBufferAllocateInfo(
             commandPool=device.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1
         )
+        dev = device.handle
         self.cmd = call(vk.vkAllocateCommandBuffers, dev, alloc_info)[0]
-        self.fence = call(vk.vkCreateFence, dev, vk.VkFenceCreateInfo(), None)
+        try:
+            self.fence = call(vk.vkCreateFence, dev, vk.VkFenceCreateInfo(), None)
+        except BaseException:
+            vk.vkFreeCommandBuffers(dev, device.command_pool, 1, [self.cmd])
+            raise
         device.live["recorder"] += 1
-        begin = vk.VkCommandBufferBeginInfo(flags=0)  # never ONE_TIME_SUBMIT: this buffer is replayed
-        call(vk.vkBeginCommandBuffer, self.cmd, begin)
         # Replays re-read and re-write the same ranges: order this submission after everything before it.
-        self._barrier(vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                      vk.VK_ACCESS_MEMORY_WRITE_BIT, vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT)
+        self._ops.append(_Barrier(vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                                  vk.VK_ACCESS_MEMORY_WRITE_BIT,
+                                  vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT))
         if self.profile:
             self._timestamp("start", vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT)
         cmds = [self.cmd]
@@ -81,65 +129,41 @@ class Recorder:
         self._submit_ptr = vk.ffi.addressof(self._submit_info)  # for the raw vkQueueSubmit
         self._fences = vk.ffi.new("VkFence[]", [self.fence])
 
-    # -- recording ------------------------------------------------------------------------------------------
+    @property
+    def host_bytes_estimate(self) -> int:
+        """Driver memory this recording holds (command buffer and descriptors), estimated."""
+        return COMMAND_BYTES_ESTIMATE * len(self._ops) + DESCRIPTOR_BYTES_ESTIMATE * self.descriptor_count
+
+    # -- collecting -------------------------------------------------------------------------------------------
 
     def _require_recording(self) -> None:
         if self.ended:
             raise RecorderStateError("recording after end(): create a new Recorder")
 
-    def _barrier(self, src_stage: int, dst_stage: int, src_access: int, dst_access: int) -> None:
-        vk = binding()
-        barrier = vk.VkMemoryBarrier(srcAccessMask=src_access, dstAccessMask=dst_access)
-        vk.vkCmdPipelineBarrier(self.cmd, src_stage, dst_stage, 0, 1, [barrier], 0, None, 0, None)
-
     def _sync(self, stage: int, reads: Sequence[BufferView], writes: Sequence[BufferView]) -> None:
         """Insert one global memory barrier if this command conflicts with an unbarriered earlier one."""
-        vk = binding()
-        new = [_Access(v.key, v.offset, v.offset + v.size, stage, False) for v in reads]
-        new += [_Access(v.key, v.offset, v.offset + v.size, stage, True) for v in writes]
-        hazard = any((a.write or b.write) and _overlaps(a, b) for a in new for b in self._pending)
-        if hazard:
-            src_stage = 0
-            src_access = 0
-            for p in self._pending:
-                src_stage |= p.stage
-                if p.write:
-                    src_access |= (
-                        vk.VK_ACCESS_TRANSFER_WRITE_BIT
-                        if p.stage == vk.VK_PIPELINE_STAGE_TRANSFER_BIT
-                        else vk.VK_ACCESS_SHADER_WRITE_BIT
-                    )
-            if stage == vk.VK_PIPELINE_STAGE_TRANSFER_BIT:
+        pending = self._pending
+        if pending and (_conflicts(writes, pending, writes_only=False) or _conflicts(reads, pending, writes_only=True)):
+            vk = binding()
+            transfer = vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+            src_stage = src_access = 0
+            for p in pending:
+                src_stage |= p[3]
+                if p[4]:
+                    src_access |= vk.VK_ACCESS_TRANSFER_WRITE_BIT if p[3] == transfer else vk.VK_ACCESS_SHADER_WRITE_BIT
+            if stage == transfer:
                 dst_access = vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
             else:
                 dst_access = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
-            self._barrier(src_stage, stage, src_access, dst_access)
-            self._pending.clear()
-        self._pending.extend(new)
-
-    def _descriptor_set(self, pipeline: Pipeline) -> Any:
-        vk = binding()
-        if self._sets_left == 0:
-            sizes = [vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                             descriptorCount=DESCRIPTORS_PER_POOL)]
-            info = vk.VkDescriptorPoolCreateInfo(maxSets=SETS_PER_POOL, poolSizeCount=1, pPoolSizes=sizes)
-            self._descriptor_pools.append(call(vk.vkCreateDescriptorPool, self.device.handle, info, None))
-            self._sets_left = SETS_PER_POOL
-        layouts = [pipeline.set_layout]
-        info = vk.VkDescriptorSetAllocateInfo(
-            descriptorPool=self._descriptor_pools[-1], descriptorSetCount=1, pSetLayouts=layouts
-        )
-        self._sets_left -= 1
-        return call(vk.vkAllocateDescriptorSets, self.device.handle, info)[0]
+            self._ops.append(_Barrier(src_stage, stage, src_access, dst_access))
+            pending.clear()
+        for v in reads:
+            pending.append((v.buffer, v.offset, v.offset + v.size, stage, False))
+        for v in writes:
+            pending.append((v.buffer, v.offset, v.offset + v.size, stage, True))
 
     def _timestamp(self, label: str, stage: int) -> None:
-        vk = binding()
-        index = len(self._labels) % QUERIES_PER_POOL
-        if index == 0:
-            info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=QUERIES_PER_POOL)
-            self._query_pools.append(call(vk.vkCreateQueryPool, self.device.handle, info, None))
-            vk.vkCmdResetQueryPool(self.cmd, self._query_pools[-1], 0, QUERIES_PER_POOL)
-        vk.vkCmdWriteTimestamp(self.cmd, stage, self._query_pools[-1], index)
+        self._ops.append(_Timestamp(stage))
         self._labels.append(label)
 
     def dispatch(
@@ -151,52 +175,34 @@ class Recorder:
         label: str = "",
     ) -> None:
         """Record one dispatch; `views` bind to bindings 0..n-1 in order, `push` fills the push constants."""
-        vk = binding()
         self._require_recording()
         kernel = pipeline.kernel
         if len(views) != len(kernel.access):
             raise ValueError(f"{kernel.shader}: {len(kernel.access)} bindings, {len(views)} buffers given")
         if len(push) > kernel.push_bytes:
             raise ValueError(f"{kernel.shader}: push constants {len(push)} B > {kernel.push_bytes} B")
-        limit = self.device.info.max_workgroup_count
-        if any(g < 1 or g > m for g, m in zip(groups, limit)):
+        info = self.device.info
+        limit = info.max_workgroup_count
+        if not (0 < groups[0] <= limit[0] and 0 < groups[1] <= limit[1] and 0 < groups[2] <= limit[2]):
             raise ValueError(f"{kernel.shader}: workgroup count {groups} outside 1..{limit}")
-        max_range = self.device.info.max_storage_buffer_range
+        alignment, max_range = self.device.alignment, info.max_storage_buffer_range
         for v in views:
-            if v.offset % self.device.alignment:
-                raise ValueError(f"{kernel.shader}: buffer offset {v.offset} not aligned to {self.device.alignment}")
+            if v.offset % alignment:
+                raise ValueError(f"{kernel.shader}: buffer offset {v.offset} not aligned to {alignment}")
             if v.size > max_range:
                 raise ValueError(f"{kernel.shader}: binding of {v.size} B exceeds this device's "
                                  f"maxStorageBufferRange ({max_range} B)")
-        stage = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
-        reads = [v for v, a in zip(views, kernel.access) if "r" in a]
-        writes = [v for v, a in zip(views, kernel.access) if "w" in a]
-        self._sync(stage, reads, writes)
-
-        dset = self._descriptor_set(pipeline)
-        infos = [vk.VkDescriptorBufferInfo(buffer=v.buffer, offset=v.offset, range=v.size) for v in views]
-        write_list = [
-            vk.VkWriteDescriptorSet(
-                dstSet=dset, dstBinding=i, descriptorCount=1,
-                descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=[infos[i]],
-            )
-            for i in range(len(views))
-        ]
-        vk.vkUpdateDescriptorSets(self.device.handle, len(write_list), write_list, 0, None)
-        del write_list, infos
-
-        vk.vkCmdBindPipeline(self.cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle)
-        sets = [dset]
-        vk.vkCmdBindDescriptorSets(self.cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout, 0, 1, sets, 0, None)
-        if kernel.push_bytes:
-            data = vk.ffi.new("char[]", push.ljust(kernel.push_bytes, b"\0"))
-            vk.vkCmdPushConstants(self.cmd, pipeline.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0,
-                                  kernel.push_bytes, data)
-        vk.vkCmdDispatch(self.cmd, *groups)
+        access = kernel.access
+        self._sync(_COMPUTE_STAGE, [v for v, a in zip(views, access) if a != "w"],
+                   [v for v, a in zip(views, access) if a != "r"])
+        if len(push) < kernel.push_bytes:
+            push = push.ljust(kernel.push_bytes, b"\0")
+        self._ops.append(_Dispatch(pipeline, tuple(views), push, groups))
         self.dispatch_count += 1
         self.command_count += 1
+        self.descriptor_count += len(views)
         if self.profile:
-            self._timestamp(label or kernel.shader, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT)
+            self._timestamp(label or kernel.shader, _COMPUTE_STAGE)
 
     def copy(self, src: BufferView, dst: BufferView, label: str = "copy") -> None:
         """Record a buffer-to-buffer copy of src.size bytes (dst must be at least as large)."""
@@ -204,9 +210,9 @@ class Recorder:
         self._require_recording()
         if dst.size < src.size:
             raise ValueError(f"copy of {src.size} B into {dst.size} B")
-        self._sync(vk.VK_PIPELINE_STAGE_TRANSFER_BIT, [src], [BufferView(dst.buffer, dst.offset, src.size)])
-        region = [vk.VkBufferCopy(srcOffset=src.offset, dstOffset=dst.offset, size=src.size)]
-        vk.vkCmdCopyBuffer(self.cmd, src.buffer, dst.buffer, 1, region)
+        dst = BufferView(dst.buffer, dst.offset, src.size)
+        self._sync(vk.VK_PIPELINE_STAGE_TRANSFER_BIT, [src], [dst])
+        self._ops.append(_Copy(src, dst))
         self.command_count += 1
         if self.profile:
             self._timestamp(label, vk.VK_PIPELINE_STAGE_TRANSFER_BIT)
@@ -215,12 +221,104 @@ class Recorder:
         """Finish recording: make every write visible to the host and to the next replay."""
         vk = binding()
         self._require_recording()
-        self._barrier(vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                      vk.VK_PIPELINE_STAGE_HOST_BIT | vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                      vk.VK_ACCESS_MEMORY_WRITE_BIT, vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_MEMORY_READ_BIT)
-        call(vk.vkEndCommandBuffer, self.cmd)
+        self._ops.append(_Barrier(vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                                  vk.VK_PIPELINE_STAGE_HOST_BIT | vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                                  vk.VK_ACCESS_MEMORY_WRITE_BIT,
+                                  vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_MEMORY_READ_BIT))
         self.ended = True
         self._pending.clear()
+        sets = self._write_descriptor_sets()
+        self._encode(sets)
+
+    # -- encoding ---------------------------------------------------------------------------------------------
+
+    def _write_descriptor_sets(self) -> Any:
+        """One set per dispatch, from one pool sized for exactly this recording, written in one update."""
+        vk = binding()
+        ffi, lib, dev = vk.ffi, vk.lib, self.device.handle
+        dispatches = [op for op in self._ops if isinstance(op, _Dispatch)]
+        if not dispatches:
+            return None
+        sizes = [vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                         descriptorCount=max(1, self.descriptor_count))]
+        pool_info = vk.VkDescriptorPoolCreateInfo(maxSets=len(dispatches), poolSizeCount=1, pPoolSizes=sizes)
+        self._descriptor_pool = call(vk.vkCreateDescriptorPool, dev, pool_info, None)
+        layouts = ffi.new("VkDescriptorSetLayout[]", [d.pipeline.set_layout for d in dispatches])
+        alloc_info = ffi.new("VkDescriptorSetAllocateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": self._descriptor_pool,
+            "descriptorSetCount": len(dispatches), "pSetLayouts": layouts})
+        sets = ffi.new("VkDescriptorSet[]", len(dispatches))
+        check(lib.vkAllocateDescriptorSets(dev, alloc_info, sets), "vkAllocateDescriptorSets")
+        # The structs are filled as arrays of integers: field by field through cffi costs more than the driver.
+        count = max(1, self.descriptor_count)
+        infos = ffi.new("VkDescriptorBufferInfo[]", count)
+        handles: dict[Any, int] = {}
+        words: list[int] = []
+        for d in dispatches:
+            for v in d.views:
+                handle = handles.get(v.buffer)
+                if handle is None:
+                    handle = handles[v.buffer] = int(ffi.cast("uint64_t", v.buffer))
+                words += (handle, v.offset, v.size)
+        np.frombuffer(ffi.buffer(infos), np.uint64)[:len(words)] = words
+        writes = ffi.new("VkWriteDescriptorSet[]", len(dispatches))
+        table = np.frombuffer(ffi.buffer(writes), _write_dtype(ffi))
+        table["sType"] = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
+        table["descriptorType"] = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+        table["dstSet"] = np.frombuffer(ffi.buffer(sets), np.uint64)
+        # One write fills bindings 0..n-1: an update rolls over into consecutive bindings of one type.
+        bindings = np.array([len(d.views) for d in dispatches], np.uint64)
+        table["descriptorCount"] = bindings
+        first = np.concatenate(([0], np.cumsum(bindings)[:-1])).astype(np.uint64)
+        table["pBufferInfo"] = int(ffi.cast("uint64_t", infos)) + first * ffi.sizeof("VkDescriptorBufferInfo")
+        lib.vkUpdateDescriptorSets(dev, len(dispatches), writes, 0, ffi.NULL)
+        return sets
+
+    def _encode(self, sets: Any) -> None:
+        vk = binding()
+        ffi, lib, cmd = vk.ffi, vk.lib, self.cmd
+        begin = ffi.new("VkCommandBufferBeginInfo*", {"sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO})
+        check(lib.vkBeginCommandBuffer(cmd, begin), "vkBeginCommandBuffer")  # never ONE_TIME_SUBMIT: replayed
+        if self._labels:
+            info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=len(self._labels))
+            self._query_pool = call(vk.vkCreateQueryPool, self.device.handle, info, None)
+            lib.vkCmdResetQueryPool(cmd, self._query_pool, 0, len(self._labels))
+        compute, stage_bit = vk.VK_PIPELINE_BIND_POINT_COMPUTE, vk.VK_SHADER_STAGE_COMPUTE_BIT
+        barriers: dict[tuple[int, int], Any] = {}
+        keep = []  # push constants and copy regions stay alive until the buffer ends
+        bound = None
+        n_set = n_query = 0
+        null = ffi.NULL
+        for op in self._ops:
+            if isinstance(op, _Dispatch):
+                pipeline, _views, push, groups = op
+                if pipeline is not bound:
+                    lib.vkCmdBindPipeline(cmd, compute, pipeline.handle)
+                    bound = pipeline
+                lib.vkCmdBindDescriptorSets(cmd, compute, pipeline.layout, 0, 1, sets + n_set, 0, null)
+                n_set += 1
+                if push:
+                    data = ffi.from_buffer(push)
+                    keep.append(data)
+                    lib.vkCmdPushConstants(cmd, pipeline.layout, stage_bit, 0, len(push), data)
+                lib.vkCmdDispatch(cmd, groups[0], groups[1], groups[2])
+            elif isinstance(op, _Barrier):
+                key = (op.src_access, op.dst_access)
+                if key not in barriers:
+                    barriers[key] = ffi.new("VkMemoryBarrier*", {
+                        "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": op.src_access,
+                        "dstAccessMask": op.dst_access})
+                lib.vkCmdPipelineBarrier(cmd, op.src_stage, op.dst_stage, 0, 1, barriers[key], 0, null, 0, null)
+            elif isinstance(op, _Copy):
+                region = ffi.new("VkBufferCopy*", {"srcOffset": op.src.offset, "dstOffset": op.dst.offset,
+                                                   "size": op.src.size})
+                keep.append(region)
+                lib.vkCmdCopyBuffer(cmd, op.src.buffer, op.dst.buffer, 1, region)
+            else:
+                lib.vkCmdWriteTimestamp(cmd, op.stage, self._query_pool, n_query)
+                n_query += 1
+        check(lib.vkEndCommandBuffer(cmd), "vkEndCommandBuffer")
+        del keep
 
     # -- running ----------------------------------------------------------------------------------------------
 
@@ -258,16 +356,15 @@ class Recorder:
     def timings(self) -> list[Timing]:
         """GPU time of every recorded command in the last completed submission (profile=True only)."""
         vk = binding()
-        if not self.profile or self._in_flight or not self.ended:
+        if not self.profile or self._in_flight or not self.ended or self._query_pool is None:
             return []
-        stamps: list[int] = []
-        for i, pool in enumerate(self._query_pools):
-            count = min(QUERIES_PER_POOL, len(self._labels) - i * QUERIES_PER_POOL)
-            data = vk.ffi.new("uint64_t[]", count)
-            flags = vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT
-            result = vk.lib.vkGetQueryPoolResults(self.device.handle, pool, 0, count, 8 * count, data, 8, flags)
-            check(result, "vkGetQueryPoolResults")
-            stamps.extend(data)
+        count = len(self._labels)
+        data = vk.ffi.new("uint64_t[]", count)
+        flags = vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT
+        result = vk.lib.vkGetQueryPoolResults(self.device.handle, self._query_pool, 0, count, 8 * count, data, 8,
+                                              flags)
+        check(result, "vkGetQueryPoolResults")
+        stamps = list(data)
         period = self.device.info.timestamp_period_ns
         return [Timing(self._labels[i], (stamps[i] - stamps[i - 1]) * period / 1e6) for i in range(1, len(stamps))]
 
@@ -281,10 +378,11 @@ class Recorder:
             self.wait()
         vk.vkFreeCommandBuffers(dev, self.device.command_pool, 1, [self.cmd])
         vk.vkDestroyFence(dev, self.fence, None)
-        for pool in self._descriptor_pools:
-            vk.vkDestroyDescriptorPool(dev, pool, None)
-        for pool in self._query_pools:
-            vk.vkDestroyQueryPool(dev, pool, None)
+        if self._descriptor_pool is not None:
+            vk.vkDestroyDescriptorPool(dev, self._descriptor_pool, None)
+        if self._query_pool is not None:
+            vk.vkDestroyQueryPool(dev, self._query_pool, None)
+        self._ops.clear()
         self.cmd = None
         self.device.live["recorder"] -= 1
 

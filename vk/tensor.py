@@ -2,27 +2,28 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from vkocr.engine.memory import Allocation, BufferView
 
 
-@dataclass
+@dataclass(frozen=True)
 class Tensor:
     alloc: Allocation
     shape: tuple[int, ...]
     dtype: np.dtype
 
-    @property
-    def view(self) -> BufferView:
-        return BufferView(self.alloc.view.buffer, self.alloc.offset, self.nbytes)
+    numel: int = field(init=False, repr=False, compare=False)
+    nbytes: int = field(init=False, repr=False, compare=False)
+    view: BufferView = field(init=False, repr=False, compare=False)
 
-    @property
-    def numel(self) -> int:
-        return int(np.prod(self.shape))
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * self.dtype.itemsize
+    def __post_init__(self) -> None:
+        # Derived once: kernels read them many times while a plan is recorded, which is on the request path.
+        numel = math.prod(self.shape)
+        nbytes = numel * self.dtype.itemsize
+        object.__setattr__(self, "numel", numel)
+        object.__setattr__(self, "nbytes", nbytes)
+        object.__setattr__(self, "view", BufferView(self.alloc.view.buffer, self.alloc.offset, nbytes))

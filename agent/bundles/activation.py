@@ -4,6 +4,7 @@
     load       a new OcrPipeline for the version, on its own Vulkan device, on the calling thread (never the
                GPU worker's): the old version keeps serving meanwhile
     self_tests every image the bundle carries is read; its expected text must appear among the lines
+    warm       the plans of the configured image sizes are recorded (GpuWorker.warm), still on that thread
     swap       the GPU worker takes the new pipeline between two requests and closes the old one
     record     the store's active pointer is replaced (atomically, fsync'd), so a restart serves the new one
 
@@ -242,8 +243,10 @@ class Activator:
             log.info("activation_step", version=version, step="verify", at_start=True)
             installed = self.store.installed(version, self.base_options, verify=True)
             log.info("activation_step", version=version, step="load", at_start=True)
+            pipeline = open_installed(installed, self.device)
+            self.worker.warm(pipeline)  # never raises: a plan it cannot record is recorded on demand
             # ActivationBusy when the agent began to stop meanwhile
-            self._install(open_installed(installed, self.device), installed)
+            self._install(pipeline, installed)
         except ActivationBusy:  # stopping: the worker never starts; the state stays the stop's
             log.info("active_version_not_loaded", version=version, reason="the agent is stopping")
             self.worker.loaded.set()
@@ -316,6 +319,8 @@ class Activator:
             if bad:
                 raise failed("self_tests", f"{len(bad)} of {len(outcomes)} self-test(s) failed: "
                              + "; ".join(o.describe() for o in bad), tests=outcomes)
+            log.info("activation_step", version=version, step="warm", sizes=len(self.worker.warm_sizes))
+            self.worker.warm(pipeline)  # the old version serves meanwhile; never raises
             if self._stopping:
                 raise failed("swap", "the agent is stopping")
         except BaseException:

@@ -1,9 +1,10 @@
-"""`vkocr bench kernels|models|pipeline|agent`: the benchmarks (run on the machine you want numbers for)."""
+"""`vkocr bench kernels|models|pipeline|stream|agent|startup`: the benchmarks (run where you want numbers)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,37 @@ def cmd_bench_pipeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_stream(args: argparse.Namespace) -> int:
+    from vkocr.agent.cli.bench_stream import format_stream_results, run_stream_bench, stream_paths
+
+    try:
+        paths = stream_paths(args.images)
+    except FileNotFoundError as exc:
+        args.usage_error(str(exc))
+    if not paths and args.rendered == 0:
+        args.usage_error("no images: give image files or folders, or --rendered N with N > 0")
+    results = run_stream_bench(args.device, paths, rendered=args.rendered, passes=args.passes,
+                               rapid=not args.no_rapidocr, warm_sizes=[] if args.no_warm else None,
+                               rec_width_bucket=args.rec_width_bucket)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(format_stream_results(results))
+    return 0
+
+
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer in low..high, else a usage error naming the range."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range {low}..{high}")
+        return value
+    return parse
+
+
 def cmd_bench_agent(args: argparse.Namespace) -> int:
     from vkocr.agent.cli.bench_agent import format_agent_results, load_images, run_agent_bench
 
@@ -43,6 +75,15 @@ def cmd_bench_agent(args: argparse.Namespace) -> int:
     results = run_agent_bench(args.device, load_images(args.images, args.pages), clients=args.clients,
                               requests=args.requests, request_options=options)
     print(json.dumps(results, indent=2, ensure_ascii=False) if args.json else format_agent_results(results))
+    return 0
+
+
+def cmd_bench_startup(args: argparse.Namespace) -> int:
+    from vkocr.agent.cli.bench_startup import format_startup_results, run_startup_bench
+
+    results = run_startup_bench(args.image, cache_dir=args.cache_dir, config=args.config, device=args.device,
+                                warm_shapes=args.warm_shapes, timeout_s=args.timeout)
+    print(json.dumps(results, indent=2, ensure_ascii=False) if args.json else format_startup_results(results))
     return 0
 
 
@@ -90,6 +131,35 @@ def add_bench_parser(sub: Any) -> None:
     pipeline.add_argument("--json", action="store_true", help="print results as JSON")
     add_device_option(pipeline, cpu=True)
     pipeline.set_defaults(func=cmd_bench_pipeline)
+    stream = bench_sub.add_parser(
+        "stream",
+        help="the whole pipeline on a stream of distinct images, each read once per pass, against RapidOCR 1.4.4",
+        description="Read a stream of distinct images (the files and folders given, then images rendered at "
+        "many sizes and aspects), each once per pass, after warming up on one image outside the stream. "
+        "Pass 1 meets every image's shapes for the first time: it pays for recording the det plan of each new "
+        "image aspect and the rec plan of each new line-batch width, as real traffic does. Pass 2 reads the "
+        "same images again with those plans cached: the steady state. Per pass: median, p99 and min wall time "
+        "per image, the Python time outside GPU waits, plans built and the memory they hold; then the host "
+        "time of a new shape, and RapidOCR 1.4.4 (CPU) once over the same stream, with the share of lines "
+        "identical to its lines (boxes paired by IoU >= 0.5).",
+    )
+    stream.add_argument("images", nargs="*", metavar="IMAGE_OR_DIR",
+                        help="image files, or folders (their .jpg/.jpeg/.png/.bmp/.webp files, sorted)")
+    stream.add_argument("--rendered", type=int_in(0, 1000), default=24, metavar="N",
+                        help="images of the varied rendered set to add (default 24; 0 = none)")
+    stream.add_argument("--passes", type=int_in(1, 10), default=2, metavar="N",
+                        help="passes over the stream, 1..10 (default 2)")
+    stream.add_argument("--no-rapidocr", action="store_true", help="do not run RapidOCR")
+    stream.add_argument("--no-warm", action="store_true",
+                        help="skip the warm-up the agent does before it serves (recording the plans of its default "
+                        "warm_shapes): then pass 1 also grows the plans' shared memory as larger images come")
+    stream.add_argument("--rec-width-bucket", type=int_in(1, 256), default=None, metavar="PX",
+                        help="round rec batch widths up to a multiple of PX (default: the option's default; 1: "
+                        "RapidOCR's widths exactly)")
+    stream.add_argument("--json", type=Path, default=None, metavar="PATH",
+                        help="also write the full results as JSON to PATH")
+    add_device_option(stream, cpu=True)
+    stream.set_defaults(func=cmd_bench_stream, usage_error=stream.error)
     from vkocr.agent.cli.bench_agent import DEFAULT_CLIENTS, parse_clients
 
     agent_bench = bench_sub.add_parser(
@@ -112,3 +182,22 @@ def add_bench_parser(sub: Any) -> None:
     agent_bench.add_argument("--json", action="store_true", help="print results as JSON")
     add_device_option(agent_bench, cpu=True)
     agent_bench.set_defaults(func=cmd_bench_agent)
+    startup = bench_sub.add_parser(
+        "startup",
+        help="`vkocr serve` from process start to SERVING and to the first answer, cold and with the cache",
+        description="Spawn `vkocr serve --listen 127.0.0.1:0` as a fresh process, poll grpc.health.v1 until "
+        "SERVING, send one Recognize of IMAGE (then a second), stop it with SIGTERM: ms from the spawn to "
+        "SERVING and to the first answer. Twice: with an empty Vulkan pipeline cache (VKOCR_CACHE_DIR), then "
+        "with the cache the first run saved. Plaintext on loopback only.",
+    )
+    startup.add_argument("image", type=Path, metavar="IMAGE", help="the image of the first request")
+    startup.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+                         help="pipeline-cache folder, empty or new (default: a temporary one, removed after)")
+    startup.add_argument("--config", type=Path, default=None, metavar="FILE", help="the agent's TOML config")
+    startup.add_argument("--warm-shapes", default=None, metavar="WxH,…",
+                         help="override [plans] warm_shapes (VKOCR_PLANS_WARM_SHAPES; \"\" = no warm-up)")
+    startup.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                         help="seconds one run may take to its answers (default 600)")
+    startup.add_argument("--json", action="store_true", help="print results as JSON")
+    add_device_option(startup, cpu=True)
+    startup.set_defaults(func=cmd_bench_startup)

@@ -277,13 +277,23 @@ def status_to_dict(status: status_pb2.AgentStatus) -> dict[str, Any]:
 
     body = json_format.MessageToDict(status, preserving_proto_field_name=True,
                                      always_print_fields_with_no_presence=True)
+    return _with_numbers(status.DESCRIPTOR, body)
+
+
+def _with_numbers(descriptor: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """`body` (MessageToDict of a `descriptor` message) in field order, 64-bit integers as numbers, also in
+    nested messages (AgentStatus.plans)."""
     out: dict[str, Any] = {}
-    for field in status.DESCRIPTOR.fields:
+    for field in descriptor.fields:
         if field.name not in body:
             continue
         value = body[field.name]
-        is_64_bit = field.type in (field.TYPE_UINT64, field.TYPE_INT64)
-        out[field.name] = int(value) if is_64_bit else value
+        if field.type in (field.TYPE_UINT64, field.TYPE_INT64):
+            value = [int(v) for v in value] if isinstance(value, list) else int(value)
+        elif field.type == field.TYPE_MESSAGE and field.message_type.name not in ("Timestamp", "Duration"):
+            value = ([_with_numbers(field.message_type, v) for v in value] if isinstance(value, list)
+                     else _with_numbers(field.message_type, value))
+        out[field.name] = value
     return out
 
 
@@ -306,6 +316,9 @@ def format_status(status: status_pb2.AgentStatus) -> str:
         f"requests {status.requests_total} (errors {status.errors_total}, rejected {status.rejected_total})",
         f"pool {status.pool_used_bytes / 2**20:.1f}/{status.pool_reserved_bytes / 2**20:.1f} MiB",
     ]
+    if any(m.plans for m in status.plans):
+        counts = " ".join(f"{m.model} {m.plans}" for m in status.plans)
+        parts.append(f"plans {counts} ({sum(m.plan_memory_bytes for m in status.plans) / 2**20:.1f} MiB)")
     if status.HasField("temperature_c"):
         parts.append(f"{status.temperature_c:.0f} °C")
     if status.HasField("power_w"):

@@ -24,7 +24,9 @@ Commands available now:
   bench kernels    time the core kernels on the chosen device against measured ceilings
   bench models     time the PP-OCR models: ours, onnxruntime (CPU) and ncnn (Vulkan) in one run
   bench pipeline   the whole OCR pipeline per image against RapidOCR 1.4.4 (CPU)
+  bench stream     the pipeline on a stream of distinct images, each once per pass, against RapidOCR 1.4.4
   bench agent      the gRPC agent's throughput and latency at 1, 4 and 16 clients
+  bench startup    `vkocr serve` from process start to SERVING and to the first answer, cold and cached
   bundle           model bundles: keygen, create, sign, verify, inspect
   fleet            roll a bundle out to several agents (canary, soak, rollback), or show their versions
 """

@@ -45,9 +45,14 @@ class CpuStages:
     def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
         return self.models["cls"].run(self._batch(crops, height, width))
 
-    def recognize(self, crops: Sequence[CropSlot], height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    def recognize(self, crops: Sequence[CropSlot], height: int, width: int, batch: int = 0
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """`batch` is ignored: the CPU has no plans to save, only work, so spare slots are not run."""
         probs = self.models["rec"].run(self._batch(crops, height, width))
         return probs.argmax(axis=-1).astype(np.int32), probs.max(axis=-1)
+
+    def rec_output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        return self.models["rec"].output_shape(input_shape)
 
     def close(self) -> None:
         for model in self.models.values():

@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -291,12 +292,34 @@ class GpuStages:
         plan = self._plan("cls", (batch, 3, height, width), self.cls_hooks)
         return plan.run()[plan.output_names[0]][: len(crops)]
 
-    def recognize(self, crops: Sequence[CropSlot], height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-        self.rec_params.write(self._crop_params(crops, len(crops), height, width))
-        plan = self._plan("rec", (len(crops), 3, height, width), self.rec_hooks)
+    def recognize(self, crops: Sequence[CropSlot], height: int, width: int, batch: int = 0
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """Crops in a batch rounded up to a power of two, at most `batch` (RapidOCR's batch size, so a full batch
+        runs as it is): few shapes, little spare work; the warp zero-fills the spare slots."""
+        batch = min(self.max_batch, max(len(crops), min(batch, 1 << max(0, len(crops) - 1).bit_length())))
+        self.rec_params.write(self._crop_params(crops, batch, height, width))
+        plan = self._plan("rec", (batch, 3, height, width), self.rec_hooks)
         plan.run()
         out_shape = plan.spec.shape(plan.output_names[0])
-        return self._argmax.read(tuple(out_shape[:-1]))
+        indices, values = self._argmax.read(tuple(out_shape[:-1]))
+        return indices[:len(crops)], values[:len(crops)]
+
+    def rec_output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        return self.models["rec"].output_shape(input_shape)
+
+    def plan_stats(self) -> dict[str, dict[str, Any]]:
+        """Per model role: plans cached, plans built so far, distinct input shapes planned, the memory the plans
+        hold, and the host time of every plan built (ms, in order)."""
+        return {role: {"plans": m.plan_count, "recordings": m.recordings, "distinct_shapes": len(m.shapes_seen),
+                       "plan_memory_bytes": m.plan_memory_bytes, "build_ms": list(m.build_ms)}
+                for role, m in self.models.items()}
+
+    def prepare(self, role: str, shape: tuple[int, ...]) -> None:
+        """Record the plan of model `role` ("det", "cls", "rec") for this input shape now, without running it
+        (warm start); shapes are what detect/classify/recognize pass: det (1, 3, h, w), cls and rec
+        (batch, 3, height, width)."""
+        hooks = {"det": self.det_hooks, "cls": self.cls_hooks, "rec": self.rec_hooks}[role]
+        self._plan(role, shape, hooks)
 
     def close(self) -> None:
         for model in self.models.values():

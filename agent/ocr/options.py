@@ -9,6 +9,8 @@ from typing import Any
 
 from vkocr.agent.errors import OptionsError
 
+MAX_REC_WIDTH_BUCKET = 256  # pixels: 8 lines of 48 px tall text at most in the padding
+
 
 @dataclass(frozen=True)
 class OcrOptions:
@@ -42,6 +44,9 @@ class OcrOptions:
     rec_height: int = 48
     rec_width: int = 320
     rec_batch: int = 6
+    # rec batches run at RapidOCR's width rounded up to a multiple of this: fewer distinct shapes, fewer plans to
+    # record, but the padding changes 0.25% of lines at 32 (BENCHMARKS.md, "Rec width buckets"); 1: RapidOCR's
+    rec_width_bucket: int = 1
     # postprocessing plugins, in order: names, and options per name
     plugins: tuple[str, ...] = ()
     plugin_options: dict[str, Any] = field(default_factory=dict)
@@ -78,5 +83,8 @@ class OcrOptions:
                      "max_candidates"):
             if getattr(self, name) < 1:
                 raise OptionsError(f"{name} must be positive, got {getattr(self, name)}")
+        if not 1 <= self.rec_width_bucket <= MAX_REC_WIDTH_BUCKET:
+            raise OptionsError(f"rec_width_bucket must be within [1, {MAX_REC_WIDTH_BUCKET}], "
+                               f"got {self.rec_width_bucket}")
         if self.unclip_ratio <= 0:
             raise OptionsError(f"unclip_ratio must be positive, got {self.unclip_ratio}")

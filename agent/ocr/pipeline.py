@@ -8,6 +8,7 @@ chosen explicitly, on the CPU with the NumPy references (agent/ocr/cpu_stages.py
 from __future__ import annotations
 
 import dataclasses
+import gc
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,8 +49,13 @@ class Stages(Protocol):
     def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
         """(n, 2) class probabilities of the crops (0°, 180°)."""
 
-    def recognize(self, crops: Sequence[CropSlot], height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-        """(n, T) argmax indices and (n, T) max probabilities per time step."""
+    def recognize(self, crops: Sequence[CropSlot], height: int, width: int, batch: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """(n, T) argmax indices and (n, T) max probabilities per time step; `batch`: the batch size to run
+        (spare slots are zero), for fewer distinct shapes."""
+
+    def rec_output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The recogniser's output shape for this input shape."""
 
     def close(self) -> None: ...
 
@@ -76,6 +82,50 @@ def whole_image_quad(h: int, w: int) -> np.ndarray:
     return np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32)
 
 
+def warm_plan_shapes(image_sizes: Sequence[tuple[int, int]], opts: OcrOptions, max_batch: int
+                     ) -> list[tuple[str, tuple[int, ...]]]:
+    """(role, input shape) of the plans a request on images of these (width, height) sizes is likely to need,
+    for recording before the first request: det for each size as the request path computes it, cls for every
+    batch size it rounds to, rec for the common line widths."""
+    shapes: list[tuple[str, tuple[int, ...]]] = []
+    for w, h in image_sizes:
+        prep = preparation(h, w, max_side_len=opts.max_side_len, min_side_len=opts.min_side_len,
+                           min_height=opts.min_height, width_height_ratio=opts.width_height_ratio,
+                           letterbox=opts.use_det)
+        det_h, det_w = det_input_size(*prep.shape, opts.limit_side_len, opts.limit_type)
+        if opts.use_det and det_h > 0 and det_w > 0 and ("det", (1, 3, det_h, det_w)) not in shapes:
+            shapes.append(("det", (1, 3, det_h, det_w)))
+    if opts.use_cls:
+        batch = 1
+        while batch <= max_batch:
+            shapes.append(("cls", (batch, 3, opts.cls_height, opts.cls_width)))
+            batch *= 2
+    if opts.use_rec:
+        shapes += [("rec", shape) for shape in rec_warm_shapes(opts)]
+    return shapes
+
+
+REC_WARM_MAX_WIDTH = 960  # px at rec_height 48: a line 20 times as wide as it is tall
+REC_RESERVE_WIDTH = 1600  # the widest rec batch recorded at warm-up: its memory serves every narrower one
+
+
+def rec_tensor_width(width: int, opts: OcrOptions) -> int:
+    """The rec input width of a batch RapidOCR runs at `width`: rounded up to the bucket."""
+    return -(-width // opts.rec_width_bucket) * opts.rec_width_bucket
+
+
+def rec_warm_shapes(opts: OcrOptions) -> list[tuple[int, ...]]:
+    """The rec input shapes most lines land in, at every batch size the GPU stages round to: RapidOCR's
+    narrowest batch width (most lines), and with width buckets every bucket up to REC_WARM_MAX_WIDTH; first a
+    full batch at REC_RESERVE_WIDTH, so that the plans' shared memory rarely grows (growing re-records them)."""
+    first = rec_tensor_width(opts.rec_width, opts)
+    widths = [first] if opts.rec_width_bucket == 1 else range(first, max(first, REC_WARM_MAX_WIDTH) + 1,
+                                                              opts.rec_width_bucket)
+    batches = sorted({min(opts.rec_batch, 1 << (n - 1).bit_length()) for n in range(1, opts.rec_batch + 1)})
+    reserve = (opts.rec_batch, 3, opts.rec_height, rec_tensor_width(max(first, REC_RESERVE_WIDTH), opts))
+    return [reserve, *((batch, 3, opts.rec_height, w) for w in widths for batch in batches)]
+
+
 class OcrPipeline:
     """One OCR engine: the three models on one backend, options, and a plugin chain. Not thread-safe: one
     worker drives it (the agent's GPU worker)."""
@@ -89,6 +139,7 @@ class OcrPipeline:
         self.options.validate()
         self.plugins = plugins if plugins is not None else build_chain(self.options.plugins,
                                                                        self.options.plugin_options)
+        self._steps: dict[tuple[int, int], int] = {}
 
     @classmethod
     def open(cls, device: str | None = None, *, options: OcrOptions | None = None,
@@ -103,7 +154,9 @@ class OcrPipeline:
         if device == "cpu":
             from vkocr.agent.ocr.cpu_stages import CpuStages
 
-            return cls(CpuStages(paths), charset, options)
+            cpu = cls(CpuStages(paths), charset, options)
+            gc.freeze()  # as below
+            return cpu
         from vkocr.agent.ocr.gpu_stages import GpuStages
         from vkocr.engine.device import Device
 
@@ -114,6 +167,9 @@ class OcrPipeline:
             dev.close()
             raise
         pipeline._device = dev
+        # The models' objects live as long as the pipeline; left in the cyclic collector's reach, every full
+        # collection walks them (100-180 ms on the CI machine) in the middle of some request.
+        gc.freeze()
         return pipeline
 
     @property
@@ -253,7 +309,11 @@ class OcrPipeline:
         return out, angles, verdicts
 
     def _recognize(self, slots: list[CropSlot], opts: OcrOptions) -> tuple[list[CtcText], list[float]]:
-        """Decoded text of every slot, and the width/height ratio its batch was padded to."""
+        """Decoded text of every slot, and the width/height ratio its batch was padded to.
+
+        Each batch runs at RapidOCR's batch width rounded up to opts.rec_width_bucket, and with opts.rec_batch
+        slots (the warp zero-fills the spare columns and slots; no line sees another): a few plans serve every
+        batch. The crops are fitted exactly as RapidOCR fits them."""
         texts: list[CtcText] = [CtcText("", 0.0, (), (), 0)] * len(slots)
         batch_ratios = [0.0] * len(slots)
         batches = []
@@ -262,11 +322,22 @@ class OcrPipeline:
             width = int(opts.rec_height * max_ratio)  # RapidOCR's batch width, exactly
             batches.append((group, max_ratio, width, [slots[i].fitted(opts.rec_height, width) for i in group]))
         # the batches one after another, decoded after the last (shorter idle gaps between submissions)
-        outputs = [self.stages.recognize(batch, opts.rec_height, width) for _, _, width, batch in batches]
-        for (group, max_ratio, _, _), (indices, scores) in zip(batches, outputs, strict=True):
+        outputs = [self.stages.recognize(batch, opts.rec_height, rec_tensor_width(width, opts), opts.rec_batch)
+                   for _, _, width, batch in batches]
+        for (group, max_ratio, width, _), (indices, scores) in zip(batches, outputs, strict=True):
+            steps = self._rec_steps(opts.rec_height, width) if opts.return_word_box else 0
             for i, decoded in zip(group, ctc_decode(indices, scores, self.charset)):
-                texts[i], batch_ratios[i] = decoded, max_ratio
+                # word boxes scale time steps by RapidOCR's width: its step count, not the padded tensor's
+                texts[i] = dataclasses.replace(decoded, steps=steps) if steps else decoded
+                batch_ratios[i] = max_ratio
         return texts, batch_ratios
+
+    def _rec_steps(self, height: int, width: int) -> int:
+        """Time steps the recogniser makes for a height × width input."""
+        key = (height, width)
+        if key not in self._steps:
+            self._steps[key] = int(self.stages.rec_output_shape((1, 3, height, width))[1])
+        return self._steps[key]
 
     @staticmethod
     def _chars(text: CtcText, quad: np.ndarray, slot: CropSlot, batch_ratio: float, prep: Prepared

@@ -3,15 +3,20 @@
 Every setting has a default, so ``vkocr serve`` runs without a file. Sections and keys are the dataclasses
 below; ``VKOCR_<SECTION>_<KEY>`` (e.g. ``VKOCR_SERVER_QUEUE_SIZE=64``) overrides one key; ``[ocr]`` holds the
 deployment's OCR option defaults (any field of vkocr.agent.ocr.options.OcrOptions). ``vkocr serve --print-config``
-prints the merged result. Relative paths in a file are relative to the file's folder (PATH_KEYS).
+prints the merged result, each key with its field's comment below. Relative paths in a file are relative to the
+file's folder (PATH_KEYS).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import io
 import ipaddress
 import json
 import os
+import re
+import tokenize
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -73,6 +78,21 @@ class AuthConfig:
     dev_allow_loopback: bool = False  # without TLS, allow model management from loopback (development only)
 
 
+# Image sizes whose plans the agent records before it serves: camera frames (VGA, 720p, 1080p, portrait 1080p)
+# and A4 pages scanned at 150 and 300 dpi.
+DEFAULT_WARM_SHAPES = ("640x480", "1280x720", "1920x1080", "1080x1920", "1240x1754", "2480x3508")
+MAX_WARM_SHAPES = 64
+MAX_WARM_SIDE = 20000
+WARM_SHAPE = re.compile(r"([0-9]{1,6})x([0-9]{1,6})")
+
+
+@dataclass
+class PlansConfig:
+    # WIDTHxHEIGHT image sizes whose det/cls/rec plans are recorded before SERVING (and after a rebuild or an
+    # activation, before the new models serve): the first requests of those sizes record nothing; [] = none
+    warm_shapes: list[str] = field(default_factory=lambda: list(DEFAULT_WARM_SHAPES))
+
+
 @dataclass
 class MetricsConfig:
     listen: str = ""  # host:port of the Prometheus endpoint; empty: off
@@ -91,6 +111,7 @@ class AgentConfig:
     device: DeviceConfig = field(default_factory=DeviceConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    plans: PlansConfig = field(default_factory=PlansConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     ocr: dict[str, Any] = field(default_factory=dict)  # OcrOptions fields: the deployment's defaults
@@ -126,7 +147,24 @@ class AgentConfig:
             raise ConfigError("[server]: status_interval_s must be at least 0.05")
         if self.models.keep < 1:
             raise ConfigError("[models]: keep must be at least 1")
+        self.warm_sizes()
         self.ocr_options()
+
+    def warm_sizes(self) -> list[tuple[int, int]]:
+        """plans.warm_shapes as (width, height) pairs; ConfigError naming the key and the entry when one is not
+        WIDTHxHEIGHT with sides 1…MAX_WARM_SIDE, or when there are more than MAX_WARM_SHAPES."""
+        entries = self.plans.warm_shapes
+        if len(entries) > MAX_WARM_SHAPES:
+            raise ConfigError(f"[plans]: warm_shapes has {len(entries)} entries; at most {MAX_WARM_SHAPES}")
+        sizes = []
+        for entry in entries:
+            match = WARM_SHAPE.fullmatch(entry) if isinstance(entry, str) else None
+            sides = (int(match[1]), int(match[2])) if match else (0, 0)
+            if not all(1 <= side <= MAX_WARM_SIDE for side in sides):
+                raise ConfigError(f"[plans]: warm_shapes entry {entry!r} is not WIDTHxHEIGHT with each side "
+                                  f"from 1 to {MAX_WARM_SIDE} (e.g. \"1280x720\")")
+            sizes.append(sides)
+        return sizes
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -243,13 +281,55 @@ def parse_text(config: AgentConfig, section: str, key: str, text: str) -> Any:
 
 
 def to_toml(config: AgentConfig) -> str:
-    """The merged configuration as TOML (what --print-config shows)."""
+    """The merged configuration as TOML (what --print-config shows), each key with its field's comments."""
     lines: list[str] = []
     for section, table in config.to_dict().items():
         lines.append(f"[{section}]")
-        lines.extend(f"{toml_key(key)} = {toml_value(value)}" for key, value in table.items())
+        notes = field_comments(type(getattr(config, section))) if section != "ocr" else {}
+        for key, value in table.items():
+            above, trailing = notes.get(key, ((), ""))
+            lines.extend(f"# {line}" for line in above)
+            line = f"{toml_key(key)} = {toml_value(value)}"
+            lines.append(f"{line}  # {trailing}" if trailing else line)
         lines.append("")
     return "\n".join(lines)
+
+
+FieldComments = dict[str, tuple[tuple[str, ...], str]]
+_field_comments: dict[str, FieldComments] = {}
+
+
+def field_comments(section: type) -> FieldComments:
+    """The comments of a config dataclass's fields, from its source: (the comment lines right above the field,
+    the comment at the end of its line). Empty when the source is not installed."""
+    if section.__qualname__ not in _field_comments:
+        _field_comments[section.__qualname__] = read_field_comments(section)
+    return _field_comments[section.__qualname__]
+
+
+def read_field_comments(section: type) -> FieldComments:
+    try:
+        source = inspect.getsource(section)
+    except (OSError, TypeError):
+        return {}
+    comments: FieldComments = {}
+    above: list[str] = []
+    words: list[tokenize.TokenInfo] = []
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type not in (tokenize.NEWLINE, tokenize.NL):
+            if token.type not in (tokenize.INDENT, tokenize.DEDENT):
+                words.append(token)
+            continue
+        if len(words) == 1 and words[0].type == tokenize.COMMENT:
+            above.append(words[0].string.lstrip("#").strip())
+        elif len(words) > 2 and words[0].type == tokenize.NAME and words[1].string == ":":
+            trailing = words[-1].string.lstrip("#").strip() if words[-1].type == tokenize.COMMENT else ""
+            comments[words[0].string] = (tuple(above), trailing)
+            above = []
+        else:
+            above = []
+        words = []
+    return comments
 
 
 def toml_key(key: str) -> str:

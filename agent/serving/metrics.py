@@ -3,13 +3,16 @@
 Names, with the default namespace: `vkocr_requests_total{method,code}`, `vkocr_request_seconds{method}`,
 `vkocr_stage_seconds{stage}`, gauges `vkocr_queue_depth`, `vkocr_in_flight`, `vkocr_pool_used_bytes`,
 `vkocr_pool_reserved_bytes`, `vkocr_serving`, counters `vkocr_device_rebuilds_total`, `vkocr_rejected_total`,
-and `vkocr_build_info{version,device,model_version}`.
+and `vkocr_build_info{version,device,model_version}`; per model (det, cls, rec) the gauges `vkocr_plans{model}`
+and `vkocr_plan_memory_bytes{model}` and the counter `vkocr_plans_recorded_total{model}` (PlanCollector, once
+`watch_plans` is called).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -21,8 +24,13 @@ from prometheus_client import (
     generate_latest,
     start_http_server,
 )
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from vkocr.log import get_logger
+
+if TYPE_CHECKING:
+    from vkocr.agent.serving.plans import PlanStats
 
 log = get_logger(__name__)
 
@@ -47,6 +55,7 @@ class MetricsServer:
 class Metrics:
     def __init__(self, namespace: str = "vkocr") -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self.namespace = namespace
         ns, reg = namespace, self.registry
         self.requests = Counter("requests", "Requests answered, by method and gRPC status code name",
                                 ["method", "code"], namespace=ns, registry=reg)
@@ -104,6 +113,10 @@ class Metrics:
     def set_info(self, version: str, device: str, model_version: str) -> None:
         self.build.info({"version": version, "device": device, "model_version": model_version})
 
+    def watch_plans(self, snapshot: Callable[[], PlanStats]) -> None:
+        """Export the plan statistics `snapshot()` returns at each scrape (it must not block)."""
+        self.registry.register(PlanCollector(snapshot, self.namespace))
+
     def render(self) -> bytes:
         """The text exposition format, as a scrape would get it."""
         return generate_latest(self.registry)
@@ -114,3 +127,26 @@ class Metrics:
         server = MetricsServer(httpd, thread)
         log.info("metrics_listening", host=host, port=server.port)
         return server, server.port
+
+
+class PlanCollector(Collector):
+    """Prometheus: `vkocr_plans{model}`, `vkocr_plan_memory_bytes{model}` and `vkocr_plans_recorded_total{model}`
+    from the published snapshot, read at scrape time (never from the GPU worker)."""
+
+    def __init__(self, snapshot: Callable[[], PlanStats], namespace: str = "vkocr") -> None:
+        self._snapshot = snapshot
+        self._ns = namespace
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._snapshot()
+        plans = GaugeMetricFamily(f"{self._ns}_plans", "Plans (a model recorded for one input shape) cached now",
+                                  labels=["model"])
+        memory = GaugeMetricFamily(f"{self._ns}_plan_memory_bytes", "Device and staging memory the cached plans "
+                                   "hold", labels=["model"])
+        recorded = CounterMetricFamily(f"{self._ns}_plans_recorded", "Plans recorded since start, over every "
+                                       "device rebuild and model activation", labels=["model"])
+        for entry in stats.models:
+            plans.add_metric([entry.model], entry.plans)
+            memory.add_metric([entry.model], entry.plan_memory_bytes)
+            recorded.add_metric([entry.model], entry.recorded_total)
+        yield from (plans, memory, recorded)

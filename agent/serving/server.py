@@ -85,7 +85,7 @@ class Agent:
             version = model_version or default_model_version(config)
         self.worker = GpuWorker(factory, self.state, model_version=version, queue_size=config.server.queue_size,
                                 postproc_threads=config.server.postproc_threads, overlap=config.server.overlap,
-                                cpu_fallback=cpu)
+                                cpu_fallback=cpu, warm_sizes=config.warm_sizes())
         if self.activator is not None:
             self.activator.attach(self.worker)
         self.health = HealthServicer()
@@ -194,11 +194,12 @@ class Agent:
         log.info("health_listening", address=f"{host}:{self.health_port}", tls=False)
 
     def _export_gauges(self, metrics: Metrics) -> None:
-        """Queue, in-flight and pool gauges read when Prometheus scrapes, not when a status client asks."""
+        """Queue, in-flight, pool and plan gauges read when Prometheus scrapes, not when a status client asks."""
         metrics.queue_depth.set_function(self.worker.queue_depth)
         metrics.in_flight.set_function(lambda: self.stats.snapshot().in_flight)
         metrics.pool_used_bytes.set_function(lambda: self.worker.pool_usage()[0])
         metrics.pool_reserved_bytes.set_function(lambda: self.worker.pool_usage()[1])
+        metrics.watch_plans(lambda: self.worker.plan_stats)
 
     def _follow_state(self, snapshot: StateSnapshot) -> None:
         """On the loop: apply a state change, keeping the task referenced until it is done."""
@@ -320,10 +321,13 @@ class BackgroundAgent:
 
 
 def start_agent(config: AgentConfig, *, wait_serving: bool = True, timeout: float = 300.0,
-                **agent_args: Any) -> BackgroundAgent:
+                before_start: Callable[[Agent], None] | None = None, **agent_args: Any) -> BackgroundAgent:
     """Start an agent on a background thread; with `wait_serving`, return once its models are loaded (raises
-    when they failed to load)."""
+    when they failed to load). `before_start` gets the agent before it starts (to subscribe to its state from
+    the first change)."""
     background = BackgroundAgent(Agent(config, **agent_args))
+    if before_start is not None:
+        before_start(background.agent)
     background._thread.start()
     try:
         background.call(background.agent.start(), timeout=60)

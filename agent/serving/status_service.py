@@ -42,7 +42,10 @@ class StatusService(status_pb2_grpc.StatusServicer):
             latency_p50_ms=numbers.p50_ms, latency_p99_ms=numbers.p99_ms, latency_window_s=numbers.window_s,
             requests_total=numbers.requests_total, errors_total=numbers.errors_total,
             rejected_total=numbers.rejected_total, pool_used_bytes=used, pool_reserved_bytes=reserved,
-            uptime_s=self.state.uptime_s(), device_rebuilds=state.device_rebuilds)
+            uptime_s=self.state.uptime_s(), device_rebuilds=state.device_rebuilds,
+            plans=[status_pb2.ModelPlans(model=m.model, plans=m.plans, plan_memory_bytes=m.plan_memory_bytes,
+                                         recorded_total=m.recorded_total, distinct_shapes=m.distinct_shapes)
+                   for m in self.worker.plan_stats.models])
         if sensors is not None and sensors.temperature_c is not None:
             message.temperature_c = sensors.temperature_c
         if sensors is not None and sensors.power_w is not None:

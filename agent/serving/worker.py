@@ -6,6 +6,11 @@ request overlaps the GPU work of the next. A request whose client cancelled or w
 dropped before any GPU work. A Vulkan failure (device lost, failed submission) takes the state to REBUILDING:
 the worker closes the pipeline, opens a new one (or, when configured and the device cannot come back, one on
 the CPU executor), retries the request once and returns to SERVING, without a restart.
+
+Every pipeline the worker opens records the plans of the configured image sizes (`warm_sizes`, agent/serving/
+plans.py) before it serves; a pipeline handed over with `install` is warmed by whoever opened it (`warm`). The
+plan statistics are published after loading and after every request (`plan_stats`), so the status service and
+the metrics read them without waiting for the GPU.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +29,7 @@ import numpy as np
 from vkocr.agent.errors import AgentError
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.serving.plans import PlanLedger, PlanStats, WarmReport, warm_pipeline
 from vkocr.agent.serving.state import ServingState, StateBoard
 from vkocr.engine.errors import VulkanError
 from vkocr.log import get_logger
@@ -96,7 +102,7 @@ _STOP = object()
 class GpuWorker:
     def __init__(self, open_pipeline: PipelineFactory, state: StateBoard, *, model_version: str,
                  queue_size: int = 32, postproc_threads: int = 2, overlap: bool = True,
-                 cpu_fallback: PipelineFactory | None = None) -> None:
+                 cpu_fallback: PipelineFactory | None = None, warm_sizes: Sequence[tuple[int, int]] = ()) -> None:
         self._open_pipeline = open_pipeline
         self._cpu_fallback = cpu_fallback
         self.state = state
@@ -120,6 +126,8 @@ class GpuWorker:
         state.subscribe(lambda _: self._notify_room())  # a state change may change what submit() answers
         self.loaded = threading.Event()
         self.dropped: Counter[str] = Counter()  # jobs dropped before GPU work: "cancelled", "deadline"
+        self.warm_sizes = tuple(warm_sizes)  # (width, height) of the images whose plans are recorded first
+        self._plans = PlanLedger()  # published by the worker thread only
 
     # -- outside the worker thread ------------------------------------------------------------------------
 
@@ -174,6 +182,22 @@ class GpuWorker:
         self._control.put(message)
         self._wake.release()
         return message.done
+
+    def warm(self, pipeline: OcrPipeline) -> WarmReport:
+        """Record the plans of `warm_sizes` in `pipeline`, which does not serve yet, on the calling thread (the
+        one that opened it: the activator's before `install`, this worker's after it opens one). Never raises
+        for a plan that cannot be recorded: the pipeline still serves, recording that plan on demand."""
+        try:
+            return warm_pipeline(pipeline, self.warm_sizes, stopping=lambda: self._stopping)
+        except Exception as exc:  # noqa: BLE001 - a warm-up is an optimisation; serving goes on without it
+            log.warning("plans_not_warmed", error=f"{type(exc).__name__}: {exc}")
+            return WarmReport(0, 0, 0, 0, 0.0)
+
+    @property
+    def plan_stats(self) -> PlanStats:
+        """The plans per model as the worker last published them (after loading, warm-up and each request);
+        any thread, never waits for the GPU."""
+        return self._plans.snapshot
 
     def add_room_listener(self, listener: Callable[[], None]) -> Callable[[], None]:
         """Call `listener` (from any thread; it must not block) whenever submit() may answer otherwise than
@@ -254,6 +278,10 @@ class GpuWorker:
                 self.loaded.set()
                 self._fail_queued("models failed to load")
                 return
+            if self.warm_sizes and self.state.get().state is ServingState.LOADING:
+                self.state.set(reason=f"recording plans for {len(self.warm_sizes)} image sizes")
+            self.warm(self.pipeline)
+            self._plans.publish(self.pipeline)
             self._announce(ServingState.SERVING, "")
         self.loaded.set()
         while True:
@@ -311,6 +339,7 @@ class GpuWorker:
         old, self.pipeline = self.pipeline, message.pipeline
         self.model_version = message.model_version
         self._accepting = not self._stopping  # a swap also revives a worker whose device could not be rebuilt
+        self._plans.publish(self.pipeline)
         self._announce(ServingState.SERVING, "")
         if old is not None:
             try:
@@ -334,8 +363,10 @@ class GpuWorker:
         try:
             result = self._recognize_with_recovery(job)
         except Exception as exc:  # noqa: BLE001 - every failure goes back to its request, not up this thread
+            self._plans.publish(self.pipeline)
             settle(job.future, error=exc)
             return
+        self._plans.publish(self.pipeline)  # before the answer leaves: a client that got it sees its plans
         assert self.pipeline is not None  # it just answered (after a rebuild, the new one did)
         job.model_version, job.device_name = self.model_version, self.pipeline.device_name
         result.timings_ms["queue"] = waited_ms
@@ -378,6 +409,9 @@ class GpuWorker:
             except Exception as exc:  # noqa: BLE001
                 log.error("cpu_fallback_failed", error=str(exc))
         rebuilds = self.state.get().device_rebuilds + 1
+        if self.pipeline is not None:
+            self.warm(self.pipeline)
+        self._plans.publish(self.pipeline)
         if self.pipeline is None:
             self.state.set(state=ServingState.FAILED, reason=f"device lost and not rebuilt: {reason}",
                            device_rebuilds=rebuilds)

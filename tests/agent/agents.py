@@ -41,8 +41,11 @@ def lot_number(i: int) -> str:
 
 
 def agent_config(**overrides: Any) -> Any:
-    """A loopback agent on a free port; `overrides` as {"server.queue_size": 1, ...}."""
-    return load_config(None, env={}, overrides={"server.listen": "127.0.0.1:0", "logging.json": True, **overrides})
+    """A loopback agent on a free port; `overrides` as {"server.queue_size": 1, ...}. No plans are recorded
+    before serving unless `plans.warm_shapes` is given: the default sizes take seconds on lavapipe, for det and
+    cls plans that most tests (recognition only) never use."""
+    return load_config(None, env={}, overrides={"server.listen": "127.0.0.1:0", "logging.json": True,
+                                                "plans.warm_shapes": [], **overrides})
 
 
 @contextmanager

@@ -89,7 +89,8 @@ class ServeProcess:
 
 @pytest.fixture
 def serve_process() -> Iterator[ServeProcess]:
-    env = {**os.environ, "VKOCR_SERVER_GRACE_S": str(GRACE_S)}  # VKOCR_VALIDATION as this session has it
+    env = {**os.environ, "VKOCR_SERVER_GRACE_S": str(GRACE_S),  # VKOCR_VALIDATION as this session has it
+           "VKOCR_PLANS_WARM_SHAPES": ""}  # no warm-up: seconds on lavapipe, for plans this test never uses
     process = ServeProcess(env)
     try:
         yield process

@@ -132,6 +132,9 @@ max_bundle_bytes = {MAX_BUNDLE_BYTES}
 [auth]
 dev_allow_loopback = true
 
+[plans]
+warm_shapes = []  # seconds on lavapipe per model load, for det and cls plans the test never uses
+
 [logging]
 level = "info"
 json = true

@@ -40,6 +40,12 @@ class Graph:
         return Graph(copy.deepcopy(self.nodes), list(self.inputs), list(self.outputs), dict(self.constants),
                      dict(self.metadata), self.name)
 
+    def shallow_copy(self) -> Graph:
+        """A copy whose node list and constant dict can be replaced, sharing the nodes themselves: for passes
+        that drop or add nodes but never edit one (per-shape specialisation runs on the request path)."""
+        return Graph(list(self.nodes), list(self.inputs), list(self.outputs), dict(self.constants),
+                     dict(self.metadata), self.name)
+
     def producers(self) -> dict[str, Node]:
         return {out: n for n in self.nodes for out in n.outputs}
 

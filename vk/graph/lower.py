@@ -157,6 +157,12 @@ def record_node(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[
                 consts: NodeConstants) -> None:
     """Record the dispatches of one node; LoweringError (naming the node) when its arguments do not fit."""
     require_host_constants(node, consts.values, host_inputs(node, consts.values))
+    record_checked(rec, node, ins, outs, consts)
+
+
+def record_checked(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor],
+                   consts: NodeConstants) -> None:
+    """record_node for a caller that has already checked the node's host constants (a plan, once per node)."""
     try:
         RULES[node.op].record(rec, node, ins, outs, consts)
     except KernelArgumentError as exc:

@@ -94,15 +94,15 @@ def plan_memory(
             raise ValueError(f"value {v.name!r}: bad lifetime [{v.first}, {v.last}] or size {v.nbytes}")
     # largest first; ties by first use then name, so the plan is deterministic
     order = sorted(owned.values(), key=lambda v: (-aligned(v.nbytes, alignment), v.first, v.name))
-    placed: list[tuple[Lifetime, int]] = []
+    placed: list[tuple[int, int, int, int]] = []  # (first, last, offset, end) of every value placed so far
     offsets: dict[str, int] = {}
     arena = 0
     for v in order:
         size = aligned(v.nbytes, alignment)
-        busy = [(off, off + aligned(p.nbytes, alignment)) for p, off in placed
-                if p.first <= v.last and v.first <= p.last]
+        first, last = v.first, v.last
+        busy = [(lo, hi) for p_first, p_last, lo, hi in placed if p_first <= last and first <= p_last]
         offset = _lowest_free_offset(size, busy, alignment)
-        placed.append((v, offset))
+        placed.append((first, last, offset, offset + size))
         offsets[v.name] = offset
         arena = max(arena, offset + size)
     for v in lifetimes:

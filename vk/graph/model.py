@@ -1,5 +1,5 @@
 """A loaded model: the optimised graph, its weights on the device (uploaded once), and an LRU cache of plans,
-one per input shape.
+one per input shape, whose activations and staging share one set of regions (vk/graph/shared_memory.py).
 
 `Model.load(path, device)` runs on Vulkan; `Model.load(path, None)` is the explicit CPU fallback, the NumPy
 executor (`model.backend` says which). One thread drives a model (the agent's GPU worker): the cache is not
@@ -8,7 +8,8 @@ locked.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import time
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.lower import check_lowerable, device_constants, host_inputs
 from vkocr.engine.graph.onnx_import import from_onnx
 from vkocr.engine.graph.plan import ConstantArena, NumpyPlan, Plan, StageHooks, check_float32
+from vkocr.engine.graph.shared_memory import SharedMemory
 from vkocr.log import get_logger
 
 if TYPE_CHECKING:
@@ -31,6 +33,10 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 CPU_BACKEND = "cpu (numpy)"
+DEFAULT_PLAN_CACHE_SIZE = 1024  # plans per model; the byte bound below usually decides first
+DEFAULT_PLAN_CACHE_BYTES = 256 << 20  # recordings and plan-local constants per model
+MAX_BUILD_TIMES = 4096  # plan build times kept for statistics
+MAX_SHAPES_SEEN = 1 << 16
 ONNX_FLOAT = 1
 
 
@@ -111,11 +117,16 @@ class Model:
     """An optimised graph plus, on Vulkan, its weight arena; plans are made on demand and cached by shape."""
 
     def __init__(self, graph: Graph, device: Device | None, *, input_spec: InputSpec | None = None,
-                 plan_cache_size: int = 8) -> None:
+                 plan_cache_size: int = DEFAULT_PLAN_CACHE_SIZE,
+                 plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES) -> None:
+        """`plan_cache_size` and `plan_cache_bytes` bound the cache by count and by the memory the plans hold
+        of their own (recordings and plan-local constants; the shared regions are the model's)."""
         if len(graph.inputs) != 1:
             raise ModelError(f"model {graph.name} has inputs {graph.inputs}: vkocr plans take exactly one")
         if plan_cache_size < 1:
             raise ValueError(f"plan_cache_size must be ≥ 1, got {plan_cache_size}")
+        if plan_cache_bytes < 1:
+            raise ValueError(f"plan_cache_bytes must be ≥ 1, got {plan_cache_bytes}")
         self.device = device
         self.graph = passes.optimize(graph)
         self.input = input_spec or InputSpec(graph.inputs[0], None)
@@ -123,10 +134,15 @@ class Model:
             raise ModelError(f"model {graph.name}: input {self.input.name} is not float32")
         self.output = self.graph.outputs[0]
         self.plan_cache_size = plan_cache_size
+        self.plan_cache_bytes = plan_cache_bytes
+        self.shared = SharedMemory(device) if device is not None else None
         self.recordings = 0  # plans built (on Vulkan: recorded); a cache hit builds nothing
+        self.build_ms: deque[float] = deque(maxlen=MAX_BUILD_TIMES)  # host ms of the latest plans built, in order
+        self.shapes_seen: set[tuple[int, ...]] = set()  # input shapes planned so far (the first MAX_SHAPES_SEEN)
         self._plans: OrderedDict[tuple[tuple[int, ...], tuple[str, ...], StageHooks | None], Plan | NumpyPlan] = (
             OrderedDict())
         self._weights: ConstantArena | None = None
+        self._generation = 0
         if device is not None:
             nodes = runtime_nodes(self.graph)
             for node in nodes:
@@ -137,10 +153,12 @@ class Model:
 
     @classmethod
     def load(cls, source: str | Path | onnx.ModelProto | Graph, device: Device | None, *,
-             plan_cache_size: int = 8) -> Model:
+             plan_cache_size: int = DEFAULT_PLAN_CACHE_SIZE, plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES
+             ) -> Model:
         """Import (ONNX file, ModelProto or IR graph), optimise once and, on a device, upload the weights."""
         graph, spec = read_model(source)
-        return cls(graph, device, input_spec=spec, plan_cache_size=plan_cache_size)
+        return cls(graph, device, input_spec=spec, plan_cache_size=plan_cache_size,
+                   plan_cache_bytes=plan_cache_bytes)
 
     @property
     def backend(self) -> str:
@@ -150,6 +168,21 @@ class Model:
     def weight_bytes(self) -> int:
         """Bytes of constants uploaded to the device at load (0 on the CPU backend)."""
         return self._weights.nbytes if self._weights is not None else 0
+
+    @property
+    def plan_count(self) -> int:
+        """Plans in the cache now."""
+        return len(self._plans)
+
+    @property
+    def plan_memory_bytes(self) -> int:
+        """Memory of the cached plans: the shared regions (activations, staging) and what each plan holds of
+        its own (recordings, estimated, and plan-local constants)."""
+        shared = self.shared.nbytes if self.shared is not None else 0
+        return shared + self._own_bytes()
+
+    def _own_bytes(self) -> int:
+        return sum(getattr(p, "memory_bytes", 0) for p in self._plans.values())
 
     @property
     def cached_shapes(self) -> list[tuple[int, ...]]:
@@ -165,13 +198,25 @@ class Model:
         if key in self._plans:
             self._plans.move_to_end(key)
             return self._plans[key]
+        started = time.perf_counter()
         plan = self._build(shape, extra_outputs, hooks)
+        self.build_ms.append((time.perf_counter() - started) * 1e3)
+        if len(self.shapes_seen) < MAX_SHAPES_SEEN:  # a long-running agent meets new shapes forever
+            self.shapes_seen.add(shape)
         self.recordings += 1
+        if isinstance(plan, Plan) and plan.generation != self._generation:
+            self._drop_stale()  # the shared regions grew for this plan: every plan before it names freed buffers
+            self._generation = plan.generation
         self._plans[key] = plan
-        while len(self._plans) > self.plan_cache_size:
+        while len(self._plans) > 1 and (len(self._plans) > self.plan_cache_size
+                                        or self._own_bytes() > self.plan_cache_bytes):
             _, evicted = self._plans.popitem(last=False)
             evicted.close()
         return plan
+
+    def _drop_stale(self) -> None:
+        for key in [k for k, p in self._plans.items() if isinstance(p, Plan) and p.stale]:
+            self._plans.pop(key).close()
 
     def _build(self, shape: tuple[int, ...], extra_outputs: Sequence[str], hooks: StageHooks | None
                ) -> Plan | NumpyPlan:
@@ -180,7 +225,14 @@ class Model:
                 raise ModelError("stage hooks record GPU work: the CPU backend has none")
             return NumpyPlan(self.graph, shape, extra_outputs=extra_outputs)
         assert self._weights is not None
-        return Plan(self.device, self.graph, self._weights, shape, extra_outputs=extra_outputs, hooks=hooks)
+        return Plan(self.device, self.graph, self._weights, shape, extra_outputs=extra_outputs, hooks=hooks,
+                    memory=self.shared)
+
+    def output_shape(self, input_shape: Sequence[int]) -> tuple[int, ...]:
+        """The (first) output's shape for this input shape (shape inference only: nothing is recorded)."""
+        from vkocr.engine.graph.plan import specialize_for
+
+        return tuple(specialize_for(self.graph, self.input.check_shape(input_shape)).shape(self.output))
 
     def run(self, x: np.ndarray) -> np.ndarray:
         """The model's (first) output for input `x`: float32, of the model's rank and fixed dimensions."""
@@ -195,6 +247,8 @@ class Model:
         if self._weights is not None:
             self._weights.close()
             self._weights = None
+        if self.shared is not None:
+            self.shared.close()
 
     def __enter__(self) -> Self:
         return self

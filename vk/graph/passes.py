@@ -367,7 +367,7 @@ def fuse_activations(graph: Graph) -> Graph:
 
 def remove_dead(graph: Graph) -> Graph:
     """Drop nodes whose outputs no graph output depends on, and constants nothing reads."""
-    g = graph.copy()
+    g = graph.shallow_copy()
     needed = set(g.outputs)
     kept = []
     for node in reversed(g.nodes):
@@ -383,7 +383,7 @@ def as_views(spec: Specialized) -> Specialized:
     """Reshape/Squeeze/Unsqueeze/Flatten/Identity → "View" with the specialised output shape as attribute and
     only the data input: the data is not moved, so a plan can alias the storage instead of copying. The shape
     operands (now unread constants) are left for remove_dead."""
-    g = spec.graph.copy()
+    g = spec.graph.shallow_copy()
     g.nodes = [Node("View", n.name, [n.inputs[0]], [n.outputs[0]],
                     {"shape": tuple(int(d) for d in spec.shapes[n.outputs[0]])})
                if n.op in VIEW_OPS else n for n in g.nodes]

@@ -1,9 +1,11 @@
 """A plan: one model compiled for one input shape, recorded once and replayed for every request.
 
-Building a plan specialises the graph (shape inference, folding of shape subgraphs), places every activation in
-one arena by lifetime (vk/graph/memory_plan.py), maps the persistent staging buffers, and records ONE command
+Building a plan specialises the graph (shape inference, folding of shape subgraphs), places every activation by
+lifetime (vk/graph/memory_plan.py) in the device region it shares with the other plans of its model
+(vk/graph/shared_memory.py), and its staging in the shared upload and readback regions, and records ONE command
 buffer: upload staging → input tensor, every node's dispatches (vk/graph/lower.py), outputs → readback staging.
-`run()` then only copies the input into mapped memory, submits, waits and copies the outputs out.
+`run()` then only copies the input into mapped memory, submits, waits and copies the outputs out. A plan is
+built on the request path whenever a new shape arrives, so building it is kept to arithmetic and recording.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from vkocr.engine.graph.lower import (
     device_constants,
     host_inputs,
     is_view,
-    record_node,
+    record_checked,
+    require_host_constants,
 )
 from vkocr.engine.graph.memory_plan import Lifetime, MemoryPlan, plan_memory
 from vkocr.engine.graph.numpy_executor import run_numpy
+from vkocr.engine.graph.shared_memory import SharedMemory
 from vkocr.engine.graph.specialize import Specialized, specialize
 from vkocr.engine.memory import Allocation, BufferView
 from vkocr.engine.pipeline import Pipeline
@@ -209,7 +213,10 @@ class Plan:
     """One model at one input shape on one device: recorded once, `run()` any number of times."""
 
     def __init__(self, device: Device, graph: Graph, weights: ConstantArena, input_shape: Sequence[int], *,
-                 extra_outputs: Sequence[str] = (), hooks: StageHooks | None = None) -> None:
+                 extra_outputs: Sequence[str] = (), hooks: StageHooks | None = None,
+                 memory: SharedMemory | None = None) -> None:
+        """`memory`: the regions this plan shares with the other plans of its model (reserved large enough here;
+        a plan of its own when None)."""
         started = time.perf_counter()
         self.device = device
         self.input_shape = tuple(int(d) for d in input_shape)
@@ -221,29 +228,33 @@ class Plan:
         self._check_graph()
         self.memory: MemoryPlan = plan_memory(lifetimes(self.spec, self.output_names), view_sources(g.nodes),
                                               device.alignment)
-        self._arena: Allocation | None = None
+        self._own_memory = memory is None
+        self.shared = memory if memory is not None else SharedMemory(device)
         self._local: ConstantArena | None = None
-        self._staging: list[Allocation] = []
         self._recorder: _KernelTrackingRecorder | None = None
         self._profiler: _KernelTrackingRecorder | None = None
         try:
-            self._arena = device.pool.alloc(self.memory.arena_bytes, "device")
-            self._tensors = self._place_tensors(self._arena)
+            read = hooks is None or hooks.read_outputs
+            upload = self._staged_bytes([self.input_name]) if hooks is None else 0
+            readback = self._staged_bytes(self.output_names) if read else 0
+            self.shared.reserve(self.memory.arena_bytes, upload, readback)
+            self.generation = self.shared.generation
+            self._tensors = self._place_tensors(self.shared.region("device"))
             self._steps = self._bind_steps(weights)
             self._upload: Allocation | None = None
             if hooks is None:
-                self._upload, self._input_host = self._stage(self.input_name, "upload")
-            read = hooks is None or hooks.read_outputs
-            self._readback = {name: self._stage(name, "readback") for name in self.output_names} if read else {}
+                self._upload, self._input_host = self._stage([self.input_name], "upload")[self.input_name]
+            self._readback = self._stage(self.output_names, "readback") if read else {}
             self._recorder, self._spans = self._record(profile=False)
         except BaseException:
             self.close()
             raise
         self.dispatch_count = self._recorder.dispatch_count
         self.pipelines: set[str] = set(self._recorder.kernels)
-        log.info("plan_recorded", graph=graph.name, shape=self.input_shape, dispatches=self.dispatch_count,
-                 arena_mib=round(self.arena_bytes / 2**20, 1), naive_mib=round(self.naive_bytes / 2**20, 1),
-                 ms=round((time.perf_counter() - started) * 1e3, 1))
+        self.build_ms = (time.perf_counter() - started) * 1e3
+        log.debug("plan_recorded", graph=graph.name, shape=self.input_shape, dispatches=self.dispatch_count,
+                  arena_mib=round(self.arena_bytes / 2**20, 1), naive_mib=round(self.naive_bytes / 2**20, 1),
+                  ms=round(self.build_ms, 2))
 
     # -- building ---------------------------------------------------------------------------------------------
 
@@ -254,6 +265,19 @@ class Plan:
     @property
     def naive_bytes(self) -> int:
         return self.memory.naive_bytes
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes this plan holds of its own: its recording (estimated) and local constants; the regions it
+        shares with its model's other plans are the model's (and counted here only for a plan of its own)."""
+        recording = self._recorder.host_bytes_estimate if self._recorder is not None else 0
+        own = self.shared.nbytes if self._own_memory else 0
+        return recording + self.local_constant_bytes + own
+
+    @property
+    def stale(self) -> bool:
+        """True once the shared regions were replaced after this plan was recorded (it must not run)."""
+        return self.generation != self.shared.generation
 
     @property
     def local_constant_bytes(self) -> int:
@@ -269,9 +293,16 @@ class Plan:
                 raise LoweringError(f"output {name} is not computed at runtime for input shape {self.input_shape}")
 
     def _place_tensors(self, arena: Allocation) -> dict[str, Tensor]:
-        return {name: Tensor(arena.sub(offset, max(1, math.prod(self.spec.shapes[name])) * FLOAT32.itemsize),
-                             self.spec.shapes[name], FLOAT32)
+        shapes = self.spec.shapes
+        return {name: Tensor(arena.sub(offset, max(1, math.prod(shapes[name])) * FLOAT32.itemsize), shapes[name],
+                             FLOAT32)
                 for name, offset in self.memory.offsets.items()}
+
+    def _staged_bytes(self, names: Sequence[str]) -> int:
+        """Bytes of the staging for these values, laid out one after another."""
+        alignment = self.device.alignment
+        return sum(-(-max(1, math.prod(self.spec.shapes[n])) * FLOAT32.itemsize // alignment) * alignment
+                   for n in names)
 
     def _bind_steps(self, weights: ConstantArena) -> list[_Step]:
         """Every node's device tensors and host constants. Constants the model's weights lack (values folded
@@ -294,6 +325,7 @@ class Plan:
 
     def _step(self, node: Node, values: list[np.ndarray | None], constants: Mapping[str, Tensor]) -> _Step:
         host = host_inputs(node, values)
+        require_host_constants(node, values, host)
         ins: list[Tensor | None] = []
         for i, name in enumerate(node.inputs):
             if not name or i in host:
@@ -301,16 +333,20 @@ class Plan:
             else:
                 ins.append(self._tensors[name] if name in self._tensors else constants[name])
         prefix = derived_key(node, "")
-        derived = {k[len(prefix):]: t for k, t in constants.items() if k.startswith(prefix)}
+        derived = {k[len(prefix):]: t for k, t in constants.items() if k.startswith(prefix)} if constants else {}
         outs = [self._tensors[name] for name in node.outputs if name]
         return _Step(node, ins, outs, NodeConstants(values, derived))
 
-    def _stage(self, name: str, kind: str) -> tuple[Allocation, np.ndarray]:
-        """Persistent host-visible staging for one value, and a NumPy view of its mapped bytes."""
-        tensor = self._tensors[name]
-        alloc = self.device.pool.alloc(tensor.nbytes, kind)
-        self._staging.append(alloc)
-        return alloc, alloc.array(np.float32, tensor.shape)
+    def _stage(self, names: Sequence[str], kind: str) -> dict[str, tuple[Allocation, np.ndarray]]:
+        """Host-visible staging for these values in the shared `kind` region, and NumPy views of the mapping."""
+        region, offset, staged = self.shared.region(kind), 0, {}
+        alignment = self.device.alignment
+        for name in names:
+            tensor = self._tensors[name]
+            alloc = region.sub(offset, tensor.nbytes)
+            staged[name] = (alloc, alloc.array(np.float32, tensor.shape))
+            offset += -(-tensor.nbytes // alignment) * alignment
+        return staged
 
     def input_tensor(self) -> Tensor:
         return self._tensors[self.input_name]
@@ -328,7 +364,7 @@ class Plan:
             spans = [("input", rec.command_count)]
             for step in self._steps:
                 before = rec.command_count
-                record_node(rec, step.node, step.ins, step.outs, step.consts)
+                record_checked(rec, step.node, step.ins, step.outs, step.consts)
                 spans.append((step.node.name, rec.command_count - before))
             if self.hooks is not None and self.hooks.epilogue is not None:
                 self.hooks.epilogue(rec, {name: self._tensors[name] for name in self.output_names})
@@ -344,9 +380,9 @@ class Plan:
 
     def fill_arena(self, value: float) -> None:
         """Set every activation byte to `value` (tests poison with NaN, so an element no kernel writes shows)."""
-        if self._arena is None:
+        if self._recorder is None:
             raise EngineError("plan is closed")
-        words = Tensor(self._arena, (self.arena_bytes // FLOAT32.itemsize,), FLOAT32)
+        words = Tensor(self.shared.region("device"), (self.arena_bytes // FLOAT32.itemsize,), FLOAT32)
         self.device.write(words, np.full(words.shape, value, np.float32))
 
     def _replay(self, rec: Recorder, x: np.ndarray | None, timeout_s: float) -> None:
@@ -369,6 +405,8 @@ class Plan:
         large map saves copying all of it)."""
         if self._recorder is None:
             raise EngineError("plan is closed")
+        if self.stale:
+            raise EngineError("plan recorded against memory its model has since replaced: make it again")
         self._replay(self._recorder, x, timeout_s)
         results = {}
         for name, (alloc, host) in self._readback.items():
@@ -402,20 +440,17 @@ class Plan:
     # -- lifetime -------------------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Wait for any submission, then free the recordings, the arena, local constants and staging."""
+        """Wait for any submission, then free the recordings and local constants (and the memory of a plan of
+        its own)."""
         for rec in (self._recorder, self._profiler):
             if rec is not None:
                 rec.close()
         self._recorder = self._profiler = None
-        if self._arena is not None:
-            self.device.pool.free(self._arena)
-            self._arena = None
         if self._local is not None:
             self._local.close()
             self._local = None
-        for alloc in self._staging:
-            self.device.pool.free(alloc)
-        self._staging.clear()
+        if self._own_memory:
+            self.shared.close()
 
     def __enter__(self) -> Self:
         return self

@@ -29,7 +29,7 @@ class Specialized:
 
 def specialize(graph: Graph, input_shapes: dict[str, Shape]) -> Specialized:
     """Shape inference and constant folding for these input shapes; the input graph is not modified."""
-    g = graph.copy()
+    g = graph.shallow_copy()  # nodes are only dropped here, never edited
     missing = [name for name in g.inputs if name not in input_shapes]
     if missing:
         raise ShapeError(f"no shape given for graph inputs {missing}")

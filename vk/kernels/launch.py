@@ -5,9 +5,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
+import numpy as np
+
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.tensor import Tensor
 
+FLOAT32 = np.dtype("<f4")
 FLAT_LOCAL = 256  # workgroup size of one-dimensional kernels
 MAX_GROUPS_X = 65535  # the minimum maxComputeWorkGroupCount[0] every device guarantees
 
@@ -43,7 +46,7 @@ def activation_id(kind: str) -> int:
 
 def require_float32(*tensors: Tensor) -> None:
     for t in tensors:
-        if t.dtype.str != "<f4":
+        if t.dtype is not FLOAT32 and t.dtype != FLOAT32:
             raise KernelArgumentError(f"kernel needs float32 tensors, got {t.dtype}")
 
 
