@@ -114,3 +114,24 @@ def test_the_cache_is_bounded_by_the_memory_plans_hold(device: Device, net: tupl
             model.plan(shape)
         assert 2 <= model.plan_count <= 4, "bounded by bytes, not by a count"
         assert model.cached_shapes[-1] == SHAPES[-1]
+
+
+def test_a_build_that_fails_after_growing_leaves_no_stale_plan_behind(device: Device, net: tuple[Path, int]
+                                                                     ) -> None:
+    """The shared memory grows, then the plan cannot be recorded (here: its hooks raise): the plans recorded
+    against the old memory are dropped, and asking for one again records it anew."""
+    from vkocr.engine.graph.plan import StageHooks
+
+    path, seed = net
+    rng = np.random.default_rng(seed)
+    small = rng.uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32)
+
+    def failing_prologue(rec: object, x: object) -> None:
+        raise RuntimeError("prologue failed")
+
+    with Model.load(path, device) as model:
+        expected = run_poisoned(model, small)
+        with pytest.raises(RuntimeError, match="prologue failed"):
+            model.plan((2, 3, 40, 56), hooks=StageHooks(failing_prologue))
+        assert model.plan_count == 0, "the small plan named memory that was replaced"
+        np.testing.assert_array_equal(run_poisoned(model, small), expected)

@@ -195,11 +195,18 @@ class Model:
         recorded on first use."""
         shape = self.input.check_shape(input_shape)
         key = (shape, tuple(extra_outputs), hooks)
-        if key in self._plans:
-            self._plans.move_to_end(key)
-            return self._plans[key]
+        cached = self._plans.get(key)
+        if cached is not None:
+            if not (isinstance(cached, Plan) and cached.stale):
+                self._plans.move_to_end(key)
+                return cached
+            self._plans.pop(key).close()  # recorded against memory since replaced: recorded again below
         started = time.perf_counter()
-        plan = self._build(shape, extra_outputs, hooks)
+        try:
+            plan = self._build(shape, extra_outputs, hooks)
+        except BaseException:
+            self._drop_stale()  # a build that failed after growing the shared memory leaves the others stale
+            raise
         self.build_ms.append((time.perf_counter() - started) * 1e3)
         if len(self.shapes_seen) < MAX_SHAPES_SEEN:  # a long-running agent meets new shapes forever
             self.shapes_seen.add(shape)

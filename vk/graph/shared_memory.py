@@ -43,12 +43,11 @@ class SharedMemory:
             if current is not None:
                 self.device.pool.free(current)
                 self._regions[kind] = None
+                self.generation += 1  # now, not after the allocation: when that fails, the old plans are stale
             self.device.pool.trim()  # the old region's arena goes back to the driver before the new one comes
             self._regions[kind] = self.device.pool.alloc(size, kind)
             log.debug("plan_memory_grown", kind=kind, mib=round(size / 2**20, 1))
             grew = True
-        if grew:
-            self.generation += 1
         return grew
 
     def region(self, kind: str) -> Allocation:
