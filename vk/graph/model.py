@@ -23,7 +23,7 @@ from vkocr.engine.graph import passes
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.lower import check_lowerable, device_constants, host_inputs
 from vkocr.engine.graph.onnx_import import from_onnx
-from vkocr.engine.graph.plan import ConstantArena, NumpyPlan, Plan, StageHooks, check_float32
+from vkocr.engine.graph.plan import Binding, ConstantArena, NumpyPlan, Plan, StageHooks, check_float32
 from vkocr.engine.graph.shared_memory import SharedMemory
 from vkocr.log import get_logger
 
@@ -143,6 +143,7 @@ class Model:
             OrderedDict())
         self._weights: ConstantArena | None = None
         self._generation = 0
+        self._bindings: dict[str, Binding] = {}  # per node, what every plan binds alike (Plan._bind_steps)
         if device is not None:
             nodes = runtime_nodes(self.graph)
             for node in nodes:
@@ -233,7 +234,7 @@ class Model:
             return NumpyPlan(self.graph, shape, extra_outputs=extra_outputs)
         assert self._weights is not None
         return Plan(self.device, self.graph, self._weights, shape, extra_outputs=extra_outputs, hooks=hooks,
-                    memory=self.shared)
+                    memory=self.shared, bindings=self._bindings)
 
     def output_shape(self, input_shape: Sequence[int]) -> tuple[int, ...]:
         """The (first) output's shape for this input shape (shape inference only: nothing is recorded)."""
@@ -254,6 +255,7 @@ class Model:
         if self._weights is not None:
             self._weights.close()
             self._weights = None
+        self._bindings.clear()
         if self.shared is not None:
             self.shared.close()
 

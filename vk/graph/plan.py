@@ -202,6 +202,17 @@ class StageHooks:
 
 
 @dataclass(frozen=True)
+class Binding:
+    """What a node reads besides activations, for one set of constant inputs: their values, which positions
+    are read on the host, the device tensors of the others, and the node's derived constants."""
+
+    values: list[np.ndarray | None]
+    host: frozenset[int]
+    constants: dict[str, Tensor]
+    consts: NodeConstants
+
+
+@dataclass(frozen=True)
 class _Step:
     node: Node
     ins: list[Tensor | None]
@@ -214,9 +225,9 @@ class Plan:
 
     def __init__(self, device: Device, graph: Graph, weights: ConstantArena, input_shape: Sequence[int], *,
                  extra_outputs: Sequence[str] = (), hooks: StageHooks | None = None,
-                 memory: SharedMemory | None = None) -> None:
+                 memory: SharedMemory | None = None, bindings: dict[str, Binding] | None = None) -> None:
         """`memory`: the regions this plan shares with the other plans of its model (reserved large enough here;
-        a plan of its own when None)."""
+        a plan of its own when None); `bindings`: the model's memo of node bindings (see `_bind_steps`)."""
         started = time.perf_counter()
         self.device = device
         self.input_shape = tuple(int(d) for d in input_shape)
@@ -240,7 +251,7 @@ class Plan:
             self.shared.reserve(self.memory.arena_bytes, upload, readback)
             self.generation = self.shared.generation
             self._tensors = self._place_tensors(self.shared.region("device"))
-            self._steps = self._bind_steps(weights)
+            self._steps = self._bind_steps(weights, bindings)
             self._upload: Allocation | None = None
             if hooks is None:
                 self._upload, self._input_host = self._stage([self.input_name], "upload")[self.input_name]
@@ -304,15 +315,21 @@ class Plan:
         return sum(-(-max(1, math.prod(self.spec.shapes[n])) * FLOAT32.itemsize // alignment) * alignment
                    for n in names)
 
-    def _bind_steps(self, weights: ConstantArena) -> list[_Step]:
+    def _bind_steps(self, weights: ConstantArena, memo: dict[str, Binding] | None) -> list[_Step]:
         """Every node's device tensors and host constants. Constants the model's weights lack (values folded
-        for this shape only) are uploaded into a small arena of this plan."""
+        for this shape only) are uploaded into a small arena of this plan. `memo` keeps, per node, what does
+        not depend on the shape (its constants are the very arrays of an earlier plan), for the next plan."""
         g = self.spec.graph
-        needs = []
+        work: list[tuple[Node, list[np.ndarray | None], Binding | None, dict[str, np.ndarray]]] = []
         for node in g.nodes:
             values = [g.constants.get(name) if name else None for name in node.inputs]
-            needs.append((node, values, device_constants(node, values)))
-        missing = {k: a for _, _, needed in needs for k, a in needed.items() if weights.lookup(k, a) is None}
+            known = memo.get(node.name) if memo is not None else None
+            if known is not None and len(known.values) == len(values) and all(
+                    a is b for a, b in zip(known.values, values)):
+                work.append((node, values, known, {}))
+            else:
+                work.append((node, values, None, device_constants(node, values)))
+        missing = {k: a for _, _, _, needed in work for k, a in needed.items() if weights.lookup(k, a) is None}
         local = self._local = ConstantArena(self.device, missing) if missing else None
 
         def device_tensor(key: str, array: np.ndarray) -> Tensor:
@@ -320,22 +337,29 @@ class Plan:
             assert found is not None, key
             return found
 
-        return [self._step(node, values, {k: device_tensor(k, a) for k, a in needed.items()})
-                for node, values, needed in needs]
+        steps = []
+        for node, values, known, needed in work:
+            if known is None:
+                known = self._binding(node, values, {k: device_tensor(k, a) for k, a in needed.items()})
+                if memo is not None and not any(k in missing for k in needed):  # plan-local constants: not kept
+                    memo[node.name] = known
+            steps.append(self._step(node, known))
+        return steps
 
-    def _step(self, node: Node, values: list[np.ndarray | None], constants: Mapping[str, Tensor]) -> _Step:
+    @staticmethod
+    def _binding(node: Node, values: list[np.ndarray | None], constants: dict[str, Tensor]) -> Binding:
         host = host_inputs(node, values)
         require_host_constants(node, values, host)
-        ins: list[Tensor | None] = []
-        for i, name in enumerate(node.inputs):
-            if not name or i in host:
-                ins.append(None)
-            else:
-                ins.append(self._tensors[name] if name in self._tensors else constants[name])
         prefix = derived_key(node, "")
         derived = {k[len(prefix):]: t for k, t in constants.items() if k.startswith(prefix)} if constants else {}
-        outs = [self._tensors[name] for name in node.outputs if name]
-        return _Step(node, ins, outs, NodeConstants(values, derived))
+        return Binding(values, host, constants, NodeConstants(values, derived))
+
+    def _step(self, node: Node, bound: Binding) -> _Step:
+        tensors, host, constants = self._tensors, bound.host, bound.constants
+        ins: list[Tensor | None] = [None if not name or i in host else tensors[name] if name in tensors
+                                    else constants[name] for i, name in enumerate(node.inputs)]
+        outs = [tensors[name] for name in node.outputs if name]
+        return _Step(node, ins, outs, bound.consts)
 
     def _stage(self, names: Sequence[str], kind: str) -> dict[str, tuple[Allocation, np.ndarray]]:
         """Host-visible staging for these values in the shared `kind` region, and NumPy views of the mapping."""
