@@ -314,12 +314,18 @@ class GpuStages:
                        "plan_memory_bytes": m.plan_memory_bytes, "build_ms": list(m.build_ms)}
                 for role, m in self.models.items()}
 
+    def reserve(self, role: str, shape: tuple[int, ...]) -> None:
+        """Size the shared memory of model `role`'s plans for this input shape now, recording nothing."""
+        self.models[role].reserve(shape, hooks=self._hooks(role))
+
+    def _hooks(self, role: str) -> StageHooks:
+        return {"det": self.det_hooks, "cls": self.cls_hooks, "rec": self.rec_hooks}[role]
+
     def prepare(self, role: str, shape: tuple[int, ...]) -> None:
         """Record the plan of model `role` ("det", "cls", "rec") for this input shape now, without running it
         (warm start); shapes are what detect/classify/recognize pass: det (1, 3, h, w), cls and rec
         (batch, 3, height, width)."""
-        hooks = {"det": self.det_hooks, "cls": self.cls_hooks, "rec": self.rec_hooks}[role]
-        self._plan(role, shape, hooks)
+        self._plan(role, shape, self._hooks(role))
 
     def close(self) -> None:
         for model in self.models.values():

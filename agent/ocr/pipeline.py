@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -103,6 +104,20 @@ def warm_plan_shapes(image_sizes: Sequence[tuple[int, int]], opts: OcrOptions, m
     if opts.use_rec:
         shapes += [("rec", shape) for shape in rec_warm_shapes(opts)]
     return shapes
+
+
+def reserve_shapes(opts: OcrOptions) -> list[tuple[str, tuple[int, ...]]]:
+    """(role, input shape) whose memory a warm-up reserves without recording a plan: det's largest input (the
+    longest side allowed, at the widest aspect before a letterbox, resized as a request would be), so that the
+    det plans' shared memory is sized once: a region that grows later drops every plan recorded before it."""
+    if not opts.use_det:
+        return []
+    w = opts.max_side_len
+    h = max(1, math.ceil(w / opts.width_height_ratio))
+    prep = preparation(h, w, max_side_len=opts.max_side_len, min_side_len=opts.min_side_len,
+                       min_height=opts.min_height, width_height_ratio=opts.width_height_ratio, letterbox=True)
+    det_h, det_w = det_input_size(*prep.shape, opts.limit_side_len, opts.limit_type)
+    return [("det", (1, 3, det_h, det_w))] if det_h > 0 and det_w > 0 else []
 
 
 REC_WARM_MAX_WIDTH = 960  # px at rec_height 48: a line 20 times as wide as it is tall

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vkocr.agent.ocr.pipeline import OcrPipeline, warm_plan_shapes
+from vkocr.agent.ocr.pipeline import OcrPipeline, reserve_shapes, warm_plan_shapes
 from vkocr.engine.errors import DeviceLost
 from vkocr.log import get_logger
 
@@ -96,6 +96,17 @@ def warm_pipeline(pipeline: OcrPipeline, sizes: Sequence[tuple[int, int]], *,
     if prepare is None or not sizes:  # the CPU backend records no plans; no sizes configured
         return WarmReport(0, 0, 0, 0, 0.0)
     shapes = largest_first(warm_plan_shapes(sizes, pipeline.options, pipeline.stages.max_batch))
+    reserve: Callable[[str, tuple[int, ...]], None] | None = getattr(pipeline.stages, "reserve", None)
+    if reserve is not None:
+        for role, shape in reserve_shapes(pipeline.options):
+            try:  # the largest input's memory first: later, larger requests would drop every plan recorded before
+                reserve(role, shape)
+            except DeviceLost as exc:  # every shape would fail the same way
+                log.warning("plan_warm_stopped", model=role, shape=list(shape), skipped=len(shapes), error=str(exc))
+                return WarmReport(len(shapes), 0, 0, len(shapes), (time.perf_counter() - started) * 1e3)
+            except Exception as exc:  # noqa: BLE001 - without the reserve the memory grows on demand, as before
+                log.warning("plan_memory_not_reserved", model=role, shape=list(shape),
+                            error=f"{type(exc).__name__}: {exc}")
     before = recordings(pipeline)
     prepared = skipped = 0
     for index, (role, shape) in enumerate(shapes):

@@ -135,3 +135,18 @@ def test_a_build_that_fails_after_growing_leaves_no_stale_plan_behind(device: De
             model.plan((2, 3, 40, 56), hooks=StageHooks(failing_prologue))
         assert model.plan_count == 0, "the small plan named memory that was replaced"
         np.testing.assert_array_equal(run_poisoned(model, small), expected)
+
+
+def test_reserving_for_the_largest_shape_records_nothing_and_no_later_plan_grows(device: Device,
+                                                                               net: tuple[Path, int]) -> None:
+    path, seed = net
+    rng = np.random.default_rng(seed)
+    with Model.load(path, device) as model:
+        model.reserve(SHAPES[0])
+        assert model.recordings == 0 and model.plan_count == 0
+        assert model.shared is not None
+        reserved, generation = model.shared.bytes_of("device"), model.shared.generation
+        for shape in reversed(SHAPES):  # smallest last, largest last: none grows the memory
+            run_poisoned(model, rng.uniform(-1, 1, shape).astype(np.float32))
+        assert model.shared.bytes_of("device") == reserved and model.shared.generation == generation
+        assert model.plan_count == len(SHAPES)

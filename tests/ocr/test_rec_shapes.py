@@ -40,3 +40,11 @@ def test_warm_plan_shapes_name_each_det_shape_once() -> None:
 def test_the_bucket_has_a_range(bucket: int) -> None:
     with pytest.raises(OptionsError, match="rec_width_bucket"):
         OcrOptions().replace(rec_width_bucket=bucket)
+
+
+def test_the_det_reserve_is_the_largest_input_resizing_makes() -> None:
+    from vkocr.agent.ocr.pipeline import reserve_shapes
+
+    # 2000 × 250, the widest image before a letterbox, scaled to 736 high
+    assert reserve_shapes(OcrOptions()) == [("det", (1, 3, 736, 5888))]
+    assert reserve_shapes(OcrOptions(use_det=False)) == []

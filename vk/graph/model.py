@@ -23,7 +23,15 @@ from vkocr.engine.graph import passes
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.lower import check_lowerable, device_constants, host_inputs
 from vkocr.engine.graph.onnx_import import from_onnx
-from vkocr.engine.graph.plan import Binding, ConstantArena, NumpyPlan, Plan, StageHooks, check_float32
+from vkocr.engine.graph.plan import (
+    Binding,
+    ConstantArena,
+    NumpyPlan,
+    Plan,
+    StageHooks,
+    check_float32,
+    plan_needs,
+)
 from vkocr.engine.graph.shared_memory import SharedMemory
 from vkocr.log import get_logger
 
@@ -221,6 +229,18 @@ class Model:
             _, evicted = self._plans.popitem(last=False)
             evicted.close()
         return plan
+
+    def reserve(self, input_shape: Sequence[int], *, extra_outputs: Sequence[str] = (),
+                hooks: StageHooks | None = None) -> None:
+        """Grow the shared memory now to what a plan for this shape would use, recording nothing (a warm-up
+        sizes it for the largest input once instead of on the request that brings it). No-op on the CPU."""
+        if self.shared is None or self.device is None:
+            return
+        shape = self.input.check_shape(input_shape)
+        needs = plan_needs(self.graph, shape, self.device.alignment, extra_outputs=extra_outputs, hooks=hooks)
+        if self.shared.reserve(*needs):
+            self._drop_stale()
+            self._generation = self.shared.generation
 
     def _drop_stale(self) -> None:
         for key in [k for k, p in self._plans.items() if isinstance(p, Plan) and p.stale]:

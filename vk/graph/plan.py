@@ -75,6 +75,22 @@ def specialize_for(graph: Graph, input_shape: tuple[int, ...]) -> Specialized:
     return passes.finalize(specialize(graph, {graph.inputs[0]: tuple(int(d) for d in input_shape)}))
 
 
+def plan_needs(graph: Graph, input_shape: Sequence[int], alignment: int, *, extra_outputs: Sequence[str] = (),
+               hooks: StageHooks | None = None) -> tuple[int, int, int]:
+    """Bytes of the device, upload and readback regions a plan for this shape would use, without recording it
+    (for reserving a model's shared memory ahead of its largest input)."""
+    spec = specialize_for(graph, tuple(int(d) for d in input_shape))
+    g = spec.graph
+    outputs = [*g.outputs, *(n for n in extra_outputs if n not in g.outputs)]
+    memory = plan_memory(lifetimes(spec, outputs), view_sources(g.nodes), alignment)
+
+    def staged(names: Sequence[str]) -> int:
+        return sum(-(-max(1, math.prod(spec.shapes[n])) * FLOAT32.itemsize // alignment) * alignment for n in names)
+
+    read = hooks is None or hooks.read_outputs
+    return memory.arena_bytes, staged([g.inputs[0]]) if hooks is None else 0, staged(outputs) if read else 0
+
+
 # -- device constants ------------------------------------------------------------------------------------------
 
 
