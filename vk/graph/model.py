@@ -20,17 +20,18 @@ import onnx
 
 from vkocr.engine.errors import InputError, ModelError
 from vkocr.engine.graph import passes
+from vkocr.engine.graph.constants import ConstantArena
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.lower import check_lowerable, device_constants, host_inputs
 from vkocr.engine.graph.onnx_import import from_onnx
 from vkocr.engine.graph.plan import (
     Binding,
-    ConstantArena,
     NumpyPlan,
     Plan,
     StageHooks,
     check_float32,
     plan_needs,
+    specialize_for,
 )
 from vkocr.engine.graph.shared_memory import SharedMemory
 from vkocr.log import get_logger
@@ -44,7 +45,7 @@ CPU_BACKEND = "cpu (numpy)"
 DEFAULT_PLAN_CACHE_SIZE = 1024  # plans per model; the byte bound below usually decides first
 DEFAULT_PLAN_CACHE_BYTES = 256 << 20  # recordings and plan-local constants per model
 MAX_BUILD_TIMES = 4096  # plan build times kept for statistics
-MAX_SHAPES_SEEN = 1 << 16
+MAX_SHAPES_SEEN = 1 << 16  # distinct input shapes counted for statistics; beyond, the count stops
 ONNX_FLOAT = 1
 
 
@@ -258,8 +259,6 @@ class Model:
 
     def output_shape(self, input_shape: Sequence[int]) -> tuple[int, ...]:
         """The (first) output's shape for this input shape (shape inference only: nothing is recorded)."""
-        from vkocr.engine.graph.plan import specialize_for
-
         return tuple(specialize_for(self.graph, self.input.check_shape(input_shape)).shape(self.output))
 
     def run(self, x: np.ndarray) -> np.ndarray:

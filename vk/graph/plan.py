@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
@@ -21,6 +21,7 @@ import numpy as np
 from vkocr.engine.errors import EngineError, LoweringError
 from vkocr.engine.errors import InputError as InputError  # re-exported: importable from here too
 from vkocr.engine.graph import passes
+from vkocr.engine.graph.constants import ConstantArena
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.lower import (
     NodeConstants,
@@ -89,60 +90,6 @@ def plan_needs(graph: Graph, input_shape: Sequence[int], alignment: int, *, extr
 
     read = hooks is None or hooks.read_outputs
     return memory.arena_bytes, staged([g.inputs[0]]) if hooks is None else 0, staged(outputs) if read else 0
-
-
-# -- device constants ------------------------------------------------------------------------------------------
-
-
-def _layout(arrays: Mapping[str, np.ndarray], alignment: int) -> tuple[dict[str, int], int]:
-    offsets, end = {}, 0
-    for key, array in arrays.items():
-        offsets[key] = end
-        end += max(alignment, math.ceil(array.nbytes / alignment) * alignment)
-    return offsets, end
-
-
-class ConstantArena:
-    """Float32 constants in one device allocation, uploaded through one staging buffer in one copy."""
-
-    def __init__(self, device: Device, arrays: Mapping[str, np.ndarray]) -> None:
-        self.device = device
-        self._arrays = {k: np.ascontiguousarray(a, dtype=np.float32) for k, a in arrays.items()}
-        offsets, total = _layout(self._arrays, device.alignment)
-        self.nbytes = sum(a.nbytes for a in self._arrays.values())
-        self.alloc: Allocation | None = device.pool.alloc(total, "device") if total else None
-        self.tensors: dict[str, Tensor] = {}
-        if self.alloc is not None:
-            self._upload(self.alloc, offsets, total)
-            self.tensors = {k: Tensor(self.alloc.sub(offsets[k], a.nbytes), a.shape, FLOAT32)
-                            for k, a in self._arrays.items()}
-
-    def _upload(self, target: Allocation, offsets: dict[str, int], total: int) -> None:
-        staging = self.device.pool.alloc(total, "upload")
-        try:
-            raw = staging.array(np.uint8)
-            for key, array in self._arrays.items():
-                raw[offsets[key]:offsets[key] + array.nbytes] = array.reshape(-1).view(np.uint8)
-            staging.flush()
-            with Recorder(self.device) as rec:  # same layout on both sides: one copy of everything
-                rec.copy(staging.view, target.view, label="upload_constants")
-                rec.run()
-        finally:
-            self.device.pool.free(staging)
-
-    def lookup(self, key: str, array: np.ndarray) -> Tensor | None:
-        """The uploaded tensor for `key` if it holds exactly `array` (a per-plan fold may differ)."""
-        known = self._arrays.get(key)
-        if known is None:
-            return None
-        same = known is array or (known.shape == np.shape(array) and np.array_equal(known, array))
-        return self.tensors[key] if same else None
-
-    def close(self) -> None:
-        if self.alloc is not None:
-            self.device.pool.free(self.alloc)
-            self.alloc = None
-        self.tensors.clear()
 
 
 # -- lifetimes -----------------------------------------------------------------------------------------------------
