@@ -410,6 +410,8 @@ class Plan:
         """Per-node GPU time for input `x`, from a second, timestamped recording (made on first use)."""
         if self._recorder is None:
             raise EngineError("plan is closed")
+        if self.stale:
+            raise EngineError("plan recorded against memory its model has since replaced: make it again")
         if self._profiler is None:
             self._profiler, _ = self._record(profile=True)
         if not self._profiler.profile:
