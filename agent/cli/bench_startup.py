@@ -42,8 +42,8 @@ class StartupBenchError(AgentError):
 class ServeProcess:
     """`vkocr serve` as a child process, its stdout lines and its JSON log events collected as they come."""
 
-    def __init__(self, command: list[str], env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    def __init__(self, command: list[str], env: dict[str, str], *, cwd: Path | None = None) -> None:
+        self.proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, encoding="utf-8", errors="replace")
         self.stdout: list[str] = []
         self.stderr: list[str] = []
@@ -59,14 +59,15 @@ class ServeProcess:
             lines.append(line.rstrip("\n"))
 
     def events(self) -> list[dict[str, Any]]:
+        """The JSON log lines on stderr so far (the agent logs one JSON object per line)."""
         found = []
         for line in list(self.stderr):
             try:
                 event = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(event, dict) and event.get("event") in EVENTS:
-                found.append({k: v for k, v in event.items() if k not in ("logger", "level", "timestamp")})
+            if isinstance(event, dict):
+                found.append(event)
         return found
 
     def port(self, deadline: float) -> int:
@@ -163,7 +164,8 @@ def startup_run(name: str, image: Path, cache_dir: Path, *, config: Path | None,
     finally:
         result["exit_status"] = process.stop(60.0)
     result["cache_bytes_after"] = folder_bytes(cache_dir)
-    result["events"] = process.events()
+    result["events"] = [{k: v for k, v in e.items() if k not in ("logger", "level", "timestamp")}
+                        for e in process.events() if e.get("event") in EVENTS]
     return result
 
 

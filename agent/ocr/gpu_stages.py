@@ -29,6 +29,7 @@ from vkocr.agent.ocr.image_kernels import (
     crop_params,
     crop_params_words,
     image_params,
+    padded_batch,
     record_crop_warp,
     record_image_preprocess,
     record_image_resize,
@@ -287,7 +288,7 @@ class GpuStages:
 
     def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
         """Crops in a batch rounded up to a power of two (few plans); the warp zero-fills the spare slots."""
-        batch = min(self.max_batch, 1 << max(0, len(crops) - 1).bit_length())
+        batch = padded_batch(len(crops), self.max_batch)
         self.cls_params.write(self._crop_params(crops, batch, height, width))
         plan = self._plan("cls", (batch, 3, height, width), self.cls_hooks)
         return plan.run()[plan.output_names[0]][: len(crops)]
@@ -296,7 +297,7 @@ class GpuStages:
                   ) -> tuple[np.ndarray, np.ndarray]:
         """Crops in a batch rounded up to a power of two, at most `batch` (RapidOCR's batch size, so a full batch
         runs as it is): few shapes, little spare work; the warp zero-fills the spare slots."""
-        batch = min(self.max_batch, max(len(crops), min(batch, 1 << max(0, len(crops) - 1).bit_length())))
+        batch = min(self.max_batch, padded_batch(len(crops), batch))
         self.rec_params.write(self._crop_params(crops, batch, height, width))
         plan = self._plan("rec", (batch, 3, height, width), self.rec_hooks)
         plan.run()

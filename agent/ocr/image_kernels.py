@@ -202,6 +202,12 @@ def crop_slot(quad: np.ndarray, out_h: int, max_w: int, *, rotate180: bool = Fal
     return slot if resized_w is None else dataclasses.replace(slot, resized_w=resized_w)
 
 
+def padded_batch(count: int, limit: int) -> int:
+    """The batch `count` crops run in: rounded up to a power of two, at most `limit` and never below `count`
+    (the warp zero-fills the spare slots), so that few batch sizes become plan shapes."""
+    return max(count, min(limit, 1 << max(0, count - 1).bit_length()))
+
+
 def crop_params_words(batch: int) -> int:
     return CROP_HEADER_WORDS + CROP_SLOT_WORDS * batch
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol, Self
 
 import numpy as np
 
-from vkocr.agent.ocr.image_kernels import CropSlot, crop_slots
+from vkocr.agent.ocr.image_kernels import CropSlot, crop_slots, padded_batch
 from vkocr.agent.ocr.image_reference import det_input_size
 from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.model_files import DEFAULT_MODELS, models_dir
@@ -136,7 +136,7 @@ def rec_warm_shapes(opts: OcrOptions) -> list[tuple[int, ...]]:
     first = rec_tensor_width(opts.rec_width, opts)
     widths = [first] if opts.rec_width_bucket == 1 else range(first, max(first, REC_WARM_MAX_WIDTH) + 1,
                                                               opts.rec_width_bucket)
-    batches = sorted({min(opts.rec_batch, 1 << (n - 1).bit_length()) for n in range(1, opts.rec_batch + 1)})
+    batches = sorted({padded_batch(n, opts.rec_batch) for n in range(1, opts.rec_batch + 1)})
     reserve = (opts.rec_batch, 3, opts.rec_height, rec_tensor_width(max(first, REC_RESERVE_WIDTH), opts))
     return [reserve, *((batch, 3, opts.rec_height, w) for w in widths for batch in batches)]
 

@@ -4,23 +4,21 @@ answer (its text, or UNAVAILABLE/CANCELLED once the grace period is over), nothi
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any
+from typing import Any
 
 import grpc
 import pytest
 
 from tests.agent.agents import FONT, lot_number, word_png
 from tests.paths import ROOT
+from vkocr.agent.cli import bench_startup
 from vkocr.agent.serving.client import OcrClient
 
 pytestmark = pytest.mark.skipif(not os.path.exists(FONT),
@@ -30,38 +28,12 @@ GRACE_S = 8.0  # several times what the request on the GPU needs; queued ones ma
 LISTENING = re.compile(r"^vkocr agent listening on (\S+):(\d+) \(plaintext\)")
 
 
-class ServeProcess:
-    """`python -m vkocr.agent.cli.main serve` with its stdout lines and stderr log events collected as they come."""
+class ServeProcess(bench_startup.ServeProcess):
+    """`python -m vkocr.agent.cli.main serve` (the startup bench's child process) with what this test waits for."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "vkocr.agent.cli.main", "serve", "--listen", "127.0.0.1:0"], cwd=ROOT, env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.stdout: list[str] = []
-        self.stderr: list[str] = []
-        pipes = ((self.proc.stdout, self.stdout), (self.proc.stderr, self.stderr))
-        self._readers = [threading.Thread(target=self._read, args=(stream, lines), daemon=True)
-                         for stream, lines in pipes]
-        for reader in self._readers:
-            reader.start()
-
-    @staticmethod
-    def _read(stream: IO[str] | None, lines: list[str]) -> None:
-        assert stream is not None
-        for line in stream:
-            lines.append(line.rstrip("\n"))
-
-    def events(self) -> list[dict[str, Any]]:
-        """The JSON log lines on stderr (the agent logs one JSON object per line)."""
-        out = []
-        for line in list(self.stderr):
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                out.append(event)
-        return out
+        super().__init__([sys.executable, "-m", "vkocr.agent.cli.main", "serve", "--listen", "127.0.0.1:0"], env,
+                         cwd=ROOT)
 
     def wait_for(self, what: str, condition: Callable[[], Any], timeout: float) -> Any:
         deadline = time.monotonic() + timeout

@@ -33,7 +33,7 @@ from vkocr.engine.graph.lower import (
     record_checked,
     require_host_constants,
 )
-from vkocr.engine.graph.memory_plan import Lifetime, MemoryPlan, plan_memory
+from vkocr.engine.graph.memory_plan import Lifetime, MemoryPlan, aligned, plan_memory
 from vkocr.engine.graph.numpy_executor import run_numpy
 from vkocr.engine.graph.shared_memory import SharedMemory
 from vkocr.engine.graph.specialize import Specialized, specialize
@@ -76,20 +76,29 @@ def specialize_for(graph: Graph, input_shape: tuple[int, ...]) -> Specialized:
     return passes.finalize(specialize(graph, {graph.inputs[0]: tuple(int(d) for d in input_shape)}))
 
 
+def staged_bytes(spec: Specialized, names: Sequence[str], alignment: int) -> int:
+    """Bytes of the staging for these values, laid out one after another (as Plan._stage places them)."""
+    return sum(aligned(max(1, math.prod(spec.shapes[n])) * FLOAT32.itemsize, alignment) for n in names)
+
+
+def memory_needs(spec: Specialized, outputs: Sequence[str], hooks: StageHooks | None, alignment: int
+                 ) -> tuple[MemoryPlan, int, int]:
+    """The activation placement of a plan, and the bytes of its upload and readback staging."""
+    memory = plan_memory(lifetimes(spec, outputs), view_sources(spec.graph.nodes), alignment)
+    upload = staged_bytes(spec, [spec.graph.inputs[0]], alignment) if hooks is None else 0
+    readback = staged_bytes(spec, outputs, alignment) if hooks is None or hooks.read_outputs else 0
+    return memory, upload, readback
+
+
 def plan_needs(graph: Graph, input_shape: Sequence[int], alignment: int, *, extra_outputs: Sequence[str] = (),
                hooks: StageHooks | None = None) -> tuple[int, int, int]:
     """Bytes of the device, upload and readback regions a plan for this shape would use, without recording it
     (for reserving a model's shared memory ahead of its largest input)."""
     spec = specialize_for(graph, tuple(int(d) for d in input_shape))
     g = spec.graph
-    outputs = [*g.outputs, *(n for n in extra_outputs if n not in g.outputs)]
-    memory = plan_memory(lifetimes(spec, outputs), view_sources(g.nodes), alignment)
-
-    def staged(names: Sequence[str]) -> int:
-        return sum(-(-max(1, math.prod(spec.shapes[n])) * FLOAT32.itemsize // alignment) * alignment for n in names)
-
-    read = hooks is None or hooks.read_outputs
-    return memory.arena_bytes, staged([g.inputs[0]]) if hooks is None else 0, staged(outputs) if read else 0
+    memory, upload, readback = memory_needs(spec, [*g.outputs, *(n for n in extra_outputs if n not in g.outputs)],
+                                            hooks, alignment)
+    return memory.arena_bytes, upload, readback
 
 
 # -- lifetimes -----------------------------------------------------------------------------------------------------
@@ -200,17 +209,14 @@ class Plan:
         self.output_names = [*g.outputs, *(n for n in extra_outputs if n not in g.outputs)]
         self.hooks = hooks
         self._check_graph()
-        self.memory: MemoryPlan = plan_memory(lifetimes(self.spec, self.output_names), view_sources(g.nodes),
-                                              device.alignment)
+        self.memory: MemoryPlan
+        self.memory, upload, readback = memory_needs(self.spec, self.output_names, hooks, device.alignment)
         self._own_memory = memory is None
         self.shared = memory if memory is not None else SharedMemory(device)
         self._local: ConstantArena | None = None
         self._recorder: _KernelTrackingRecorder | None = None
         self._profiler: _KernelTrackingRecorder | None = None
         try:
-            read = hooks is None or hooks.read_outputs
-            upload = self._staged_bytes([self.input_name]) if hooks is None else 0
-            readback = self._staged_bytes(self.output_names) if read else 0
             self.shared.reserve(self.memory.arena_bytes, upload, readback)
             self.generation = self.shared.generation
             self._tensors = self._place_tensors(self.shared.region("device"))
@@ -218,7 +224,7 @@ class Plan:
             self._upload: Allocation | None = None
             if hooks is None:
                 self._upload, self._input_host = self._stage([self.input_name], "upload")[self.input_name]
-            self._readback = self._stage(self.output_names, "readback") if read else {}
+            self._readback = self._stage(self.output_names, "readback") if readback else {}
             self._recorder, self._spans = self._record(profile=False)
         except BaseException:
             self.close()
@@ -271,12 +277,6 @@ class Plan:
         return {name: Tensor(arena.sub(offset, max(1, math.prod(shapes[name])) * FLOAT32.itemsize), shapes[name],
                              FLOAT32)
                 for name, offset in self.memory.offsets.items()}
-
-    def _staged_bytes(self, names: Sequence[str]) -> int:
-        """Bytes of the staging for these values, laid out one after another."""
-        alignment = self.device.alignment
-        return sum(-(-max(1, math.prod(self.spec.shapes[n])) * FLOAT32.itemsize // alignment) * alignment
-                   for n in names)
 
     def _bind_steps(self, weights: ConstantArena, memo: dict[str, Binding] | None) -> list[_Step]:
         """Every node's device tensors and host constants. Constants the model's weights lack (values folded
@@ -332,7 +332,7 @@ class Plan:
             tensor = self._tensors[name]
             alloc = region.sub(offset, tensor.nbytes)
             staged[name] = (alloc, alloc.array(np.float32, tensor.shape))
-            offset += -(-tensor.nbytes // alignment) * alignment
+            offset += aligned(tensor.nbytes, alignment)
         return staged
 
     def input_tensor(self) -> Tensor:
