@@ -1,6 +1,6 @@
 #version 450
 // ONNX Conv (NCHW) as an implicit GEMM, one GEMM per (image, group) = gl_WorkGroupID.z:
-//   out[img, g·Cog + m, n] = act(bias[g·Cog + m] + Σ_k W[g·Cog + m, k] · im2col[k, n])
+//   out[img, g·Cog + m, n] = act(bias[g·Cog + m] + Σ_k W[g·Cog + m, k] · im2col[k, n]) (· post_scale + post_shift)
 // with M = Cout/group, N = Hout·Wout, K = (Cin/group)·KH·KW. load_b builds the im2col element on the fly
 // (zero in the padding); POINTWISE (1×1, stride 1, no padding) reads the input as a plain K × N matrix.
 // The kernel size is a specialization constant so that splitting k into (channel, row, column) is a
@@ -11,6 +11,7 @@
 layout(constant_id = 8) const bool POINTWISE = false;
 layout(constant_id = 9) const uint KH = 3;
 layout(constant_id = 10) const uint KW = 3;
+layout(constant_id = 11) const bool POST_AFFINE = false;  // scale and shift after the activation
 const bool A_K_FAST = true;   // weights are row-major (Cout, Cin/group·KH·KW)
 const bool B_N_FAST = true;   // consecutive n are consecutive output columns
 
@@ -30,6 +31,7 @@ layout(push_constant) uniform Params {
     uint has_bias;
     uint act;
     float act_alpha, act_beta;
+    float post_scale, post_shift;  // read only when POST_AFFINE
 } p;
 
 uint base_x, base_w, base_y, first_channel;
@@ -54,7 +56,9 @@ float load_b(uint batch, uint k, uint n, uvec4 col) {
 
 void store_c(uint batch, uint m, uint n, float acc) {
     if (p.has_bias != 0) acc += bias[first_channel + m];
-    y[base_y + m * (p.Hout * p.Wout) + n] = activate(acc, int(p.act), p.act_alpha, p.act_beta);
+    float v = activate(acc, int(p.act), p.act_alpha, p.act_beta);
+    if (POST_AFFINE) v = post_affine(v, p.post_scale, p.post_shift);
+    y[base_y + m * (p.Hout * p.Wout) + n] = v;
 }
 
 #include "gemm_tile.glsl"

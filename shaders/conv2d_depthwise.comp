@@ -1,5 +1,5 @@
 #version 450
-// Depthwise 2-D convolution (group == Cin == Cout), NCHW, + bias + fused activation.
+// Depthwise 2-D convolution (group == Cin == Cout), NCHW, + bias + fused activation (+ a scale and shift after it).
 // Each invocation computes a TH x TW block of adjacent outputs of one channel plane. Kernel size, stride,
 // dilation and the block are specialization constants, so every loop below unrolls and the block's input
 // window lives in registers: each input element is loaded once per block and feeds every output it touches.
@@ -19,6 +19,7 @@ layout(constant_id = 11) const int HAS_BIAS = 0;
 layout(constant_id = 12) const int ACT = 0;
 layout(constant_id = 13) const float ALPHA = 0.0;
 layout(constant_id = 14) const float BETA = 0.0;
+layout(constant_id = 15) const bool POST_AFFINE = false;  // post_scale and post_shift after the activation
 
 const int IN_H = (TH - 1) * SH + (KH - 1) * DH + 1;  // input rows under one block
 const int IN_W = (TW - 1) * SW + (KW - 1) * DW + 1;  // input columns under one block
@@ -34,6 +35,7 @@ layout(push_constant) uniform Params {
     int h, w;     // input
     int oh, ow;   // output
     int pad_top, pad_left;
+    float post_scale, post_shift;  // read only when POST_AFFINE
 } p;
 
 void main() {
@@ -94,7 +96,9 @@ void main() {
         [[unroll]] for (int u = 0; u < TW; ++u) {
             int oh = oh0 + t, ow = ow0 + u;
             if (oh < p.oh && ow < p.ow) {
-                y[out_plane + uint(oh) * uint(p.ow) + uint(ow)] = activate(acc[t * TW + u], ACT, ALPHA, BETA);
+                float v = activate(acc[t * TW + u], ACT, ALPHA, BETA);
+                if (POST_AFFINE) v = post_affine(v, p.post_scale, p.post_shift);
+                y[out_plane + uint(oh) * uint(p.ow) + uint(ow)] = v;
             }
         }
     }

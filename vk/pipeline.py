@@ -7,7 +7,7 @@ constants, so one pipeline serves every shape. Constant IDs 0, 1, 2 are the work
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vkocr.engine.loader import binding, call
@@ -28,10 +28,14 @@ class KernelDef:
     shader: str
     access: tuple[str, ...]
     push_bytes: int
+    reads: tuple[int, ...] = field(init=False, repr=False)  # bindings read ("r", "rw"), for hazard tracking
+    writes: tuple[int, ...] = field(init=False, repr=False)  # bindings written ("w", "rw")
 
     def __post_init__(self) -> None:
         assert all(a in ("r", "w", "rw") for a in self.access), self.access
         assert self.push_bytes % 4 == 0 and self.push_bytes <= 128, "push constants: multiple of 4, at most 128"
+        object.__setattr__(self, "reads", tuple(i for i, a in enumerate(self.access) if a != "w"))
+        object.__setattr__(self, "writes", tuple(i for i, a in enumerate(self.access) if a != "r"))
 
 
 def pack_constants(constants: tuple[Constant, ...]) -> bytes:

@@ -106,16 +106,26 @@ class Recorder:
         self.dispatch_count = 0
         self.command_count = 0  # dispatches and copies: with profile=True, one timestamp each
         self.descriptor_count = 0
-        alloc_info = vk.VkCommandBufferAllocateInfo(
-            commandPool=device.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1
-        )
-        dev = device.handle
-        self.cmd = call(vk.vkAllocateCommandBuffers, dev, alloc_info)[0]
+        info = device.info  # read once: dispatch() checks every command against them
+        self._group_limit = tuple(info.max_workgroup_count)
+        self._alignment, self._max_range = device.alignment, info.max_storage_buffer_range
+        # Raw calls with structs filled by cffi: a plan is recorded per new shape, and the binding's wrappers
+        # cost more than the driver here too.
+        ffi, lib, dev = vk.ffi, vk.lib, device.handle
+        alloc_info = ffi.new("VkCommandBufferAllocateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": device.command_pool,
+            "level": vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1})
+        self._submit_cmds = ffi.new("VkCommandBuffer[1]")
+        check(lib.vkAllocateCommandBuffers(dev, alloc_info, self._submit_cmds), "vkAllocateCommandBuffers")
+        self.cmd = self._submit_cmds[0]
+        fence_info = ffi.new("VkFenceCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
+        self._fences = ffi.new("VkFence[1]")
         try:
-            self.fence = call(vk.vkCreateFence, dev, vk.VkFenceCreateInfo(), None)
+            check(lib.vkCreateFence(dev, fence_info, ffi.NULL, self._fences), "vkCreateFence")
         except BaseException:
-            vk.vkFreeCommandBuffers(dev, device.command_pool, 1, [self.cmd])
+            lib.vkFreeCommandBuffers(dev, device.command_pool, 1, self._submit_cmds)
             raise
+        self.fence = self._fences[0]
         device.live["recorder"] += 1
         # Replays re-read and re-write the same ranges: order this submission after everything before it.
         self._ops.append(_Barrier(vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
@@ -123,11 +133,8 @@ class Recorder:
                                   vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT))
         if self.profile:
             self._timestamp("start", vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT)
-        cmds = [self.cmd]
-        self._submit_cmds = vk.ffi.new("VkCommandBuffer[]", cmds)
-        self._submit_info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=self._submit_cmds)
-        self._submit_ptr = vk.ffi.addressof(self._submit_info)  # for the raw vkQueueSubmit
-        self._fences = vk.ffi.new("VkFence[]", [self.fence])
+        self._submit_ptr = ffi.new("VkSubmitInfo*", {  # for the raw vkQueueSubmit; holds _submit_cmds
+            "sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1, "pCommandBuffers": self._submit_cmds})
 
     @property
     def host_bytes_estimate(self) -> int:
@@ -175,26 +182,24 @@ class Recorder:
         label: str = "",
     ) -> None:
         """Record one dispatch; `views` bind to bindings 0..n-1 in order, `push` fills the push constants."""
-        self._require_recording()
+        if self.ended:
+            raise RecorderStateError("recording after end(): create a new Recorder")
         kernel = pipeline.kernel
         if len(views) != len(kernel.access):
             raise ValueError(f"{kernel.shader}: {len(kernel.access)} bindings, {len(views)} buffers given")
         if len(push) > kernel.push_bytes:
             raise ValueError(f"{kernel.shader}: push constants {len(push)} B > {kernel.push_bytes} B")
-        info = self.device.info
-        limit = info.max_workgroup_count
+        limit = self._group_limit
         if not (0 < groups[0] <= limit[0] and 0 < groups[1] <= limit[1] and 0 < groups[2] <= limit[2]):
             raise ValueError(f"{kernel.shader}: workgroup count {groups} outside 1..{limit}")
-        alignment, max_range = self.device.alignment, info.max_storage_buffer_range
+        alignment, max_range = self._alignment, self._max_range
         for v in views:
             if v.offset % alignment:
                 raise ValueError(f"{kernel.shader}: buffer offset {v.offset} not aligned to {alignment}")
             if v.size > max_range:
                 raise ValueError(f"{kernel.shader}: binding of {v.size} B exceeds this device's "
                                  f"maxStorageBufferRange ({max_range} B)")
-        access = kernel.access
-        self._sync(_COMPUTE_STAGE, [v for v, a in zip(views, access) if a != "w"],
-                   [v for v, a in zip(views, access) if a != "r"])
+        self._sync(_COMPUTE_STAGE, [views[i] for i in kernel.reads], [views[i] for i in kernel.writes])
         if len(push) < kernel.push_bytes:
             push = push.ljust(kernel.push_bytes, b"\0")
         self._ops.append(_Dispatch(pipeline, tuple(views), push, groups))
@@ -239,10 +244,14 @@ class Recorder:
         dispatches = [op for op in self._ops if isinstance(op, _Dispatch)]
         if not dispatches:
             return None
-        sizes = [vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                         descriptorCount=max(1, self.descriptor_count))]
-        pool_info = vk.VkDescriptorPoolCreateInfo(maxSets=len(dispatches), poolSizeCount=1, pPoolSizes=sizes)
-        self._descriptor_pool = call(vk.vkCreateDescriptorPool, dev, pool_info, None)
+        sizes = ffi.new("VkDescriptorPoolSize*", {"type": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                  "descriptorCount": max(1, self.descriptor_count)})
+        pool_info = ffi.new("VkDescriptorPoolCreateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, "maxSets": len(dispatches),
+            "poolSizeCount": 1, "pPoolSizes": sizes})
+        pools = ffi.new("VkDescriptorPool[1]")
+        check(lib.vkCreateDescriptorPool(dev, pool_info, ffi.NULL, pools), "vkCreateDescriptorPool")
+        self._descriptor_pool = pools[0]
         layouts = ffi.new("VkDescriptorSetLayout[]", [d.pipeline.set_layout for d in dispatches])
         alloc_info = ffi.new("VkDescriptorSetAllocateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": self._descriptor_pool,
@@ -285,9 +294,11 @@ class Recorder:
             lib.vkCmdResetQueryPool(cmd, self._query_pool, 0, len(self._labels))
         compute, stage_bit = vk.VK_PIPELINE_BIND_POINT_COMPUTE, vk.VK_SHADER_STAGE_COMPUTE_BIT
         barriers: dict[tuple[int, int], Any] = {}
-        keep = []  # push constants and copy regions stay alive until the buffer ends
+        keep = []  # copy regions stay alive until the buffer ends
+        # every push-constant block in one buffer: one conversion instead of one per dispatch
+        pushes = ffi.from_buffer(b"".join(op.push for op in self._ops if isinstance(op, _Dispatch)) or b"\0")
         bound = None
-        n_set = n_query = 0
+        n_set = n_query = n_push = 0
         null = ffi.NULL
         for op in self._ops:
             if isinstance(op, _Dispatch):
@@ -298,9 +309,8 @@ class Recorder:
                 lib.vkCmdBindDescriptorSets(cmd, compute, pipeline.layout, 0, 1, sets + n_set, 0, null)
                 n_set += 1
                 if push:
-                    data = ffi.from_buffer(push)
-                    keep.append(data)
-                    lib.vkCmdPushConstants(cmd, pipeline.layout, stage_bit, 0, len(push), data)
+                    lib.vkCmdPushConstants(cmd, pipeline.layout, stage_bit, 0, len(push), pushes + n_push)
+                    n_push += len(push)
                 lib.vkCmdDispatch(cmd, groups[0], groups[1], groups[2])
             elif isinstance(op, _Barrier):
                 key = (op.src_access, op.dst_access)
@@ -318,7 +328,7 @@ class Recorder:
                 lib.vkCmdWriteTimestamp(cmd, op.stage, self._query_pool, n_query)
                 n_query += 1
         check(lib.vkEndCommandBuffer(cmd), "vkEndCommandBuffer")
-        del keep
+        del keep, pushes
 
     # -- running ----------------------------------------------------------------------------------------------
 
@@ -376,10 +386,11 @@ class Recorder:
         dev = self.device.handle
         if self._in_flight:
             self.wait()
-        vk.vkFreeCommandBuffers(dev, self.device.command_pool, 1, [self.cmd])
-        vk.vkDestroyFence(dev, self.fence, None)
+        lib, null = vk.lib, vk.ffi.NULL
+        lib.vkFreeCommandBuffers(dev, self.device.command_pool, 1, self._submit_cmds)
+        lib.vkDestroyFence(dev, self.fence, null)
         if self._descriptor_pool is not None:
-            vk.vkDestroyDescriptorPool(dev, self._descriptor_pool, None)
+            lib.vkDestroyDescriptorPool(dev, self._descriptor_pool, null)
         if self._query_pool is not None:
             vk.vkDestroyQueryPool(dev, self._query_pool, None)
         self._ops.clear()

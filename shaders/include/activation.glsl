@@ -16,3 +16,7 @@ float activate(float x, int kind, float alpha, float beta) {
     if (kind == ACT_LEAKYRELU) return x >= 0.0 ? x : alpha * x;
     return x;
 }
+
+// A scale and shift after the activation (PP-LCNetV3's learnable affine blocks, fused by the graph passes).
+// One fma: a single rounding on every driver, where a * b + c would be contracted by some and not by others.
+float post_affine(float x, float scale, float shift) { return fma(x, scale, shift); }

@@ -37,6 +37,7 @@ from vkocr.engine.graph.passes import (
     fuse_hardswish,
     fuse_layernorm,
     fuse_matmul_bias,
+    fuse_post_affine,
     optimize,
     remove_dead,
 )
@@ -319,6 +320,59 @@ def test_fuse_activations_keeps(case: str) -> None:
     _, after = check_pass(model, fuse_activations, feeds)
     assert not any(n.attrs.get("activation") for n in after.nodes)
     assert len(after.nodes) == len(nodes)
+
+
+# -- fuse_post_affine ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("form", ["mul_add", "mul", "add", "const_first"])
+def test_fuse_post_affine(form: str) -> None:
+    """Conv+hardswish, then · s and + b by one-element constants (PP-LCNetV3's learnable affine block) → one
+    Conv whose epilogue applies them."""
+    node, inits, _ = conv_model_parts("conv")
+    s, b = rand(1, lo=0.5, hi=2.0), rand(1)
+    mul = ["ps", "h"] if form == "const_first" else ["h", "ps"]
+    nodes = [node, helper.make_node("HardSwish", ["c"], ["h"])]
+    if form in ("mul_add", "mul", "const_first"):
+        nodes.append(helper.make_node("Mul", mul, ["m"]))
+    if form in ("mul_add", "add", "const_first"):
+        nodes.append(helper.make_node("Add", ["pb", nodes[-1].output[0]] if form == "const_first" else
+                                      [nodes[-1].output[0], "pb"], ["y"]))
+    else:
+        nodes[-1].output[0] = "y"
+    model = make_model(nodes, {"x": (1, 4, 7, 9)}, ["y"], {**inits, "ps": s, "pb": b}, opset=14)
+    _, after = check_pass(model, lambda g: fuse_post_affine(fuse_activations(g)), {"x": rand(1, 4, 7, 9, lo=-3, hi=3)})
+    c = only(after, "Conv")
+    assert len(after.nodes) == 1 and c.outputs == ["y"] and c.attrs["activation"] == "hardswish"
+    if form != "add":
+        assert c.attrs["post_scale"] == pytest.approx(float(s[0]))
+    if form != "mul":
+        assert c.attrs["post_shift"] == pytest.approx(float(b[0]))
+
+
+@pytest.mark.parametrize("case", ["add_then_mul", "two_muls", "second_reader", "per_channel"])
+def test_fuse_post_affine_keeps(case: str) -> None:
+    """What the epilogue act(y) · scale + shift cannot express stays a node of its own."""
+    node, inits, _ = conv_model_parts("conv")
+    consts = {"ps": rand(1, lo=0.5, hi=2.0), "pb": rand(1)}
+    outputs = ["y"]
+    if case == "add_then_mul":
+        tail = [helper.make_node("Add", ["c", "pb"], ["a"]), helper.make_node("Mul", ["a", "ps"], ["y"])]
+        kept = 1
+    elif case == "two_muls":
+        tail = [helper.make_node("Mul", ["c", "ps"], ["a"]), helper.make_node("Mul", ["a", "ps"], ["y"])]
+        kept = 1
+    elif case == "second_reader":
+        tail = [helper.make_node("Mul", ["c", "ps"], ["y"]), helper.make_node("Relu", ["c"], ["z"])]
+        outputs.append("z")
+        kept = 2
+    else:  # a per-channel scale is a weight fold (fold_conv_affine), not this epilogue
+        consts["ps"] = rand(1, 6, 1, 1, lo=0.5, hi=2.0)
+        tail = [helper.make_node("Mul", ["c", "ps"], ["y"])]
+        kept = 1
+    model = make_model([node, *tail], {"x": (1, 4, 7, 9)}, outputs, {**inits, **consts})
+    _, after = check_pass(model, fuse_post_affine, {"x": rand(1, 4, 7, 9)})
+    assert len(after.nodes) == 1 + kept
 
 
 # -- fuse_hardswish ------------------------------------------------------------------------------------------
@@ -608,6 +662,8 @@ def test_model_structure(case: str) -> None:
     assert fused.get("Conv+hardswish", 0) + after.get("HardSwish", 0) >= before.get("Clip", 0) > 0
     assert not any(op in ops(spec.graph) for op in ("Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"))
     assert ops(optimize(opt)) == after, "optimize is idempotent"
+    affine = sum("post_scale" in n.attrs and "post_shift" in n.attrs for n in opt.nodes)
+    assert affine == {"det": 24, "rec": 28, "cls": 0}[case], "PP-LCNetV3's learnable affine blocks are fused"
     if case == "rec":
         assert after["LayerNorm"] == 5 and after["MatMul"] == before["MatMul"]
         assert sum(len(n.inputs) == 3 for n in opt.nodes if n.op == "MatMul") == 9

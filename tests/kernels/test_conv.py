@@ -130,3 +130,22 @@ def test_bad_arguments_raise(device: Device) -> None:
         with pytest.raises(KernelArgumentError):
             run(device, record)
     release(device, x, w, out, bad_bias, bad_out)
+
+
+@pytest.mark.parametrize("activation", ["none", "hardswish"])
+@pytest.mark.parametrize("case", [CASES[1], CASES[-1]], ids=str)
+def test_conv2d_post_affine(device: Device, case: Case, activation: str) -> None:
+    """act(conv) · scale + shift in the epilogue (a fused learnable affine block), fresh scale and shift."""
+    rng, seed = fresh_rng()
+    scale, shift = (float(v) for v in rng.uniform(-2.0, 2.0, 2).astype(np.float32))
+    cin = case.x[1]
+    x_np = rng.uniform(-1.0, 1.0, case.x).astype(np.float32)
+    w_np = rng.uniform(-1.0, 1.0, (case.cout, cin // case.group, *case.kernel)).astype(np.float32)
+    attrs = dict(strides=case.strides, pads=case.pads, dilations=case.dilations, group=case.group,
+                 activation=activation, alpha=1 / 6, beta=0.5)
+    ref = conv2d(x_np, w_np, None, **attrs) * np.float32(scale) + np.float32(shift)  # type: ignore[arg-type]
+    x, w, out = device.upload(x_np), device.upload(w_np), poisoned(device, ref.shape)
+    run(device, lambda rec: record_conv2d(rec, x, w, out, None, post_affine=(scale, shift),  # type: ignore[arg-type]
+                                          **attrs))
+    check(device.download(out), ref, f"conv2d {case} {activation} · {scale} + {shift}", seed)
+    release(device, x, w, out)

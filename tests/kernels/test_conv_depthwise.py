@@ -132,3 +132,22 @@ def test_depthwise_rejects_bad_bias_and_dtype(device: Device) -> None:
     with pytest.raises(KernelArgumentError):
         run(device, lambda rec: record_conv2d_depthwise(rec, int_x, w, out))
     release(device, x, w, out, bad_bias, int_x)
+
+
+@pytest.mark.parametrize("activation", ["none", "hardswish"])
+def test_depthwise_post_affine(device: Device, activation: str) -> None:
+    """act(conv) · scale + shift in the epilogue (a fused learnable affine block), fresh scale and shift."""
+    rng, seed = fresh_rng()
+    scale, shift = (float(v) for v in rng.uniform(-2.0, 2.0, 2).astype(np.float32))
+    x_np = rng.uniform(-1, 1, (2, 6, 13, 11)).astype(np.float32)
+    w_np = rng.uniform(-1, 1, (6, 1, 3, 3)).astype(np.float32)
+    b_np = rng.uniform(-1, 1, (6,)).astype(np.float32)
+    attrs = {"strides": (2, 2), "pads": (1, 1, 1, 1), "dilations": (1, 1), "activation": activation,
+             "alpha": 1 / 6, "beta": 0.5}
+    ref = conv2d(x_np, w_np, b_np, group=6, **attrs) * np.float32(scale) + np.float32(shift)  # type: ignore[arg-type]
+    x, w, b = device.upload(x_np), device.upload(w_np), device.upload(b_np)
+    out = poisoned(device, ref.shape)
+    run(device, lambda rec: record_conv2d_depthwise(rec, x, w, out, b, post_affine=(scale, shift),
+                                                    **attrs))  # type: ignore[arg-type]
+    check(device.download(out), ref, f"depthwise {activation} · {scale} + {shift}", seed)
+    release(device, x, w, b, out)

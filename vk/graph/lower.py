@@ -198,6 +198,14 @@ def activation(node: Node) -> tuple[str, float, float]:
     return str(a.get("activation", "none")), float(a.get("act_alpha", 0.0)), float(a.get("act_beta", 0.0))
 
 
+def post_affine(node: Node) -> tuple[float, float] | None:
+    """The (scale, shift) a pass fused after this node's activation, or None."""
+    a = node.attrs
+    if "post_scale" not in a and "post_shift" not in a:
+        return None
+    return float(a.get("post_scale", 1.0)), float(a.get("post_shift", 0.0))
+
+
 def scalar(value: np.ndarray | None) -> float | None:
     """The number in a one-element constant (float or integer), else None."""
     if value is None or np.size(value) != 1 or np.asarray(value).dtype.kind not in "fiu":
@@ -218,11 +226,13 @@ def _conv(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor
     x, w, b = operand(node, ins, 0), operand(node, ins, 1), optional(ins, 2)
     attrs = conv_attrs(node, w.shape[2:])
     kind, alpha, beta = activation(node)
+    post = post_affine(node)
     if is_depthwise(x, w, attrs["group"]):
         record_conv2d_depthwise(rec, x, w, outs[0], b, strides=attrs["strides"], pads=attrs["pads"],
-                                dilations=attrs["dilations"], activation=kind, alpha=alpha, beta=beta)
+                                dilations=attrs["dilations"], activation=kind, alpha=alpha, beta=beta,
+                                post_affine=post)
     else:
-        record_conv2d(rec, x, w, outs[0], b, **attrs, activation=kind, alpha=alpha, beta=beta)
+        record_conv2d(rec, x, w, outs[0], b, **attrs, activation=kind, alpha=alpha, beta=beta, post_affine=post)
 
 
 @lowers("ConvTranspose")

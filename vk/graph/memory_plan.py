@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
 
 
@@ -78,6 +79,22 @@ def _lowest_free_offset(size: int, busy: list[tuple[int, int]], alignment: int) 
     return offset
 
 
+@lru_cache(maxsize=64)
+def _overlaps(lifetimes: tuple[tuple[str, int, int], ...]) -> dict[str, tuple[str, ...]]:
+    """For each value, the values live at some step it is live. Only steps decide it, not sizes: the plans of one
+    model at different shapes share it, so it is computed once per model graph (a sweep, not all pairs)."""
+    by_first = sorted(lifetimes, key=lambda v: v[1])
+    found: dict[str, list[str]] = {name: [] for name, _, _ in lifetimes}
+    live: list[tuple[str, int, int]] = []
+    for name, first, last in by_first:
+        live = [v for v in live if v[2] >= first]  # those that end before `first` meet no later value either
+        for other, _, _ in live:
+            found[name].append(other)
+            found[other].append(name)
+        live.append((name, first, last))
+    return {name: tuple(others) for name, others in found.items()}
+
+
 def plan_memory(
     values: Iterable[Lifetime | tuple[str, int, int, int]],
     aliases: Mapping[str, str] | None = None,
@@ -94,15 +111,15 @@ def plan_memory(
             raise ValueError(f"value {v.name!r}: bad lifetime [{v.first}, {v.last}] or size {v.nbytes}")
     # largest first; ties by first use then name, so the plan is deterministic
     order = sorted(owned.values(), key=lambda v: (-aligned(v.nbytes, alignment), v.first, v.name))
-    placed: list[tuple[int, int, int, int]] = []  # (first, last, offset, end) of every value placed so far
+    overlapping = _overlaps(tuple((v.name, v.first, v.last) for v in owned.values()))
+    placed: dict[str, tuple[int, int]] = {}  # (offset, end) of every value placed so far
     offsets: dict[str, int] = {}
     arena = 0
     for v in order:
         size = aligned(v.nbytes, alignment)
-        first, last = v.first, v.last
-        busy = [(lo, hi) for p_first, p_last, lo, hi in placed if p_first <= last and first <= p_last]
+        busy = [placed[name] for name in overlapping[v.name] if name in placed]
         offset = _lowest_free_offset(size, busy, alignment)
-        placed.append((first, last, offset, offset + size))
+        placed[v.name] = (offset, offset + size)
         offsets[v.name] = offset
         arena = max(arena, offset + size)
     for v in lifetimes:

@@ -17,6 +17,7 @@ from vkocr.engine import ops
 from vkocr.engine.graph.ir import Node
 from vkocr.engine.kernels.conv import conv_output_shape
 from vkocr.engine.kernels.conv_transpose import conv_transpose_output_shape
+from vkocr.engine.kernels.launch import broadcast_shape
 from vkocr.engine.kernels.layout import slice_output_shape
 from vkocr.engine.kernels.pool import pool_output_shape
 
@@ -77,8 +78,11 @@ def _infer_conv(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]
 def _run_conv(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
     a = node.attrs
     bias = x[2] if len(x) > 2 else None
-    return [ops.conv2d(x[0], x[1], bias, **conv_attrs(node, x[1].shape[2:]), activation=a.get("activation", "none"),
-                       alpha=a.get("act_alpha", 0.0), beta=a.get("act_beta", 0.0))]
+    y = ops.conv2d(x[0], x[1], bias, **conv_attrs(node, x[1].shape[2:]), activation=a.get("activation", "none"),
+                   alpha=a.get("act_alpha", 0.0), beta=a.get("act_beta", 0.0))
+    if "post_scale" in a or "post_shift" in a:  # fused by passes.fuse_post_affine: the Mul and Add it replaced
+        y = y * y.dtype.type(a.get("post_scale", 1.0)) + y.dtype.type(a.get("post_shift", 0.0))
+    return [y]
 
 
 def conv_transpose_attrs(node: Node) -> dict[str, Any]:
@@ -138,7 +142,7 @@ def _run_global_average_pool(node: Node, x: list[np.ndarray]) -> list[np.ndarray
 
 
 def _infer_broadcast(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
-    return [tuple(np.broadcast_shapes(shapes[0], shapes[1]))]
+    return [broadcast_shape(shapes[0], shapes[1])]
 
 
 @op("Add", "Sub", "Mul", "Div", "Pow", infer=_infer_broadcast)
@@ -357,7 +361,7 @@ def _run_resize(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
 
 def _infer_matmul(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
     a, b = shapes[:2]  # a fused bias may follow as a third input
-    return [(*np.broadcast_shapes(a[:-2], b[:-2]), a[-2], b[-1])]
+    return [(*broadcast_shape(a[:-2], b[:-2]), a[-2], b[-1])]
 
 
 @op("MatMul", infer=_infer_matmul)

@@ -362,6 +362,35 @@ def fuse_activations(graph: Graph) -> Graph:
     return rewrite(graph, _activation_rule)
 
 
+def _post_affine_rule(g: Graph, uses: Uses, node: Node) -> bool:
+    if node.op not in ("Mul", "Add") or len(node.inputs) != 2:
+        return False
+    for x, k in operands(node):
+        conv = uses.producer(x, "Conv")
+        value = g.constants.get(k)
+        if conv is None or value is None or value.size != 1 or value.dtype.kind != "f" or value.ndim > 4:
+            continue
+        if uses.sole_consumer(x) is not node:
+            continue
+        attrs = conv.attrs
+        # the epilogue is act(y) · scale + shift: a Mul after a shift, or a second Mul, does not fit it
+        if "post_shift" in attrs or (node.op == "Mul" and "post_scale" in attrs):
+            return False
+        attrs["post_scale" if node.op == "Mul" else "post_shift"] = float(value.reshape(-1)[0])
+        conv.outputs = [node.outputs[0]]
+        drop_nodes(g, node)
+        return True
+    return False
+
+
+def fuse_post_affine(graph: Graph) -> Graph:
+    """A Conv output (after its fused activation) multiplied by a one-element constant, then plus one, and read
+    by nothing else → the Conv's `post_scale` / `post_shift` attributes, applied in its epilogue (PP-LCNetV3's
+    learnable affine blocks: a third of the detector's nodes, each a pass over the data and a dispatch to
+    record per plan)."""
+    return rewrite(graph, _post_affine_rule)
+
+
 # -- dead code, views ----------------------------------------------------------------------------------------
 
 
@@ -370,10 +399,13 @@ def remove_dead(graph: Graph) -> Graph:
     g = graph.shallow_copy()
     needed = set(g.outputs)
     kept = []
-    for node in reversed(g.nodes):
-        if any(out in needed for out in node.outputs):
-            kept.append(node)
-            needed.update(name for name in node.inputs if name)
+    for node in reversed(g.nodes):  # runs per plan (finalize): a loop, not a generator per node
+        for out in node.outputs:
+            if out in needed:
+                kept.append(node)
+                needed.update(node.inputs)
+                break
+    needed.discard("")  # an absent optional input
     g.nodes = kept[::-1]
     g.constants = {k: v for k, v in g.constants.items() if k in needed}
     return g
@@ -384,9 +416,8 @@ def as_views(spec: Specialized) -> Specialized:
     only the data input: the data is not moved, so a plan can alias the storage instead of copying. The shape
     operands (now unread constants) are left for remove_dead."""
     g = spec.graph.shallow_copy()
-    g.nodes = [Node("View", n.name, [n.inputs[0]], [n.outputs[0]],
-                    {"shape": tuple(int(d) for d in spec.shapes[n.outputs[0]])})
-               if n.op in VIEW_OPS else n for n in g.nodes]
+    g.nodes = [Node("View", n.name, [n.inputs[0]], [n.outputs[0]], {"shape": spec.shapes[n.outputs[0]]})
+               if n.op in VIEW_OPS else n for n in g.nodes]  # spec.shapes holds int tuples already
     return Specialized(g, dict(spec.shapes))
 
 
@@ -396,7 +427,7 @@ def as_views(spec: Specialized) -> Specialized:
 # ConvTranspose -> Add bias -> BatchNormalization; fusions that end in an activation before fuse_activations.
 OPTIMIZE_PASSES: Sequence[Callable[[Graph], Graph]] = (
     fold_constants, fold_conv_affine, fold_batchnorm, fuse_hardswish, fuse_layernorm, fuse_matmul_bias,
-    fuse_activations, remove_dead,
+    fuse_activations, fuse_post_affine, remove_dead,
 )
 
 

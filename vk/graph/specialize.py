@@ -35,23 +35,34 @@ def specialize(graph: Graph, input_shapes: dict[str, Shape]) -> Specialized:
         raise ShapeError(f"no shape given for graph inputs {missing}")
     shapes: dict[str, Shape] = {name: tuple(int(d) for d in input_shapes[name]) for name in g.inputs}
     kept: list[Node] = []
-    for node in g.nodes:
-        present = [name for name in node.inputs if name]
-        if node.op == "Shape" and node.inputs[0] in shapes:
-            g.constants[node.outputs[0]] = np.array(shapes[node.inputs[0]], dtype=np.int64)
-        elif all(g.is_const(name) for name in present):
-            values = [g.constants[name] if name else None for name in node.inputs]
+    constants = g.constants
+    for node in g.nodes:  # on the request path (a plan per new shape): plain loops, no generators
+        inputs = node.inputs
+        if node.op == "Shape" and inputs[0] in shapes:
+            constants[node.outputs[0]] = np.array(shapes[inputs[0]], dtype=np.int64)
+        elif all(not name or name in constants for name in inputs):
+            values = [constants[name] if name else None for name in inputs]
             for out, value in zip(node.outputs, OPS[node.op].run(node, values)):  # type: ignore[arg-type]  # None: an omitted optional input
-                g.constants[out] = np.asarray(value)
+                constants[out] = np.asarray(value)
         else:
-            in_shapes = [shapes.get(n, g.constants[n].shape if g.is_const(n) else ()) if n else () for n in node.inputs]
-            consts = [g.constants.get(n) if n else None for n in node.inputs]
+            in_shapes: list[Shape] = []
+            consts: list[np.ndarray | None] = []
+            for name in inputs:
+                if name in shapes:
+                    in_shapes.append(shapes[name])
+                    consts.append(None)
+                elif name in constants:
+                    in_shapes.append(constants[name].shape)
+                    consts.append(constants[name])
+                else:  # an omitted optional input
+                    in_shapes.append(())
+                    consts.append(None)
             try:
                 out_shapes = OPS[node.op].infer(node, in_shapes, consts)
             except (ValueError, KeyError, IndexError) as exc:
                 raise ShapeError(f"node {node.name} ({node.op}) with input shapes {in_shapes}: {exc}") from exc
             for out, shape in zip(node.outputs, out_shapes):
-                shapes[out] = tuple(int(d) for d in shape)
+                shapes[out] = tuple(map(int, shape))
             kept.append(node)
     g.nodes = kept
     return Specialized(g, shapes)

@@ -12,7 +12,7 @@ from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
 
-CONV2D = KernelDef("conv2d", ("r", "r", "r", "w"), 68)
+CONV2D = KernelDef("conv2d", ("r", "r", "r", "w"), 76)
 
 
 def conv_output_shape(
@@ -55,10 +55,12 @@ def record_conv2d(
     activation: str = "none",
     alpha: float = 0.0,
     beta: float = 0.0,
+    post_affine: tuple[float, float] | None = None,
     tile: str | None = None,
 ) -> None:
-    """out = act(conv(x, w) + b): x (N, Cin, H, W), w (Cout, Cin/group, kh, kw), b (Cout,),
-    pads (top, left, bottom, right). One GEMM per (image, group); `tile` forces a tile config."""
+    """out = act(conv(x, w) + b) (· scale + shift when `post_affine` = (scale, shift), in one fma): x (N, Cin,
+    H, W), w (Cout, Cin/group, kh, kw), b (Cout,), pads (top, left, bottom, right). One GEMM per (image,
+    group); `tile` forces a tile config."""
     require_float32(x, w, out, *([b] if b is not None else []))
     shape = conv_output_shape(x.shape, w.shape, strides=strides, pads=pads, dilations=dilations, group=group)
     require_shape(out, shape, "conv2d output")
@@ -75,10 +77,12 @@ def record_conv2d(
     groups = chosen.groups(cout_g, oh * ow, n * group)
     check_groups(rec, groups, "conv2d")
     # the kernel size is specialised (constant division); shapes and the rest travel as push constants
-    pipeline = rec.device.pipeline(CONV2D, (*chosen.constants(), int(pointwise), kh, kw))
+    constants = (*chosen.constants(), int(pointwise), kh, kw, int(post_affine is not None))
+    pipeline = rec.device.pipeline(CONV2D, constants)
+    scale, shift = post_affine if post_affine is not None else (1.0, 0.0)
     push = pack(
-        "13I2I2f", group, cin_g, cout_g, h, wd, oh, ow, sh, sw, dh, dw, pt, pl,
-        int(b is not None), act, float(alpha), float(beta),
+        "13I2I4f", group, cin_g, cout_g, h, wd, oh, ow, sh, sw, dh, dw, pt, pl,
+        int(b is not None), act, float(alpha), float(beta), float(scale), float(shift),
     )
     views = [x.view, w.view, (b if b is not None else w).view, out.view]
     rec.dispatch(pipeline, views, push, groups, label="conv2d")

@@ -19,7 +19,7 @@ from vkocr.engine.pipeline import KernelDef, dispatch_groups
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
 
-DEPTHWISE = KernelDef("conv2d_depthwise", ("r", "r", "r", "w"), 32)
+DEPTHWISE = KernelDef("conv2d_depthwise", ("r", "r", "r", "w"), 40)
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,10 @@ def record_conv2d_depthwise(
     activation: str = "none",
     alpha: float = 0.0,
     beta: float = 0.0,
+    post_affine: tuple[float, float] | None = None,
 ) -> None:
-    """out = act(depthwise_conv(x, w) + b): x (N, C, H, W), w (C, 1, kh, kw), b (C,),
-    pads (top, left, bottom, right)."""
+    """out = act(depthwise_conv(x, w) + b) (· scale + shift when `post_affine` = (scale, shift), in one fma):
+    x (N, C, H, W), w (C, 1, kh, kw), b (C,), pads (top, left, bottom, right)."""
     require_float32(x, w, out, *([b] if b is not None else []))
     n, c, h, wd = require_nchw(x, "depthwise conv input")
     if len(w.shape) != 4 or tuple(w.shape[:2]) != (c, 1):
@@ -82,8 +83,9 @@ def record_conv2d_depthwise(
     groups = dispatch_groups((-(-ow // tiling.cols), -(-oh // tiling.rows), n * c), local)
     require_group_count(max(groups), "depthwise conv")
     constants = (*local, kh, kw, sh, sw, dh, dw, tiling.rows, tiling.cols, int(b is not None), act,
-                 float(alpha), float(beta))
+                 float(alpha), float(beta), int(post_affine is not None))
     pipeline = rec.device.pipeline(DEPTHWISE, constants)
-    push = pack("IIiiiiii", n * c, c, h, wd, oh, ow, pt, pl)
+    scale, shift = post_affine if post_affine is not None else (1.0, 0.0)
+    push = pack("IIiiiiii2f", n * c, c, h, wd, oh, ow, pt, pl, float(scale), float(shift))
     bias_view = (b if b is not None else w).view
     rec.dispatch(pipeline, [x.view, w.view, bias_view, out.view], push, groups, label="conv2d_depthwise")

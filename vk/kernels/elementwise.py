@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.launch import (
     ACTIVATION_IDS,
     FLAT_LOCAL,
+    broadcast_shape,
     flat_groups,
     pack,
     padded,
@@ -33,7 +32,7 @@ def broadcast_strides(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[list[int]
     (8,4,30) with strides (30,0,1) and (120,30,1).
     """
     try:
-        out = list(np.broadcast_shapes(a, b))
+        out = list(broadcast_shape(a, b))
     except ValueError as exc:
         raise KernelArgumentError(f"shapes {a} and {b} do not broadcast") from exc
     rank = len(out)
@@ -70,16 +69,21 @@ def record_binary(rec: Recorder, op: str, a: Tensor, b: Tensor, out: Tensor) -> 
     if op not in BINARY_IDS:
         raise KernelArgumentError(f"unknown binary op {op!r}; known: {', '.join(BINARY_IDS)}")
     require_float32(a, b, out)
-    require_shape(out, tuple(np.broadcast_shapes(a.shape, b.shape)), f"{op} output")
+    a_shape, b_shape = tuple(a.shape), tuple(b.shape)
+    same = a_shape == b_shape
+    try:
+        expected = a_shape if same else broadcast_shape(a_shape, b_shape)
+    except ValueError as exc:
+        raise KernelArgumentError(f"shapes {a_shape} and {b_shape} do not broadcast") from exc
+    require_shape(out, expected, f"{op} output")
     n = out.numel
-    if tuple(a.shape) == tuple(b.shape) and n % 4 == 0:  # memory-bound: move 16 bytes per load and store
+    if same and n % 4 == 0:  # memory-bound: move 16 bytes per load and store
         pipeline = rec.device.pipeline(BINARY_VEC4, (FLAT_LOCAL, 1, 1, BINARY_IDS[op]))
         rec.dispatch(pipeline, [a.view, b.view, out.view], pack("I", n // 4), flat_groups(n // 4), label=op)
         return
-    shape, st_a, st_b = broadcast_strides(a.shape, b.shape)
+    shape, st_a, st_b = broadcast_strides(a_shape, b_shape)
     if len(shape) > MAX_RANK:
         raise KernelArgumentError(f"{op}: broadcast needs rank {len(shape)} > {MAX_RANK} after merging axes")
-    same = tuple(a.shape) == tuple(b.shape)
     pipeline = rec.device.pipeline(BINARY, (FLAT_LOCAL, 1, 1, BINARY_IDS[op], 0 if same else 1))
     push = pack("II6I6I6I", n, len(shape), *padded(shape, 6, 1), *padded(st_a, 6), *padded(st_b, 6))
     rec.dispatch(pipeline, [a.view, b.view, out.view], push, flat_groups(n), label=op)

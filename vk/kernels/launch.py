@@ -26,6 +26,24 @@ def flat_groups(n: int, local: int = FLAT_LOCAL) -> tuple[int, int, int]:
     return MAX_GROUPS_X, -(-groups // MAX_GROUPS_X), 1
 
 
+def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
+    """numpy.broadcast_shapes for two shapes, in plain Python (NumPy's costs ~8 µs a call, and a plan asks it
+    for every elementwise node); ValueError when they do not broadcast."""
+    if len(a) < len(b):
+        a = (1,) * (len(b) - len(a)) + tuple(a)
+    elif len(b) < len(a):
+        b = (1,) * (len(a) - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            raise ValueError(f"shapes {tuple(a)} and {tuple(b)} do not broadcast")
+    return tuple(out)
+
+
 def pack(fmt: str, *values: float) -> bytes:
     """Little-endian push constants; `I` = uint, `i` = int, `f` = float."""
     return struct.pack("<" + fmt, *values)

@@ -5,11 +5,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.elementwise import broadcast_strides
-from vkocr.engine.kernels.launch import activation_id, pack, padded, require_float32, require_shape
+from vkocr.engine.kernels.launch import (
+    activation_id,
+    broadcast_shape,
+    pack,
+    padded,
+    require_float32,
+    require_shape,
+)
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
@@ -90,7 +95,7 @@ def pick_tile(m: int, n: int, batches: int, tile: str | None = None) -> GemmTile
 
 def check_groups(rec: Recorder, groups: tuple[int, int, int], what: str) -> None:
     limit = rec.device.info.max_workgroup_count
-    if any(g > lim for g, lim in zip(groups, limit)):
+    if groups[0] > limit[0] or groups[1] > limit[1] or groups[2] > limit[2]:
         raise KernelArgumentError(f"{what}: needs workgroups {groups}, device allows {tuple(limit)}")
 
 
@@ -130,7 +135,7 @@ def matmul_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[in
     if a_shape[-1] != b_shape[-2]:
         raise KernelArgumentError(f"matmul: inner dims differ: {a_shape} @ {b_shape}")
     try:
-        batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+        batch = broadcast_shape(a_shape[:-2], b_shape[:-2])
     except ValueError as exc:
         raise KernelArgumentError(f"matmul: batch dims of {a_shape} and {b_shape} do not broadcast") from exc
     return (*batch, a_shape[-2], b_shape[-1])

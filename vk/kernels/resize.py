@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
@@ -73,6 +74,13 @@ def exact_scale(scale: float | None, in_len: int, out_len: int) -> Fraction:
     return Fraction(s)
 
 
+@lru_cache(maxsize=1024)
+def _axis_push(n_in: int, n_out: int, scale: float | None, ctm: str) -> tuple[int, ...]:
+    """axis_words of one axis. Exact fractions cost ~50 µs an axis, and the plans of one model at different
+    shapes mostly repeat an axis (det's fixed side): computed once per (lengths, scale, mode)."""
+    return tuple(axis_words(*source_map(n_in, n_out, exact_scale(scale, n_in, n_out), ctm), n_out))
+
+
 def check_resize_args(x: Tensor, out: Tensor, mode: str, ctm: str, nearest_mode: str,
                       scales: Sequence[float] | None) -> None:
     """Raise KernelArgumentError before anything is recorded."""
@@ -109,9 +117,8 @@ def record_resize(
         return
     words: list[int] = []
     for axis in (2, 3):
-        n_in, n_out = x.shape[axis], out.shape[axis]
-        scale = exact_scale(None if scales is None else scales[axis - 2], n_in, n_out)
-        words += axis_words(*source_map(n_in, n_out, scale, ctm), n_out)
+        words += _axis_push(x.shape[axis], out.shape[axis], None if scales is None else float(scales[axis - 2]),
+                            ctm)
     n, c, in_h, in_w = x.shape
     push = pack("ii6Iii6I5I", *words, n * c, in_h, in_w, out.shape[2], out.shape[3])
     rounding = NEAREST_IDS[nearest_mode] if mode == "nearest" else 0  # linear: one pipeline, any nearest_mode

@@ -11,26 +11,27 @@ from vkocr.engine.tensor import Tensor
 
 def pair(values: Sequence[int], what: str, minimum: int = 1) -> tuple[int, int]:
     """(h, w) from a two-element attribute, each at least `minimum`."""
-    vals = tuple(int(v) for v in values)
-    if len(vals) != 2 or any(v < minimum for v in vals):
-        raise KernelArgumentError(f"{what} must be two integers ≥ {minimum}, got {tuple(values)}")
-    return vals
+    if len(values) == 2:  # no generator: a plan checks every conv's attributes on the request path
+        h, w = int(values[0]), int(values[1])
+        if h >= minimum and w >= minimum:
+            return h, w
+    raise KernelArgumentError(f"{what} must be two integers ≥ {minimum}, got {tuple(values)}")
 
 
 def four_pads(pads: Sequence[int]) -> tuple[int, int, int, int]:
     """ONNX 2-D pads (top, left, bottom, right), each ≥ 0."""
-    vals = tuple(int(v) for v in pads)
-    if len(vals) != 4 or any(v < 0 for v in vals):
-        raise KernelArgumentError(f"pads must be four integers ≥ 0 (top, left, bottom, right), "
-                                  f"got {tuple(pads)}")
-    return vals
+    if len(pads) == 4:
+        top, left, bottom, right = int(pads[0]), int(pads[1]), int(pads[2]), int(pads[3])
+        if top >= 0 and left >= 0 and bottom >= 0 and right >= 0:
+            return top, left, bottom, right
+    raise KernelArgumentError(f"pads must be four integers ≥ 0 (top, left, bottom, right), got {tuple(pads)}")
 
 
 def require_nchw(t: Tensor, what: str) -> tuple[int, int, int, int]:
-    if len(t.shape) != 4 or 0 in t.shape:
-        raise KernelArgumentError(f"{what} must be a non-empty NCHW tensor, got shape {t.shape}")
-    n, c, h, w = (int(s) for s in t.shape)
-    return n, c, h, w
+    shape = t.shape
+    if len(shape) != 4 or 0 in shape:
+        raise KernelArgumentError(f"{what} must be a non-empty NCHW tensor, got shape {shape}")
+    return int(shape[0]), int(shape[1]), int(shape[2]), int(shape[3])
 
 
 def conv_out_len(size: int, kernel: int, stride: int, dilation: int, pad_total: int) -> int:
