@@ -53,4 +53,33 @@ class ImageError(AgentError):
 
 
 class OptionsError(AgentError):
-    """Raised when an OCR option is unknown, of the wrong type, or out of range (the message names it)."""
+    """Raised when an OCR option is unknown, of the wrong type, or out of range (the message names it).
+
+    ``option`` is the OcrOptions name of the refused option when there is one (``thresh``, ``plugins``); the
+    gRPC boundary names the request's field from it (``options.det_thresh``).
+    """
+
+    def __init__(self, message: str, *, option: str = "") -> None:
+        super().__init__(message)
+        self.option = option
+
+
+class RequestError(AgentError):
+    """Raised when a request is refused for something other than its image or its options: a message that is
+    not valid protobuf, a request id or a plugin selection over its size limit, or work beyond the agent's
+    bounds (more pixels after a resize than it allows).
+
+    ``field`` is the request's field path (``request_id``, ``options.plugins.options``); ``reason`` is
+    machine-readable (``malformed``, ``too_long``, ``too_large``).
+    """
+
+    def __init__(self, message: str, *, field: str, reason: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.reason = reason
+
+
+class ShutdownCancelled(AgentError):
+    """Raised by the OCR service, in place of the cancellation, for a request the agent itself cancelled
+    because its shutdown's grace period ended before the answer was ready: logged as the agent's shutdown, not
+    as the client's."""

@@ -36,4 +36,20 @@ class PluginLoadError(PluginError):
 
 
 class PluginConfigError(PluginError):
-    """Raised at configuration time when a plugin rejects its options (unknown key, bad pattern, wrong type)."""
+    """Raised at configuration time when a plugin rejects its options (unknown key, bad pattern, wrong type,
+    a pattern or a number of fields over its limit).
+
+    ``field`` is the path of the refused option inside the plugin's options (``lot.pattern``) when the plugin
+    names one; ``plugin`` is the plugin's name (the chain fills it in), so that a request's error can name
+    ``options.plugins.options.regex_fields.lot.pattern``.
+    """
+
+    def __init__(self, message: str, *, field: str = "", plugin: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+        self.plugin = plugin
+
+
+class PluginTimeout(PostprocError):
+    """Raised by ``plugin_budget.call_within`` when a plugin overran its time budget (the plugin is then
+    stopped); the chain records it in the result's errors, and the lines and other plugins' fields stay."""

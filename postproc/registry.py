@@ -1,11 +1,12 @@
 """Postprocessing plugins: the protocol, the registry (built-ins plus installed entry points), and the
-ordered chain that runs them with failure isolation.
+ordered chain that runs them with failure isolation and a time budget.
 
 A plugin is built once per configuration from its options (so bad options fail at configuration time) and
 then called with each ``OcrResult``; it reads the result and returns the fields it adds. It never mutates the
 result itself: the chain merges the returned fields, so a plugin that raises leaves the result exactly as it
 was, and the chain records ``{"plugin": name, "error": ...}`` in ``result.errors`` and logs
-``postproc_plugin_failed``.
+``postproc_plugin_failed``. A plugin that overruns its budget (``budget_s``) is stopped (postproc/plugin_budget.py)
+and recorded the same way.
 
 Third-party plugins register a factory (usually the plugin class) under the ``vkocr.postproc`` entry-point
 group; the entry point's name is the plugin's name::
@@ -17,15 +18,19 @@ group; the entry point's name is the plugin's name::
 from __future__ import annotations
 
 import importlib.metadata
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
 from vkocr.log import get_logger
 from vkocr.postproc.errors import PluginConfigError, PluginError, PluginLoadError, UnknownPluginError
+from vkocr.postproc.plugin_budget import call_within
 from vkocr.postproc.result import OcrResult
 
 ENTRY_POINT_GROUP = "vkocr.postproc"
+DEFAULT_BUDGET_S = 0.5  # a plugin's time per result (OcrOptions.plugin_budget_ms sets the agent's)
 
 log = get_logger(__name__)
 
@@ -52,7 +57,8 @@ def _builtins() -> dict[str, PluginFactory]:
 
 class PluginRegistry:
     """Plugin factories by name: built-ins, installed entry points (loaded on first use), and any registered
-    by hand. A name registered later replaces an earlier one."""
+    by hand. A name registered later replaces an earlier one. Entry points are read when the registry is made,
+    and each is imported once, on first use (threads may share a registry)."""
 
     def __init__(
         self,
@@ -61,6 +67,7 @@ class PluginRegistry:
     ) -> None:
         self._factories: dict[str, PluginFactory] = dict(factories or {})
         self._entry_points = {ep.name: ep for ep in entry_points if ep.name not in self._factories}
+        self._lock = threading.Lock()
 
     def register(self, name: str, factory: PluginFactory) -> None:
         self._factories[name] = factory
@@ -71,21 +78,24 @@ class PluginRegistry:
 
     def factory(self, name: str) -> PluginFactory:
         """The factory registered under ``name``; UnknownPluginError or PluginLoadError otherwise."""
-        if name in self._factories:
+        with self._lock:
+            if name in self._factories:
+                return self._factories[name]
+            ep = self._entry_points.get(name)
+            if ep is None:
+                raise UnknownPluginError(name, self.names())
+            self._factories[name] = load_entry_point(ep)
+            del self._entry_points[name]
             return self._factories[name]
-        ep = self._entry_points.get(name)
-        if ep is None:
-            raise UnknownPluginError(name, self.names())
-        self._factories[name] = load_entry_point(ep)
-        del self._entry_points[name]
-        return self._factories[name]
 
     def build_chain(
-        self, names: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None = None
+        self, names: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None = None,
+        budget_s: float | None = DEFAULT_BUDGET_S,
     ) -> PluginChain:
         """An ordered chain of the named plugins, each built from ``options[name]`` (empty when absent; options
-        of plugins not in ``names`` are ignored). Raises UnknownPluginError, PluginLoadError or
-        PluginConfigError, so a bad configuration fails here and never while serving."""
+        of plugins not in ``names`` are ignored), each call given ``budget_s`` (None: no budget, no thread).
+        Raises UnknownPluginError, PluginLoadError or PluginConfigError (naming the plugin), so a bad
+        configuration fails here and never while serving."""
         options = options or {}
         plugins = []
         for name in names:
@@ -95,16 +105,19 @@ class PluginRegistry:
             factory = self.factory(name)
             try:
                 plugin = factory(plugin_options)
+            except PluginConfigError as exc:
+                exc.plugin = exc.plugin or name
+                raise
             except PluginError:
                 raise
             except (ValueError, TypeError, KeyError) as exc:
-                raise PluginConfigError(f"plugin {name!r} rejected its options: {exc}") from exc
+                raise PluginConfigError(f"plugin {name!r} rejected its options: {exc}", plugin=name) from exc
             except Exception as exc:  # third-party construction code: any failure is a configuration error
                 raise PluginLoadError(f"plugin {name!r} failed to start: {type(exc).__name__}: {exc}") from exc
             if not isinstance(plugin, PostprocPlugin):
                 raise PluginLoadError(f"factory of plugin {name!r} returned {type(plugin).__name__}, not a plugin")
             plugins.append((name, plugin))
-        return PluginChain(plugins)
+        return PluginChain(plugins, budget_s)
 
 
 def load_entry_point(ep: importlib.metadata.EntryPoint) -> PluginFactory:
@@ -137,11 +150,13 @@ def build_chain(names: Sequence[str], options: Mapping[str, Mapping[str, Any]] |
 class PluginChain:
     """Configured plugins in order. Running it merges each plugin's fields into the result in turn (later
     plugins see earlier fields) and records each plugin's time as ``timings_ms["plugin.<name>"]``; a plugin
-    that raises, or returns something other than a mapping with string keys, leaves the result untouched and
-    is recorded in ``result.errors``."""
+    that raises, overruns ``budget_s`` (then it is stopped), or returns something other than a mapping with
+    string keys, leaves the result untouched and is recorded in ``result.errors``."""
 
-    def __init__(self, plugins: Sequence[tuple[str, PostprocPlugin]] = ()) -> None:
+    def __init__(self, plugins: Sequence[tuple[str, PostprocPlugin]] = (),
+                 budget_s: float | None = DEFAULT_BUDGET_S) -> None:
         self.plugins = list(plugins)
+        self.budget_s = budget_s
 
     @property
     def names(self) -> list[str]:
@@ -154,7 +169,10 @@ class PluginChain:
         for name, plugin in self.plugins:
             start = time.perf_counter()
             try:
-                added = plugin(result)
+                if self.budget_s is None:
+                    added = plugin(result)
+                else:
+                    added = call_within(partial(plugin, result), self.budget_s, f"plugin {name!r}")
                 if not isinstance(added, Mapping) or not all(isinstance(k, str) for k in added):
                     raise TypeError(f"plugin returned {type(added).__name__}, expected a mapping of field names")
                 added = dict(added)

@@ -30,7 +30,7 @@ from vkocr.agent.bundles.errors import (
     UploadBusy,
     VersionNotFound,
 )
-from vkocr.agent.errors import AgentError, ImageError, OptionsError
+from vkocr.agent.errors import AgentError, ImageError, OptionsError, RequestError, ShutdownCancelled
 from vkocr.agent.serving import rpc_status
 from vkocr.agent.serving.errors import INTERNAL_MESSAGE, STATUS_TABLE, status_for
 from vkocr.agent.serving.worker import DeadlineDropped, NotServing, QueueFull
@@ -40,7 +40,7 @@ from vkocr.engine.kernels.elementwise import record_unary
 from vkocr.engine.loader import check
 from vkocr.engine.recorder import Recorder
 from vkocr.errors import VkocrError
-from vkocr.postproc.errors import CharsetError, PostprocError, UnknownPluginError
+from vkocr.postproc.errors import CharsetError, PluginConfigError, PostprocError, UnknownPluginError
 
 BRANCHES: dict[str, type[VkocrError]] = {
     "vkocr.engine": EngineError,
@@ -174,9 +174,18 @@ def _details(status: status_pb2.Status) -> list[object]:
     (ImageError("too_large", "image of 9000×9000 pixels is over the limit"),
      "INVALID_ARGUMENT: image of 9000×9000 pixels is over the limit; field image (too_large)"),
     (OptionsError("option det_thresh: 2.0 is above 1"),
-     "INVALID_ARGUMENT: option det_thresh: 2.0 is above 1; field options"),
+     "INVALID_ARGUMENT: option det_thresh: 2.0 is above 1; field options (out_of_range)"),
+    (OptionsError("thresh must be within [0, 1], got 2.0", option="thresh"),  # the wire's name for it
+     "INVALID_ARGUMENT: thresh must be within [0, 1], got 2.0; field options.det_thresh (out_of_range)"),
     (UnknownPluginError("nope", ["regex_fields"]),  # through its base, PluginError
-     "INVALID_ARGUMENT: unknown postprocessing plugin 'nope'; known: regex_fields; field options.plugins"),
+     "INVALID_ARGUMENT: unknown postprocessing plugin 'nope'; known: regex_fields; field options.plugins.names "
+     "(unknown_plugin)"),
+    (PluginConfigError("field 'lot': bad pattern", field="lot.pattern", plugin="regex_fields"),
+     "INVALID_ARGUMENT: field 'lot': bad pattern; field options.plugins.options.regex_fields.lot.pattern "
+     "(bad_plugin_options)"),
+    (RequestError("not protobuf", field="request", reason="malformed"),
+     "INVALID_ARGUMENT: not protobuf; field request (malformed)"),
+    (ShutdownCancelled(), "CANCELLED: agent shutdown: the grace period ended first"),
     (QueueFull("queue full (32 requests waiting for the GPU)"),
      "RESOURCE_EXHAUSTED: queue full (32 requests waiting for the GPU); retry after 0.5 s"),
     (NotServing("agent is loading: models"), "UNAVAILABLE: agent is loading: models; retry after 0.5 s"),

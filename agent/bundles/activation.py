@@ -6,7 +6,11 @@
     self_tests every image the bundle carries is read; its expected text must appear among the lines
     warm       the plans of the configured image sizes are recorded (GpuWorker.warm), still on that thread
     swap       the GPU worker takes the new pipeline between two requests and closes the old one
-    record     the store's active pointer is replaced (atomically, fsync'd), so a restart serves the new one
+    record     the store's active pointer is replaced (atomically, fsync'd), so a restart serves the new one,
+               and the high-water mark rises to it when it is newer
+
+Before the first step, a version older than the store's high-water mark (agent/bundles/high_water.py) is
+refused (DowngradeRefused) unless it is a rollback or the operator asked for a downgrade (allow_downgrade).
 
 A failure at any step before the swap closes the new pipeline and leaves the old version serving, and the
 ActivationFailed it raises names the step and why. One activation at a time: `exclusive()` holds throughout,
@@ -30,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from vkocr.agent.bundles.errors import BundleError, VersionNotFound
+from vkocr.agent.bundles.errors import BundleError, DowngradeRefused, VersionNotFound
 from vkocr.agent.bundles.store import InstalledVersion, ModelStore
 from vkocr.agent.errors import AgentError
 from vkocr.agent.ocr.options import OcrOptions
@@ -266,29 +270,40 @@ class Activator:
 
     # --- activation ----------------------------------------------------------------------------------------
 
-    def activate(self, version: str, *, rollback: bool = False, who: str = "") -> Activated:
+    def activate(self, version: str, *, rollback: bool = False, allow_downgrade: bool = False,
+                 who: str = "") -> Activated:
         """Stage `version` (see the module's docstring) and make it the one served. Blocking: call it from a
-        thread. ActivationBusy when another is in progress; ActivationFailed when a step failed."""
+        thread. ActivationBusy when another is in progress; ActivationFailed when a step failed;
+        DowngradeRefused when `version` is older than the store's high-water mark and neither `rollback` nor
+        `allow_downgrade` says the operator wants that."""
         what = "rollback" if rollback else "activation"
         with self.exclusive(f"{what} of {version} in progress"):
-            return on_own_thread(lambda: self._activate(version, rollback=rollback, who=who))
+            return on_own_thread(lambda: self._activate(version, rollback=rollback, allow_downgrade=allow_downgrade,
+                                                        who=who))
 
     def rollback(self, who: str = "") -> Activated:
         """Activate the version active before the current one, staged the same way."""
         with self.exclusive("rollback in progress"):
             target = self.store.rollback_target()
-            return on_own_thread(lambda: self._activate(target, rollback=True, who=who))
+            return on_own_thread(lambda: self._activate(target, rollback=True, allow_downgrade=True, who=who))
 
-    def _activate(self, version: str, *, rollback: bool, who: str) -> Activated:
+    def _activate(self, version: str, *, rollback: bool, allow_downgrade: bool, who: str) -> Activated:
         assert self.worker is not None
         current = self.store.active()
         started = time.monotonic()
         kind = "rollback" if rollback else "activation"
-        log.info("activation_started", version=version, active=current, rollback=rollback, who=who)
+        downgrade = rollback or allow_downgrade
+        log.info("activation_started", version=version, active=current, rollback=rollback,
+                 allow_downgrade=allow_downgrade, who=who)
         if version == current and self.worker.started and self.worker.model_version == version \
                 and self.state.serving:
             log.info("activation_unchanged", version=version)
             return Activated(version, current)
+        try:  # before any step: an old bundle costs nothing (VersionNotFound when it is not stored)
+            self.store.check_downgrade(version, allow_downgrade=downgrade)
+        except DowngradeRefused as exc:
+            log.warning("activation_downgrade_refused", version=version, active=current, reason=str(exc), who=who)
+            raise
         keep = f"version {current} is still active" if current else "no version is active"
 
         def failed(step: str, why: str, cause: BaseException | None = None,
@@ -330,7 +345,7 @@ class Activator:
         self._install(pipeline, installed)
         log.info("activation_step", version=version, step="record")
         try:
-            previous = self.store.set_active(installed.version, rollback=rollback)
+            previous = self.store.set_active(installed.version, rollback=rollback, allow_downgrade=downgrade)
         except (BundleError, OSError) as exc:
             raise failed("record", f"version {version} serves now, but the store's active pointer could not "
                          f"be written ({exc}); after a restart {current} would serve: fix the disk and "

@@ -30,6 +30,7 @@ from typing import IO, Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from vkocr.agent.bundles.atomic_files import atomic_output, fsync_dir
+from vkocr.agent.bundles.disk_errors import disk_error
 from vkocr.agent.bundles.errors import BundleError, BundleFormatError, IntegrityError, SignatureError
 from vkocr.agent.bundles.manifest import (
     MANIFEST_NAME,
@@ -188,9 +189,9 @@ def extract(bundle: Path, dest_dir: Path, manifest: Manifest, *, max_bytes: int 
             fsync_dir(directory)
         os.rename(temp, dest)
         fsync_dir(dest.parent)
-    except OSError as exc:
+    except OSError as exc:  # the agent's disk, not the bundle (its read errors are BundleFormatErrors)
         shutil.rmtree(temp, ignore_errors=True)
-        raise BundleError(f"cannot extract {bundle} into {dest}: {exc}") from exc
+        raise disk_error(exc, f"extracting version {manifest.version}") from exc
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise

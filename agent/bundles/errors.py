@@ -2,8 +2,9 @@
 
 Every message names the file, entry, version or upload concerned and what to do about it. The gRPC boundary
 (agent/serving/errors.py) maps each class to a status code: a missing version → NOT_FOUND, a bad or untrusted
-signature → PERMISSION_DENIED, a busy upload → ABORTED, a chunk at the wrong offset → OUT_OF_RANGE, the rest →
-INVALID_ARGUMENT or FAILED_PRECONDITION.
+signature → PERMISSION_DENIED, a busy upload → ABORTED, an idle one → DEADLINE_EXCEEDED, a chunk at the wrong
+offset → OUT_OF_RANGE, the agent's own disk full → RESOURCE_EXHAUSTED or unwritable → UNAVAILABLE (never the
+bundle's fault), a downgrade → FAILED_PRECONDITION, the rest → INVALID_ARGUMENT or FAILED_PRECONDITION.
 """
 
 from __future__ import annotations
@@ -66,6 +67,33 @@ class NothingToRollBack(ModelStoreError):
     """Raised when a rollback is asked for but no earlier version is recorded and still stored."""
 
 
+class DowngradeRefused(ModelStoreError):
+    """Raised when activating a version older than the store's high-water mark (agent/bundles/high_water.py)
+    without an explicit downgrade (Rollback, or Activate with allow_downgrade)."""
+
+
+class HighWaterUnreadable(ModelStoreError):
+    """Raised when the store's high-water mark file exists but cannot be read or parsed: activations are
+    refused (fail closed) until an explicit downgrade rewrites it."""
+
+
+# -- the agent's own disk (agent/bundles/disk_errors.py): never the bundle's fault ------------------------------
+
+
+class StorageError(BundleError):
+    """Base of the failures of the agent's disk while storing an upload or a bundle; raised only as one of its
+    subclasses. Whatever was half-written is removed; a complete upload is kept for a retry."""
+
+
+class StorageFull(StorageError):
+    """Raised when the store's filesystem is full or the quota is spent (ENOSPC, EDQUOT)."""
+
+
+class StorageUnavailable(StorageError):
+    """Raised when the store's filesystem refuses the write for another reason: read-only (EROFS), permission
+    (EACCES, EPERM), an I/O error (EIO) or anything else the disk says."""
+
+
 # -- uploads (agent/bundles/uploads.py): the bundle inside is judged later, by the store ---------------------
 
 
@@ -101,3 +129,8 @@ class ChecksumMismatch(UploadError):
 
 class UploadBusy(UploadError):
     """Raised when another stream is writing the same upload id right now."""
+
+
+class UploadIdle(UploadError):
+    """Raised when an upload stream sent no chunk for the configured idle timeout ([models] upload_idle_s); the
+    bytes it sent are removed."""

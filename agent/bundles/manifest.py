@@ -1,7 +1,8 @@
 """A bundle's manifest: what it holds, which file is which model, the OCR options and the self-tests.
 
 `manifest.json` is UTF-8 JSON; `manifest.sig` is the raw 64-byte ed25519 signature over its exact bytes, so
-the manifest is parsed exactly as signed (`Manifest.raw`) and never re-serialised before checking.
+the manifest is parsed exactly as signed (`Manifest.raw`) and never re-serialised before checking. A key twice in
+one object, and a field this agent does not know (at any level), are refused: the signed bytes mean one thing.
 
     {
       "format": 1,
@@ -96,7 +97,7 @@ class Manifest:
     def from_bytes(cls, data: bytes) -> Manifest:
         """Parse and check every field; anything malformed is a BundleFormatError naming the field."""
         try:
-            doc = json.loads(data.decode("utf-8"))
+            doc = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise BundleFormatError(f"manifest.json is not UTF-8 JSON ({exc})") from None
         manifest = _parse(doc)
@@ -129,6 +130,17 @@ class Manifest:
         for transient in ("created", "signer"):
             doc.pop(transient)
         return hashlib.sha256(json.dumps(doc, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json.loads keeps the last of two equal keys; a manifest that says two things (one the signer reviewed,
+    one a reader acts on) is refused instead, in every object at any depth."""
+    doc: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in doc:
+            raise BundleFormatError(f"manifest: key {key[:64]!r} appears twice in one object")
+        doc[key] = value
+    return doc
 
 
 def _require(condition: bool, message: str) -> None:

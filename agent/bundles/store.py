@@ -5,6 +5,7 @@
     <root>/staging/              extractions and deletions in progress; anything here after a crash is junk
     <root>/active                the active version, one line, replaced atomically
     <root>/previous              versions active before, one per line, most recent last (for rollback)
+    <root>/high_water.json       the newest version ever activated: older ones need an explicit downgrade
     <root>/.lock                 flock'd during changes, so two processes never change the store at once
 
 Every change is a rename of a complete directory or an atomically replaced file, so a crash leaves the
@@ -30,6 +31,7 @@ from typing import Any
 
 from vkocr.agent.bundles.atomic_files import TEMP_SUFFIX, fsync_dir, write_atomic
 from vkocr.agent.bundles.bundle import extract, verify_signature
+from vkocr.agent.bundles.disk_errors import disk_error
 from vkocr.agent.bundles.errors import (
     ActiveVersionError,
     BundleFormatError,
@@ -39,6 +41,7 @@ from vkocr.agent.bundles.errors import (
     VersionConflict,
     VersionNotFound,
 )
+from vkocr.agent.bundles.high_water import HighWater, VersionMark
 from vkocr.agent.bundles.manifest import MANIFEST_NAME, MODEL_ROLES, NAME_PATTERN, SIGNATURE_NAME, Manifest
 from vkocr.agent.bundles.reader import DEFAULT_MAX_BYTES
 from vkocr.agent.bundles.signing import TrustedKeys, short_fingerprint
@@ -135,6 +138,7 @@ class ModelStore:
         self._lock = threading.RLock()
         self._depth = 0  # nesting of _changing() in the thread holding _lock; the flock is taken once
         self._manifests: dict[str, tuple[tuple[int, int], Manifest]] = {}
+        self.high_water = HighWater(self.root)
 
     # --- reading -------------------------------------------------------------------------------------------
 
@@ -236,6 +240,9 @@ class ModelStore:
                     self._remove_dir(target)
                 os.rename(staged, target)
                 fsync_dir(self.versions_dir)
+            except OSError as exc:  # the marker, the rename: the agent's disk refused (full, read-only, …)
+                shutil.rmtree(staged, ignore_errors=True)
+                raise disk_error(exc, f"storing version {version}") from exc
             except BaseException:
                 shutil.rmtree(staged, ignore_errors=True)
                 raise
@@ -244,13 +251,21 @@ class ModelStore:
             self.prune()
             return self.info(version)
 
-    def set_active(self, version: str, *, rollback: bool = False) -> str | None:
+    def check_downgrade(self, version: str, *, allow_downgrade: bool = False) -> None:
+        """DowngradeRefused when `version` is older than the high-water mark and no downgrade was asked for
+        (VersionNotFound when it is not stored): before an activation's first step."""
+        self.high_water.check(VersionMark.of(self.manifest(version)), allow_downgrade=allow_downgrade)
+
+    def set_active(self, version: str, *, rollback: bool = False, allow_downgrade: bool = False) -> str | None:
         """Make `version` the active one (the pointer file is replaced atomically) and return the version it
         replaces. The replaced one is recorded for rollback; with `rollback=True` the history is instead
-        unwound past `version`, so rolling back again goes one further back."""
+        unwound past `version`, so rolling back again goes one further back. A version older than the
+        high-water mark needs `rollback` or `allow_downgrade` (DowngradeRefused); a newer one raises the mark."""
         with self._changing():
             if not self._is_complete(version):
                 raise VersionNotFound(self._not_found(version))
+            mark = VersionMark.of(self.manifest(version))
+            self.high_water.check(mark, allow_downgrade=rollback or allow_downgrade)
             current = self.active()
             history = list(reversed(self.previous()))  # oldest first, as on disk
             if rollback and version in history:
@@ -260,7 +275,9 @@ class ModelStore:
                 history.append(current)
             self._write_history(history)
             write_atomic(self.root / "active", f"{version}\n".encode())
-            log.info("model_store_activated", version=version, previous=current, rollback=rollback)
+            high_water = self.high_water.raise_to(mark)
+            log.info("model_store_activated", version=version, previous=current, rollback=rollback,
+                     high_water=high_water.version)
             return current
 
     def delete(self, version: str) -> None:
@@ -314,6 +331,8 @@ class ModelStore:
                 else:
                     write_atomic(self.root / "active", f"{after}\n".encode())
             self._manifests.clear()
+            if after is not None and not self.high_water.path.exists():  # a store older than the mark
+                self.high_water.raise_to(VersionMark.of(self.manifest(after)))
             report = Recovery(tuple(str(p) for p in leftovers), tuple(incomplete), before, after)
             if report.active_changed:
                 log.warning("model_store_active_fallback", missing=before, active=after)

@@ -6,26 +6,32 @@
 Each chunk must start exactly where the bytes held end; the announced size is checked against the limit before
 a byte is written; when the last byte is in, the whole file's sha256 must match the announced one. The
 finished file then goes to ModelStore.add() (signature, manifest, safe extraction) and is removed here.
-Uploads nobody finished are removed after STALE_AFTER_S.
+Uploads nobody finished are removed after STALE_AFTER_S; a stream that goes idle is cut after [models]
+upload_idle_s (idle_bounded) and its bytes removed. A disk that is full or refuses a write (StorageFull,
+StorageUnavailable) never leaves half a chunk: the part file is cut back to the last whole chunk.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import threading
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 from vkocr.agent.bundles.atomic_files import TEMP_SUFFIX, write_atomic
+from vkocr.agent.bundles.disk_errors import disk_error
 from vkocr.agent.bundles.errors import (  # the upload errors live with the other bundle errors
     BundleTooLarge,
     ChecksumMismatch,
     OffsetMismatch,
     UploadBusy,
+    UploadIdle,
     UploadIncomplete,
     UploadMismatch,
     UploadRequestError,
@@ -35,6 +41,8 @@ from vkocr.agent.ocr.model_files import sha256_of
 from vkocr.log import get_logger
 
 log = get_logger(__name__)
+
+T = TypeVar("T")
 
 UPLOAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
@@ -80,8 +88,13 @@ class Upload:
             if self._closed:
                 raise UploadRequestError(f"upload {self.upload_id}: its stream has ended; resume from offset "
                                          f"{self.received} in a new stream")
-            self._out.write(data)
-            self._out.flush()
+            try:
+                view = memoryview(data)
+                while view:  # unbuffered: a short write is retried, a failed one raises
+                    view = view[self._out.write(view):]
+            except OSError as exc:
+                self._out.truncate(self.received)  # no half chunk stays: a resumed upload trusts the length
+                raise disk_error(exc, f"upload {self.upload_id}: writing bytes {offset} to {end}") from exc
             self.received = end
 
     def close(self) -> None:
@@ -153,13 +166,16 @@ class UploadArea:
                     f"upload {upload_id} was started for a bundle of {header.total_size} bytes with sha256 "
                     f"{header.sha256[:12]}…, not {total_size} bytes with sha256 {sha256[:12]}…; use a new "
                     "upload_id for another bundle")
-            out = part.open("ab")
+            out = part.open("ab", buffering=0)
             received = out.tell()
             if received > header.total_size:  # cannot happen through append(); a damaged file: start over
                 out.truncate(0)
                 received = 0
             log.info("upload_opened", upload_id=upload_id, received=received, total_size=header.total_size)
             return Upload(self, header, out, received)
+        except OSError as exc:  # the header or the part file: the agent's disk refused
+            self._release(upload_id)
+            raise disk_error(exc, f"upload {upload_id}: opening it") from exc
         except BaseException:
             self._release(upload_id)
             raise
@@ -218,3 +234,17 @@ class UploadArea:
     def _release(self, upload_id: str) -> None:
         with self._lock:
             self._busy.discard(upload_id)
+
+
+async def idle_bounded(chunks: AsyncIterator[T], idle_s: float) -> AsyncIterator[T]:
+    """`chunks` as they come; UploadIdle when the next one takes longer than `idle_s` to arrive."""
+    iterator = aiter(chunks)
+    while True:
+        try:
+            chunk = await asyncio.wait_for(anext(iterator), idle_s)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise UploadIdle(f"the upload stream sent nothing for {idle_s:g} s ([models] upload_idle_s on the "
+                             "agent); what it had sent was removed: upload the bundle again") from None
+        yield chunk

@@ -67,6 +67,9 @@ def add_fleet_parser(subparsers: Any) -> None:
                          "(default: not checked)")
     rollout.add_argument("--activate-timeout", type=parse_duration, default=600.0, metavar="DURATION",
                          help="deadline of one activation (loading and self-tests; default 10m)")
+    rollout.add_argument("--allow-downgrade", action="store_true",
+                         help="activate even on agents that have run a newer version (their high-water mark); "
+                         "without it such an agent refuses (FAILED_PRECONDITION) and the rollout stops")
     rollout.set_defaults(func=cmd_rollout)
 
     status = what.add_parser("status", parents=[common], help="state, active version and stored versions",
@@ -122,7 +125,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         f"soak {args.soak:g} s")
     report = rollout(args.bundle, agents, version, connect, canary=args.canary, batch=args.batch,
                      soak_s=args.soak, gates=Gates(args.max_error_rate, args.max_p99_ms),
-                     activate_timeout=args.activate_timeout, say=say)
+                     activate_timeout=args.activate_timeout, allow_downgrade=args.allow_downgrade, say=say)
     print(format_table(("AGENT", "OLD VERSION", "NEW VERSION", "RESULT"),
                        [(r.agent, r.old or "-", r.new, r.result) for r in report.rows]), flush=True)
     if report.ok:

@@ -16,6 +16,7 @@ examples:
   vkocr serve --config /etc/vkocr/agent.toml    # TLS, model store, metrics: see deploy/agent.example.toml
   vkocr serve --listen 127.0.0.1:0 --device cpu # any free port, NumPy executor
   vkocr serve --print-config                    # the merged configuration, then exit
+  vkocr serve --metrics 127.0.0.1:9464          # Prometheus on loopback; another address needs --metrics-public
 
 Every config key can also come from the environment as VKOCR_<SECTION>_<KEY>, e.g.
 VKOCR_SERVER_QUEUE_SIZE=64 or VKOCR_TLS_CLIENT_CA=/etc/vkocr/clients.pem.
@@ -32,7 +33,11 @@ def add_serve_parser(sub: Any) -> None:
     serve.add_argument("--config", type=Path, metavar="FILE", help="TOML configuration file")
     serve.add_argument("--listen", metavar="HOST:PORT", help="address to listen on (default 127.0.0.1:50051)")
     serve.add_argument("--device", metavar="SEL", help="Vulkan device (index, UUID, name part) or 'cpu'")
-    serve.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
+    serve.add_argument("--metrics", metavar="HOST:PORT",
+                       help="serve Prometheus metrics here (plaintext, no authentication: loopback unless "
+                       "--metrics-public)")
+    serve.add_argument("--metrics-public", action="store_true",
+                       help="allow --metrics on a non-loopback address (config: metrics.public = true)")
     serve.add_argument("--print-config", action="store_true", help="print the merged configuration and exit")
     serve.set_defaults(func=cmd_serve)
 
@@ -45,6 +50,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         overrides["device.select"] = args.device
     if args.metrics:
         overrides["metrics.listen"] = args.metrics
+    if args.metrics_public:
+        overrides["metrics.public"] = True
     config = load_config(args.config, overrides=overrides)
     if args.print_config:
         print(to_toml(config), end="")

@@ -203,7 +203,9 @@ def _parallel(rows: Sequence[Row], work: Callable[[Row], None]) -> None:
 
 def rollout(bundle: Path, agents: Sequence[str], version: str, connect: Connect, *, canary: int = 1,
             batch: int = 1, soak_s: float = 30.0, gates: Gates | None = None, activate_timeout: float = 600.0,
-            say: Say = lambda _: None) -> RolloutReport:
+            allow_downgrade: bool = False, say: Say = lambda _: None) -> RolloutReport:
+    """`allow_downgrade`: activate even where `version` is older than the agent's high-water mark (an agent
+    refuses that otherwise, FAILED_PRECONDITION, and the rollout stops there)."""
     gates = gates or Gates()
     report = RolloutReport(version, [Row(agent, new=version) for agent in agents])
     rows = {row.agent: row for row in report.rows}
@@ -213,7 +215,7 @@ def rollout(bundle: Path, agents: Sequence[str], version: str, connect: Connect,
             for number, wave in enumerate(waves(agents, canary, batch)):
                 name = "canary" if number == 0 and canary else f"batch {number + (0 if canary else 1)}"
                 if not _wave(report, [rows[a] for a in wave], clients, name, soak_s, gates, activate_timeout,
-                             say):
+                             say, allow_downgrade=allow_downgrade):
                     _roll_back(report, clients, say)
                     break
             else:
@@ -264,15 +266,15 @@ def _upload(report: RolloutReport, clients: dict[str, OcrClient], bundle: Path, 
 
 
 def _wave(report: RolloutReport, wave: list[Row], clients: dict[str, OcrClient], name: str, soak_s: float,
-          gates: Gates, activate_timeout: float, say: Say) -> bool:
+          gates: Gates, activate_timeout: float, say: Say, *, allow_downgrade: bool = False) -> bool:
     def activate(row: Row) -> None:
         if row.old == report.version:
             row.result = "unchanged (already active)"
             return
         say(f"{name}: activating {report.version} on {row.agent}")
         try:
-            done = clients[row.agent].models.Activate(models_pb2.ActivateRequest(version=report.version),
-                                                      timeout=activate_timeout)
+            request = models_pb2.ActivateRequest(version=report.version, allow_downgrade=allow_downgrade)
+            done = clients[row.agent].models.Activate(request, timeout=activate_timeout)
         except grpc.RpcError as err:
             row.result = f"activation failed: {describe_rpc_error(err)}"
             active = active_version(clients[row.agent])  # it may have switched all the same

@@ -1,15 +1,68 @@
 """Every parameter of the OCR pipeline, with RapidOCR 1.4.4's defaults (its config.yaml), overridable per
-deployment and per request."""
+deployment and per request.
+
+Every option has a range (``RANGES``; the README's "Limits" lists them), checked by ``validate`` whoever sets
+it: the deployment's config, a bundle, or a request, before the request is queued. Floats must be finite.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, NamedTuple
 
 from vkocr.agent.errors import OptionsError
 
 MAX_REC_WIDTH_BUCKET = 256  # pixels: 8 lines of 48 px tall text at most in the padding
+MAX_PLUGINS = 16  # plugins in one chain
+MAX_PLUGIN_NAME_CHARS = 64
+
+
+class Range(NamedTuple):
+    """The values an option may take: ``low`` to ``high``, both included unless ``low_open``."""
+
+    low: float
+    high: float
+    low_open: bool = False
+
+    def __contains__(self, value: object) -> bool:
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            return False
+        return (self.low < value if self.low_open else self.low <= value) and value <= self.high
+
+    def __str__(self) -> str:
+        low, high = (f"{b:g}" if isinstance(b, float) else str(b) for b in (self.low, self.high))
+        return f"{'(' if self.low_open else '['}{low}, {high}]"
+
+
+# The ranges of the numeric options. Sizes are bounded so that no option alone asks for unbounded work; what an
+# image and its options make together is bounded by max_det_pixels (agent/serving/request_limits.py).
+RANGES: Final[dict[str, Range]] = {
+    "text_score": Range(0.0, 1.0),
+    "max_side_len": Range(32, 8192),
+    "min_side_len": Range(1, 4096),
+    "min_height": Range(1, 4096),
+    "max_pixels": Range(1, 200_000_000),
+    "limit_side_len": Range(32, 4096),
+    "thresh": Range(0.0, 1.0),
+    "box_thresh": Range(0.0, 1.0),
+    "max_candidates": Range(1, 10_000),  # boxes per image: bounds crops, and lines per answer
+    "unclip_ratio": Range(0.0, 10.0, low_open=True),
+    "cls_height": Range(8, 1024),
+    "cls_width": Range(8, 4096),
+    "cls_batch": Range(1, 256),
+    "cls_thresh": Range(0.0, 1.0),
+    "rec_height": Range(8, 1024),
+    "rec_width": Range(8, 4096),
+    "rec_batch": Range(1, 256),
+    "rec_width_bucket": Range(1, MAX_REC_WIDTH_BUCKET),
+    "max_det_pixels": Range(1024, 100_000_000),
+    "plugin_budget_ms": Range(0.0, 60_000.0, low_open=True),
+}
+CHOICES: Final[dict[str, tuple[str, ...]]] = {"limit_type": ("min", "max"), "score_mode": ("fast", "slow")}
+NO_LETTERBOX = -1.0  # width_height_ratio: RapidOCR's "never add a letterbox"
+WIDTH_HEIGHT_RATIO = Range(0.0, 1000.0, low_open=True)
 
 
 @dataclass(frozen=True)
@@ -35,6 +88,10 @@ class OcrOptions:
     unclip_ratio: float = 1.6
     use_dilation: bool = True
     score_mode: str = "fast"
+    # the agent refuses a request whose image would be resized (for preparation or detection) to more pixels:
+    # with the other defaults, 8 Mi takes any square image (2016x2016), a wide strip of any aspect (letterboxed,
+    # at most 2944x736) and a tall strip up to 15:1 (2000x133 detects at 11072x736)
+    max_det_pixels: int = 8 * 1024 * 1024
     # cls
     cls_height: int = 48
     cls_width: int = 192
@@ -50,13 +107,15 @@ class OcrOptions:
     # postprocessing plugins, in order: names, and options per name
     plugins: tuple[str, ...] = ()
     plugin_options: dict[str, Any] = field(default_factory=dict)
+    # each plugin's time per result; one that overruns is stopped and the result carries its error
+    plugin_budget_ms: float = 500.0
 
     def replace(self, **overrides: Any) -> OcrOptions:
         """These options with some changed; an unknown name or a value of the wrong type is an OptionsError."""
         known = {f.name: f for f in dataclasses.fields(self)}
         for name, value in overrides.items():
             if name not in known:
-                raise OptionsError(f"unknown option {name!r}; known: {', '.join(sorted(known))}")
+                raise OptionsError(f"unknown option {name!r}; known: {', '.join(sorted(known))}", option=name)
             expected = type(getattr(self, name))
             if expected is float and isinstance(value, int) and not isinstance(value, bool):
                 value = float(value)
@@ -64,27 +123,29 @@ class OcrOptions:
             if expected is tuple and isinstance(value, list):
                 overrides[name] = value = tuple(value)
             if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
-                raise OptionsError(f"option {name} must be {expected.__name__}, got {value!r}")
+                raise OptionsError(f"option {name} must be {expected.__name__}, got {value!r}", option=name)
         updated = dataclasses.replace(self, **overrides)
         updated.validate()
         return updated
 
     def validate(self) -> None:
-        if not 0.0 <= self.text_score <= 1.0:
-            raise OptionsError(f"text_score must be within [0, 1], got {self.text_score}")
-        for name in ("thresh", "box_thresh", "cls_thresh"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise OptionsError(f"{name} must be within [0, 1], got {getattr(self, name)}")
-        if self.limit_type not in ("min", "max"):
-            raise OptionsError(f"limit_type must be 'min' or 'max', got {self.limit_type!r}")
-        if self.score_mode not in ("fast", "slow"):
-            raise OptionsError(f"score_mode must be 'fast' or 'slow', got {self.score_mode!r}")
-        for name in ("max_side_len", "min_side_len", "limit_side_len", "cls_batch", "rec_batch", "max_pixels",
-                     "max_candidates"):
-            if getattr(self, name) < 1:
-                raise OptionsError(f"{name} must be positive, got {getattr(self, name)}")
-        if not 1 <= self.rec_width_bucket <= MAX_REC_WIDTH_BUCKET:
-            raise OptionsError(f"rec_width_bucket must be within [1, {MAX_REC_WIDTH_BUCKET}], "
-                               f"got {self.rec_width_bucket}")
-        if self.unclip_ratio <= 0:
-            raise OptionsError(f"unclip_ratio must be positive, got {self.unclip_ratio}")
+        """OptionsError naming the first option outside its range (``RANGES``, ``CHOICES``)."""
+        for name, allowed in RANGES.items():
+            value = getattr(self, name)
+            if value not in allowed:
+                raise OptionsError(f"{name} must be within {allowed}, got {value}", option=name)
+        for name, choices in CHOICES.items():
+            if getattr(self, name) not in choices:
+                said = " or ".join(repr(c) for c in choices)
+                raise OptionsError(f"{name} must be {said}, got {getattr(self, name)!r}", option=name)
+        ratio = self.width_height_ratio
+        if ratio != NO_LETTERBOX and ratio not in WIDTH_HEIGHT_RATIO:
+            raise OptionsError(f"width_height_ratio must be {NO_LETTERBOX:g} (no letterbox) or within "
+                               f"{WIDTH_HEIGHT_RATIO}, got {ratio}", option="width_height_ratio")
+        if len(self.plugins) > MAX_PLUGINS:
+            raise OptionsError(f"plugins: {len(self.plugins)} named, at most {MAX_PLUGINS}", option="plugins")
+        for name in self.plugins:
+            if not isinstance(name, str) or not 1 <= len(name) <= MAX_PLUGIN_NAME_CHARS:
+                shown = name[:MAX_PLUGIN_NAME_CHARS] + "…" if isinstance(name, str) else repr(name)
+                raise OptionsError(f"plugin name {shown!r} must be 1 to {MAX_PLUGIN_NAME_CHARS} characters",
+                                   option="plugins")

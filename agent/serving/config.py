@@ -48,6 +48,14 @@ class ServerConfig:
     status_interval_s: float = 5.0  # status Watch streams send at least this often
     latency_window_s: float = 60.0  # sliding window of the status p50/p99
     health_listen: str = ""  # host:port of a plaintext port serving only grpc.health.v1 (kubelet probes); off
+    # Connections and streams (a careless or hostile network must not exhaust file descriptors or memory):
+    # connections past max_connections are closed as soon as they are accepted (the client sees UNAVAILABLE;
+    # open connections and the health_listen port are unaffected)
+    max_connections: int = 64
+    max_streams_per_connection: int = 32  # HTTP/2 concurrent streams; a client's extra calls wait for a free one
+    keepalive_time_s: float = 60.0  # ping a connection after this long without traffic…
+    keepalive_timeout_s: float = 20.0  # …and close it when the ping is not answered within this
+    connection_idle_s: float = 300.0  # close a connection with no call for this long (clients reconnect)
 
 
 @dataclass
@@ -70,6 +78,7 @@ class ModelsConfig:
     trusted_keys: list[str] = field(default_factory=list)  # ed25519 public keys that may sign bundles
     keep: int = 3  # versions kept in the store
     max_bundle_bytes: int = 512 * 1024 * 1024
+    upload_idle_s: float = 60.0  # an upload stream that sends no chunk for this long is aborted, its bytes removed
 
 
 @dataclass
@@ -96,6 +105,7 @@ class PlansConfig:
 @dataclass
 class MetricsConfig:
     listen: str = ""  # host:port of the Prometheus endpoint; empty: off
+    public: bool = False  # a non-loopback listen address (plaintext, unauthenticated) needs this explicitly
 
 
 @dataclass
@@ -147,8 +157,27 @@ class AgentConfig:
             raise ConfigError("[server]: status_interval_s must be at least 0.05")
         if self.models.keep < 1:
             raise ConfigError("[models]: keep must be at least 1")
+        self.validate_limits()
         self.warm_sizes()
         self.ocr_options()
+
+    def validate_limits(self) -> None:
+        """The connection, upload and metrics limits: positive, and metrics on loopback unless made public."""
+        for name in ("max_connections", "max_streams_per_connection"):
+            if getattr(self.server, name) < 1:
+                raise ConfigError(f"[server]: {name} must be positive, got {getattr(self.server, name)}")
+        for name in ("keepalive_time_s", "keepalive_timeout_s", "connection_idle_s"):
+            if not getattr(self.server, name) >= 1.0:  # `not >=` also refuses NaN
+                raise ConfigError(f"[server]: {name} must be at least 1 s, got {getattr(self.server, name)}")
+        if not self.models.upload_idle_s >= 1.0:
+            raise ConfigError(f"[models]: upload_idle_s must be at least 1 s, got {self.models.upload_idle_s}")
+        if self.metrics.listen:
+            host, _ = split_host_port(self.metrics.listen)
+            if not is_loopback(host) and not self.metrics.public:
+                raise ConfigError(
+                    f"[metrics]: listen {self.metrics.listen} would serve metrics in plaintext, without "
+                    "authentication, to the network; listen on loopback (e.g. 127.0.0.1:9464), or set "
+                    "metrics.public = true (vkocr serve --metrics-public) to expose them on purpose")
 
     def warm_sizes(self) -> list[tuple[int, int]]:
         """plans.warm_shapes as (width, height) pairs; ConfigError naming the key and the entry when one is not

@@ -2,8 +2,8 @@
 
 `status_for(exc)` gives the ``google.rpc.Status`` a caught exception leaves as: a unary RPC aborts with it
 (rpc_status.abort_async), a stream answer carries it in its ``error`` field. The lookup walks the exception's
-MRO, so a class not in `STATUS_TABLE` takes its nearest mapped base's rule (every PluginError is one of
-``options.plugins``, every other BundleError one of ``bundle``). Anything not mapped at all is a bug of ours:
+MRO, so a class not in `STATUS_TABLE` takes its nearest mapped base's rule (every PluginError names a field
+under ``options.plugins``, every other BundleError ``bundle``). Anything not mapped at all is a bug of ours:
 INTERNAL with an incident id in its ErrorInfo, logged once with the traceback under that id, and a message
 that tells the client nothing of the internals.
 """
@@ -23,22 +23,27 @@ from vkocr.agent.bundles.errors import (
     BundleError,
     BundleTooLarge,
     ChecksumMismatch,
+    DowngradeRefused,
+    HighWaterUnreadable,
     KeyFileError,
     NothingToRollBack,
     OffsetMismatch,
     SignatureError,
+    StorageFull,
+    StorageUnavailable,
     UploadBusy,
+    UploadIdle,
     UploadIncomplete,
     UploadMismatch,
     UploadRequestError,
     VersionConflict,
     VersionNotFound,
 )
-from vkocr.agent.errors import ImageError, OptionsError
-from vkocr.agent.serving import rpc_status
+from vkocr.agent.errors import ImageError, OptionsError, RequestError, ShutdownCancelled
+from vkocr.agent.serving import rpc_status, wire
 from vkocr.agent.serving.worker import CancelledDropped, DeadlineDropped, DeviceFailed, NotServing, QueueFull
 from vkocr.log import get_logger
-from vkocr.postproc.errors import PluginError
+from vkocr.postproc.errors import PluginConfigError, PluginError
 
 log = get_logger(__name__)
 
@@ -78,11 +83,33 @@ def _activation(exc: BaseException, message: str, context: Mapping[str, Any]) ->
     return rpc_status.failed_precondition(message, failed or [(exc.step.upper(), "activation", message)])
 
 
+def _options(exc: BaseException, message: str, _context: Mapping[str, Any]) -> status_pb2.Status:
+    """INVALID_ARGUMENT on the request's field of the refused option (``options.det_thresh``)."""
+    assert isinstance(exc, OptionsError)
+    return rpc_status.invalid_argument(message, [(wire.option_field(exc.option), message, "out_of_range")])
+
+
+def _request(exc: BaseException, message: str, _context: Mapping[str, Any]) -> status_pb2.Status:
+    """INVALID_ARGUMENT on the field the RequestError names, with its reason."""
+    assert isinstance(exc, RequestError)
+    return rpc_status.invalid_argument(message, [(exc.field, message, exc.reason)])
+
+
+def _plugin(exc: BaseException, message: str, _context: Mapping[str, Any]) -> status_pb2.Status:
+    """INVALID_ARGUMENT on ``options.plugins.options.<plugin>.<field>`` for options a plugin refused, on
+    ``options.plugins.names`` for a plugin that is not installed or does not load."""
+    if isinstance(exc, PluginConfigError):
+        path = ".".join(p for p in ("options.plugins.options", exc.plugin, exc.field) if p)
+        return rpc_status.invalid_argument(message, [(path, message, "bad_plugin_options")])
+    return rpc_status.invalid_argument(message, [("options.plugins.names", message, "unknown_plugin")])
+
+
 STATUS_TABLE: Final[Mapping[type[BaseException], Rule]] = {
     # a bad request: INVALID_ARGUMENT naming the field; nothing else is affected
     ImageError: Rule(code_pb2.INVALID_ARGUMENT, field="image", build=_image),
-    OptionsError: Rule(code_pb2.INVALID_ARGUMENT, field="options"),
-    PluginError: Rule(code_pb2.INVALID_ARGUMENT, field="options.plugins"),
+    OptionsError: Rule(code_pb2.INVALID_ARGUMENT, field="options", build=_options),
+    RequestError: Rule(code_pb2.INVALID_ARGUMENT, field="request", build=_request),  # malformed, too long
+    PluginError: Rule(code_pb2.INVALID_ARGUMENT, field="options.plugins", build=_plugin),
     # the GPU worker's queue and state
     QueueFull: Rule(code_pb2.RESOURCE_EXHAUSTED, retry=True),
     NotServing: Rule(code_pb2.UNAVAILABLE, retry=True),
@@ -90,6 +117,7 @@ STATUS_TABLE: Final[Mapping[type[BaseException], Rule]] = {
     DeadlineDropped: Rule(code_pb2.DEADLINE_EXCEEDED),
     CancelledDropped: Rule(code_pb2.CANCELLED, empty_message="client cancelled"),
     asyncio.CancelledError: Rule(code_pb2.CANCELLED, empty_message="client cancelled"),  # the client went
+    ShutdownCancelled: Rule(code_pb2.CANCELLED, empty_message="agent shutdown: the grace period ended first"),
     # model management: activation, the store, uploads
     ActivationFailed: Rule(code_pb2.FAILED_PRECONDITION, build=_activation),
     ActivationBusy: Rule(code_pb2.ABORTED),
@@ -101,6 +129,11 @@ STATUS_TABLE: Final[Mapping[type[BaseException], Rule]] = {
     UploadMismatch: Rule(code_pb2.FAILED_PRECONDITION),
     UploadIncomplete: Rule(code_pb2.FAILED_PRECONDITION),
     KeyFileError: Rule(code_pb2.FAILED_PRECONDITION),  # the agent's own trusted keys, not the bundle
+    DowngradeRefused: Rule(code_pb2.FAILED_PRECONDITION),  # older than the high-water mark; needs an operator
+    HighWaterUnreadable: Rule(code_pb2.FAILED_PRECONDITION),
+    StorageFull: Rule(code_pb2.RESOURCE_EXHAUSTED),  # the board's disk, never the bundle's fault
+    StorageUnavailable: Rule(code_pb2.UNAVAILABLE),
+    UploadIdle: Rule(code_pb2.DEADLINE_EXCEEDED),
     OffsetMismatch: Rule(code_pb2.OUT_OF_RANGE),
     SignatureError: Rule(code_pb2.PERMISSION_DENIED),
     BundleTooLarge: Rule(code_pb2.INVALID_ARGUMENT, field="total_size", reason="too_large"),

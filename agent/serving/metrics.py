@@ -27,6 +27,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from vkocr.agent.serving.config import ConfigError, is_loopback
 from vkocr.log import get_logger
 
 if TYPE_CHECKING:
@@ -121,8 +122,12 @@ class Metrics:
         """The text exposition format, as a scrape would get it."""
         return generate_latest(self.registry)
 
-    def start_http(self, host: str, port: int) -> tuple[MetricsServer, int]:
-        """Serve /metrics on a daemon thread; port 0 picks a free port, returned with the server."""
+    def start_http(self, host: str, port: int, *, public: bool = False) -> tuple[MetricsServer, int]:
+        """Serve /metrics on a daemon thread; port 0 picks a free port, returned with the server. Plaintext and
+        unauthenticated: a non-loopback `host` is refused unless `public` (config metrics.public)."""
+        if not public and not is_loopback(host):
+            raise ConfigError(f"[metrics]: {host} is not a loopback address; metrics are plaintext and "
+                              "unauthenticated: set metrics.public = true (--metrics-public) to serve them there")
         httpd, thread = start_http_server(port, addr=host, registry=self.registry)
         server = MetricsServer(httpd, thread)
         log.info("metrics_listening", host=host, port=server.port)

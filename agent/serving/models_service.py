@@ -1,5 +1,8 @@
 """vkocr.v1.Models: bundle upload (chunked, resumable), staged activation, rollback, list and delete.
 
+An upload stream that sends no chunk for [models] upload_idle_s is aborted (DEADLINE_EXCEEDED) and what it
+had sent is removed: an idle client holds no thread, no file and no disk space for ever.
+
 Thin: every RPC first checks the caller (agent/serving/auth.py), then runs the store's or the activator's blocking
 work on the model-management threads (never the event loop, never the GPU worker), and maps what they raise
 to a status through the agent's one table (agent/serving/errors.py). The old version serves every request
@@ -23,14 +26,16 @@ from vkocr.agent.bundles.errors import (
     BundleTooLarge,
     IntegrityError,
     SignatureError,
+    StorageError,
     UnsafeEntryError,
+    UploadIdle,
     UploadRequestError,
     VersionConflict,
 )
 from vkocr.agent.bundles.manifest import NAME_PATTERN
 from vkocr.agent.bundles.signing import TrustedKeys
 from vkocr.agent.bundles.store import BundleInfo, ModelStore
-from vkocr.agent.bundles.uploads import Upload, UploadArea
+from vkocr.agent.bundles.uploads import Upload, UploadArea, idle_bounded
 from vkocr.agent.serving import rpc_status
 from vkocr.agent.serving.auth import require_model_admin
 from vkocr.agent.serving.config import AgentConfig
@@ -46,6 +51,9 @@ T = TypeVar("T")
 # disk or state) keep the upload for a retry.
 BUNDLE_REFUSED: tuple[type[BaseException], ...] = (SignatureError, BundleFormatError, UnsafeEntryError,
                                                   IntegrityError, BundleTooLarge, VersionConflict)
+# An idle stream, and a disk that is full or refuses writes: the upload's bytes are removed (they would hold the
+# space that is missing), and the client uploads again once the board is fixed.
+DISCARDED_ON: tuple[type[BaseException], ...] = (UploadIdle, StorageError)
 ADD_WAIT_S = 600.0  # a finished upload waits this long for an activation in progress before it is stored
 
 
@@ -132,13 +140,15 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
         upload: Upload | None = None
         last: asyncio.Future[Any] | None = None  # the latest open or append: a cancelled stream does not stop it
         handed_on = False  # the upload was closed here and went on to the store
+        upload_id = ""
         failure: Exception | None = None
         try:
-            async for chunk in request_iterator:
+            async for chunk in idle_bounded(request_iterator, self.config.models.upload_idle_s):
                 if upload is None:
                     opening = self._submit(self.uploads.open, chunk.upload_id, chunk.total_size, chunk.sha256)
                     last = opening
                     upload = await asyncio.shield(opening)
+                    upload_id = upload.upload_id
                 elif chunk.upload_id and chunk.upload_id != upload.upload_id:
                     raise UploadRequestError(f"chunk names upload {chunk.upload_id!r} in the stream of upload "
                                              f"{upload.upload_id!r}: one upload per stream")
@@ -158,6 +168,9 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
             if last is not None and not handed_on:
                 await self._close_after(last, upload)
         if failure is not None:
+            if isinstance(failure, DISCARDED_ON) and upload_id:  # closed above: now nothing of it stays
+                await self._run(self.uploads.discard, upload_id)
+                log.info("upload_discarded", upload_id=upload_id, reason=type(failure).__name__)
             await self._abort(context, failure, "UploadBundle")
         log.info("bundle_uploaded", upload_id=finished.upload_id, version=info.version, name=info.name,
                  size=info.size, who=who)
@@ -178,8 +191,9 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
         except BUNDLE_REFUSED:
             self.uploads.discard(upload.upload_id)  # complete and intact, yet refused: keeping it helps nobody
             raise
-        # Anything else (busy, a trusted key that cannot be read, a full disk, …) is not the bundle's fault: the
-        # bytes stay, and sending the upload's last chunk again stores it once that is fixed.
+        # Anything else (busy, a trusted key that cannot be read, …) is not the bundle's fault: the bytes stay, and
+        # sending the upload's last chunk again stores it once that is fixed. A full or unwritable disk discards
+        # them in UploadBundle (DISCARDED_ON).
         self.uploads.discard(upload.upload_id)
         return info
 
@@ -199,17 +213,20 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
         who = await require_model_admin(context, self.config, "Activate")
         version = await self._version(context, request.version)
         try:
-            done = await self._run(self._activate, version, who)
+            done = await self._run(self._activate, version, who, request.allow_downgrade)
         except Exception as exc:  # noqa: BLE001
             await self._abort(context, exc, "Activate")
         return _activate_response(done)
 
-    def _activate(self, version: str | None, who: str) -> Activated:
-        """Activate `version`, or roll back when None."""
+    def _activate(self, version: str | None, who: str, allow_downgrade: bool = False) -> Activated:
+        """Activate `version` (older than the high-water mark only with `allow_downgrade`), or roll back when
+        None (an explicit downgrade)."""
         self._reload_trusted_keys()
         if version is None:
             return self.activator.rollback(who=who)
-        return self.activator.activate(version, who=who)
+        if allow_downgrade:
+            log.warning("activation_downgrade_allowed", version=version, who=who)
+        return self.activator.activate(version, allow_downgrade=allow_downgrade, who=who)
 
     async def Rollback(self, request: models_pb2.RollbackRequest, context: grpc.aio.ServicerContext
                        ) -> models_pb2.ActivateResponse:

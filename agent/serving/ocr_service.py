@@ -1,8 +1,11 @@
 """vkocr.v1.Ocr: Recognize and RecognizeStream on the asyncio gRPC server.
 
-A request is checked and decoded on a decode thread (never on the event loop, never on the GPU worker), then
-queued for the GPU worker; its answer is converted back on the loop. Every failure becomes a status with a
-reason (the table of agent/serving/errors.py); nothing one request does reaches another.
+A request's options are parsed and range-checked, its plugin chain built (or found in the cache) and its image
+decoded and checked against the agent's pixel bound on a decode thread (never on the event loop, never on the
+GPU worker), then it is queued for the GPU worker; its answer is converted back on the loop. Every failure
+becomes a status with a reason (the table of agent/serving/errors.py); nothing one request does reaches
+another. A stream answers every frame it read, in order: one that does not parse or is refused gets an answer
+with its id and ``error``, and the stream goes on.
 """
 
 from __future__ import annotations
@@ -18,12 +21,19 @@ import grpc
 import numpy as np
 from google.rpc import status_pb2 as rpc_status_pb2
 
+from vkocr.agent.errors import ShutdownCancelled
 from vkocr.agent.ocr.images import decode_image
+from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.serving import rpc_status, wire
 from vkocr.agent.serving.errors import status_for
+from vkocr.agent.serving.malformed import MalformedRequest
+from vkocr.agent.serving.plugin_chains import PluginChains
+from vkocr.agent.serving.request_limits import MAX_REQUEST_ID_CHARS, check_request, check_resized_pixels
+from vkocr.agent.serving.state import ServingState
 from vkocr.agent.serving.stats import RequestStats
 from vkocr.agent.serving.worker import GpuWorker, Job, NotServing, QueueFull
 from vkocr.log import get_logger
+from vkocr.postproc.registry import PluginChain
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc
 
 log = get_logger("vkocr.agent.requests")
@@ -43,10 +53,22 @@ class RequestLog:
     timings_ms: dict[str, float] | None = None
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A request ready for the GPU queue: its options, its plugin chain and its decoded image."""
+
+    options: OcrOptions
+    chain: PluginChain
+    image: np.ndarray
+    decode_ms: float
+
+
 class OcrService(ocr_pb2_grpc.OcrServicer):
     def __init__(self, worker: GpuWorker, stats: RequestStats, metrics: Any,
-                 *, retry_after_s: float, stream_window: int, decode_threads: int = 4) -> None:
+                 *, retry_after_s: float, stream_window: int, decode_threads: int = 4,
+                 chains: PluginChains | None = None) -> None:
         self.worker = worker
+        self.chains = chains if chains is not None else PluginChains()  # entry points read once, here
         self.stats = stats
         self.metrics = metrics
         self.retry_after_s = retry_after_s
@@ -87,7 +109,7 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
         remaining = context.time_remaining()
         deadline = time.monotonic() + remaining if remaining is not None else None
         window: asyncio.Queue[asyncio.Task[ocr_pb2.RecognizeResponse] | None] = asyncio.Queue(self.stream_window)
-        reader_error: list[BaseException] = []
+        reader_error: list[BaseException] = []  # why reading stopped before the client's end of the stream
         answers: set[asyncio.Task[ocr_pb2.RecognizeResponse]] = set()  # every one started, to cancel at the end
 
         async def read() -> None:
@@ -112,11 +134,13 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
             for task in list(answers):
                 task.cancel()
         if reader_error and not isinstance(reader_error[0], asyncio.CancelledError):
+            # Every frame read was answered, but the stream broke before the client's end: not OK.
             log.warning("stream_reader_ended", peer=peer, error=repr(reader_error[0]))
+            await rpc_status.abort_async(context, status_for(reader_error[0], peer=peer))
 
     # -- one request --------------------------------------------------------------------------------------------
 
-    async def _stream_answer(self, request: ocr_pb2.RecognizeRequest, record: RequestLog,
+    async def _stream_answer(self, request: ocr_pb2.RecognizeRequest | MalformedRequest, record: RequestLog,
                              deadline: float | None) -> ocr_pb2.RecognizeResponse:
         try:
             response = await self._answer(request, record, deadline, block=True)
@@ -129,39 +153,48 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
         self._done(record, "OK")
         return response
 
-    async def _answer(self, request: ocr_pb2.RecognizeRequest, record: RequestLog, deadline: float | None,
-                      *, block: bool) -> ocr_pb2.RecognizeResponse:
+    async def _answer(self, request: ocr_pb2.RecognizeRequest | MalformedRequest, record: RequestLog,
+                      deadline: float | None, *, block: bool) -> ocr_pb2.RecognizeResponse:
         """Decode, queue for the GPU worker, wait, convert. `block`: wait for queue room (streams, which are
         bounded by their window) instead of failing with RESOURCE_EXHAUSTED."""
         with self.stats.track():
+            if isinstance(request, MalformedRequest):  # a stream's frame: answered with its refusal
+                raise request.refusal(record.method)
             pipeline = self.worker.pipeline
             if pipeline is None:
                 raise NotServing("models not loaded")
             # the serving pipeline's options are the deployment's (with its bundle's) defaults
-            opts = pipeline.options.replace(**wire.options_from_proto(request.options)) \
-                if request.HasField("options") else pipeline.options
-            chain = pipeline.chain_for(opts)
-
-            def decode() -> np.ndarray:  # off the event loop: raw-pixel conversion copies the image too
-                source = wire.image_from_proto(request, opts.max_pixels)
-                return decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif)
-
-            clock = time.perf_counter()
-            image = await asyncio.get_running_loop().run_in_executor(self._decode, decode)
-            decode_ms = (time.perf_counter() - clock) * 1e3
+            prepared = await asyncio.get_running_loop().run_in_executor(
+                self._decode, self._prepare, request, pipeline.options)
+            image = prepared.image
             record.image = (image.shape[1], image.shape[0])
-            job = Job(record.request_id, image, opts, chain, deadline)
+            job = Job(record.request_id, image, prepared.options, prepared.chain, deadline)
             try:
                 future = await self._submit(job, block, deadline)
                 result = await asyncio.wrap_future(future)
             except asyncio.CancelledError:
                 job.cancelled.set()  # the worker drops it if it has not started
                 raise
-            result.timings_ms["decode"] = result.timings_ms.get("decode", 0.0) + decode_ms
+            result.timings_ms["decode"] = result.timings_ms.get("decode", 0.0) + prepared.decode_ms
             result.timings_ms["total"] = (time.monotonic() - record.started) * 1e3
             record.lines, record.timings_ms = len(result.lines), result.timings_ms
             return wire.result_to_proto(result, record.request_id, job.model_version, job.device_name,
                                         record.image)
+
+    def _prepare(self, request: ocr_pb2.RecognizeRequest, defaults: OcrOptions) -> Prepared:
+        """On a decode thread: everything the request sends is checked, parsed, compiled and decoded here, each
+        bound checked before the work it bounds (sizes before parsing, options before decoding, the pixels
+        the resizes would make before the queue)."""
+        check_request(request)
+        overrides = wire.options_from_proto(request.options) if request.HasField("options") else {}
+        opts = defaults.replace(**overrides) if overrides else defaults
+        chain = self.chains.chain_for(opts)
+        clock = time.perf_counter()
+        source = wire.image_from_proto(request, opts.max_pixels)
+        image = decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif)
+        decode_ms = (time.perf_counter() - clock) * 1e3
+        check_resized_pixels(image.shape[0], image.shape[1], opts, overrides.keys())
+        return Prepared(opts, chain, image, decode_ms)
 
     async def _submit(self, job: Job, block: bool, deadline: float | None) -> Any:
         if not block:
@@ -196,9 +229,14 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
     # -- bookkeeping ----------------------------------------------------------------------------------------------
 
     @staticmethod
-    def _start(request: ocr_pb2.RecognizeRequest, method: str, peer: str) -> RequestLog:
-        request_id = request.request_id or f"req-{secrets.token_hex(6)}"
-        return RequestLog(request_id, method, peer, request.ByteSize(), time.monotonic())
+    def _start(request: ocr_pb2.RecognizeRequest | MalformedRequest, method: str, peer: str) -> RequestLog:
+        if isinstance(request, MalformedRequest):
+            given, size = wire.salvaged_request_id(request.data), len(request.data)
+        else:
+            given, size = request.request_id, request.ByteSize()
+        # an id over its limit is refused (request_limits); its answer and log line carry the first part
+        request_id = given[:MAX_REQUEST_ID_CHARS] or f"req-{secrets.token_hex(6)}"
+        return RequestLog(request_id, method, peer, size, time.monotonic())
 
     def _done(self, record: RequestLog, code: str, **extra: Any) -> None:
         seconds = time.monotonic() - record.started
@@ -213,6 +251,10 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
     def _failure(self, exc: BaseException, record: RequestLog) -> rpc_status_pb2.Status:
         """The status a failed request gets (agent/serving/errors.py); logged once, with an incident id for
         internal errors."""
+        if isinstance(exc, asyncio.CancelledError) and self.worker.state.get().state is ServingState.DRAINING:
+            # The agent is stopping: the server cancels what its grace period did not finish (a client that
+            # leaves during the drain is counted here too; the agent cannot tell the two apart).
+            exc = ShutdownCancelled()
         if isinstance(exc, QueueFull):
             self.stats.rejected()
             if self.metrics is not None:

@@ -6,6 +6,12 @@ its ``error`` field, and ``as_grpc_status`` turns the same message into the ``gr
 clients without google.rpc still see the code and the message). The client side, ``describe_rpc_error`` and
 ``describe_status``, turns either back into one readable line. Which exception gets which status is decided in
 one place, agent/serving/errors.py.
+
+Every status is bounded (``bounded``): a message that echoes a client's 4,000-character name would otherwise
+make trailers larger than a client accepts (8 KiB of metadata by default; the client then sees
+RESOURCE_EXHAUSTED instead of the error). Messages and detail texts are cut with an ellipsis, details past
+the budget are dropped: the message (percent-encoded in ``grpc-message``, at most 3 bytes per byte) and the
+status (base64 in ``grpc-status-details-bin``) stay under 4.5 KiB together.
 """
 
 from __future__ import annotations
@@ -22,6 +28,11 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 DOMAIN = "vkocr"
+MAX_MESSAGE_BYTES = 512  # UTF-8 bytes of a status message, ellipsis included
+MAX_DETAIL_TEXT_BYTES = 256  # of each description and field path in the details
+MAX_VIOLATIONS = 16  # field violations or precondition failures per detail
+MAX_STATUS_BYTES = 2048  # the serialised status, details included
+ELLIPSIS = "…"
 
 
 class Violation(NamedTuple):
@@ -36,13 +47,68 @@ class Violation(NamedTuple):
 
 
 def make(code: int, message: str, *details: Message) -> status_pb2.Status:
-    """A status with ``code`` (a ``google.rpc.Code``), ``message`` and each detail packed into an Any."""
+    """A status with ``code`` (a ``google.rpc.Code``), ``message`` and each detail packed into an Any,
+    bounded in size (``bounded``)."""
     packed = []
     for detail in details:
         any_detail = any_pb2.Any()
         any_detail.Pack(detail)
         packed.append(any_detail)
-    return status_pb2.Status(code=code, message=message, details=packed)
+    return bounded(status_pb2.Status(code=code, message=message, details=packed))
+
+
+def truncated(text: str, limit: int) -> str:
+    """`text` in at most `limit` UTF-8 bytes: cut at a character boundary, with an ellipsis when cut."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    return data[:limit - len(ELLIPSIS.encode())].decode(errors="ignore") + ELLIPSIS
+
+
+def bounded(status: status_pb2.Status) -> status_pb2.Status:
+    """`status` within the size budget: message and detail texts cut, violations past MAX_VIOLATIONS and
+    details past MAX_STATUS_BYTES dropped (a status within it comes back unchanged)."""
+    out = status_pb2.Status(code=status.code, message=truncated(status.message, MAX_MESSAGE_BYTES))
+    for detail in status.details:
+        out.details.append(_bounded_detail(detail, MAX_STATUS_BYTES - out.ByteSize()))
+        if out.ByteSize() > MAX_STATUS_BYTES:
+            del out.details[-1]
+            break
+    return out
+
+
+_PACKING_BYTES = 100  # an Any's type URL and the length prefixes around a detail
+
+
+def _bounded_detail(detail: any_pb2.Any, room: int) -> any_pb2.Any:
+    """A BadRequest or PreconditionFailure with its texts cut and as many entries as fit in `room` bytes;
+    any other detail as it is (RetryInfo, ErrorInfo: the agent's own words; MAX_STATUS_BYTES bounds them)."""
+    small: Message
+    bad = error_details_pb2.BadRequest()
+    failure = error_details_pb2.PreconditionFailure()
+    if detail.Unpack(bad):
+        small = error_details_pb2.BadRequest()
+        for v in bad.field_violations[:MAX_VIOLATIONS]:
+            small.field_violations.add(field=truncated(v.field, MAX_DETAIL_TEXT_BYTES),
+                                       description=truncated(v.description, MAX_DETAIL_TEXT_BYTES),
+                                       reason=truncated(v.reason, MAX_DETAIL_TEXT_BYTES))
+            if small.ByteSize() + _PACKING_BYTES > room and len(small.field_violations) > 1:
+                del small.field_violations[-1]
+                break
+    elif detail.Unpack(failure):
+        small = error_details_pb2.PreconditionFailure()
+        for f in failure.violations[:MAX_VIOLATIONS]:
+            small.violations.add(type=truncated(f.type, MAX_DETAIL_TEXT_BYTES),
+                                 subject=truncated(f.subject, MAX_DETAIL_TEXT_BYTES),
+                                 description=truncated(f.description, MAX_DETAIL_TEXT_BYTES))
+            if small.ByteSize() + _PACKING_BYTES > room and len(small.violations) > 1:
+                del small.violations[-1]
+                break
+    else:
+        return detail
+    packed = any_pb2.Any()
+    packed.Pack(small)
+    return packed
 
 
 def retry_info(retry_after_s: float) -> error_details_pb2.RetryInfo:
@@ -118,8 +184,9 @@ def new_incident_id() -> str:
 
 
 def as_grpc_status(status: status_pb2.Status) -> grpc.Status:
-    """The same status for ``context.abort_with_status``: code, message, and the rich status as a trailer."""
-    return rpc_status.to_status(status)
+    """The same status for ``context.abort_with_status``: code, message, and the rich status as a trailer;
+    bounded, whoever built it."""
+    return rpc_status.to_status(bounded(status))
 
 
 def abort(context: grpc.ServicerContext, status: status_pb2.Status) -> NoReturn:

@@ -8,7 +8,9 @@ model files in `[models] dir`.
 
 Health (grpc.health.v1) follows the serving state: NOT_SERVING while models load, while the device is rebuilt
 and while draining; SERVING when a request would succeed. The services run on one event loop, so open streams
-and a full queue never take the threads that health checks need.
+and a full queue never take the threads that health checks need. Service `vkocr.liveness` is SERVING while the
+process runs (until the drain): the liveness probe's. Connections are bounded ([server] max_connections,
+keepalive, idle timeouts: connection_limits).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from vkocr.agent.ocr.model_files import DEFAULT_MODELS, missing_or_bad
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline, default_model_paths
 from vkocr.agent.serving.config import AgentConfig, split_host_port
+from vkocr.agent.serving.malformed import MalformedRequests
 from vkocr.agent.serving.metrics import Metrics
 from vkocr.agent.serving.models_service import ModelsService
 from vkocr.agent.serving.ocr_service import OcrService
@@ -52,6 +55,9 @@ OCR_SERVICE = ocr_pb2.DESCRIPTOR.services_by_name["Ocr"].full_name
 STATUS_SERVICE = status_pb2.DESCRIPTOR.services_by_name["Status"].full_name
 MODELS_SERVICE = models_pb2.DESCRIPTOR.services_by_name["Models"].full_name
 HEALTH_SERVICES = ("", OCR_SERVICE)  # "" is the whole agent
+# SERVING from start until the drain, whatever the device does: what a liveness probe asks (a device rebuild
+# turns the services above NOT_SERVING, which must take the board out of rotation, not restart it).
+LIVENESS_SERVICE = "vkocr.liveness"
 
 
 class Agent:
@@ -116,10 +122,13 @@ class Agent:
     async def start(self) -> None:
         config = self.config
         limit = config.server.max_message_bytes
-        server = grpc.aio.server(options=[
+        # a request that is not valid protobuf is INVALID_ARGUMENT; a stream's bad frame gets its own answer
+        per_frame = [f"/{OCR_SERVICE}/RecognizeStream"]
+        server = grpc.aio.server(interceptors=[MalformedRequests(per_frame)], options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
             ("grpc.so_reuseport", 0),  # a second agent on the same port must fail, not share it
+            *connection_limits(config),
         ])
         self.ocr = OcrService(self.worker, self.stats, self.metrics,
                               retry_after_s=config.server.retry_after_s, stream_window=config.server.stream_window)
@@ -140,6 +149,7 @@ class Agent:
         reflection.enable_server_reflection((*services, reflection.SERVICE_NAME), server)
         for service in HEALTH_SERVICES:
             await self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
         loop = asyncio.get_running_loop()
 
         def on_change(snap: StateSnapshot) -> None:
@@ -166,7 +176,7 @@ class Agent:
         if self.metrics is not None:
             self._export_gauges(self.metrics)
             m_host, m_port = split_host_port(config.metrics.listen)
-            self.metrics_server, bound = self.metrics.start_http(m_host, m_port)
+            self.metrics_server, bound = self.metrics.start_http(m_host, m_port, public=config.metrics.public)
             log.info("metrics_listening", address=f"{m_host}:{bound}")
         await server.start()
         self.server = server
@@ -184,7 +194,7 @@ class Agent:
         """A plaintext port with grpc.health.v1 only, for probes that cannot speak TLS (the kubelet's): it
         tells whether the agent serves, and nothing else."""
         host, port = split_host_port(listen)
-        health_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        health_server = grpc.aio.server(interceptors=[MalformedRequests()], options=[("grpc.so_reuseport", 0)])
         health_pb2_grpc.add_HealthServicer_to_server(self.health, health_server)
         self.health_port = health_server.add_insecure_port(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
         if self.health_port == 0:
@@ -255,6 +265,22 @@ class Agent:
         if self.metrics_server is not None:
             self.metrics_server.shutdown()
         log.info("stopped", drained_s=round(time.monotonic() - started, 3))
+
+
+def connection_limits(config: AgentConfig) -> list[tuple[str, int]]:
+    """gRPC core's server options for [server]'s connection limits. At max_connections the server accepts a new
+    connection and closes it at once (the client sees UNAVAILABLE), so sockets never pile up to the descriptor
+    limit; keepalive pings find dead peers; an idle connection (no call) is closed with a GOAWAY."""
+    server = config.server
+    return [
+        ("grpc.max_allowed_incoming_connections", server.max_connections),
+        ("grpc.max_concurrent_streams", server.max_streams_per_connection),
+        ("grpc.keepalive_time_ms", round(server.keepalive_time_s * 1000)),
+        ("grpc.keepalive_timeout_ms", round(server.keepalive_timeout_s * 1000)),
+        ("grpc.max_connection_idle_ms", round(server.connection_idle_s * 1000)),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),  # clients' own keepalives, at most every 10 s
+    ]
 
 
 def default_model_version(config: AgentConfig) -> str:

@@ -58,6 +58,16 @@ def options_from_proto(msg: ocr_pb2.Options) -> dict[str, Any]:
     return out
 
 
+def option_field(option: str) -> str:
+    """The request's field path of an OcrOptions name: ``thresh`` → ``options.det_thresh``, ``plugins`` →
+    ``options.plugins.names``; ``options`` when there is no name."""
+    if not option:
+        return "options"
+    if option in ("plugins", "plugin_options"):
+        return "options.plugins." + ("names" if option == "plugins" else "options")
+    return f"options.{_PROTO_NAMES.get(option, option)}"
+
+
 def options_to_proto(**overrides: Any) -> ocr_pb2.Options:
     """``Options`` from OcrOptions names (``thresh``, ``use_cls``, ``plugins``, ``plugin_options``, …).
 
@@ -106,6 +116,52 @@ def _whole_numbers_as_ints(value: Any) -> Any:
     if isinstance(value, list):
         return [_whole_numbers_as_ints(v) for v in value]
     return value
+
+
+# --- requests that do not parse ------------------------------------------------------------------------------
+
+_VARINT, _FIXED64, _LENGTH_DELIMITED, _FIXED32 = 0, 1, 2, 5
+_REQUEST_ID_FIELD: Final = ocr_pb2.RecognizeRequest.DESCRIPTOR.fields_by_name["request_id"].number
+
+
+def salvaged_request_id(data: bytes) -> str:
+    """The ``request_id`` of bytes that do not parse as a RecognizeRequest, when the fields before the broken
+    part carry one (the last, as protobuf reads it); "" otherwise. Reads the top level only, never nested."""
+    found, pos = "", 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        if key is None:
+            break
+        number, wire_type = key >> 3, key & 7
+        if wire_type == _VARINT:
+            value, pos = _varint(data, pos)
+            if value is None:
+                break
+        elif wire_type in (_FIXED64, _FIXED32):
+            pos += 8 if wire_type == _FIXED64 else 4
+        elif wire_type == _LENGTH_DELIMITED:
+            length, pos = _varint(data, pos)
+            if length is None or pos + length > len(data):
+                break
+            if number == _REQUEST_ID_FIELD:
+                found = data[pos:pos + length].decode("utf-8", errors="replace")
+            pos += length
+        else:  # groups, or not a wire type at all: nothing after this can be read
+            break
+    return found
+
+
+def _varint(data: bytes, pos: int) -> tuple[int | None, int]:
+    value = 0
+    for shift in range(0, 70, 7):
+        if pos >= len(data):
+            return None, pos
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+    return None, pos
 
 
 # --- images -------------------------------------------------------------------------------------------------

@@ -138,8 +138,8 @@ def test_bad_image_is_invalid_argument_with_field_details(ocr: ocr_pb2_grpc.OcrS
 
 def test_bad_options_and_unknown_plugins_are_invalid_argument(ocr: ocr_pb2_grpc.OcrStub) -> None:
     cases = {
-        "options": ocr_pb2.Options(box_thresh=1.5),
-        "options.plugins": ocr_pb2.Options(plugins=ocr_pb2.PluginSelection(names=["no_such_plugin"])),
+        "options.box_thresh": ocr_pb2.Options(box_thresh=1.5),
+        "options.plugins.names": ocr_pb2.Options(plugins=ocr_pb2.PluginSelection(names=["no_such_plugin"])),
     }
     for field, options in cases.items():
         with pytest.raises(grpc.RpcError) as caught:

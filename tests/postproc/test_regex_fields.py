@@ -74,3 +74,38 @@ def test_dates_serialise_in_the_result_json() -> None:
     result = _result("EXP 2027-03-31")
     result.fields.update(RegexFields({"expiry": {"pattern": r"EXP (\S+)", "type": "date"}})(result))
     assert '"fields": {"expiry": "2027-03-31"}' in result.to_json()
+
+
+# --- hostile patterns: RE2, size limits, fields named in errors --------------------------------------------------
+
+
+def test_a_catastrophic_backtracking_pattern_runs_in_linear_time() -> None:
+    # Python's re tries 2^n paths here (n = 5,000: never ends); RE2 matches in time linear in the line
+    plugin = RegexFields({"bang": r"^(.|.)*!$", "lot": r"LOT[:\s]*(\w+)"})
+    assert plugin(_result("LOT: A1234 " + "x" * 5000)) == {"lot": "A1234"}
+    assert plugin(_result("y" * 5000 + "!")) == {"bang": "y"}
+
+
+@pytest.mark.parametrize(
+    ("options", "message", "field"),
+    [
+        ({"lot": "A" * 1001}, "1,001 characters, at most 1,000", "lot.pattern"),
+        ({f"f{i}": "A" for i in range(33)}, "at most 32 fields", ""),
+        ({"n" * 65: "A"}, "1 to 64 characters", "n" * 64 + "…"),
+        ({"lot": r"(a)\1"}, "bad pattern", "lot.pattern"),  # a backreference: RE2 has none
+        ({"lot": r"(?=a)"}, "bad pattern", "lot.pattern"),  # nor lookaround
+        ({"lot": "(a{1000}){1000}"}, "bad pattern", "lot.pattern"),
+        ({"lot": {"pattern": "(a)", "group": 3}}, "no group", "lot.group"),
+        ({"lot": {"pattern": "a", "type": "bool"}}, "unknown field type", "lot.type"),
+    ],
+)
+def test_over_limit_and_unsupported_patterns_name_their_field(options: dict, message: str, field: str) -> None:
+    with pytest.raises(PluginConfigError, match=message) as caught:
+        RegexFields(options)
+    assert caught.value.field == field
+    assert len(str(caught.value)) < 300  # the refusal never echoes the whole option
+
+
+def test_unicode_letters_need_unicode_classes() -> None:
+    plugin = RegexFields({"ascii": r"LOT (\w+)", "any": r"LOT (\p{L}+)"})
+    assert plugin(_result("LOT 批号")) == {"any": "批号"}

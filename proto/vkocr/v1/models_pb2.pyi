@@ -50,10 +50,12 @@ class UploadStatusResponse(_message.Message):
     def __init__(self, received: _Optional[int] = ..., total_size: _Optional[int] = ...) -> None: ...
 
 class ActivateRequest(_message.Message):
-    __slots__ = ("version",)
+    __slots__ = ("version", "allow_downgrade")
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_DOWNGRADE_FIELD_NUMBER: _ClassVar[int]
     version: str
-    def __init__(self, version: _Optional[str] = ...) -> None: ...
+    allow_downgrade: bool
+    def __init__(self, version: _Optional[str] = ..., allow_downgrade: _Optional[bool] = ...) -> None: ...
 
 class ActivateResponse(_message.Message):
     __slots__ = ("active_version", "previous_version", "self_tests")

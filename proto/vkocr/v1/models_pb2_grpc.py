@@ -87,13 +87,15 @@ class ModelsServicer:
     def Activate(self, request, context):
         """Staged: signature → extraction checked against the manifest → load and build plans → self-tests → atomic
         swap. Until the swap the active version serves every request; a failure leaves it active and says why.
+        A version older than the newest one this board has activated (its persisted high-water mark: release
+        number, then creation time) is refused with FAILED_PRECONDITION unless allow_downgrade is set.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Rollback(self, request, context):
-        """Back to the version active before the current one.
+        """Back to the version active before the current one: an explicit downgrade, never refused as one.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -50,10 +50,12 @@ class OcrServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Recognize(self, request, context):
-        """One image in, its lines out. Errors are gRPC statuses: INVALID_ARGUMENT (bad image, bad options, unknown
-        plugin; google.rpc.BadRequest in the details), RESOURCE_EXHAUSTED (queue full; google.rpc.RetryInfo says
-        when to retry), DEADLINE_EXCEEDED, UNAVAILABLE (not serving: models loading or device being rebuilt),
-        INTERNAL (google.rpc.ErrorInfo carries an incident id that matches the agent's log line).
+        """One image in, its lines out. Errors are gRPC statuses: INVALID_ARGUMENT (bad image, an option outside its
+        range, unknown plugin, work beyond the agent's bounds, a message that is not valid protobuf;
+        google.rpc.BadRequest names the field, e.g. `options.limit_side_len`, `request` for a malformed message),
+        RESOURCE_EXHAUSTED (queue full; google.rpc.RetryInfo says when to retry), DEADLINE_EXCEEDED, UNAVAILABLE
+        (not serving: models loading or device being rebuilt), INTERNAL (google.rpc.ErrorInfo carries an incident
+        id that matches the agent's log line). Messages and details are cut to a few KiB (ending in "…").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -61,9 +63,11 @@ class OcrServicer:
 
     def RecognizeStream(self, request_iterator, context):
         """Many images over one stream. Answers come back in request order, each carrying its request's id. A request
-        that fails does not end the stream: its answer carries `error` instead of lines. The server reads at most a
-        bounded number of requests ahead of its answers, so a client that sends faster than the agent reads is
-        held back by HTTP/2 flow control instead of filling the agent's memory.
+        that fails does not end the stream: its answer carries `error` instead of lines, and so does a frame that
+        is not valid protobuf (with the request id read from its first bytes when they carry one). The stream
+        ends OK only when every frame read was answered. The server reads at most a bounded number of requests
+        ahead of its answers, so a client that sends faster than the agent reads is held back by HTTP/2 flow
+        control instead of filling the agent's memory.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,149 @@
+"""Requests that are not valid protobuf are INVALID_ARGUMENT, for every service of the agent.
+
+gRPC parses a request with the method's deserializer and, when that raises (bytes that are no message of the
+type, or a message nested deeper than protobuf's recursion limit), answers UNKNOWN with the Python exception's
+text. This interceptor gives every method a deserializer that never raises: a request that does not parse
+becomes a ``MalformedRequest``, which the method's wrapper refuses with INVALID_ARGUMENT on field ``request``
+(reason ``malformed``) through the status table, before the servicer sees it. Methods named in
+``answered_per_frame`` (RecognizeStream, which answers each frame of its stream) get the MalformedRequest
+itself in their request stream and answer it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from vkocr.agent.errors import RequestError
+from vkocr.agent.serving import rpc_status
+from vkocr.agent.serving.errors import status_for
+from vkocr.log import get_logger
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class MalformedRequest:
+    """A request message that did not parse: its bytes (bounded by the server's message size limit) and the
+    parser's words."""
+
+    data: bytes
+    error: str
+
+    def refusal(self, method: str) -> RequestError:
+        return RequestError(f"{method}: the request is not a valid protobuf message ({self.error})",
+                            field="request", reason="malformed")
+
+
+def lenient(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any]:
+    """`deserializer` that returns a MalformedRequest instead of raising."""
+
+    def parse(data: bytes) -> Any:
+        if deserializer is None:
+            return data
+        try:
+            return deserializer(data)
+        except Exception as exc:  # noqa: BLE001 - whatever the parser says, the bytes were the client's
+            return MalformedRequest(bytes(data), f"{type(exc).__name__}: {exc}")
+
+    return parse
+
+
+class MalformedRequests(grpc.aio.ServerInterceptor):
+    def __init__(self, answered_per_frame: Collection[str] = ()) -> None:
+        self.answered_per_frame = frozenset(answered_per_frame)
+
+    async def intercept_service(
+        self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method = handler_call_details.method
+        parse = lenient(handler.request_deserializer)
+        serialize = handler.response_serializer
+        if method in self.answered_per_frame:
+            return _with_deserializer(handler, parse)
+        if handler.unary_unary is not None and inspect.iscoroutinefunction(handler.unary_unary):
+            return grpc.unary_unary_rpc_method_handler(_unary(handler.unary_unary, method), parse, serialize)
+        if handler.unary_stream is not None and _is_async(handler.unary_stream):
+            return grpc.unary_stream_rpc_method_handler(_unary(handler.unary_stream, method), parse, serialize)
+        if handler.stream_unary is not None and inspect.iscoroutinefunction(handler.stream_unary):
+            return grpc.stream_unary_rpc_method_handler(_streamed(handler.stream_unary, method), parse, serialize)
+        if handler.stream_stream is not None and _is_async(handler.stream_stream):
+            return grpc.stream_stream_rpc_method_handler(_streamed(handler.stream_stream, method), parse,
+                                                         serialize)
+        return handler  # a synchronous behaviour (none of ours): gRPC's own parsing stays
+
+
+def _is_async(behaviour: Any) -> bool:
+    return inspect.iscoroutinefunction(behaviour) or inspect.isasyncgenfunction(behaviour)
+
+
+def _with_deserializer(handler: grpc.RpcMethodHandler, parse: Callable[[bytes], Any]) -> grpc.RpcMethodHandler:
+    kinds = {
+        (False, False): (grpc.unary_unary_rpc_method_handler, handler.unary_unary),
+        (False, True): (grpc.unary_stream_rpc_method_handler, handler.unary_stream),
+        (True, False): (grpc.stream_unary_rpc_method_handler, handler.stream_unary),
+        (True, True): (grpc.stream_stream_rpc_method_handler, handler.stream_stream),
+    }
+    make, behaviour = kinds[(handler.request_streaming, handler.response_streaming)]
+    return make(behaviour, parse, handler.response_serializer)
+
+
+async def _refuse(context: grpc.aio.ServicerContext, error: RequestError, method: str) -> None:
+    log.warning("malformed_request", method=method, peer=context.peer(), error=str(error)[:200])
+    await rpc_status.abort_async(context, status_for(error))
+
+
+def _unary(behaviour: Any, method: str) -> Any:
+    """A unary-request behaviour that refuses a MalformedRequest first."""
+    if inspect.isasyncgenfunction(behaviour):
+        async def answers(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            if isinstance(request, MalformedRequest):
+                await _refuse(context, request.refusal(method), method)
+            async for answer in behaviour(request, context):
+                yield answer
+
+        return answers
+
+    async def answer(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if isinstance(request, MalformedRequest):
+            await _refuse(context, request.refusal(method), method)
+        return await behaviour(request, context)
+
+    return answer
+
+
+def _streamed(behaviour: Any, method: str) -> Any:
+    """A stream-request behaviour whose request stream raises RequestError at a MalformedRequest; the
+    servicer may turn it into its own status, and one that lets it escape is refused here."""
+
+    async def checked(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for request in requests:
+            if isinstance(request, MalformedRequest):
+                raise request.refusal(method)
+            yield request
+
+    if inspect.isasyncgenfunction(behaviour):
+        async def answers(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            try:
+                async for answer in behaviour(checked(requests), context):
+                    yield answer
+            except RequestError as exc:
+                await _refuse(context, exc, method)
+
+        return answers
+
+    async def answer(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await behaviour(checked(requests), context)
+        except RequestError as exc:
+            await _refuse(context, exc, method)
+
+    return answer

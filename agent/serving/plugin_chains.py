@@ -1,0 +1,46 @@
+"""The plugin chains the agent runs: one per distinct (plugins, plugin options, budget), built once and kept.
+
+Requests that bring their own plugin options would otherwise compile them (regular expressions included) for
+every request; here a chain is built on the caller's thread (a decode thread, never the event loop), from one
+registry whose entry points were read when the agent started, and kept in a bounded LRU keyed by the options
+themselves. A configuration that fails to build is not kept: it fails again, cheaply, as it is size-limited.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from typing import Final
+
+from vkocr.agent.ocr.options import OcrOptions
+from vkocr.postproc.registry import PluginChain, PluginRegistry, default_registry
+
+CACHED_CHAINS: Final = 64
+
+
+class PluginChains:
+    def __init__(self, registry: PluginRegistry | None = None, size: int = CACHED_CHAINS) -> None:
+        self.registry = registry if registry is not None else default_registry()
+        self.size = size
+        self._chains: OrderedDict[str, PluginChain] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._chains)
+
+    def chain_for(self, opts: OcrOptions) -> PluginChain:
+        """The chain `opts` ask for; raises the registry's PluginError when it cannot be built."""
+        key = json.dumps([opts.plugins, opts.plugin_options, opts.plugin_budget_ms], sort_keys=True, default=repr)
+        with self._lock:
+            chain = self._chains.get(key)
+            if chain is not None:
+                self._chains.move_to_end(key)
+                return chain
+        # built outside the lock: another request's chain need not wait for this one's patterns to compile
+        chain = self.registry.build_chain(opts.plugins, opts.plugin_options, budget_s=opts.plugin_budget_ms / 1e3)
+        with self._lock:
+            self._chains[key] = chain
+            while len(self._chains) > self.size:
+                self._chains.popitem(last=False)
+        return chain

@@ -1,0 +1,66 @@
+"""What one OCR request may cost, checked before it is queued (and its parts before they are converted).
+
+Options have their ranges (agent/ocr/options.py); these are the bounds of what is not one option: the size of
+a request's id and plugin options, and the pixels its image becomes after every resize, which depend on the
+image and the options together (``limit_side_len=3000`` makes a 64x200 PNG a 3008x9376 detection input).
+Each refusal is a RequestError (or an OptionsError naming the option that asked for the work), which the gRPC
+boundary turns into INVALID_ARGUMENT naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Final
+
+from vkocr.agent.errors import OptionsError, RequestError
+from vkocr.agent.ocr.image_reference import det_input_size
+from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.prep import preparation
+from vkocr.v1 import ocr_pb2
+
+MAX_REQUEST_ID_CHARS: Final = 256
+MAX_PLUGIN_OPTIONS_BYTES: Final = 64 * 1024  # the serialised Struct: room for 32 patterns of 1000 characters
+# the per-request options that make an image's resizes larger, in the order a refusal names them
+SIZE_OPTIONS: Final = ("limit_side_len", "limit_type", "max_side_len")
+
+
+def check_request(request: ocr_pb2.RecognizeRequest) -> None:
+    """RequestError when the request's id or its plugin options are over their size limits."""
+    if len(request.request_id) > MAX_REQUEST_ID_CHARS:
+        raise RequestError(f"request_id has {len(request.request_id):,} characters, at most {MAX_REQUEST_ID_CHARS}",
+                           field="request_id", reason="too_long")
+    options = request.options
+    if options.HasField("plugins") and options.plugins.HasField("options"):
+        size = options.plugins.options.ByteSize()
+        if size > MAX_PLUGIN_OPTIONS_BYTES:
+            raise RequestError(f"plugin options are {size:,} bytes, at most {MAX_PLUGIN_OPTIONS_BYTES:,}",
+                               field="options.plugins.options", reason="too_large")
+
+
+def resized_pixels(height: int, width: int, opts: OcrOptions) -> tuple[int, tuple[int, int]]:
+    """The largest image (pixels, (height, width)) that preparing and detecting a height x width image make:
+    each resize of the preparation, its letterbox, and the detection input."""
+    prep = preparation(height, width, max_side_len=opts.max_side_len, min_side_len=opts.min_side_len,
+                       min_height=opts.min_height, width_height_ratio=opts.width_height_ratio,
+                       letterbox=opts.use_det)
+    sizes = list(prep.sizes)
+    if prep.pad_top:
+        sizes.append(prep.shape)
+    if opts.use_det:
+        sizes.append(det_input_size(*prep.shape, opts.limit_side_len, opts.limit_type))
+    largest = max(sizes, key=lambda s: s[0] * s[1], default=(0, 0))
+    return largest[0] * largest[1], largest
+
+
+def check_resized_pixels(height: int, width: int, opts: OcrOptions, requested: Collection[str]) -> None:
+    """Refuse an image whose resizes exceed ``opts.max_det_pixels``: an OptionsError naming the first of
+    SIZE_OPTIONS the request set (the option that asked for it), else a RequestError on ``image``."""
+    pixels, (h, w) = resized_pixels(height, width, opts)
+    if pixels <= opts.max_det_pixels:
+        return
+    message = (f"a {width}x{height} image would be resized to {w}x{h} = {pixels:,} pixels, more than the "
+               f"agent's limit of {opts.max_det_pixels:,}")
+    for name in SIZE_OPTIONS:
+        if name in requested:
+            raise OptionsError(f"{message} (with {name}={getattr(opts, name)})", option=name)
+    raise RequestError(message, field="image", reason="too_large")

@@ -1,0 +1,92 @@
+"""A stream answers every frame, against a real agent on loopback (lavapipe): a frame that does not parse, or is
+refused, gets its own answer in order (its request id and a google.rpc.Status), the frames after it are answered
+as usual, and the stream ends OK; health and status answer within 1 s throughout."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from google.rpc import code_pb2
+
+from tests.agent.agents import FONT, REC_ONLY, agent_config, word_png
+from tests.agent.hostile import health_watched, status_violations
+from vkocr.agent.serving.server import BackgroundAgent, start_agent
+from vkocr.v1 import ocr_pb2, ocr_pb2_grpc
+
+pytestmark = pytest.mark.skipif(not os.path.exists(FONT),
+                                reason="fonts-dejavu-core (installed by ./test.sh) renders the test images")
+
+GOOD = word_png("LOT0042")
+
+
+@pytest.fixture(scope="module")
+def agent() -> Iterator[BackgroundAgent]:
+    background = start_agent(agent_config(**{"device.select": "llvmpipe"}))
+    try:
+        yield background
+    finally:
+        background.stop(5)
+
+
+@pytest.fixture(scope="module")
+def channel(agent: BackgroundAgent) -> Iterator[grpc.Channel]:
+    with grpc.insecure_channel(agent.target) as chan:
+        yield chan
+
+
+def good(request_id: str) -> ocr_pb2.RecognizeRequest:
+    return ocr_pb2.RecognizeRequest(request_id=request_id, encoded=GOOD, options=REC_ONLY)
+
+
+def test_garbage_frame_mid_stream_gets_its_own_answer(agent: BackgroundAgent, channel: grpc.Channel) -> None:
+    # valid, garbage, valid: the garbage starts as a request with id "s-2", then is no protobuf at all
+    frames = [good("s-1").SerializeToString(), b"\x0a\x03s-2\xff\xff\xff\x07", good("s-3").SerializeToString()]
+    stream = channel.stream_stream("/vkocr.v1.Ocr/RecognizeStream", request_serializer=None,
+                                   response_deserializer=ocr_pb2.RecognizeResponse.FromString)
+    with health_watched(agent.target):
+        call = stream(iter(frames), timeout=120)
+        answers = list(call)
+    assert [a.request_id for a in answers] == ["s-1", "s-2", "s-3"]
+    first, middle, last = answers
+    assert [line.text for line in first.lines] == ["LOT0042"] and not first.HasField("error")
+    assert [line.text for line in last.lines] == ["LOT0042"] and not last.HasField("error")
+    assert middle.error.code == code_pb2.INVALID_ARGUMENT and not middle.lines
+    assert [(v.field, v.reason) for v in status_violations(middle.error)] == [("request", "malformed")]
+    assert call.code() == grpc.StatusCode.OK
+
+
+def test_refused_frames_are_answered_in_order_and_the_stream_goes_on(agent: BackgroundAgent,
+                                                                      channel: grpc.Channel) -> None:
+    refused = {
+        "bad-option": ocr_pb2.RecognizeRequest(request_id="bad-option", encoded=GOOD,
+                                               options=ocr_pb2.Options(unclip_ratio=float("nan"))),
+        "bad-image": ocr_pb2.RecognizeRequest(request_id="bad-image", encoded=b"GIF89a not really"),
+        "no-image": ocr_pb2.RecognizeRequest(request_id="no-image"),
+        "bad-plugin": ocr_pb2.RecognizeRequest(request_id="bad-plugin", encoded=GOOD, options=ocr_pb2.Options(
+            plugins=ocr_pb2.PluginSelection(names=["no_such_plugin"]))),
+    }
+    fields = {"bad-option": "options.unclip_ratio", "bad-image": "image", "no-image": "image",
+              "bad-plugin": "options.plugins.names"}
+    requests = [good("g-1"), *refused.values(), good("g-2")]
+    with health_watched(agent.target):
+        call = ocr_pb2_grpc.OcrStub(channel).RecognizeStream(iter(requests), timeout=120)
+        answers = list(call)
+    assert [a.request_id for a in answers] == [r.request_id for r in requests]
+    for answer in answers[1:-1]:
+        assert answer.error.code == code_pb2.INVALID_ARGUMENT, answer.request_id
+        assert [v.field for v in status_violations(answer.error)] == [fields[answer.request_id]]
+    assert [[line.text for line in a.lines] for a in (answers[0], answers[-1])] == [["LOT0042"], ["LOT0042"]]
+    assert call.code() == grpc.StatusCode.OK
+
+
+def test_a_frame_with_an_overlong_id_is_answered_with_the_first_part_of_it(channel: grpc.Channel) -> None:
+    long_id = "L" * 5000
+    requests = [ocr_pb2.RecognizeRequest(request_id=long_id, encoded=GOOD, options=REC_ONLY), good("after")]
+    answers = list(ocr_pb2_grpc.OcrStub(channel).RecognizeStream(iter(requests), timeout=120))
+    assert [len(a.request_id) for a in answers] == [256, 5]
+    assert long_id.startswith(answers[0].request_id)
+    assert [v.field for v in status_violations(answers[0].error)] == ["request_id"]
+    assert [line.text for line in answers[1].lines] == ["LOT0042"]
