@@ -9,6 +9,8 @@ import pytest
 from vkocr.engine.device import Device
 from vkocr.engine.instance import VALIDATION
 
+LAVAPIPE = "llvmpipe"  # the tests' Vulkan device: a CPU implementation, so never chosen automatically
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes tens of seconds (builds a wheel, a fresh environment); "
@@ -17,7 +19,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def device(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Device]:
-    dev = Device(cache_dir=tmp_path_factory.mktemp("pipeline-cache"))
+    dev = Device(LAVAPIPE, cache_dir=tmp_path_factory.mktemp("pipeline-cache"))
     yield dev
     dev.close()
 

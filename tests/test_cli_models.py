@@ -22,21 +22,21 @@ def cls_input(tmp_path) -> tuple[str, np.ndarray]:  # type: ignore[no-untyped-de
     return str(path), x
 
 
-@pytest.mark.parametrize("device", [None, "cpu"])
+@pytest.mark.parametrize("device", ["llvmpipe", "numpy"])
 def test_infer_writes_what_onnxruntime_computes(cls_input, tmp_path, device) -> None:  # type: ignore[no-untyped-def]
     path, x = cls_input
     out = tmp_path / "out.npy"
-    args = ["infer", str(CLS), "--input", path, "--output", str(out)] + (["--device", device] if device else [])
+    args = ["infer", str(CLS), "--input", path, "--output", str(out), "--device", device]
     run = vkocr(*args)
     assert run.returncode == 0, run.stderr
-    assert ("cpu (numpy)" in run.stdout) == (device == "cpu")
+    assert ("cpu (numpy)" in run.stdout) == (device == "numpy")
     ref = ort.InferenceSession(str(CLS), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     got = np.load(out)
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) <= 1e-4
 
 
 def test_inspect_reports_passes_dispatches_and_memory() -> None:
-    run = vkocr("inspect", str(CLS), "--shape", "6x3x48x192", "--json")
+    run = vkocr("inspect", str(CLS), "--shape", "6x3x48x192", "--json", "--device", "llvmpipe")
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert report["nodes_after_passes"] < report["nodes_imported"]
@@ -48,7 +48,7 @@ def test_inspect_reports_passes_dispatches_and_memory() -> None:
 
 
 def test_debug_compare_finds_no_divergence_on_a_correct_model(cls_input) -> None:  # type: ignore[no-untyped-def]
-    run = vkocr("debug", "compare", str(CLS), "--input", cls_input[0], "--json")
+    run = vkocr("debug", "compare", str(CLS), "--input", cls_input[0], "--json", "--device", "llvmpipe")
     assert run.returncode == 0, run.stdout + run.stderr
     report = json.loads(run.stdout)
     assert report["compared"] > 50 and report["first_divergence"] is None
@@ -61,5 +61,12 @@ def test_infer_refuses_a_wrong_input_clearly(tmp_path) -> None:  # type: ignore[
     assert run.returncode == 2 and "float32" in run.stderr and "Traceback" not in run.stderr
     wrong_channels = tmp_path / "wrong.npy"
     np.save(wrong_channels, np.ones((1, 4, 48, 192), np.float32))
-    run = vkocr("infer", str(CLS), "--input", str(wrong_channels), "--output", str(tmp_path / "o.npy"))
+    run = vkocr("infer", str(CLS), "--input", str(wrong_channels), "--output", str(tmp_path / "o.npy"),
+                "--device", "llvmpipe")
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert "dimension 1 must be 3" in run.stderr, run.stderr
+
+
+def test_infer_on_cpu_names_the_engine_executor(cls_input, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    run = vkocr("infer", str(CLS), "--input", cls_input[0], "--output", str(tmp_path / "o.npy"), "--device", "cpu")
+    assert run.returncode == 2 and "--device numpy" in run.stderr and "Traceback" not in run.stderr

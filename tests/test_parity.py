@@ -26,9 +26,14 @@ REFERENCE = json.loads((COMPAT / "reference.json").read_text()) if IMAGES.is_dir
 RAPIDOCR = {"apply_exif": False}
 
 
-@pytest.fixture(scope="module")
-def ocr() -> Iterator[OcrPipeline]:
-    with OcrPipeline.open() as pipeline:
+# Every comparison runs on lavapipe (the Vulkan stages, named: it is never chosen automatically) and on the CPU
+# backend (onnxruntime), which must read the same lines.
+BACKENDS = ["llvmpipe", "cpu"]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def ocr(request: pytest.FixtureRequest) -> Iterator[OcrPipeline]:
+    with OcrPipeline.open(request.param) as pipeline:
         yield pipeline
 
 
@@ -145,12 +150,29 @@ def test_exif_orientation_is_applied_by_default(ocr: OcrPipeline) -> None:
     assert len(result.lines) == 1 and result.lines[0].angle == 180
 
 
-def test_cpu_fallback_reads_the_same(tmp_path: Path) -> None:
-    with OcrPipeline.open("cpu") as cpu:
-        assert cpu.backend == "cpu (numpy)"
-        result = cpu(source("ch_en_num.jpg"), **RAPIDOCR)
+def test_numpy_reference_executor_reads_the_same(tmp_path: Path) -> None:
+    with OcrPipeline.open("numpy") as reference:
+        assert reference.backend == "numpy (reference executor)" and reference.device_name == "numpy"
+        result = reference(source("ch_en_num.jpg"), **RAPIDOCR)
     expected = REFERENCE["ch_en_num.jpg"]["full"]
     assert [line.text for line in result.lines] == [e["text"] for e in expected]
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE))
+def test_cpu_backend_reads_rapidocrs_lines_exactly(name: str, cpu: OcrPipeline) -> None:
+    """onnxruntime runs the models RapidOCR runs, after the same preprocessing: every line's text, and the
+    boxes, as RapidOCR 1.4.4 recorded them."""
+    assert cpu.backend.startswith("cpu (onnxruntime") and cpu.device_name == "cpu"
+    expected = REFERENCE[name]["full"]
+    got = cpu(source(name), **RAPIDOCR).lines
+    assert [g.text for g in got] == [e["text"] for e in expected]
+    assert all(iou(g.box, e["box"]) >= 0.9 for g, e in zip(got, expected))
+
+
+@pytest.fixture(scope="module")
+def cpu() -> Iterator[OcrPipeline]:
+    with OcrPipeline.open("cpu", cpu_threads=2) as pipeline:
+        yield pipeline
 
 
 def test_vertical_words_with_per_character_boxes(ocr: OcrPipeline) -> None:

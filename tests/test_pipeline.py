@@ -21,7 +21,7 @@ from vkocr.postproc.result import OcrResult
 
 @pytest.fixture(scope="module")
 def ocr() -> Iterator[OcrPipeline]:
-    with OcrPipeline.open() as pipeline:
+    with OcrPipeline.open("llvmpipe") as pipeline:
         yield pipeline
 
 

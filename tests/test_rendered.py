@@ -171,7 +171,7 @@ def test_levenshtein() -> None:
 
 @pytest.fixture(scope="module")
 def ocr() -> Iterator[OcrPipeline]:
-    with OcrPipeline.open() as pipeline:
+    with OcrPipeline.open("llvmpipe") as pipeline:
         yield pipeline
 
 

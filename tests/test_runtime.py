@@ -17,6 +17,8 @@ from vkocr.engine.instance import VALIDATION, Instance
 from vkocr.engine.kernels.elementwise import UNARY, record_binary, record_unary
 from vkocr.engine.recorder import Recorder
 
+LAVAPIPE = "llvmpipe"  # the tests' Vulkan device, named: it is never chosen automatically
+
 
 @pytest.fixture(scope="module")
 def real_devices() -> list:
@@ -24,27 +26,35 @@ def real_devices() -> list:
         return list_devices(inst)
 
 
-def test_choice_ranks_discrete_over_integrated_over_virtual_over_cpu(real_devices: list) -> None:
+def test_choice_ranks_discrete_over_integrated_over_virtual_over_other(real_devices: list) -> None:
     base = real_devices[0]
-    kinds = ["cpu", "virtual", "integrated", "discrete", "other"]
+    kinds = ["other", "virtual", "integrated", "discrete"]
     variants = [dataclasses.replace(base, index=i, type=t, name=f"dev-{t}") for i, t in enumerate(kinds)]
     for n in range(1, len(variants) + 1):
-        chosen, reason = choose(variants[:n])
-        expected = min(variants[:n], key=lambda d: ["discrete", "integrated", "virtual", "cpu", "other"].index(d.type))
-        assert chosen.type == expected.type
-        assert chosen.type in reason
+        choice = choose(variants[:n])
+        expected = min(variants[:n], key=lambda d: ["discrete", "integrated", "virtual", "other"].index(d.type))
+        assert choice.device is not None and choice.device.type == expected.type
+        assert expected.type in choice.reason
+
+
+def test_lavapipe_is_only_chosen_by_name(real_devices: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VKOCR_DEVICE", raising=False)
+    lavapipe = [d for d in real_devices if "llvmpipe" in d.name]
+    assert lavapipe, "the tests run on lavapipe"
+    assert choose(lavapipe).device is None
+    assert choose(lavapipe, "llvmpipe").device == lavapipe[0]
 
 
 def test_override_by_index_name_and_uuid(real_devices: list, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VKOCR_DEVICE", raising=False)
     d = real_devices[-1]
-    assert choose(real_devices, str(d.index))[0] == d
-    assert choose(real_devices, d.name[:6].upper())[0].name.startswith(d.name[:6])
-    assert choose(real_devices, d.uuid)[0].uuid == d.uuid
-    assert choose(real_devices, d.uuid.replace("-", ""))[0].uuid == d.uuid
+    assert choose(real_devices, str(d.index)).device == d
+    assert choose(real_devices, d.name[:6].upper()).device.name.startswith(d.name[:6])
+    assert choose(real_devices, d.uuid).device.uuid == d.uuid
+    assert choose(real_devices, d.uuid.replace("-", "")).device.uuid == d.uuid
     monkeypatch.setenv("VKOCR_DEVICE", str(d.index))
-    chosen, reason = choose(real_devices)
-    assert chosen == d and "VKOCR_DEVICE" in reason
+    choice = choose(real_devices)
+    assert choice.device == d and "VKOCR_DEVICE" in choice.reason
     with pytest.raises(DeviceNotFound, match="matches no Vulkan device.*" + d.name[:5]):
         choose(real_devices, "no-such-gpu-name")
 
@@ -210,7 +220,7 @@ def test_no_leaks_across_1000_create_replay_destroy_cycles(device: Device) -> No
 def test_device_open_close_cycles_leave_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Each close destroys children before the device; the validation layer reports any survivor."""
     for _ in range(10):
-        with Device(cache_dir=tmp_path) as dev:
+        with Device(LAVAPIPE, cache_dir=tmp_path) as dev:
             t = dev.upload(np.arange(10, dtype=np.float32))
             with Recorder(dev) as rec:
                 record_unary(rec, "abs", t, t)
@@ -219,19 +229,19 @@ def test_device_open_close_cycles_leave_nothing(tmp_path) -> None:  # type: igno
 
 
 def test_pipeline_cache_persists_and_is_rejected_when_driver_changes(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    with Device(cache_dir=tmp_path) as dev:
+    with Device(LAVAPIPE, cache_dir=tmp_path) as dev:
         x = dev.tensor((16,))
         with Recorder(dev) as rec:
             record_unary(rec, "sqrt", x, x)
         path = dev.pipeline_cache.path
     assert path is not None and path.exists() and path.read_bytes().startswith(b"VKOCRPC1")
-    with Device(cache_dir=tmp_path) as dev:
+    with Device(LAVAPIPE, cache_dir=tmp_path) as dev:
         assert dev.pipeline_cache.rejected_reason is None
         assert dev.pipeline_cache.loaded_bytes > 0
     blob = bytearray(path.read_bytes())
     blob[8] ^= 0xFF  # the key: as if vendor, device, driver version or cache UUID had changed
     path.write_bytes(bytes(blob))
-    with Device(cache_dir=tmp_path) as dev:
+    with Device(LAVAPIPE, cache_dir=tmp_path) as dev:
         assert dev.pipeline_cache.rejected_reason == "device, driver version or pipelineCacheUUID changed"
         assert dev.pipeline_cache.loaded_bytes == 0
         y = dev.upload(np.full(4, 9.0, np.float32))

@@ -13,7 +13,7 @@ from typing import Any, Self
 import numpy as np
 
 from vkocr.engine.devices import DeviceInfo, choose, list_devices
-from vkocr.engine.errors import VulkanUnavailable
+from vkocr.engine.errors import NoUsableDevice, VulkanUnavailable
 from vkocr.engine.instance import Instance
 from vkocr.engine.loader import INSTALL_HINT, binding, call
 from vkocr.engine.memory import DEFAULT_ARENA_BYTES, MemoryPool
@@ -28,7 +28,8 @@ _USE_DEFAULT_CACHE = Path("<default>")
 
 
 class Device:
-    """Open the device picked by `choose()` (override: index, UUID or name part; else VKOCR_DEVICE; else rank)."""
+    """Open the device picked by `choose()` (override: index, UUID or name part; else VKOCR_DEVICE; else the
+    best ranked usable GPU). NoUsableDevice when nothing is named and no GPU is usable."""
 
     def __init__(
         self,
@@ -45,7 +46,12 @@ class Device:
         self.instance = Instance(validation=validation)
         self.handle = None
         try:
-            self.info, self.reason = choose(list_devices(self.instance), override)
+            self.choice = choose(list_devices(self.instance), override)
+            if self.choice.device is None:
+                raise NoUsableDevice(f"{self.choice.reason}; name a device (index, UUID or name part) to use "
+                                     "it anyway")
+            self.info, self.reason = self.choice.device, self.choice.reason
+            self.workarounds = self.choice.workarounds  # flags from the quirks table (vk/quirks.py)
             self.physical = self.instance.physical_devices()[self.info.index]
             self.queue_family = self._compute_queue_family()
             self.handle = self._create_device()
@@ -69,7 +75,8 @@ class Device:
             self._destroy_device()
             self.instance.close()
             raise
-        log.info("device_opened", device=self.info.name, type=self.info.type, reason=self.reason)
+        log.info("device_opened", device=self.info.name, type=self.info.type, reason=self.reason,
+                 workarounds=sorted(self.workarounds))
 
     def _compute_queue_family(self) -> int:
         vk = binding()

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from vkocr.engine.errors import DeviceNotFound, VulkanUnavailable
-from vkocr.engine.loader import INSTALL_HINT, binding, call
+from vkocr.engine.instance import Instance
+from vkocr.engine.loader import binding, call
+from vkocr.engine.quirks import QUIRKS, Quirk, matching
 
-# Lower rank wins: discrete > integrated > virtual > CPU (lavapipe/llvmpipe) > other.
+# Lower rank wins: discrete > integrated > virtual > other; CPU implementations are never ranked (choose()).
 TYPE_NAMES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
-TYPE_RANK = {"discrete": 0, "integrated": 1, "virtual": 2, "cpu": 3, "other": 4}
+TYPE_RANK = {"discrete": 0, "integrated": 1, "virtual": 2, "other": 3, "cpu": 4}
 VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel", 0x13B5: "ARM", 0x5143: "Qualcomm",
            0x1010: "ImgTec", 0x106B: "Apple", 0x10005: "Mesa"}
 
@@ -174,29 +177,117 @@ def list_devices(instance: Any) -> list[DeviceInfo]:
 
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
+# Vulkan on the CPU: correct, and far slower than a CPU backend made for it (onnxruntime); some report type "cpu",
+# some (older lavapipe, SwiftShader) "other" or "virtual", so the name decides too.
+CPU_IMPLEMENTATION_NAMES = re.compile(r"llvmpipe|lavapipe|swiftshader", re.IGNORECASE)
 
 
-def choose(devices: list[DeviceInfo], override: str | None = None) -> tuple[DeviceInfo, str]:
-    """Pick a device; returns it and the reason. `override` (or VKOCR_DEVICE) is an index, a UUID or a name part."""
-    if not devices:
-        raise VulkanUnavailable(f"the Vulkan loader found no device: {INSTALL_HINT}")
+def cpu_implementation(device: DeviceInfo) -> bool:
+    """A CPU implementation of Vulkan: never chosen automatically, only by name."""
+    return device.type == "cpu" or bool(CPU_IMPLEMENTATION_NAMES.search(device.name))
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """Whether the automatic choice may take one device, and the workarounds the quirks table gives it."""
+
+    device: DeviceInfo
+    unusable_because: str  # "" when the automatic choice may take it
+    workarounds: frozenset[str] = frozenset()
+
+    @property
+    def usable(self) -> bool:
+        return not self.unusable_because
+
+
+def assess(device: DeviceInfo, quirks: Sequence[Quirk] = QUIRKS) -> Assessment:
+    found = matching(quirks, device.vendor_id, device.device_id, device.name, device.driver_version)
+    workarounds = frozenset(q.workaround for q in found if q.workaround)
+    denials = [q.deny for q in found if q.deny]
+    if cpu_implementation(device):
+        why = "a CPU implementation of Vulkan: chosen only by name"
+    elif denials:
+        why = "denied by a quirk: " + "; ".join(denials)
+    else:
+        why = ""
+    return Assessment(device, why, workarounds)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What `choose()` picked and why. `device` None: no usable Vulkan GPU, so the caller's CPU backend serves
+    (`reason` says why: no device, every one denied by quirks, or only CPU implementations of Vulkan)."""
+
+    device: DeviceInfo | None
+    reason: str
+    assessments: tuple[Assessment, ...]
+    workarounds: frozenset[str] = frozenset()
+
+    @property
+    def falls_back(self) -> bool:
+        return self.device is None
+
+
+def _named(devices: list[DeviceInfo], override: str, source: str) -> tuple[DeviceInfo, str]:
+    wanted = override.strip()
+    if wanted.isdigit():
+        matches = [d for d in devices if d.index == int(wanted)]
+        how = "index"
+    elif _UUID.match(wanted):
+        matches = [d for d in devices if d.uuid.replace("-", "") == wanted.replace("-", "").lower()]
+        how = "UUID"
+    else:
+        matches = [d for d in devices if wanted.lower() in d.name.lower()]
+        how = "name"
+    if not matches:
+        names = ", ".join(f"{d.index}: {d.name} ({d.uuid})" for d in devices) or "none"
+        raise DeviceNotFound(f"{source}={override!r} matches no Vulkan device; devices are: {names}")
+    return matches[0], f"{source}={override!r} matched by {how}"
+
+
+def _no_usable_gpu(assessments: Sequence[Assessment]) -> str:
+    if not assessments:
+        return "no Vulkan device found"
+    why = "; ".join(f"[{a.device.index}] {a.device.name}: {a.unusable_because}" for a in assessments)
+    if all(cpu_implementation(a.device) for a in assessments):
+        names = ", ".join(f"[{a.device.index}] {a.device.name}" for a in assessments)
+        return f"only CPU implementations of Vulkan ({names}), which are chosen only by name"
+    if not any(cpu_implementation(a.device) for a in assessments):
+        return f"every Vulkan GPU is denied by the quirks table ({why})"
+    return f"no usable Vulkan GPU ({why})"
+
+
+def choose(devices: list[DeviceInfo], override: str | None = None, quirks: Sequence[Quirk] = QUIRKS) -> Choice:
+    """Pick a device. `override` (or VKOCR_DEVICE) is an index, a UUID or a name part, and takes any device,
+    lavapipe and quirk-denied ones included. Otherwise the usable devices (no CPU implementation, no denying
+    quirk) ranked discrete > integrated > virtual > other, then by device memory; none usable: device None."""
+    assessments = tuple(assess(d, quirks) for d in devices)
     source = "device override"
     if override is None and os.environ.get("VKOCR_DEVICE"):
         override, source = os.environ["VKOCR_DEVICE"], "VKOCR_DEVICE"
     if override:
-        wanted = override.strip()
-        if wanted.isdigit():
-            matches = [d for d in devices if d.index == int(wanted)]
-            how = "index"
-        elif _UUID.match(wanted):
-            matches = [d for d in devices if d.uuid.replace("-", "") == wanted.replace("-", "").lower()]
-            how = "UUID"
-        else:
-            matches = [d for d in devices if wanted.lower() in d.name.lower()]
-            how = "name"
-        if not matches:
-            names = ", ".join(f"{d.index}: {d.name} ({d.uuid})" for d in devices)
-            raise DeviceNotFound(f"{source}={override!r} matches no Vulkan device; devices are: {names}")
-        return matches[0], f"{source}={override!r} matched by {how}"
-    best = min(devices, key=lambda d: (TYPE_RANK[d.type], -d.device_local_mib, d.index))
-    return best, f"highest ranked type ({best.type}; discrete > integrated > virtual > cpu), then most device memory"
+        named, reason = _named(devices, override, source)
+        verdict = assessments[devices.index(named)]
+        if verdict.unusable_because:
+            reason += f" (not chosen automatically: {verdict.unusable_because})"
+        return Choice(named, reason, assessments, verdict.workarounds)
+    usable = [a for a in assessments if a.usable]
+    if not usable:
+        return Choice(None, _no_usable_gpu(assessments), assessments)
+    best = min(usable, key=lambda a: (TYPE_RANK[a.device.type], -a.device.device_local_mib, a.device.index))
+    reason = (f"highest ranked usable type ({best.device.type}; discrete > integrated > virtual > other), "
+              "then most device memory")
+    return Choice(best.device, reason, assessments, best.workarounds)
+
+
+def survey(override: str | None = None, quirks: Sequence[Quirk] = QUIRKS) -> tuple[list[DeviceInfo], Choice]:
+    """Every device of this machine and the choice among them, opening none. Without a Vulkan loader or driver
+    the choice is the CPU backend, unless a device is named (then VulkanUnavailable)."""
+    try:
+        with Instance(validation=False) as instance:
+            devices = list_devices(instance)
+    except VulkanUnavailable as exc:
+        if override or os.environ.get("VKOCR_DEVICE"):
+            raise
+        return [], Choice(None, f"no Vulkan loader or driver ({exc})", ())
+    return devices, choose(devices, override, quirks)

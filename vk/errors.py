@@ -10,7 +10,7 @@ from vkocr.errors import VkocrError
 
 __all__ = [
     "DeviceLost", "DeviceNotFound", "EngineError", "InputError", "KernelArgumentError", "LoweringError",
-    "ModelError", "OutOfMemory", "RecorderStateError", "ShaderError", "ShapeError", "VkocrError",
+    "ModelError", "NoUsableDevice", "OutOfMemory", "RecorderStateError", "ShaderError", "ShapeError", "VkocrError",
     "VulkanError", "VulkanUnavailable", "vulkan_error",
 ]
 
@@ -23,6 +23,12 @@ class EngineError(VkocrError):
 class VulkanUnavailable(EngineError):
     """Raised when no Vulkan loader or no Vulkan device exists on this machine. The message names what to
     install."""
+
+
+class NoUsableDevice(VulkanUnavailable):
+    """Raised when a Device is opened without naming one and the automatic choice finds no usable Vulkan GPU
+    (none, every one denied by the quirks table, or only CPU implementations such as lavapipe). The message
+    says which; name a device to open it anyway."""
 
 
 class DeviceNotFound(EngineError):

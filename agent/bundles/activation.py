@@ -137,9 +137,10 @@ def run_self_tests(pipeline: OcrPipeline, installed: InstalledVersion) -> tuple[
     return tuple(outcomes)
 
 
-def open_installed(installed: InstalledVersion, device: str | None) -> OcrPipeline:
+def open_installed(installed: InstalledVersion, device: str | None, cpu_threads: int = 0) -> OcrPipeline:
     """A new pipeline for `installed` on `device` (None: the default one; "cpu": the CPU backend)."""
-    return OcrPipeline.open(device, options=installed.options, model_paths=dict(installed.models))
+    return OcrPipeline.open(device, options=installed.options, model_paths=dict(installed.models),
+                            cpu_threads=cpu_threads)
 
 
 class Activator:
@@ -148,8 +149,9 @@ class Activator:
     a device loss they open again the version the worker serves."""
 
     def __init__(self, store: ModelStore, state: StateBoard, base_options: OcrOptions, device: str | None,
-                 on_swap: Callable[[str, OcrOptions], None] | None = None) -> None:
+                 on_swap: Callable[[str, OcrOptions], None] | None = None, cpu_threads: int = 0) -> None:
         self.store = store
+        self.cpu_threads = cpu_threads
         self.state = state
         self.base_options = base_options
         self.device = device
@@ -175,10 +177,10 @@ class Activator:
 
     def serving_factory(self) -> OcrPipeline:
         """The GPU worker's factory after a device loss: a new pipeline for the version it serves."""
-        return open_installed(self._serving(), self.device)
+        return open_installed(self._serving(), self.device, self.cpu_threads)
 
     def cpu_factory(self) -> OcrPipeline:
-        return open_installed(self._serving(), "cpu")
+        return open_installed(self._serving(), "cpu", self.cpu_threads)
 
     def _serving(self) -> InstalledVersion:
         assert self.worker is not None
@@ -247,7 +249,7 @@ class Activator:
             log.info("activation_step", version=version, step="verify", at_start=True)
             installed = self.store.installed(version, self.base_options, verify=True)
             log.info("activation_step", version=version, step="load", at_start=True)
-            pipeline = open_installed(installed, self.device)
+            pipeline = open_installed(installed, self.device, self.cpu_threads)
             self.worker.warm(pipeline)  # never raises: a plan it cannot record is recorded on demand
             # ActivationBusy when the agent began to stop meanwhile
             self._install(pipeline, installed)
@@ -322,7 +324,7 @@ class Activator:
             raise failed("verify", str(exc), exc) from exc
         log.info("activation_step", version=version, step="load", device=self.device or "default")
         try:
-            pipeline = open_installed(installed, self.device)
+            pipeline = open_installed(installed, self.device, self.cpu_threads)
         except Exception as exc:
             raise failed("load", f"{type(exc).__name__}: {exc}", exc) from exc
         try:

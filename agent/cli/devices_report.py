@@ -1,4 +1,5 @@
-"""`vkocr devices`: every Vulkan device, what it can do, and which one would be chosen and why."""
+"""`vkocr devices`: every Vulkan device, what it can do, whether the automatic choice may take it, and the
+backend that would serve (a Vulkan device, or the CPU backend) and why."""
 
 from __future__ import annotations
 
@@ -7,17 +8,23 @@ import json
 from typing import Any
 
 from vkocr.agent.cli.device_option import add_device_option
-from vkocr.engine.devices import choose, list_devices
-from vkocr.engine.instance import Instance
+from vkocr.agent.ocr.backend_choice import choose_backend
+from vkocr.engine.devices import assess, survey
 
 
 def device_report(override: str | None = None) -> dict[str, Any]:
-    with Instance(validation=False) as instance:
-        devices = list_devices(instance)
-    chosen, reason = choose(devices, override)
+    """Every Vulkan device with whether the automatic choice may take it, and the backend that would serve."""
+    choice = choose_backend(override)
+    devices = list(choice.devices) if choice.kind == "vulkan" or choice.fallback else survey()[0]
+    assessments = {a.device.index: a for a in (assess(d) for d in devices)}
+    chosen_index = choice.vulkan.device.index if choice.vulkan is not None and choice.vulkan.device else None
     return {
-        "devices": [d.to_json() for d in devices],
-        "chosen": {"index": chosen.index, "name": chosen.name, "reason": reason},
+        "devices": [{**d.to_json(), "usable": assessments[d.index].usable,
+                     "unusable_because": assessments[d.index].unusable_because,
+                     "workarounds": sorted(assessments[d.index].workarounds)} for d in devices],
+        "chosen": {"backend": choice.kind, "index": chosen_index,
+                   "name": devices[chosen_index].name if chosen_index is not None else choice.kind,
+                   "reason": choice.reason, "fallback": choice.fallback},
     }
 
 
@@ -30,6 +37,9 @@ def format_report(report: dict[str, Any]) -> str:
     chosen = report["chosen"]["index"]
     for d in report["devices"]:
         mark = "*" if d["index"] == chosen else " "
+        usable = "usable" if d["usable"] else f"not chosen automatically: {d['unusable_because']}"
+        if d["workarounds"]:
+            usable += f"; workarounds {', '.join(d['workarounds'])}"
         heaps = ", ".join(
             f"{h['size_mib']} MiB {'device-local' if h['device_local'] else 'host'}" for h in d["memory_heaps"]
         )
@@ -37,6 +47,7 @@ def format_report(report: dict[str, Any]) -> str:
         count = d["max_workgroup_count"]
         lines += [
             f"{mark} [{d['index']}] {d['name']}",
+            f"      {usable}",
             f"      type {d['type']}, vendor {d['vendor']} (0x{d['vendor_id']:04x}), device 0x{d['device_id']:04x}",
             (
                 f"      driver {d['driver_name'] or '?'} {d['driver_version']} "
@@ -58,7 +69,11 @@ def format_report(report: dict[str, Any]) -> str:
                 f"push constants {d['max_push_constants_bytes']} B"
             ),
         ]
-    lines.append(f"chosen: [{chosen}] {report['chosen']['name']}: {report['chosen']['reason']}")
+    if not report["devices"]:
+        lines.append("no Vulkan device")
+    name = report["chosen"]["name"]
+    where = f"[{chosen}] {name}" if chosen is not None else f"the {name} backend"
+    lines.append(f"chosen: {where}: {report['chosen']['reason']}")
     return "\n".join(lines)
 
 
@@ -69,10 +84,12 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def add_devices_parser(sub: Any) -> None:
-    devices = sub.add_parser("devices", help="list Vulkan devices and the one vkocr would choose",
+    devices = sub.add_parser("devices", help="list Vulkan devices and the backend vkocr would choose",
                              description="List every Vulkan device: name, type, vendor and driver, API version, "
-                             "memory heaps, subgroup size, fp16/int8 support, workgroup limits, and which one "
-                             "vkocr would choose and why.")
+                             "memory heaps, subgroup size, fp16/int8 support, workgroup limits, whether it is usable "
+                             "(CPU implementations of Vulkan and devices a quirk denies are chosen only by name), "
+                             "and the backend vkocr would choose and why: a Vulkan device, else the CPU backend "
+                             "(onnxruntime).")
     devices.add_argument("--json", action="store_true", help="print the same information as JSON")
-    add_device_option(devices)
+    add_device_option(devices, cpu=True)
     devices.set_defaults(func=cmd_devices)

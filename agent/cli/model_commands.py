@@ -12,13 +12,17 @@ import numpy as np
 from vkocr.agent.cli.device_option import add_device_option
 from vkocr.agent.errors import AgentError
 
-CPU = "cpu"
+NUMPY = "numpy"
 
 
 def open_device(selector: str | None) -> Any:
-    """The Vulkan device for --device, or None for the explicit NumPy fallback (--device cpu)."""
-    if selector == CPU:
+    """The Vulkan device for --device, or None for the engine's NumPy executor (--device numpy). 'cpu' (the
+    OCR pipeline's onnxruntime backend) is no engine executor: refused, naming the one there is."""
+    if selector == NUMPY:
         return None
+    if selector == "cpu":
+        raise AgentError("--device cpu is the OCR pipeline's onnxruntime backend; this command runs one model on "
+                         "vkocr's engine: --device numpy for its NumPy executor, or name a Vulkan device")
     from vkocr.engine.device import Device
 
     return Device(selector)
@@ -168,11 +172,11 @@ def add_model_parsers(sub: Any) -> None:
     """`infer`, `inspect` and `debug compare`."""
     infer = sub.add_parser("infer", help="run one ONNX model on one tensor",
                            description="Run MODEL.onnx on the float32 tensor in IN.npy and save its (first) "
-                           "output to OUT.npy, through a Vulkan plan or, with --device cpu, the NumPy executor.")
+                           "output to OUT.npy, through a Vulkan plan or, with --device numpy, the NumPy executor.")
     infer.add_argument("model", metavar="MODEL.onnx")
     infer.add_argument("--input", required=True, metavar="IN.npy", help="float32 input tensor (numpy .npy)")
     infer.add_argument("--output", required=True, metavar="OUT.npy", help="where to save the output")
-    add_device_option(infer, cpu=True)
+    add_device_option(infer, numpy=True)
     infer.set_defaults(func=cmd_infer)
 
     inspect = sub.add_parser("inspect", help="nodes, dispatches, weights and planned memory of a model",
@@ -182,7 +186,7 @@ def add_model_parsers(sub: Any) -> None:
     inspect.add_argument("model", metavar="MODEL.onnx")
     inspect.add_argument("--shape", required=True, type=parse_shape, help="input shape, e.g. 1x3x736x736")
     inspect.add_argument("--json", action="store_true", help="print as JSON")
-    add_device_option(inspect, cpu=True)
+    add_device_option(inspect, numpy=True)
     inspect.set_defaults(func=cmd_inspect)
 
     debug = sub.add_parser("debug", help="debugging tools")
@@ -196,5 +200,5 @@ def add_model_parsers(sub: Any) -> None:
     compare.add_argument("--input", required=True, metavar="IN.npy", help="float32 input tensor (numpy .npy)")
     compare.add_argument("--tolerance", type=float, default=1e-4, help="relative L2 error allowed (default 1e-4)")
     compare.add_argument("--json", action="store_true", help="print as JSON")
-    add_device_option(compare, cpu=True)
+    add_device_option(compare, numpy=True)
     compare.set_defaults(func=cmd_debug_compare)

@@ -80,8 +80,9 @@ def run(args: argparse.Namespace) -> int:
 def add_ocr_parser(sub: Any) -> None:
     ocr = sub.add_parser("ocr", help="read text in images, locally",
                          description="Detect, classify and recognise text in each IMAGE with the default models "
-                         "(RapidOCR 1.4.4's parameters), on the chosen Vulkan device or, with --device cpu, the "
-                         "NumPy fallback. Exit status 1 when an image could not be read.")
+                         "(RapidOCR 1.4.4's parameters), on the chosen Vulkan GPU, else on the CPU backend "
+                         "(onnxruntime; --device cpu names it, --device numpy the reference executor). Exit "
+                         "status 1 when an image could not be read.")
     add_arguments(ocr)
     add_device_option(ocr, cpu=True)
     ocr.set_defaults(func=run)

@@ -12,9 +12,9 @@ from vkocr.agent.serving.config import load_config, to_toml
 
 EPILOG = """\
 examples:
-  vkocr serve                                   # loopback, plaintext, default models, first Vulkan device
+  vkocr serve                                   # loopback, plaintext, default models, best GPU else the CPU
   vkocr serve --config /etc/vkocr/agent.toml    # TLS, model store, metrics: see deploy/agent.example.toml
-  vkocr serve --listen 127.0.0.1:0 --device cpu # any free port, NumPy executor
+  vkocr serve --listen 127.0.0.1:0 --device cpu # any free port, the CPU backend (onnxruntime)
   vkocr serve --print-config                    # the merged configuration, then exit
   vkocr serve --metrics 127.0.0.1:9464          # Prometheus on loopback; another address needs --metrics-public
 
@@ -32,7 +32,9 @@ def add_serve_parser(sub: Any) -> None:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("--config", type=Path, metavar="FILE", help="TOML configuration file")
     serve.add_argument("--listen", metavar="HOST:PORT", help="address to listen on (default 127.0.0.1:50051)")
-    serve.add_argument("--device", metavar="SEL", help="Vulkan device (index, UUID, name part) or 'cpu'")
+    serve.add_argument("--device", metavar="SEL", help="Vulkan device (index, UUID, name part; lavapipe "
+                       "only by name), 'cpu' (onnxruntime) or 'numpy' (reference executor); default: the best "
+                       "ranked usable GPU, else 'cpu'")
     serve.add_argument("--metrics", metavar="HOST:PORT",
                        help="serve Prometheus metrics here (plaintext, no authentication: loopback unless "
                        "--metrics-public)")

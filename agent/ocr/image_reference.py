@@ -42,6 +42,8 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from vkocr.agent.ocr.prep import ResizeU8
+
 U8 = npt.NDArray[np.uint8]
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
@@ -160,24 +162,27 @@ def _check_rgb(rgb: np.ndarray) -> U8:
 
 
 def preprocess_image(rgb: U8, out_h: int, out_w: int, mean: Sequence[float] = (0.5, 0.5, 0.5),
-                     std: Sequence[float] = (0.5, 0.5, 0.5)) -> F32:
+                     std: Sequence[float] = (0.5, 0.5, 0.5), *, resize: ResizeU8 | None = None) -> F32:
     """The detector input (1, 3, out_h, out_w), planes B, G, R: DetPreProcess on the BGR image. ``mean``/``std``
-    are per model channel, B first, as RapidOCR's config lists them."""
-    resized = resize_linear_u8(_check_rgb(rgb), out_h, out_w)[..., ::-1]  # BGR, as RapidOCR holds it
+    are per model channel, B first, as RapidOCR's config lists them. ``resize``: resize_linear_u8, or a
+    function that gives the same bytes (opencv_kernels.resize_linear_u8)."""
+    resized = (resize or resize_linear_u8)(_check_rgb(rgb), out_h, out_w)[..., ::-1]  # BGR, as RapidOCR holds it
     scaled = resized.astype(np.float32) * np.float32(1 / 255.0)
     normed = (scaled - np.asarray(mean, np.float64)) / np.asarray(std, np.float64)
     return np.ascontiguousarray(normed.transpose(2, 0, 1)[None]).astype(np.float32)
 
 
-def resize_normalize_pad(crop: U8, out_h: int, out_w: int, resized_w: int | None = None) -> F32:
+def resize_normalize_pad(crop: U8, out_h: int, out_w: int, resized_w: int | None = None, *,
+                         resize: ResizeU8 | None = None) -> F32:
     """resize_norm_img of the cls / rec models: (3, out_h, out_w), planes B, G, R, the crop resized to
-    (out_h, resized_w) (default: as the classifier computes it), ``(v / 255 - 0.5) / 0.5``, zeros after."""
+    (out_h, resized_w) (default: as the classifier computes it), ``(v / 255 - 0.5) / 0.5``, zeros after.
+    ``resize``: as preprocess_image's."""
     crop = _check_rgb(crop)
     if resized_w is None:
         resized_w = resized_width(crop.shape[1], crop.shape[0], out_h, out_w)
     if not 1 <= resized_w <= out_w:
         raise ValueError(f"resized width {resized_w} outside 1..{out_w}")
-    resized = resize_linear_u8(crop, out_h, resized_w)[..., ::-1].astype(np.float32)
+    resized = (resize or resize_linear_u8)(crop, out_h, resized_w)[..., ::-1].astype(np.float32)
     image = resized.transpose(2, 0, 1) / np.float32(255)
     image -= np.float32(0.5)
     image /= np.float32(0.5)

@@ -1,8 +1,8 @@
 """The OCR pipeline: decode → prepare → det → DB boxes → crops → cls → rec → CTC → plugins.
 
 The orchestration here mirrors RapidOCR 1.4.4 step by step (its batching by aspect ratio, its crop rules, its
-filters), so that our lines match its lines; the stages themselves run on the GPU (agent/ocr/gpu_stages.py) or,
-chosen explicitly, on the CPU with the NumPy references (agent/ocr/cpu_stages.py).
+filters), so that our lines match its lines; the stages themselves run on the GPU (agent/ocr/gpu_stages.py), on
+the CPU backend (onnxruntime: agent/ocr/ort_stages.py) or on the NumPy reference executor (numpy_stages.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any, Protocol, Self
 
 import numpy as np
 
+from vkocr.agent.ocr.backend_choice import choose_backend
 from vkocr.agent.ocr.image_kernels import CropSlot, crop_slots, padded_batch
 from vkocr.agent.ocr.image_reference import det_input_size
 from vkocr.agent.ocr.images import decode_image
@@ -35,7 +36,7 @@ log = get_logger(__name__)
 
 
 class Stages(Protocol):
-    """What runs the networks: the GPU stages or the CPU fallback."""
+    """What runs the networks: the GPU stages, the CPU backend or the NumPy reference."""
 
     backend: str
     max_batch: int  # crops one classify or recognize call takes
@@ -158,24 +159,42 @@ class OcrPipeline:
 
     @classmethod
     def open(cls, device: str | None = None, *, options: OcrOptions | None = None,
-             model_dir: Path | None = None, model_paths: dict[str, Path] | None = None) -> OcrPipeline:
-        """The pipeline on the chosen Vulkan device (index, UUID, name part; default VKOCR_DEVICE or the best
-        ranked), or with device="cpu" on the NumPy fallback. Models: ``model_paths`` by role (det, cls, rec),
-        else the default file names in ``model_dir``."""
+             model_dir: Path | None = None, model_paths: dict[str, Path] | None = None,
+             cpu_threads: int = 0) -> OcrPipeline:
+        """The pipeline on the backend `device` names (agent/ocr/backend_choice.py): a Vulkan device (index,
+        UUID, name part), "cpu" (onnxruntime, `cpu_threads` intra-op threads, 0: every core), "numpy" (the
+        reference executor); None: VKOCR_DEVICE, else the best ranked usable GPU, else the CPU backend, with a
+        warning that says why. Models: ``model_paths`` by role (det, cls, rec), else the default file names in
+        ``model_dir``."""
         from vkocr.engine.graph.onnx_import import load_onnx
 
         paths = model_paths or default_model_paths(model_dir)
         charset = load_charset(load_onnx(paths["rec"]).metadata)
-        if device == "cpu":
-            from vkocr.agent.ocr.cpu_stages import CpuStages
+        choice = choose_backend(device)
+        if choice.kind == "vulkan":
+            return cls._open_vulkan(choice.selector, paths, charset, options)
+        if choice.kind == "numpy":
+            from vkocr.agent.ocr.numpy_stages import NumpyStages
 
-            cpu = cls(CpuStages(paths), charset, options)
-            gc.freeze()  # as below
-            return cpu
+            pipeline = cls(NumpyStages(paths), charset, options)
+        else:
+            from vkocr.agent.ocr.ort_stages import OrtStages
+
+            pipeline = cls(OrtStages(paths, cpu_threads), charset, options)
+        if choice.fallback:  # a board whose GPU is missing or denied must say so, loudly and once
+            log.warning("cpu_backend_chosen", backend=pipeline.backend, reason=choice.reason)
+        else:
+            log.info("backend_chosen", backend=pipeline.backend, reason=choice.reason)
+        gc.freeze()  # as in _open_vulkan
+        return pipeline
+
+    @classmethod
+    def _open_vulkan(cls, selector: str | None, paths: dict[str, Path], charset: list[str],
+                     options: OcrOptions | None) -> OcrPipeline:
         from vkocr.agent.ocr.gpu_stages import GpuStages
         from vkocr.engine.device import Device
 
-        dev = Device(device)
+        dev = Device(selector)
         try:
             pipeline = cls(GpuStages(dev, paths), charset, options)
         except BaseException:
@@ -193,12 +212,13 @@ class OcrPipeline:
 
     @property
     def device(self) -> Any:
-        """The Vulkan device this pipeline opened (None on the CPU fallback)."""
+        """The Vulkan device this pipeline opened (None on the CPU backends)."""
         return self._device
 
     @property
     def device_name(self) -> str:
-        return self._device.info.name if self._device is not None else "cpu"
+        """The Vulkan device's name, else the backend's: "cpu" (onnxruntime) or "numpy"."""
+        return self._device.info.name if self._device is not None else self.stages.backend.split(" ")[0]
 
     def close(self) -> None:
         try:

@@ -20,8 +20,9 @@ class OCR:
     """One OCR engine: PP-OCR's detection, direction classification and recognition models (RapidOCR 1.4.4's
     defaults) on one Vulkan device. Not thread-safe; ``close()`` (or the ``with`` block) frees the device.
 
-    ``device``: None for VKOCR_DEVICE, else the best ranked Vulkan device; an index, UUID or part of the name
-    (e.g. "llvmpipe"); or "cpu" for the NumPy fallback. ``models``: the folder with the default model files
+    ``device``: None for VKOCR_DEVICE, else the best ranked usable Vulkan GPU, else the CPU backend (with a
+    warning); an index, UUID or part of the name (e.g. "llvmpipe"); "cpu" for onnxruntime, "numpy" for the
+    NumPy reference executor. ``models``: the folder with the default model files
     (default: VKOCR_MODELS, else ~/.local/share/vkocr/models). ``options``: OcrOptions fields for every read
     (``text_score=0.6``, ``use_cls=False``, ``return_word_box=True``, …).
 
@@ -45,7 +46,7 @@ class OCR:
 
     @property
     def device_name(self) -> str:
-        """The Vulkan device's name, or "cpu"."""
+        """The Vulkan device's name, or "cpu" / "numpy"."""
         return self.pipeline.device_name
 
     @property

@@ -67,8 +67,11 @@ class TlsConfig:
 
 @dataclass
 class DeviceConfig:
-    select: str = ""  # index, UUID or name part; empty: VKOCR_DEVICE, else the best ranked; "cpu": NumPy
-    cpu_fallback: bool = False  # when the device cannot be rebuilt after a loss, serve on the CPU executor
+    # a Vulkan device: index, UUID or name part (lavapipe only so); "cpu": onnxruntime; "numpy": the reference
+    # executor; empty: VKOCR_DEVICE, else the best ranked usable GPU, else "cpu" (a warning says why)
+    select: str = ""
+    cpu_fallback: bool = False  # when the device cannot be rebuilt after a loss, serve on the CPU backend
+    cpu_threads: int = 0  # intra-op threads of the CPU backend (onnxruntime); 0: every core this process has
 
 
 @dataclass
@@ -157,6 +160,8 @@ class AgentConfig:
             raise ConfigError("[server]: status_interval_s must be at least 0.05")
         if self.models.keep < 1:
             raise ConfigError("[models]: keep must be at least 1")
+        if not 0 <= self.device.cpu_threads <= 1024:
+            raise ConfigError(f"[device]: cpu_threads must be 0 (every core) to 1024, got {self.device.cpu_threads}")
         self.validate_limits()
         self.warm_sizes()
         self.ocr_options()

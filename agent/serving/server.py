@@ -75,13 +75,13 @@ class Agent:
         self.store: ModelStore | None = None
         self.activator: Activator | None = None
         self.models: ModelsService | None = None
-        use_cpu_fallback = config.device.cpu_fallback and config.device.select != "cpu"
+        use_cpu_fallback = config.device.cpu_fallback and config.device.select not in ("cpu", "numpy")
         if open_pipeline is None and config.models.store:
             models = config.models
             self.store = ModelStore(Path(models.store), TrustedKeys.from_paths(map(Path, models.trusted_keys)),
                                     keep=models.keep, max_bundle_bytes=models.max_bundle_bytes)
             self.activator = Activator(self.store, self.state, self.options, config.device.select or None,
-                                       on_swap=self._on_swap)
+                                       on_swap=self._on_swap, cpu_threads=config.device.cpu_threads)
             factory: PipelineFactory = self.activator.serving_factory
             cpu = self.activator.cpu_factory if use_cpu_fallback else None
             version = ""  # the activator names it once the active version has loaded
@@ -109,11 +109,14 @@ class Agent:
         return default_model_paths(Path(self.config.models.dir) if self.config.models.dir else None)
 
     def _default_factory(self) -> PipelineFactory:
-        select = self.config.device.select or None
-        return lambda: OcrPipeline.open(select, options=self.options, model_paths=self._model_paths())
+        select, threads = self.config.device.select or None, self.config.device.cpu_threads
+        return lambda: OcrPipeline.open(select, options=self.options, model_paths=self._model_paths(),
+                                        cpu_threads=threads)
 
     def _cpu_factory(self) -> PipelineFactory:
-        return lambda: OcrPipeline.open("cpu", options=self.options, model_paths=self._model_paths())
+        threads = self.config.device.cpu_threads
+        return lambda: OcrPipeline.open("cpu", options=self.options, model_paths=self._model_paths(),
+                                        cpu_threads=threads)
 
     def _on_swap(self, version: str, options: OcrOptions) -> None:
         """A new version serves (activator's thread): requests take its options from now on."""
@@ -221,7 +224,7 @@ class Agent:
         """Health and metrics follow the state as it is now (changes from several threads may arrive out of
         order); the log line records the change that was made."""
         log.info("state", state=changed.state.value, reason=changed.reason, device=changed.device,
-                 model_version=changed.model_version, device_rebuilds=changed.device_rebuilds)
+                 backend=changed.backend, model_version=changed.model_version, device_rebuilds=changed.device_rebuilds)
         snapshot = self.state.get()
         status = (health_pb2.HealthCheckResponse.SERVING if snapshot.state is ServingState.SERVING
                   else health_pb2.HealthCheckResponse.NOT_SERVING)

@@ -43,9 +43,11 @@ def lot_number(i: int) -> str:
 def agent_config(**overrides: Any) -> Any:
     """A loopback agent on a free port; `overrides` as {"server.queue_size": 1, ...}. No plans are recorded
     before serving unless `plans.warm_shapes` is given: the default sizes take seconds on lavapipe, for det and
-    cls plans that most tests (recognition only) never use."""
+    cls plans that most tests (recognition only) never use. The device is lavapipe, named (never chosen
+    automatically), unless `device.select` says otherwise."""
     return load_config(None, env={}, overrides={"server.listen": "127.0.0.1:0", "logging.json": True,
-                                                "plans.warm_shapes": [], **overrides})
+                                                "plans.warm_shapes": [], "device.select": "llvmpipe",
+                                                **overrides})
 
 
 @contextmanager

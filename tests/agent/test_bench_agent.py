@@ -22,7 +22,7 @@ def test_bench_agent_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[st
     image = tmp_path / "word.png"
     image.write_bytes(word_png("LOT0042"))
     assert main(["bench", "agent", str(image), "--clients", "1", "--requests", "2", "--no-det", "--no-cls",
-                 "--json"]) == 0
+                 "--device", "llvmpipe", "--json"]) == 0
     out, err = capsys.readouterr()
     r = json.loads(out)
 

@@ -24,7 +24,7 @@ def test_bench_startup_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[
     config.write_text("[ocr]\nuse_det = false\nuse_cls = false\nrec_batch = 1\n")
     cache = tmp_path / "cache"
     assert main(["bench", "startup", str(image), "--config", str(config), "--cache-dir", str(cache),
-                 "--warm-shapes", "", "--json"]) == 0
+                 "--warm-shapes", "", "--device", "llvmpipe", "--json"]) == 0
     out, err = capsys.readouterr()
     r = json.loads(out)
     assert (r["image"], r["config"], r["warm_shapes"], r["cache_dir"]) == (str(image), str(config), "", str(cache))

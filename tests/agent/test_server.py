@@ -270,7 +270,7 @@ def test_health_watch_through_load_serving_rebuild_serving() -> None:
 
     def open_when_allowed() -> OcrPipeline:  # the real models, once the watch below is connected
         assert may_load.wait(120)
-        return OcrPipeline.open()
+        return OcrPipeline.open("llvmpipe")
 
     background = start_agent(agent_config(), wait_serving=False, open_pipeline=open_when_allowed)
     seen: list[int] = []
@@ -320,7 +320,7 @@ def test_a_device_that_cannot_be_rebuilt_hands_over_to_the_cpu() -> None:
     def gpu_only_once() -> OcrPipeline:  # the first open works; every rebuild finds no device
         if opened:
             raise VulkanUnavailable("no Vulkan device (test: the GPU stays gone)")
-        opened.append(OcrPipeline.open())
+        opened.append(OcrPipeline.open("llvmpipe"))
         return opened[0]
 
     background = start_agent(agent_config(**{"device.cpu_fallback": True}), open_pipeline=gpu_only_once)
@@ -352,7 +352,7 @@ def test_a_bug_of_ours_answers_internal_with_an_incident_and_the_agent_serves_on
     configure_logging("info")  # as `vkocr serve` does: used as a library, vkocr prints nothing
 
     def short_dictionary() -> OcrPipeline:
-        pipeline = OcrPipeline.open()
+        pipeline = OcrPipeline.open("llvmpipe")
         pipeline.charset = pipeline.charset[:40]  # the model still scores all 6625 classes
         return pipeline
 

@@ -62,7 +62,8 @@ class ServeProcess(bench_startup.ServeProcess):
 @pytest.fixture
 def serve_process() -> Iterator[ServeProcess]:
     env = {**os.environ, "VKOCR_SERVER_GRACE_S": str(GRACE_S),  # VKOCR_VALIDATION as this session has it
-           "VKOCR_PLANS_WARM_SHAPES": ""}  # no warm-up: seconds on lavapipe, for plans this test never uses
+           "VKOCR_PLANS_WARM_SHAPES": "",  # no warm-up: seconds on lavapipe, for plans this test never uses
+           "VKOCR_DEVICE_SELECT": "llvmpipe"}  # named: lavapipe is never chosen automatically
     process = ServeProcess(env)
     try:
         yield process

@@ -25,7 +25,7 @@ def rec_job(pipeline: OcrPipeline, i: int) -> Job:
 
 @pytest.fixture
 def first() -> Iterator[OcrPipeline]:
-    pipeline = OcrPipeline.open()
+    pipeline = OcrPipeline.open("llvmpipe")
     yield pipeline
     if pipeline.device is not None:  # the worker did not close it
         pipeline.close()
@@ -55,7 +55,7 @@ def test_install_starts_the_worker_with_the_pipeline(worker_with: GpuWorker, fir
 
 def test_install_swaps_and_closes_the_old_pipeline(worker_with: GpuWorker, first: OcrPipeline) -> None:
     worker = worker_with
-    second = OcrPipeline.open()
+    second = OcrPipeline.open("llvmpipe")
     done = worker.install(second, "v2")
     assert done.result(120) is second
     assert worker.pipeline is second and worker.model_version == "v2"
@@ -66,7 +66,7 @@ def test_install_swaps_and_closes_the_old_pipeline(worker_with: GpuWorker, first
 
 def test_an_abandoned_install_is_closed_and_never_served(worker_with: GpuWorker, first: OcrPipeline) -> None:
     worker = worker_with
-    second = OcrPipeline.open()
+    second = OcrPipeline.open("llvmpipe")
     with worker.held():
         job = worker.submit(rec_job(first, 3))
         # The worker takes the job and then waits for the hold: the install queued behind it cannot begin.

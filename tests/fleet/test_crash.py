@@ -124,6 +124,9 @@ def write_config(path: Path, store: Path, key: KeyPair) -> Path:
 [server]
 listen = "127.0.0.1:0"
 
+[device]
+select = "llvmpipe"  # named: lavapipe is never chosen automatically
+
 [models]
 store = "{store.name}"
 trusted_keys = ["{key.public_path}"]

@@ -78,6 +78,8 @@ def full_agent(tmp_path_factory: pytest.TempPathFactory, release_key: KeyPair) -
     config.write_text(f"""
 [server]
 listen = "127.0.0.1:0"
+[device]
+select = "llvmpipe"
 [models]
 store = "{store}"
 trusted_keys = ["{release_key.public_path}"]

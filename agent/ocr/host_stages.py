@@ -1,0 +1,53 @@
+"""The OCR stages' image work on the host, around models that a subclass runs (`run_model`): the NumPy reference
+executor (numpy_stages.py) or onnxruntime (ort_stages.py). The image kernels are the NumPy references of the
+GPU's shaders (image_reference.py), or the OpenCV calls they reproduce bit for bit (opencv_kernels.py): the
+same crops either way, so the same lines."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from vkocr.agent.ocr import image_reference as reference
+from vkocr.agent.ocr.image_kernels import CropSlot
+from vkocr.agent.ocr.image_reference import preprocess_image, resize_normalize_pad, rotate_crop
+from vkocr.agent.ocr.prep import Prepared, prepared_image
+
+
+class HostStages:
+    backend: str
+    max_batch = 64  # as the GPU stages: the same submissions, so the same results
+    # the image kernels: (image, out_h, out_w) → image, and (image, inverse, w, h) → crop
+    resize_u8 = staticmethod(reference.resize_linear_u8)
+    warp = staticmethod(reference.warp_perspective_cubic)
+
+    def __init__(self) -> None:
+        self.image = np.zeros((1, 1, 3), np.uint8)
+
+    def run_model(self, role: str, x: np.ndarray) -> np.ndarray:
+        """The first output of model `role` ("det", "cls", "rec") for input `x`."""
+        raise NotImplementedError
+
+    def load(self, image: np.ndarray, prep: Prepared) -> None:
+        self.image = prepared_image(image, prep, self.resize_u8)
+
+    def detect(self, det_h: int, det_w: int) -> np.ndarray:
+        return self.run_model("det", preprocess_image(self.image, det_h, det_w, resize=self.resize_u8))[0, 0]
+
+    def _batch(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
+        items = []
+        for c in crops:
+            warped = self.warp(self.image, c.inverse, c.width, c.height)
+            crop = rotate_crop(warped, c.rotate90, c.rotate180)
+            items.append(resize_normalize_pad(crop, height, width, c.resized_w, resize=self.resize_u8))
+        return np.stack(items)
+
+    def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
+        return self.run_model("cls", self._batch(crops, height, width))
+
+    def recognize(self, crops: Sequence[CropSlot], height: int, width: int, batch: int = 0
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """`batch` is ignored: the CPU has no plans to save, only work, so spare slots are not run."""
+        probs = self.run_model("rec", self._batch(crops, height, width))
+        return probs.argmax(axis=-1).astype(np.int32), probs.max(axis=-1)
