@@ -31,8 +31,12 @@ class CpuStages:
     def load(self, image: np.ndarray, prep: Prepared) -> None:
         self.image = prepared_image(image, prep, resize_linear_u8)
 
-    def detect(self, det_h: int, det_w: int) -> np.ndarray:
+    def detect(self, det_h: int, det_w: int, thresh: float = 0.3, use_dilation: bool = True) -> np.ndarray:
         return self.models["det"].run(preprocess_image(self.image, det_h, det_w))[0, 0]
+
+    def db_bitmap(self) -> np.ndarray | None:
+        """None: DB thresholds and dilates the map on the host, as RapidOCR does."""
+        return None
 
     def _batch(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
         items = []
