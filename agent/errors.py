@@ -79,6 +79,11 @@ class RequestError(AgentError):
         self.reason = reason
 
 
+class StreamIdle(AgentError):
+    """Raised when a RecognizeStream sent no frame for [server] stream_idle_s while none of its answers was in
+    the works: the agent ends the stream (DEADLINE_EXCEEDED) rather than hold its slot for ever."""
+
+
 class ShutdownCancelled(AgentError):
     """Raised by the OCR service, in place of the cancellation, for a request the agent itself cancelled
     because its shutdown's grace period ended before the answer was ready: logged as the agent's shutdown, not

@@ -2,9 +2,10 @@
 ``TextDetector.filter_tag_det_res``, through the OpenCV calls RapidOCR makes, so the boxes are RapidOCR's by
 construction.
 
-1. bitmap = prob > thresh, dilated by ``cv2.dilate`` with the 2×2 all-ones kernel (``db_bitmap``).
-2. ``cv2.findContours(RETR_LIST, CHAIN_APPROX_SIMPLE)`` (``db_contours``); the first ``max_candidates``
-   are kept.
+1. bitmap = prob > thresh, dilated by ``cv2.dilate`` with the 2×2 all-ones kernel (``db_bitmap``; the GPU
+   pipeline makes it in a shader and passes it in, ``bitmap=``).
+2. ``cv2.findContours(RETR_LIST, CHAIN_APPROX_SIMPLE)`` (``db_contours``, ``bitmap_contours``); the first
+   ``max_candidates`` are kept.
 3. ``cv2.minAreaRect`` + ``cv2.boxPoints`` of each contour, corners ordered as ``get_mini_boxes``
    (``minrect``); shorter side < min_size → dropped.
 4. score: mean probability inside the box (``fast``) or the contour (``slow``), ``cv2.fillPoly`` +
@@ -53,6 +54,18 @@ def db_contours(prob: np.ndarray, thresh: float, use_dilation: bool) -> Sequence
     return cv2.findContours(band, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE, offset=(0, top))[-2]
 
 
+def bitmap_contours(bitmap: np.ndarray) -> Sequence[np.ndarray]:
+    """``db_contours``' contours from a ready bitmap (db_bitmap's, made on the GPU): traced in the band of rows
+    with foreground and one row around it. findContours takes an image's outermost rows as 0: the band's are
+    empty rows of the map, or the map's own (the same band db_contours traces, whether dilated or not)."""
+    live = np.flatnonzero(bitmap.any(axis=1))
+    if not live.size:
+        return ()
+    top, stop = max(int(live[0]) - 1, 0), min(int(live[-1]) + 2, bitmap.shape[0])
+    band = np.ascontiguousarray(bitmap[top:stop])
+    return cv2.findContours(band, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE, offset=(0, top))[-2]
+
+
 def _to_dest(boxes: np.ndarray, width: int, height: int, dest_w: int, dest_h: int) -> np.ndarray:
     """RapidOCR's scaling of (N, 4, 2) boxes, in float32 as NumPy computes it there, then truncation to
     int32."""
@@ -74,8 +87,10 @@ def db_boxes(
     use_dilation: bool = True,
     score_mode: str = "fast",
     min_size: int = 3,
+    bitmap: np.ndarray | None = None,
 ) -> tuple[np.ndarray, list[float]]:
-    """Text boxes from a DB probability map (H×W float32; leading axes of size 1 are dropped).
+    """Text boxes from a DB probability map (H×W float32; leading axes of size 1 are dropped). `bitmap`: the
+    map's ``db_bitmap(prob, thresh, use_dilation)`` when it was made elsewhere (on the GPU), H×W uint8.
 
     Returns (N, 4, 2) float32 quads in destination pixels, corners clockwise from the top-left, in RapidOCR's
     (unsorted) order, and each box's score. Defaults are RapidOCR 1.4.4's as vkocr configures it.
@@ -89,7 +104,12 @@ def db_boxes(
         raise ValueError(f"expected an H×W probability map, got shape {prob.shape}")
     height, width = prob.shape
     dest_w, dest_h = int(dest_w), int(dest_h)
-    contours = db_contours(prob, thresh, use_dilation)[:max_candidates]
+    if bitmap is None:
+        contours = db_contours(prob, thresh, use_dilation)[:max_candidates]
+    elif bitmap.shape != prob.shape:
+        raise ValueError(f"bitmap of shape {bitmap.shape} for a map of shape {prob.shape}")
+    else:
+        contours = bitmap_contours(bitmap)[:max_candidates]
     rects, ssides = min_area_rects(contours)
     kept = [i for i, sside in enumerate(ssides) if sside >= min_size]
     boxes = rect_boxes([rects[i] for i in kept])  # only boxes that are kept need their corners

@@ -6,10 +6,10 @@ into that buffer by the image_resize shader (one small submission either way, re
 Every stage's shaders then read that buffer; a small params buffer per stage carries what changes per request
 (sizes, crop matrices).
 Each stage is a plan of its model with hooks: det resizes and normalises the image in a shader before the
-network, and its probability map comes back whole for DB postprocessing on the host (OpenCV's threshold,
-dilation and contours, as RapidOCR calls them); cls and rec sample their crops out of the same image buffer
-with the warp shader; rec reduces its probabilities to argmax and max on the GPU, so T×2 values per line come
-back instead of T×6625.
+network, and after it the db_bitmap shader thresholds and dilates the probability map as RapidOCR's DB does
+(agent/ocr/db_bitmap.py): the map comes back for the box scores and the bitmap for OpenCV's contours; cls
+and rec sample their crops out of the same image buffer with the warp shader; rec reduces its probabilities to
+argmax and max on the GPU, so T×2 values per line come back instead of T×6625.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from vkocr.agent.ocr.db_bitmap import DB_BITMAP_PARAMS_WORDS, BitmapReadback, db_bitmap_params
 from vkocr.agent.ocr.image_kernels import (
     IMAGE_PARAMS_WORDS,
     RESIZE_PARAMS_WORDS,
@@ -240,12 +241,20 @@ class GpuStages:
         self.cls_params = HostBuffer(device, crop_params_words(max_batch))
         self.rec_params = HostBuffer(device, crop_params_words(max_batch))
         self._argmax = ArgmaxReadback(device, max_batch * MAX_REC_STEPS)
+        self.db_params = HostBuffer(device, DB_BITMAP_PARAMS_WORDS)
+        self._bitmap = BitmapReadback(device)
+        self._last_bitmap: np.ndarray | None = None
         self.det_hooks = StageHooks(
-            lambda rec, x: record_image_preprocess(rec, self.image.tensor, self.det_params.tensor, x))
+            lambda rec, x: record_image_preprocess(rec, self.image.tensor, self.det_params.tensor, x),
+            self._det_epilogue)
         self.cls_hooks = StageHooks(lambda rec, x: record_crop_warp(rec, self.image.tensor, self.cls_params.tensor, x))
         self.rec_hooks = StageHooks(lambda rec, x: record_crop_warp(rec, self.image.tensor, self.rec_params.tensor, x),
                                     self._rec_epilogue, read_outputs=False)
         self._image_hw: tuple[int, int] = (0, 0)
+
+    def _det_epilogue(self, rec: Recorder, outputs: dict[str, Tensor]) -> None:
+        (prob,) = outputs.values()
+        self._bitmap.record(rec, prob, self.db_params.tensor)
 
     def _rec_epilogue(self, rec: Recorder, outputs: dict[str, Tensor]) -> None:
         (probs,) = outputs.values()
@@ -273,12 +282,22 @@ class GpuStages:
         assert isinstance(plan, Plan)
         return plan
 
-    def detect(self, det_h: int, det_w: int) -> np.ndarray:
-        """The probability map (a read-only view of the readback mapping, valid until the next detect)."""
+    def detect(self, det_h: int, det_w: int, thresh: float = 0.3, use_dilation: bool = True) -> np.ndarray:
+        """The probability map (a read-only view of the readback mapping, valid until the next detect); DB's
+        bitmap of it for `thresh` and `use_dilation` comes with it (`db_bitmap`)."""
         h, w = self._image_hw
         self.det_params.write(image_params(h, w, det_h, det_w, capacity=self.image_capacity))
+        self.db_params.write(db_bitmap_params(thresh, use_dilation))
         plan = self._plan("det", (1, 3, det_h, det_w), self.det_hooks)
-        return plan.run(copy=False)[plan.output_names[0]][0, 0]
+        prob = plan.run(copy=False)[plan.output_names[0]][0, 0]
+        map_h, map_w = prob.shape
+        self._last_bitmap = self._bitmap.read(map_h, map_w) if self._bitmap.fits(map_h, map_w) else None
+        return prob
+
+    def db_bitmap(self) -> np.ndarray | None:
+        """The last detection's bitmap (H×W uint8, read-only, valid until the next detect), None when its map
+        was too large for the GPU's bitmap buffer (DB then thresholds the map itself)."""
+        return self._last_bitmap
 
     def _crop_params(self, crops: Sequence[CropSlot], batch: int, height: int, width: int) -> np.ndarray:
         if len(crops) > self.max_batch:
@@ -332,6 +351,7 @@ class GpuStages:
         for model in self.models.values():
             model.close()
         self._argmax.close()
+        self._bitmap.close()
         self.image.close()
-        for buf in (self.det_params, self.cls_params, self.rec_params):
+        for buf in (self.det_params, self.cls_params, self.rec_params, self.db_params):
             buf.close()

@@ -32,8 +32,12 @@ class HostStages:
     def load(self, image: np.ndarray, prep: Prepared) -> None:
         self.image = prepared_image(image, prep, self.resize_u8)
 
-    def detect(self, det_h: int, det_w: int) -> np.ndarray:
+    def detect(self, det_h: int, det_w: int, thresh: float = 0.3, use_dilation: bool = True) -> np.ndarray:
         return self.run_model("det", preprocess_image(self.image, det_h, det_w, resize=self.resize_u8))[0, 0]
+
+    def db_bitmap(self) -> np.ndarray | None:
+        """None: DB thresholds and dilates the map on the host, as RapidOCR does."""
+        return None
 
     def _batch(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
         items = []

@@ -44,9 +44,12 @@ class Stages(Protocol):
     def load(self, image: np.ndarray, prep: Prepared) -> None:
         """The image (H×W×3 uint8 RGB), prepared as ``prep`` says, that the next stages read."""
 
-    def detect(self, det_h: int, det_w: int) -> np.ndarray:
+    def detect(self, det_h: int, det_w: int, thresh: float = 0.3, use_dilation: bool = True) -> np.ndarray:
         """Probability map (det_h × det_w) of the loaded image resized to det_h × det_w (valid until the next
-        call)."""
+        call); `thresh` and `use_dilation` are DB's, for a stage that makes the bitmap too."""
+
+    def db_bitmap(self) -> np.ndarray | None:
+        """DB's bitmap of the last map (H×W uint8), when the stage made it (the GPU's); None: DB makes it."""
 
     def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
         """(n, 2) class probabilities of the crops (0°, 180°)."""
@@ -317,11 +320,12 @@ class OcrPipeline:
         det_h, det_w = det_input_size(h, w, opts.limit_side_len, opts.limit_type)
         if det_h <= 0 or det_w <= 0:
             return []
-        prob = self.stages.detect(det_h, det_w)
+        prob = self.stages.detect(det_h, det_w, opts.thresh, opts.use_dilation)
         lap("det")
         boxes, _scores = db_boxes(prob, w, h, thresh=opts.thresh, box_thresh=opts.box_thresh,
                                   max_candidates=opts.max_candidates, unclip_ratio=opts.unclip_ratio,
-                                  use_dilation=opts.use_dilation, score_mode=opts.score_mode)
+                                  use_dilation=opts.use_dilation, score_mode=opts.score_mode,
+                                  bitmap=self.stages.db_bitmap())
         lap("db")
         return [np.asarray(b, np.float32) for b in sort_boxes(list(boxes))]
 

@@ -56,6 +56,7 @@ class ServerConfig:
     keepalive_time_s: float = 60.0  # ping a connection after this long without traffic…
     keepalive_timeout_s: float = 20.0  # …and close it when the ping is not answered within this
     connection_idle_s: float = 300.0  # close a connection with no call for this long (clients reconnect)
+    stream_idle_s: float = 300.0  # end a RecognizeStream that sent no frame for this long with no answer due
 
 
 @dataclass
@@ -171,7 +172,7 @@ class AgentConfig:
         for name in ("max_connections", "max_streams_per_connection"):
             if getattr(self.server, name) < 1:
                 raise ConfigError(f"[server]: {name} must be positive, got {getattr(self.server, name)}")
-        for name in ("keepalive_time_s", "keepalive_timeout_s", "connection_idle_s"):
+        for name in ("keepalive_time_s", "keepalive_timeout_s", "connection_idle_s", "stream_idle_s"):
             if not getattr(self.server, name) >= 1.0:  # `not >=` also refuses NaN
                 raise ConfigError(f"[server]: {name} must be at least 1 s, got {getattr(self.server, name)}")
         if not self.models.upload_idle_s >= 1.0:

@@ -39,7 +39,7 @@ from vkocr.agent.bundles.errors import (
     VersionConflict,
     VersionNotFound,
 )
-from vkocr.agent.errors import ImageError, OptionsError, RequestError, ShutdownCancelled
+from vkocr.agent.errors import ImageError, OptionsError, RequestError, ShutdownCancelled, StreamIdle
 from vkocr.agent.serving import rpc_status, wire
 from vkocr.agent.serving.worker import CancelledDropped, DeadlineDropped, DeviceFailed, NotServing, QueueFull
 from vkocr.log import get_logger
@@ -134,6 +134,7 @@ STATUS_TABLE: Final[Mapping[type[BaseException], Rule]] = {
     StorageFull: Rule(code_pb2.RESOURCE_EXHAUSTED),  # the board's disk, never the bundle's fault
     StorageUnavailable: Rule(code_pb2.UNAVAILABLE),
     UploadIdle: Rule(code_pb2.DEADLINE_EXCEEDED),
+    StreamIdle: Rule(code_pb2.DEADLINE_EXCEEDED),
     OffsetMismatch: Rule(code_pb2.OUT_OF_RANGE),
     SignatureError: Rule(code_pb2.PERMISSION_DENIED),
     BundleTooLarge: Rule(code_pb2.INVALID_ARGUMENT, field="total_size", reason="too_large"),

@@ -21,7 +21,7 @@ import grpc
 import numpy as np
 from google.rpc import status_pb2 as rpc_status_pb2
 
-from vkocr.agent.errors import ShutdownCancelled
+from vkocr.agent.errors import ShutdownCancelled, StreamIdle
 from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.serving import rpc_status, wire
@@ -66,13 +66,14 @@ class Prepared:
 class OcrService(ocr_pb2_grpc.OcrServicer):
     def __init__(self, worker: GpuWorker, stats: RequestStats, metrics: Any,
                  *, retry_after_s: float, stream_window: int, decode_threads: int = 4,
-                 chains: PluginChains | None = None) -> None:
+                 chains: PluginChains | None = None, stream_idle_s: float = 300.0) -> None:
         self.worker = worker
         self.chains = chains if chains is not None else PluginChains()  # entry points read once, here
         self.stats = stats
         self.metrics = metrics
         self.retry_after_s = retry_after_s
         self.stream_window = stream_window
+        self.stream_idle_s = stream_idle_s
         self._decode = ThreadPoolExecutor(decode_threads, thread_name_prefix="vkocr-decode")
         # Streams waiting for room in the worker's queue wait on `_room`, which the worker's listener sets
         # (through the loop) when a job leaves the queue or the state changes; only while someone waits.
@@ -112,9 +113,13 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
         reader_error: list[BaseException] = []  # why reading stopped before the client's end of the stream
         answers: set[asyncio.Task[ocr_pb2.RecognizeResponse]] = set()  # every one started, to cancel at the end
 
+        def busy() -> bool:  # an answer in the works or not yet taken: the client is waiting, not idle
+            return bool(answers) or not window.empty()
+
         async def read() -> None:
+            frames = aiter(request_iterator)
             try:
-                async for request in request_iterator:
+                while (request := await self._next_frame(frames, busy)) is not None:
                     record = self._start(request, "RecognizeStream", peer)
                     task = asyncio.ensure_future(self._stream_answer(request, record, deadline))
                     answers.add(task)
@@ -137,6 +142,21 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
             # Every frame read was answered, but the stream broke before the client's end: not OK.
             log.warning("stream_reader_ended", peer=peer, error=repr(reader_error[0]))
             await rpc_status.abort_async(context, status_for(reader_error[0], peer=peer))
+
+    async def _next_frame(self, frames: Any, busy: Any) -> Any:
+        """The stream's next frame, None at its end; StreamIdle when none came for stream_idle_s while nothing
+        of the stream was in the works (a client waiting on a slow answer is not idle)."""
+        pending = asyncio.ensure_future(_first(frames))
+        try:
+            while True:
+                done, _ = await asyncio.wait({pending}, timeout=self.stream_idle_s)
+                if done:
+                    return pending.result()
+                if not busy():
+                    raise StreamIdle(f"the stream sent no request for {self.stream_idle_s:g} s ([server] "
+                                     "stream_idle_s on the agent): open a new one")
+        finally:
+            pending.cancel()
 
     # -- one request --------------------------------------------------------------------------------------------
 
@@ -262,3 +282,11 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
         status = status_for(exc, retry_after_s=self.retry_after_s, request_id=record.request_id)
         self._done(record, rpc_status.code_name(status.code), error=status.message)
         return status
+
+
+async def _first(frames: Any) -> Any:
+    """The next item of an async iterator, or None at its end."""
+    try:
+        return await anext(frames)
+    except StopAsyncIteration:
+        return None

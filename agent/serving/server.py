@@ -134,7 +134,8 @@ class Agent:
             *connection_limits(config),
         ])
         self.ocr = OcrService(self.worker, self.stats, self.metrics,
-                              retry_after_s=config.server.retry_after_s, stream_window=config.server.stream_window)
+                              retry_after_s=config.server.retry_after_s, stream_window=config.server.stream_window,
+                              stream_idle_s=config.server.stream_idle_s)
         ocr_pb2_grpc.add_OcrServicer_to_server(self.ocr, server)
         status_pb2_grpc.add_StatusServicer_to_server(
             StatusService(self.state, self.worker, self.stats, interval_s=config.server.status_interval_s), server)

@@ -5,6 +5,8 @@ as usual, and the stream ends OK; health and status answer within 1 s throughout
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Iterator
 
 import grpc
@@ -90,3 +92,34 @@ def test_a_frame_with_an_overlong_id_is_answered_with_the_first_part_of_it(chann
     assert long_id.startswith(answers[0].request_id)
     assert [v.field for v in status_violations(answers[0].error)] == ["request_id"]
     assert [line.text for line in answers[1].lines] == ["LOT0042"]
+
+
+def test_an_idle_stream_is_ended_and_the_agent_serves_on() -> None:
+    """A stream that answers its frame, then sends nothing for [server] stream_idle_s, is ended with
+    DEADLINE_EXCEEDED (it would hold its slot for ever); one waiting on its answer is not idle."""
+    background = start_agent(agent_config(**{"device.select": "llvmpipe", "server.stream_idle_s": 1.0}))
+    try:
+        with grpc.insecure_channel(background.target) as chan:
+            stub = ocr_pb2_grpc.OcrStub(chan)
+            sent_all = threading.Event()
+
+            def frames() -> Iterator[ocr_pb2.RecognizeRequest]:
+                yield good("idle-1")  # answered after the idle time has passed once: the answer was due
+                sent_all.wait(60)  # then nothing, until the agent gives up on the stream
+
+            started = time.monotonic()
+            call = stub.RecognizeStream(frames(), timeout=120)
+            answers = []
+            with pytest.raises(grpc.RpcError) as err:
+                for answer in call:
+                    answers.append(answer)
+            sent_all.set()
+            assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, err.value
+            assert "stream_idle_s" in (err.value.details() or "")
+            assert [a.request_id for a in answers] == ["idle-1"]
+            assert [line.text for line in answers[0].lines] == ["LOT0042"]
+            assert time.monotonic() - started < 60
+            after = stub.Recognize(good("after"), timeout=120)
+            assert [line.text for line in after.lines] == ["LOT0042"]
+    finally:
+        background.stop(5)

@@ -34,7 +34,7 @@ from tests.fleet.fleet_agents import (
     stored_versions,
 )
 from vkocr.agent.bundles import bundle as bundles_lib
-from vkocr.agent.bundles.manifest import MANIFEST_NAME
+from vkocr.agent.bundles.manifest import MANIFEST_NAME, SIGNATURE_NAME
 from vkocr.agent.fleet.rollout import upload_bundle, upload_id_for
 from vkocr.agent.serving.client import OcrClient
 from vkocr.agent.serving.server import BackgroundAgent
@@ -423,4 +423,20 @@ def test_a_cancelled_upload_is_closed_after_its_last_chunk_and_resumes(served: S
                                                  timeout=10).received == 0
     finally:
         served.client.models.Delete(models_pb2.DeleteBundleRequest(version="7.0.0"), timeout=60)
+    assert_old_model_serves(served)
+
+
+def test_a_validly_signed_manifest_with_a_duplicate_key_is_refused(served: Served, v3_entries: list[craft.Entry],
+                                                                   release_key: KeyPair, tmp_path: Path) -> None:
+    """JSON lets the last of two equal keys win: a signer's tool and the agent could then read different
+    manifests from the same signed bytes. Refused, even when the signature verifies."""
+    raw = next(d for i, d in v3_entries if i.name == MANIFEST_NAME)
+    assert raw is not None and b'"version": "3.0.0",' in raw
+    doubled = raw.replace(b'"version": "3.0.0",', b'"version": "3.0.0", "version": "9.9.9",', 1)
+    entries = craft.replace_data(list(v3_entries), MANIFEST_NAME, doubled)
+    entries = craft.replace_data(entries, SIGNATURE_NAME, release_key.private.sign(doubled))
+    path = craft.write_entries(tmp_path / "doubled.vkb", entries, compresslevel=1)
+    err = refused(lambda: send(served.client, path.read_bytes(), "doubled"))
+    assert err.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "appears twice" in (err.details() or "")
     assert_old_model_serves(served)
