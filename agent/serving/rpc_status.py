@@ -80,6 +80,16 @@ def bounded(status: status_pb2.Status) -> status_pb2.Status:
 _PACKING_BYTES = 100  # an Any's type URL and the length prefixes around a detail
 
 
+def _fill(message: Message, kept: Any, entries: Any, fields: tuple[str, ...], room: int) -> None:
+    """Copy `entries` into the repeated field `kept` of `message`, their text `fields` cut, while the message
+    fits in `room` bytes (the first entry always; at most MAX_VIOLATIONS)."""
+    for entry in entries[:MAX_VIOLATIONS]:
+        kept.add(**{name: truncated(getattr(entry, name), MAX_DETAIL_TEXT_BYTES) for name in fields})
+        if message.ByteSize() + _PACKING_BYTES > room and len(kept) > 1:
+            del kept[-1]
+            break
+
+
 def _bounded_detail(detail: any_pb2.Any, room: int) -> any_pb2.Any:
     """A BadRequest or PreconditionFailure with its texts cut and as many entries as fit in `room` bytes;
     any other detail as it is (RetryInfo, ErrorInfo: the agent's own words; MAX_STATUS_BYTES bounds them)."""
@@ -88,22 +98,10 @@ def _bounded_detail(detail: any_pb2.Any, room: int) -> any_pb2.Any:
     failure = error_details_pb2.PreconditionFailure()
     if detail.Unpack(bad):
         small = error_details_pb2.BadRequest()
-        for v in bad.field_violations[:MAX_VIOLATIONS]:
-            small.field_violations.add(field=truncated(v.field, MAX_DETAIL_TEXT_BYTES),
-                                       description=truncated(v.description, MAX_DETAIL_TEXT_BYTES),
-                                       reason=truncated(v.reason, MAX_DETAIL_TEXT_BYTES))
-            if small.ByteSize() + _PACKING_BYTES > room and len(small.field_violations) > 1:
-                del small.field_violations[-1]
-                break
+        _fill(small, small.field_violations, bad.field_violations, ("field", "description", "reason"), room)
     elif detail.Unpack(failure):
         small = error_details_pb2.PreconditionFailure()
-        for f in failure.violations[:MAX_VIOLATIONS]:
-            small.violations.add(type=truncated(f.type, MAX_DETAIL_TEXT_BYTES),
-                                 subject=truncated(f.subject, MAX_DETAIL_TEXT_BYTES),
-                                 description=truncated(f.description, MAX_DETAIL_TEXT_BYTES))
-            if small.ByteSize() + _PACKING_BYTES > room and len(small.violations) > 1:
-                del small.violations[-1]
-                break
+        _fill(small, small.violations, failure.violations, ("type", "subject", "description"), room)
     else:
         return detail
     packed = any_pb2.Any()

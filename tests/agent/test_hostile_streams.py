@@ -13,9 +13,9 @@ import grpc
 import pytest
 from google.rpc import code_pb2
 
-from tests.agent.agents import FONT, REC_ONLY, agent_config, word_png
+from tests.agent.agents import FONT, REC_ONLY, running_agent, word_png
 from tests.agent.hostile import health_watched, status_violations
-from vkocr.agent.serving.server import BackgroundAgent, start_agent
+from vkocr.agent.serving.server import BackgroundAgent
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc
 
 pytestmark = pytest.mark.skipif(not os.path.exists(FONT),
@@ -26,11 +26,8 @@ GOOD = word_png("LOT0042")
 
 @pytest.fixture(scope="module")
 def agent() -> Iterator[BackgroundAgent]:
-    background = start_agent(agent_config(**{"device.select": "llvmpipe"}))
-    try:
+    with running_agent(**{"device.select": "llvmpipe"}) as background:
         yield background
-    finally:
-        background.stop(5)
 
 
 @pytest.fixture(scope="module")
@@ -97,29 +94,26 @@ def test_a_frame_with_an_overlong_id_is_answered_with_the_first_part_of_it(chann
 def test_an_idle_stream_is_ended_and_the_agent_serves_on() -> None:
     """A stream that answers its frame, then sends nothing for [server] stream_idle_s, is ended with
     DEADLINE_EXCEEDED (it would hold its slot for ever); one waiting on its answer is not idle."""
-    background = start_agent(agent_config(**{"device.select": "llvmpipe", "server.stream_idle_s": 1.0}))
-    try:
-        with grpc.insecure_channel(background.target) as chan:
-            stub = ocr_pb2_grpc.OcrStub(chan)
-            sent_all = threading.Event()
+    with (running_agent(**{"device.select": "llvmpipe", "server.stream_idle_s": 1.0}) as background,
+          grpc.insecure_channel(background.target) as chan):
+        stub = ocr_pb2_grpc.OcrStub(chan)
+        sent_all = threading.Event()
 
-            def frames() -> Iterator[ocr_pb2.RecognizeRequest]:
-                yield good("idle-1")  # answered after the idle time has passed once: the answer was due
-                sent_all.wait(60)  # then nothing, until the agent gives up on the stream
+        def frames() -> Iterator[ocr_pb2.RecognizeRequest]:
+            yield good("idle-1")  # answered after the idle time has passed once: the answer was due
+            sent_all.wait(60)  # then nothing, until the agent gives up on the stream
 
-            started = time.monotonic()
-            call = stub.RecognizeStream(frames(), timeout=120)
-            answers = []
-            with pytest.raises(grpc.RpcError) as err:
-                for answer in call:
-                    answers.append(answer)
-            sent_all.set()
-            assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, err.value
-            assert "stream_idle_s" in (err.value.details() or "")
-            assert [a.request_id for a in answers] == ["idle-1"]
-            assert [line.text for line in answers[0].lines] == ["LOT0042"]
-            assert time.monotonic() - started < 60
-            after = stub.Recognize(good("after"), timeout=120)
-            assert [line.text for line in after.lines] == ["LOT0042"]
-    finally:
-        background.stop(5)
+        started = time.monotonic()
+        call = stub.RecognizeStream(frames(), timeout=120)
+        answers = []
+        with pytest.raises(grpc.RpcError) as err:
+            for answer in call:
+                answers.append(answer)
+        sent_all.set()
+        assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, err.value
+        assert "stream_idle_s" in (err.value.details() or "")
+        assert [a.request_id for a in answers] == ["idle-1"]
+        assert [line.text for line in answers[0].lines] == ["LOT0042"]
+        assert time.monotonic() - started < 60
+        after = stub.Recognize(good("after"), timeout=120)
+        assert [line.text for line in after.lines] == ["LOT0042"]

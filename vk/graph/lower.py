@@ -26,6 +26,7 @@ from vkocr.engine.graph.opset import (
     conv_attrs,
     conv_transpose_attrs,
     pool_attrs,
+    post_affine,
     reduce_axes,
     resize_args,
     resize_modes,
@@ -196,14 +197,6 @@ def activation(node: Node) -> tuple[str, float, float]:
     """The activation a pass fused into this node: (kind, alpha, beta)."""
     a = node.attrs
     return str(a.get("activation", "none")), float(a.get("act_alpha", 0.0)), float(a.get("act_beta", 0.0))
-
-
-def post_affine(node: Node) -> tuple[float, float] | None:
-    """The (scale, shift) a pass fused after this node's activation, or None."""
-    a = node.attrs
-    if "post_scale" not in a and "post_shift" not in a:
-        return None
-    return float(a.get("post_scale", 1.0)), float(a.get("post_shift", 0.0))
 
 
 def scalar(value: np.ndarray | None) -> float | None:

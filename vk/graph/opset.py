@@ -70,6 +70,14 @@ def conv_attrs(node: Node, kernel: Sequence[int]) -> dict[str, Any]:
     }
 
 
+def post_affine(node: Node) -> tuple[float, float] | None:
+    """The (scale, shift) that passes.fuse_post_affine folded after this node's activation, or None."""
+    a = node.attrs
+    if "post_scale" not in a and "post_shift" not in a:
+        return None
+    return float(a.get("post_scale", 1.0)), float(a.get("post_shift", 0.0))
+
+
 def _infer_conv(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
     return [conv_output_shape(shapes[0], shapes[1], **conv_attrs(node, shapes[1][2:]))]
 
@@ -80,8 +88,9 @@ def _run_conv(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
     bias = x[2] if len(x) > 2 else None
     y = ops.conv2d(x[0], x[1], bias, **conv_attrs(node, x[1].shape[2:]), activation=a.get("activation", "none"),
                    alpha=a.get("act_alpha", 0.0), beta=a.get("act_beta", 0.0))
-    if "post_scale" in a or "post_shift" in a:  # fused by passes.fuse_post_affine: the Mul and Add it replaced
-        y = y * y.dtype.type(a.get("post_scale", 1.0)) + y.dtype.type(a.get("post_shift", 0.0))
+    post = post_affine(node)
+    if post is not None:  # the Mul and Add that passes.fuse_post_affine replaced, rounded as they were
+        y = y * y.dtype.type(post[0]) + y.dtype.type(post[1])
     return [y]
 
 
