@@ -88,3 +88,22 @@ class ShutdownCancelled(AgentError):
     """Raised by the OCR service, in place of the cancellation, for a request the agent itself cancelled
     because its shutdown's grace period ended before the answer was ready: logged as the agent's shutdown, not
     as the client's."""
+
+
+StopWho = Literal["client", "deadline", "shutdown"]
+
+
+class RequestStopped(AgentError):
+    """Raised by OcrPipeline.recognize at a stage boundary when its caller says the answer is no longer
+    wanted: the request's client cancelled (``client``), its deadline passed (``deadline``), or the agent's
+    shutdown grace period ended (``shutdown``). ``after`` names the last stage that ran; the rest did not."""
+
+    def __init__(self, who: StopWho, after: str) -> None:
+        super().__init__(f"request stopped after its {after} stage: " + {
+            "client": "the client cancelled", "deadline": "its deadline passed",
+            "shutdown": "the agent's shutdown grace period ended"}[who])
+        self.who: StopWho = who
+        self.after = after
+
+    def __reduce__(self) -> tuple[type[RequestStopped], tuple[StopWho, str]]:
+        return (type(self), (self.who, self.after))

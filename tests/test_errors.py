@@ -30,7 +30,7 @@ from vkocr.agent.bundles.errors import (
     UploadBusy,
     VersionNotFound,
 )
-from vkocr.agent.errors import AgentError, ImageError, OptionsError, RequestError, ShutdownCancelled
+from vkocr.agent.errors import AgentError, ImageError, OptionsError, RequestError, RequestStopped, ShutdownCancelled
 from vkocr.agent.serving import rpc_status
 from vkocr.agent.serving.errors import INTERNAL_MESSAGE, STATUS_TABLE, status_for
 from vkocr.agent.serving.worker import DeadlineDropped, NotServing, QueueFull
@@ -186,6 +186,10 @@ def _details(status: status_pb2.Status) -> list[object]:
     (RequestError("not protobuf", field="request", reason="malformed"),
      "INVALID_ARGUMENT: not protobuf; field request (malformed)"),
     (ShutdownCancelled(), "CANCELLED: agent shutdown: the grace period ended first"),
+    (RequestStopped("client", "det"), "CANCELLED: request stopped after its det stage: the client cancelled"),
+    (RequestStopped("deadline", "rec"), "DEADLINE_EXCEEDED: request stopped after its rec stage: its deadline passed"),
+    (RequestStopped("shutdown", "cls"),
+     "CANCELLED: request stopped after its cls stage: the agent's shutdown grace period ended"),
     (QueueFull("queue full (32 requests waiting for the GPU)"),
      "RESOURCE_EXHAUSTED: queue full (32 requests waiting for the GPU); retry after 0.5 s"),
     (NotServing("agent is loading: models"), "UNAVAILABLE: agent is loading: models; retry after 0.5 s"),

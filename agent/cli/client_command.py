@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any, Final
 from vkocr.agent.cli.ocr_command import format_text
 from vkocr.agent.cli.ocr_flags import add_ocr_flags, option_overrides
 from vkocr.agent.errors import ImageError, OptionsError
+from vkocr.agent.serving.call_deadlines import OCR_TIMEOUT_S, SLOW_OCR_TIMEOUT_S
 
 if TYPE_CHECKING:  # grpc and the stubs load when a client command runs, not whenever `vkocr` starts
     from vkocr.agent.serving.client import OcrClient
     from vkocr.v1 import status_pb2
 
-DEFAULT_CALL_TIMEOUT_S: Final = 60.0  # ocr and health calls; streams and watches have none unless asked
+DEFAULT_CALL_TIMEOUT_S: Final = 60.0  # health calls (ocr: OcrClient.ocr_timeout); streams and watches: none
 EXIT_RPC_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_INTERRUPTED: Final = 130
@@ -116,8 +117,9 @@ def _common_options() -> argparse.ArgumentParser:
     common.add_argument("--tls-server-name", metavar="NAME",
                         help="the name to check in the agents' certificates (default: the target's host)")
     common.add_argument("--timeout", type=parse_duration, metavar="DURATION",
-                        help=f"deadline per call, e.g. 5s (default: {DEFAULT_CALL_TIMEOUT_S:g}s for ocr and "
-                        "health; none for stream and watches)")
+                        help="deadline per call, e.g. 5s (default for ocr: what the agent's backend needs, "
+                        f"{OCR_TIMEOUT_S:g}s on a GPU or the CPU backend, {SLOW_OCR_TIMEOUT_S:g}s on lavapipe or "
+                        f"numpy; {DEFAULT_CALL_TIMEOUT_S:g}s for health; none for stream and watches)")
     return common
 
 
@@ -138,10 +140,11 @@ def cmd_ocr(args: argparse.Namespace) -> int:
 
     def run(client: OcrClient) -> int:
         options = option_overrides(args)
+        timeout = args.timeout or client.ocr_timeout()
         failed = 0
         for image in args.images:
             try:
-                resp = client.recognize(image, timeout=args.timeout or DEFAULT_CALL_TIMEOUT_S, **options)
+                resp = client.recognize(image, timeout=timeout, **options)
             except (ImageError, OptionsError) as exc:
                 failed += 1
                 _report_failure(args, image, str(exc))

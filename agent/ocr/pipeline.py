@@ -11,12 +11,13 @@ import dataclasses
 import gc
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, Self
 
 import numpy as np
 
+from vkocr.agent.errors import RequestStopped, StopWho
 from vkocr.agent.ocr.backend_choice import choose_backend
 from vkocr.agent.ocr.image_kernels import CropSlot, crop_slots, padded_batch
 from vkocr.agent.ocr.image_reference import det_input_size
@@ -33,6 +34,8 @@ from vkocr.postproc.result import CharBox, OcrLine, OcrResult
 from vkocr.postproc.wordboxes import char_boxes
 
 log = get_logger(__name__)
+
+StopCheck = Callable[[], StopWho | None]  # who no longer wants the answer, None while it is still wanted
 
 
 class Stages(Protocol):
@@ -159,6 +162,7 @@ class OcrPipeline:
         self.plugins = plugins if plugins is not None else build_chain(self.options.plugins,
                                                                        self.options.plugin_options)
         self._steps: dict[tuple[int, int], int] = {}
+        self.backend_reason = ""  # why open() chose this backend (the status stream and metrics repeat it)
 
     @classmethod
     def open(cls, device: str | None = None, *, options: OcrOptions | None = None,
@@ -175,7 +179,9 @@ class OcrPipeline:
         charset = load_charset(load_onnx(paths["rec"]).metadata)
         choice = choose_backend(device)
         if choice.kind == "vulkan":
-            return cls._open_vulkan(choice.selector, paths, charset, options)
+            pipeline = cls._open_vulkan(choice.selector, paths, charset, options)
+            pipeline.backend_reason = choice.reason
+            return pipeline
         if choice.kind == "numpy":
             from vkocr.agent.ocr.numpy_stages import NumpyStages
 
@@ -184,6 +190,7 @@ class OcrPipeline:
             from vkocr.agent.ocr.ort_stages import OrtStages
 
             pipeline = cls(OrtStages(paths, cpu_threads), charset, options)
+        pipeline.backend_reason = choice.reason
         if choice.fallback:  # a board whose GPU is missing or denied must say so, loudly and once
             log.warning("cpu_backend_chosen", backend=pipeline.backend, reason=choice.reason)
         else:
@@ -261,10 +268,12 @@ class OcrPipeline:
         result.timings_ms["plugins"] = (time.perf_counter() - clock) * 1e3
         return result
 
-    def recognize(self, source: Any, opts: OcrOptions | None = None, *, decoded: bool = False) -> OcrResult:
+    def recognize(self, source: Any, opts: OcrOptions | None = None, *, decoded: bool = False,
+                  stop: StopCheck | None = None) -> OcrResult:
         """Lines of one image without the plugin chain: every stage that needs the device, and the CPU steps
         between them. ``decoded``: ``source`` is already decode_image's output (the agent decodes on the
-        request's thread, before the GPU queue)."""
+        request's thread, before the GPU queue). ``stop`` is asked after every stage (and every rec batch);
+        when it names who no longer wants the answer, RequestStopped is raised and nothing more runs."""
         opts = opts or self.options
         timings: dict[str, float] = {}
         waits: dict[str, float] = {}
@@ -272,7 +281,7 @@ class OcrPipeline:
         clock = time.perf_counter()
         waited = device.wait_seconds if device is not None else 0.0
 
-        def lap(name: str) -> None:
+        def lap(name: str, *, last: bool = False) -> None:
             nonlocal clock, waited
             now = time.perf_counter()
             timings[name] = timings.get(name, 0.0) + (now - clock) * 1e3
@@ -280,6 +289,8 @@ class OcrPipeline:
             if device is not None:
                 waits[name] = waits.get(name, 0.0) + (device.wait_seconds - waited) * 1e3
                 waited = device.wait_seconds
+            if not last and stop is not None and (who := stop()) is not None:
+                raise RequestStopped(who, name)
 
         image = source if decoded else decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif,
                                                     copy=False)  # stages.load copies it before this call returns
@@ -306,16 +317,15 @@ class OcrPipeline:
         texts: list[CtcText] | None = None
         chars: list[tuple[CharBox, ...] | None] = [None] * len(slots)
         if opts.use_rec:
-            texts, batch_ratios = self._recognize(slots, opts)
-            lap("rec")
+            texts, batch_ratios = self._recognize(slots, opts, lap)
             if opts.return_word_box and opts.use_det:
                 chars = [self._chars(t, q, s, r, prep) for t, q, s, r in zip(texts, quads, slots, batch_ratios)]
         result = self._assemble(prep, quads, angles, texts, chars, cls_only, opts)
-        lap("postproc")
+        lap("postproc", last=True)  # done: an answer nobody waits for costs nothing more
         result.timings_ms, result.gpu_wait_ms = timings, waits
         return result
 
-    def _detect(self, prep: Prepared, opts: OcrOptions, lap: Any) -> list[np.ndarray]:
+    def _detect(self, prep: Prepared, opts: OcrOptions, lap: Callable[[str], None]) -> list[np.ndarray]:
         h, w = prep.shape
         det_h, det_w = det_input_size(h, w, opts.limit_side_len, opts.limit_type)
         if det_h <= 0 or det_w <= 0:
@@ -347,7 +357,8 @@ class OcrPipeline:
                     angles[i] = 180
         return out, angles, verdicts
 
-    def _recognize(self, slots: list[CropSlot], opts: OcrOptions) -> tuple[list[CtcText], list[float]]:
+    def _recognize(self, slots: list[CropSlot], opts: OcrOptions, lap: Callable[[str], None]
+                   ) -> tuple[list[CtcText], list[float]]:
         """Decoded text of every slot, and the width/height ratio its batch was padded to.
 
         Each batch runs at RapidOCR's batch width rounded up to opts.rec_width_bucket, and with opts.rec_batch
@@ -361,8 +372,13 @@ class OcrPipeline:
             width = int(opts.rec_height * max_ratio)  # RapidOCR's batch width, exactly
             batches.append((group, max_ratio, width, [slots[i].fitted(opts.rec_height, width) for i in group]))
         # the batches one after another, decoded after the last (shorter idle gaps between submissions)
-        outputs = [self.stages.recognize(batch, opts.rec_height, rec_tensor_width(width, opts), opts.rec_batch)
-                   for _, _, width, batch in batches]
+        outputs = []
+        for _, _, width, batch in batches:
+            outputs.append(self.stages.recognize(batch, opts.rec_height, rec_tensor_width(width, opts),
+                                                 opts.rec_batch))
+            lap("rec")
+        if not batches:
+            lap("rec")
         for (group, max_ratio, width, _), (indices, scores) in zip(batches, outputs, strict=True):
             steps = self._rec_steps(opts.rec_height, width) if opts.return_word_box else 0
             for i, decoded in zip(group, ctc_decode(indices, scores, self.charset)):

@@ -24,11 +24,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from vkocr.agent.errors import AgentError, ImageError
 from vkocr.agent.ocr.images import read_image_file
+from vkocr.agent.serving.call_deadlines import OCR_TIMEOUT_S, ocr_timeout_for
 from vkocr.agent.serving.tls import channel_credentials
 from vkocr.agent.serving.wire import options_to_proto, raw_image_to_proto
 from vkocr.v1 import models_pb2_grpc, ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
 
 DEFAULT_MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
+STATUS_PROBE_TIMEOUT_S: Final = 5.0
 _SCHEMES: Final = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:")
 
 ImageInput = str | os.PathLike[str] | bytes | bytearray | memoryview | npt.NDArray[np.generic]
@@ -134,6 +136,16 @@ class OcrClient:
             raise failures[0]
 
     # -- status and health ----------------------------------------------------------------------------------
+
+    def ocr_timeout(self) -> float:
+        """A deadline for one OCR call that fits the backend the agent serves on, as its status says
+        (agent/serving/call_deadlines.py); OCR_TIMEOUT_S when the status does not answer (the OCR call will
+        then say what is wrong)."""
+        try:
+            status = self.status(timeout=STATUS_PROBE_TIMEOUT_S)
+        except grpc.RpcError:
+            return OCR_TIMEOUT_S
+        return ocr_timeout_for(status.backend, status.device)
 
     def status(self, *, timeout: float | None = None) -> status_pb2.AgentStatus:
         status: status_pb2.AgentStatus = self.status_stub.Get(

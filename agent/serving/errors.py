@@ -39,7 +39,14 @@ from vkocr.agent.bundles.errors import (
     VersionConflict,
     VersionNotFound,
 )
-from vkocr.agent.errors import ImageError, OptionsError, RequestError, ShutdownCancelled, StreamIdle
+from vkocr.agent.errors import (
+    ImageError,
+    OptionsError,
+    RequestError,
+    RequestStopped,
+    ShutdownCancelled,
+    StreamIdle,
+)
 from vkocr.agent.serving import rpc_status, wire
 from vkocr.agent.serving.worker import CancelledDropped, DeadlineDropped, DeviceFailed, NotServing, QueueFull
 from vkocr.log import get_logger
@@ -95,6 +102,12 @@ def _request(exc: BaseException, message: str, _context: Mapping[str, Any]) -> s
     return rpc_status.invalid_argument(message, [(exc.field, message, exc.reason)])
 
 
+def _stopped(exc: BaseException, message: str, _context: Mapping[str, Any]) -> status_pb2.Status:
+    """DEADLINE_EXCEEDED for a request its deadline stopped between stages, CANCELLED for the others."""
+    assert isinstance(exc, RequestStopped)
+    return rpc_status.make(code_pb2.DEADLINE_EXCEEDED if exc.who == "deadline" else code_pb2.CANCELLED, message)
+
+
 def _plugin(exc: BaseException, message: str, _context: Mapping[str, Any]) -> status_pb2.Status:
     """INVALID_ARGUMENT on ``options.plugins.options.<plugin>.<field>`` for options a plugin refused, on
     ``options.plugins.names`` for a plugin that is not installed or does not load."""
@@ -118,6 +131,7 @@ STATUS_TABLE: Final[Mapping[type[BaseException], Rule]] = {
     CancelledDropped: Rule(code_pb2.CANCELLED, empty_message="client cancelled"),
     asyncio.CancelledError: Rule(code_pb2.CANCELLED, empty_message="client cancelled"),  # the client went
     ShutdownCancelled: Rule(code_pb2.CANCELLED, empty_message="agent shutdown: the grace period ended first"),
+    RequestStopped: Rule(code_pb2.CANCELLED, build=_stopped),  # between stages; its `who` picks the code
     # model management: activation, the store, uploads
     ActivationFailed: Rule(code_pb2.FAILED_PRECONDITION, build=_activation),
     ActivationBusy: Rule(code_pb2.ABORTED),

@@ -3,9 +3,9 @@
 Names, with the default namespace: `vkocr_requests_total{method,code}`, `vkocr_request_seconds{method}`,
 `vkocr_stage_seconds{stage}`, gauges `vkocr_queue_depth`, `vkocr_in_flight`, `vkocr_pool_used_bytes`,
 `vkocr_pool_reserved_bytes`, `vkocr_serving`, counters `vkocr_device_rebuilds_total`, `vkocr_rejected_total`,
-and `vkocr_build_info{version,device,model_version}`; per model (det, cls, rec) the gauges `vkocr_plans{model}`
-and `vkocr_plan_memory_bytes{model}` and the counter `vkocr_plans_recorded_total{model}` (PlanCollector, once
-`watch_plans` is called).
+and `vkocr_build_info{version,device,backend,backend_reason,model_version}` (which backend serves, and why);
+per model (det, cls, rec) the gauges `vkocr_plans{model}` and `vkocr_plan_memory_bytes{model}` and the counter
+`vkocr_plans_recorded_total{model}` (PlanCollector, once `watch_plans` is called).
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ class Metrics:
                                        namespace=ns, registry=reg)
         self.rejected_requests = Counter("rejected", "Requests refused because the queue was full",
                                          namespace=ns, registry=reg)
-        self.build = Info("build", "Agent version, device and active model version", namespace=ns, registry=reg)
+        self.build = Info("build", "Agent version, device, backend (and why it serves) and active model version",
+                          namespace=ns, registry=reg)
         self._unknown_stages: set[str] = set()
 
     def observe_request(self, method: str, code_name: str, seconds: float, stages_ms: Mapping[str, float]) -> None:
@@ -111,8 +112,10 @@ class Metrics:
         """One request refused for a full queue (its answer goes through `observe_request` as well)."""
         self.rejected_requests.inc()
 
-    def set_info(self, version: str, device: str, model_version: str) -> None:
-        self.build.info({"version": version, "device": device, "model_version": model_version})
+    def set_info(self, version: str, device: str, model_version: str, *, backend: str = "",
+                 backend_reason: str = "") -> None:
+        self.build.info({"version": version, "device": device, "backend": backend,
+                         "backend_reason": backend_reason, "model_version": model_version})
 
     def watch_plans(self, snapshot: Callable[[], PlanStats]) -> None:
         """Export the plan statistics `snapshot()` returns at each scrape (it must not block)."""

@@ -21,7 +21,7 @@ import grpc
 import numpy as np
 from google.rpc import status_pb2 as rpc_status_pb2
 
-from vkocr.agent.errors import ShutdownCancelled, StreamIdle
+from vkocr.agent.errors import ShutdownCancelled, StopWho, StreamIdle
 from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.serving import rpc_status, wire
@@ -31,7 +31,7 @@ from vkocr.agent.serving.plugin_chains import PluginChains
 from vkocr.agent.serving.request_limits import MAX_REQUEST_ID_CHARS, check_request, check_resized_pixels
 from vkocr.agent.serving.state import ServingState
 from vkocr.agent.serving.stats import RequestStats
-from vkocr.agent.serving.worker import GpuWorker, Job, NotServing, QueueFull
+from vkocr.agent.serving.worker import DeadlineDropped, GpuWorker, Job, NotServing, QueueFull
 from vkocr.log import get_logger
 from vkocr.postproc.registry import PluginChain
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc
@@ -48,6 +48,7 @@ class RequestLog:
     peer: str
     bytes_in: int
     started: float
+    deadline: float | None = None  # time.monotonic() when the client's deadline passes
     image: tuple[int, int] | None = None
     lines: int | None = None
     timings_ms: dict[str, float] | None = None
@@ -92,7 +93,7 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
                         ) -> ocr_pb2.RecognizeResponse:
         record = self._start(request, "Recognize", context.peer())
         remaining = context.time_remaining()
-        deadline = time.monotonic() + remaining if remaining is not None else None
+        deadline = record.deadline = time.monotonic() + remaining if remaining is not None else None
         try:
             response = await self._answer(request, record, deadline, block=False)
         except asyncio.CancelledError as exc:  # the client went: log and count it, then let gRPC finish it
@@ -121,6 +122,7 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
             try:
                 while (request := await self._next_frame(frames, busy)) is not None:
                     record = self._start(request, "RecognizeStream", peer)
+                    record.deadline = deadline
                     task = asyncio.ensure_future(self._stream_answer(request, record, deadline))
                     answers.add(task)
                     task.add_done_callback(answers.discard)
@@ -192,8 +194,8 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
             try:
                 future = await self._submit(job, block, deadline)
                 result = await asyncio.wrap_future(future)
-            except asyncio.CancelledError:
-                job.cancelled.set()  # the worker drops it if it has not started
+            except asyncio.CancelledError:  # the worker drops the job, or stops it at its next stage boundary
+                job.cancel(self._who_cancelled(deadline))
                 raise
             result.timings_ms["decode"] = result.timings_ms.get("decode", 0.0) + prepared.decode_ms
             result.timings_ms["total"] = (time.monotonic() - record.started) * 1e3
@@ -237,6 +239,15 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
         finally:
             self._room_waiters -= 1
 
+    def _who_cancelled(self, deadline: float | None) -> StopWho:
+        """Why gRPC cancelled a request's handler: the agent's shutdown (the server cancels what its grace
+        period did not finish), the request's deadline, or else its client."""
+        if self.worker.state.get().state is ServingState.DRAINING:
+            return "shutdown"
+        if deadline is not None and time.monotonic() >= deadline:
+            return "deadline"
+        return "client"
+
     def _room_changed(self) -> None:
         """The worker's listener (any thread): wake the streams waiting for room."""
         loop = self._room_loop
@@ -271,10 +282,14 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
     def _failure(self, exc: BaseException, record: RequestLog) -> rpc_status_pb2.Status:
         """The status a failed request gets (agent/serving/errors.py); logged once, with an incident id for
         internal errors."""
-        if isinstance(exc, asyncio.CancelledError) and self.worker.state.get().state is ServingState.DRAINING:
-            # The agent is stopping: the server cancels what its grace period did not finish (a client that
-            # leaves during the drain is counted here too; the agent cannot tell the two apart).
-            exc = ShutdownCancelled()
+        if isinstance(exc, asyncio.CancelledError):
+            # While the agent stops, the server cancels what its grace period did not finish (a client that
+            # leaves during the drain is counted as the shutdown too; the agent cannot tell the two apart).
+            who = self._who_cancelled(record.deadline)
+            if who == "shutdown":
+                exc = ShutdownCancelled()
+            elif who == "deadline":
+                exc = DeadlineDropped("the deadline passed before the answer was ready")
         if isinstance(exc, QueueFull):
             self.stats.rejected()
             if self.metrics is not None:

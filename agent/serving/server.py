@@ -225,7 +225,8 @@ class Agent:
         """Health and metrics follow the state as it is now (changes from several threads may arrive out of
         order); the log line records the change that was made."""
         log.info("state", state=changed.state.value, reason=changed.reason, device=changed.device,
-                 backend=changed.backend, model_version=changed.model_version, device_rebuilds=changed.device_rebuilds)
+                 backend=changed.backend, backend_reason=changed.backend_reason, model_version=changed.model_version,
+                 device_rebuilds=changed.device_rebuilds)
         snapshot = self.state.get()
         status = (health_pb2.HealthCheckResponse.SERVING if snapshot.state is ServingState.SERVING
                   else health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -233,7 +234,8 @@ class Agent:
             await self.health.set(service, status)
         if self.metrics is not None:
             self.metrics.set_serving(snapshot.state is ServingState.SERVING)
-            self.metrics.set_info("0.1.0", snapshot.device, snapshot.model_version)
+            self.metrics.set_info("0.1.0", snapshot.device, snapshot.model_version, backend=snapshot.backend,
+                                  backend_reason=snapshot.backend_reason)
             for _ in range(snapshot.device_rebuilds - self._rebuilds_counted):
                 self.metrics.rebuilt()
             self._rebuilds_counted = max(self._rebuilds_counted, snapshot.device_rebuilds)

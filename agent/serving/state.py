@@ -28,6 +28,7 @@ class StateSnapshot:
     backend: str
     model_version: str
     device_rebuilds: int
+    backend_reason: str = ""  # why this backend serves (a GPU chosen by rank, the CPU for want of one, a name)
 
 
 Listener = Callable[[StateSnapshot], None]

@@ -37,7 +37,8 @@ class StatusService(status_pb2_grpc.StatusServicer):
         now.GetCurrentTime()
         message = status_pb2.AgentStatus(
             sequence=sequence, time=now, state=status_pb2.ServingState.Value(state.state.value),
-            reason=state.reason, device=state.device, backend=state.backend, model_version=state.model_version,
+            reason=state.reason, device=state.device, backend=state.backend, backend_reason=state.backend_reason,
+            model_version=state.model_version,
             queue_depth=depth, queue_capacity=self.worker.queue_capacity, in_flight=numbers.in_flight,
             latency_p50_ms=numbers.p50_ms, latency_p99_ms=numbers.p99_ms, latency_window_s=numbers.window_s,
             requests_total=numbers.requests_total, errors_total=numbers.errors_total,

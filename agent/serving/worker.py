@@ -3,9 +3,11 @@ device stages in order, behind a bounded queue.
 
 A request's plugin chain runs on a small thread pool after its device stages, so the CPU postprocessing of one
 request overlaps the GPU work of the next. A request whose client cancelled or whose deadline passed is
-dropped before any GPU work. A Vulkan failure (device lost, failed submission) takes the state to REBUILDING:
-the worker closes the pipeline, opens a new one (or, when configured and the device cannot come back, one on
-the CPU executor), retries the request once and returns to SERVING, without a restart.
+dropped before any GPU work, and one whose answer stops being wanted while it runs stops at its next stage
+boundary (after det, DB, cls or a rec batch), so the worker moves on to the next request. A Vulkan failure
+(device lost, failed submission) takes the state to REBUILDING: the worker closes the pipeline, opens a new one
+(or, when configured and the device cannot come back, one on the CPU executor), retries the request once and
+returns to SERVING, without a restart.
 
 Every pipeline the worker opens records the plans of the configured image sizes (`warm_sizes`, agent/serving/
 plans.py) before it serves; a pipeline handed over with `install` is warmed by whoever opened it (`warm`). The
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vkocr.agent.errors import AgentError
+from vkocr.agent.errors import AgentError, RequestStopped, StopWho
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.serving.plans import PlanLedger, PlanStats, WarmReport, warm_pipeline
@@ -58,11 +60,13 @@ class NotServing(WorkerError):
 
 
 class DeadlineDropped(WorkerError):
-    """Raised when a request's deadline passed before its GPU work started; the request is dropped."""
+    """Raised when a request's deadline passed before its GPU work started (the worker drops it), or before
+    its answer was ready (the service's log line and status for a handler gRPC cancelled at the deadline)."""
 
 
 class CancelledDropped(WorkerError):
-    """Raised when a request's client cancelled before its GPU work started; the request is dropped."""
+    """Raised when a request was cancelled (by its client, or by the agent's shutdown) before its GPU work
+    started; the request is dropped."""
 
 
 class DeviceFailed(WorkerError):
@@ -72,7 +76,8 @@ class DeviceFailed(WorkerError):
 
 @dataclass
 class Job:
-    """One request's work for the worker. `cancelled` is set by the request's handler when its client goes."""
+    """One request's work for the worker. Its handler calls `cancel` when the answer is no longer wanted; the
+    worker then drops the job, or stops it at its next stage boundary."""
 
     request_id: str
     image: np.ndarray  # decoded H×W×3 uint8 RGB
@@ -82,8 +87,22 @@ class Job:
     model_version: str = ""  # the version and device that answered, set by the worker when the job runs
     device_name: str = ""
     cancelled: threading.Event = field(default_factory=threading.Event)
+    cancelled_by: StopWho = "client"  # who cancelled, once `cancelled` is set
     future: Future[OcrResult] = field(default_factory=Future)
     enqueued: float = field(default_factory=time.monotonic)
+
+    def cancel(self, who: StopWho) -> None:
+        """The answer is no longer wanted (any thread): `who` is the client, the deadline or the shutdown."""
+        self.cancelled_by = who
+        self.cancelled.set()
+
+    def stop_reason(self) -> StopWho | None:
+        """Who no longer wants the answer, None while it is still wanted (asked between stages)."""
+        if self.cancelled.is_set():
+            return self.cancelled_by
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return "deadline"
+        return None
 
 
 @dataclass
@@ -126,6 +145,8 @@ class GpuWorker:
         state.subscribe(lambda _: self._notify_room())  # a state change may change what submit() answers
         self.loaded = threading.Event()
         self.dropped: Counter[str] = Counter()  # jobs dropped before GPU work: "cancelled", "deadline"
+        self.stopped: Counter[str] = Counter()  # jobs stopped between stages, by who: "client", "deadline"…
+        self.running = ""  # the request id of the job on its device stages, "" between jobs
         self.warm_sizes = tuple(warm_sizes)  # (width, height) of the images whose plans are recorded first
         self._plans = PlanLedger()  # published by the worker thread only
 
@@ -315,7 +336,8 @@ class GpuWorker:
         pipeline = self.pipeline
         self.state.set(state=state, reason=reason, model_version=self.model_version,
                        device=pipeline.device_name if pipeline else "",
-                       backend=pipeline.backend.split(" ")[0] if pipeline else "")
+                       backend=pipeline.backend.split(" ")[0] if pipeline else "",
+                       backend_reason=pipeline.backend_reason if pipeline else "")
 
     def _settle(self, change: int) -> None:
         with self._settled:
@@ -350,22 +372,38 @@ class GpuWorker:
 
     def _process(self, job: Job) -> None:
         waited_ms = (time.monotonic() - job.enqueued) * 1e3
-        if job.deadline is not None and time.monotonic() >= job.deadline:
-            self.dropped["deadline"] += 1
-            settle(job.future, error=DeadlineDropped(
-                f"deadline passed after {waited_ms:.0f} ms in the queue, before any GPU work"))
+        # The handler cancels the job when its client goes; from RUNNING on, the future cannot be cancelled and
+        # the job stops at its next stage boundary instead.
+        who = job.stop_reason()
+        if who is None and not job.future.set_running_or_notify_cancel():
+            who = "client"
+        if who is not None:
+            if who == "deadline":
+                self.dropped["deadline"] += 1
+                settle(job.future, error=DeadlineDropped(
+                    f"deadline passed after {waited_ms:.0f} ms in the queue, before any GPU work"))
+            else:
+                self.dropped["cancelled"] += 1
+                by = "the agent's shutdown" if who == "shutdown" else "the client"
+                settle(job.future, error=CancelledDropped(f"cancelled by {by} before the GPU work started"))
+            log.info("request_dropped", request_id=job.request_id, who=who, waited_ms=round(waited_ms))
             return
-        # The handler cancels the future when its client goes; from RUNNING on, nobody can cancel it.
-        if job.cancelled.is_set() or not job.future.set_running_or_notify_cancel():
-            self.dropped["cancelled"] += 1
-            settle(job.future, error=CancelledDropped("client cancelled before the GPU work started"))
-            return
+        started, self.running = time.monotonic(), job.request_id
         try:
             result = self._recognize_with_recovery(job)
+        except RequestStopped as stopped:  # the worker is free for the next job now, not after the last stage
+            self.stopped[stopped.who] += 1
+            log.info("request_stopped", request_id=job.request_id, who=stopped.who, after=stopped.after,
+                     ran_ms=round((time.monotonic() - started) * 1e3, 1))
+            self._plans.publish(self.pipeline)
+            settle(job.future, error=stopped)
+            return
         except Exception as exc:  # noqa: BLE001 - every failure goes back to its request, not up this thread
             self._plans.publish(self.pipeline)
             settle(job.future, error=exc)
             return
+        finally:
+            self.running = ""
         self._plans.publish(self.pipeline)  # before the answer leaves: a client that got it sees its plans
         assert self.pipeline is not None  # it just answered (after a rebuild, the new one did)
         job.model_version, job.device_name = self.model_version, self.pipeline.device_name
@@ -379,7 +417,7 @@ class GpuWorker:
         for attempt in (1, 2):
             assert self.pipeline is not None
             try:
-                return self.pipeline.recognize(job.image, job.options, decoded=True)
+                return self.pipeline.recognize(job.image, job.options, decoded=True, stop=job.stop_reason)
             except VulkanError as exc:
                 log.error("device_failure", request_id=job.request_id, error=str(exc), attempt=attempt)
                 if not self._rebuild(str(exc)) or attempt == 2:

@@ -13,9 +13,12 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
+from structlog.testing import capture_logs
 
 from tests.agent.agents import REC_ONLY, agent_config, lot_number, running_agent, word_pixels, word_png
 from tests.agent.certs import TlsFiles
+from vkocr.agent.serving.call_deadlines import OCR_TIMEOUT_S, SLOW_OCR_TIMEOUT_S, ocr_timeout_for
+from vkocr.agent.serving.client import OcrClient
 from vkocr.agent.serving.server import BackgroundAgent, start_agent
 from vkocr.engine.errors import VulkanUnavailable
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
@@ -179,6 +182,42 @@ def test_expired_deadline_is_dropped_before_gpu_work(ocr: ocr_pb2_grpc.OcrStub, 
     wait_for(lambda: worker.dropped["deadline"] == dropped + 1)
     assert ocr.Recognize(rec_request(5)).lines[0].text == lot_number(5)
     assert agent.agent.stats.snapshot().requests_total == served + 2  # the expired one is counted, as failed
+
+
+def test_a_request_cancelled_on_the_gpu_stops_at_the_next_stage_and_frees_the_worker(
+        ocr: ocr_pb2_grpc.OcrStub, agent: BackgroundAgent) -> None:
+    import io
+
+    from PIL import Image
+
+    page = Image.new("RGB", (640, 480), "white")  # a det plan of its own and many lines: seconds on lavapipe
+    for row in range(10):
+        page.paste(Image.fromarray(word_pixels(f"LOT{row:04d} EXP2027-{row:02d}", 26)), (20, 10 + 46 * row))
+    buffer = io.BytesIO()
+    page.save(buffer, format="PNG")
+    worker = agent.agent.worker
+    stopped = worker.stopped["client"]
+    with capture_logs() as logs:
+        call = ocr.Recognize.future(ocr_pb2.RecognizeRequest(request_id="abandoned", encoded=buffer.getvalue()))
+        wait_for(lambda: worker.running == "abandoned")
+        call.cancel()  # the client goes while its request is on the GPU
+        wait_for(lambda: worker.stopped["client"] == stopped + 1)
+    assert call.cancelled()
+    (line,) = [e for e in logs if e.get("event") == "request_stopped"]
+    assert line["request_id"] == "abandoned" and line["who"] == "client", line
+    assert line["after"] in {"decode", "det", "db", "cls", "rec"}  # never after its last stage: it was stopped
+    (handled,) = [e for e in logs if e.get("event") == "request" and e.get("request_id") == "abandoned"]
+    assert handled["status"] == "CANCELLED"
+    assert ocr.Recognize(rec_request(7)).lines[0].text == lot_number(7)  # the worker serves the next one
+
+
+def test_the_client_gives_lavapipe_a_longer_deadline(agent: BackgroundAgent) -> None:
+    with OcrClient(agent.target) as client:
+        assert client.ocr_timeout() == SLOW_OCR_TIMEOUT_S  # lavapipe, named: tens of seconds per photo
+    assert ocr_timeout_for("vulkan", "NVIDIA H200") == OCR_TIMEOUT_S
+    assert ocr_timeout_for("numpy", "numpy") == SLOW_OCR_TIMEOUT_S
+    with OcrClient("127.0.0.1:1") as nobody:  # no status: the default, and the OCR call says what is wrong
+        assert nobody.ocr_timeout() == OCR_TIMEOUT_S
 
 
 def test_cancelled_stream_leaves_the_agent_serving(ocr: ocr_pb2_grpc.OcrStub, agent: BackgroundAgent) -> None:

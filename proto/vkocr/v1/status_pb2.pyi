@@ -37,7 +37,7 @@ class WatchStatusRequest(_message.Message):
     def __init__(self, interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class AgentStatus(_message.Message):
-    __slots__ = ("sequence", "time", "state", "reason", "device", "backend", "model_version", "queue_depth", "queue_capacity", "in_flight", "latency_p50_ms", "latency_p99_ms", "latency_window_s", "requests_total", "errors_total", "rejected_total", "pool_used_bytes", "pool_reserved_bytes", "temperature_c", "power_w", "uptime_s", "device_rebuilds", "plans")
+    __slots__ = ("sequence", "time", "state", "reason", "device", "backend", "model_version", "queue_depth", "queue_capacity", "in_flight", "latency_p50_ms", "latency_p99_ms", "latency_window_s", "requests_total", "errors_total", "rejected_total", "pool_used_bytes", "pool_reserved_bytes", "temperature_c", "power_w", "uptime_s", "device_rebuilds", "plans", "backend_reason")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +61,7 @@ class AgentStatus(_message.Message):
     UPTIME_S_FIELD_NUMBER: _ClassVar[int]
     DEVICE_REBUILDS_FIELD_NUMBER: _ClassVar[int]
     PLANS_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_REASON_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     time: _timestamp_pb2.Timestamp
     state: ServingState
@@ -84,7 +85,8 @@ class AgentStatus(_message.Message):
     uptime_s: float
     device_rebuilds: int
     plans: _containers.RepeatedCompositeFieldContainer[ModelPlans]
-    def __init__(self, sequence: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[_Union[ServingState, str]] = ..., reason: _Optional[str] = ..., device: _Optional[str] = ..., backend: _Optional[str] = ..., model_version: _Optional[str] = ..., queue_depth: _Optional[int] = ..., queue_capacity: _Optional[int] = ..., in_flight: _Optional[int] = ..., latency_p50_ms: _Optional[float] = ..., latency_p99_ms: _Optional[float] = ..., latency_window_s: _Optional[float] = ..., requests_total: _Optional[int] = ..., errors_total: _Optional[int] = ..., rejected_total: _Optional[int] = ..., pool_used_bytes: _Optional[int] = ..., pool_reserved_bytes: _Optional[int] = ..., temperature_c: _Optional[float] = ..., power_w: _Optional[float] = ..., uptime_s: _Optional[float] = ..., device_rebuilds: _Optional[int] = ..., plans: _Optional[_Iterable[_Union[ModelPlans, _Mapping]]] = ...) -> None: ...
+    backend_reason: str
+    def __init__(self, sequence: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[_Union[ServingState, str]] = ..., reason: _Optional[str] = ..., device: _Optional[str] = ..., backend: _Optional[str] = ..., model_version: _Optional[str] = ..., queue_depth: _Optional[int] = ..., queue_capacity: _Optional[int] = ..., in_flight: _Optional[int] = ..., latency_p50_ms: _Optional[float] = ..., latency_p99_ms: _Optional[float] = ..., latency_window_s: _Optional[float] = ..., requests_total: _Optional[int] = ..., errors_total: _Optional[int] = ..., rejected_total: _Optional[int] = ..., pool_used_bytes: _Optional[int] = ..., pool_reserved_bytes: _Optional[int] = ..., temperature_c: _Optional[float] = ..., power_w: _Optional[float] = ..., uptime_s: _Optional[float] = ..., device_rebuilds: _Optional[int] = ..., plans: _Optional[_Iterable[_Union[ModelPlans, _Mapping]]] = ..., backend_reason: _Optional[str] = ...) -> None: ...
 
 class ModelPlans(_message.Message):
     __slots__ = ("model", "plans", "plan_memory_bytes", "recorded_total", "distinct_shapes")
