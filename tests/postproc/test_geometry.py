@@ -9,7 +9,7 @@ import numpy as np
 from rapidocr_onnxruntime.ch_ppocr_det.utils import DBPostProcess
 
 from tests.postproc.reference import rapid_db, synthetic_map
-from vkocr.postproc.db import db_boxes, db_contours
+from vkocr.postproc.db import bitmap_contours, db_boxes, db_contours
 from vkocr.postproc.minrect import mini_boxes
 from vkocr.postproc.unclip import unclip_boxes, unclip_distances
 
@@ -83,3 +83,27 @@ def test_db_boxes_on_speckle_full_of_holes_match_rapidocr(rng: np.random.Generat
             assert scores == ref_scores, f"case {case} {mode}"
             total += len(boxes)
     assert total > 10  # boxes came out: the comparison is not vacuous
+
+
+def test_contours_traced_in_the_foregrounds_box_are_the_whole_bitmaps(rng: np.random.Generator) -> None:
+    """The GPU's bitmap, traced only around its foreground: foreground touching each edge, or one pixel."""
+    edges = set()
+    for case in range(300):
+        h, w = (int(v) for v in rng.integers(1, 70, 2))
+        bitmap = np.zeros((h, w), np.uint8)
+        y0, x0 = int(rng.integers(0, h)), int(rng.integers(0, w))
+        y1, x1 = int(rng.integers(y0, h)) + 1, int(rng.integers(x0, w)) + 1
+        bitmap[y0:y1, x0:x1] = rng.random((y1 - y0, x1 - x0)) < rng.uniform(0.2, 0.9)
+        if case % 7 == 0:
+            bitmap[:] = 0
+            bitmap[y0, x0] = 1
+        fg_rows, fg_cols = np.flatnonzero(bitmap.any(axis=1)), np.flatnonzero(bitmap.any(axis=0))
+        if fg_rows.size:
+            edges |= {e for e, hit in (("top", fg_rows[0] == 0), ("bottom", fg_rows[-1] == h - 1),
+                                       ("left", fg_cols[0] == 0), ("right", fg_cols[-1] == w - 1)) if hit}
+        ref = cv2.findContours(bitmap.copy(), cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)[0]
+        ours = bitmap_contours(bitmap)
+        assert len(ours) == len(ref), f"case {case}"
+        for mine, theirs in zip(ours, ref, strict=True):
+            np.testing.assert_array_equal(mine, theirs, err_msg=f"case {case}")
+    assert edges == {"top", "bottom", "left", "right"}
