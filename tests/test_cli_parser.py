@@ -31,7 +31,7 @@ def test_local_and_remote_ocr_take_the_same_ocr_flags() -> None:
     remote = flags(subparser(build_parser("client"), "client", "ocr"))
     stream = flags(subparser(build_parser("client"), "client", "stream"))
     assert OCR_FLAGS <= local and OCR_FLAGS <= remote and OCR_FLAGS <= stream
-    assert local - remote == {"--vis", "--device"}  # local only: drawing, and which device to open
+    assert local - remote == {"--vis", "--vis-scores", "--device"}  # local only: drawing, and which device to open
 
 
 def test_the_flags_mean_the_same_options_locally_and_remotely() -> None:

@@ -11,10 +11,10 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from vkocr.agent.errors import ImageError, OptionsError
+from vkocr.agent.ocr.fonts import find_font
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.ocr.prep import Prepared, preparation, prepared_image
-from vkocr.agent.ocr.visualize import find_font
 from vkocr.postproc.registry import PluginChain, build_chain
 from vkocr.postproc.result import OcrResult
 

@@ -18,9 +18,9 @@ def rendered_pages(count: int, seed: int = 0) -> list[tuple[str, np.ndarray]]:
     """Synthetic document pages: lines of Chinese and Latin text in WenQuanYi and DejaVu (Debian fonts)."""
     from PIL import Image, ImageDraw, ImageFont
 
-    from vkocr.agent.ocr.visualize import FONT_CANDIDATES
+    from vkocr.agent.ocr.fonts import find_font
 
-    font_path = next((p for p in FONT_CANDIDATES if Path(p).exists()), None)
+    font_path = find_font()
     phrases = ["生产日期 2026-11-29", "批号 LOT A2391-7", "有效期至 2028-05-31", "Serial No. 4471-0093-22",
                "上海市浦东新区张江路 88 号", "Net weight 500 g", "保质期十二个月", "Made in China",
                "产品名称：工业清洗剂", "Store below 25°C", "执行标准 GB/T 13173", "Batch 20261129-03"]

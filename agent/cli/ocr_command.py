@@ -22,7 +22,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help='one JSON object per image, one per line: {"image", "lines": [{"text", "score", "box", '
                    '"angle"}], "timings_ms", "device"}')
     p.add_argument("--vis", metavar="OUT.png", type=Path,
-                   help="draw boxes and text beside the image (several images: OUT-1.png, OUT-2.png, …)")
+                   help="draw the result: the image with each line's box filled and outlined, beside it each "
+                   "line's text fitted inside the same box (several images: OUT-1.png, OUT-2.png, …)")
+    p.add_argument("--vis-scores", action="store_true",
+                   help="with --vis: tag each box on the image with its recognition score")
 
 
 def vis_path(base: Path, index: int, count: int) -> Path:
@@ -49,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
     from vkocr.agent.ocr.options import OcrOptions
     from vkocr.agent.ocr.pipeline import OcrPipeline
 
+    if args.vis_scores and args.vis is None:
+        args.usage_error("--vis-scores tags the boxes of the --vis drawing: give --vis OUT.png too")
     options = OcrOptions().replace(**option_overrides(args))
     failed = 0
     with OcrPipeline.open(args.device, options=options) as ocr:
@@ -71,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
                 from vkocr.agent.ocr.visualize import draw_result
 
                 out = vis_path(args.vis, i, len(args.images))
-                draw_result(decode_image(image, apply_exif=options.apply_exif), result).save(out)
+                picture = decode_image(image, apply_exif=options.apply_exif)
+                draw_result(picture, result, scores=args.vis_scores).save(out)
                 if not args.json:
                     print(f"  drawn to {out}")
     return 1 if failed else 0
@@ -85,4 +91,4 @@ def add_ocr_parser(sub: Any) -> None:
                          "status 1 when an image could not be read.")
     add_arguments(ocr)
     add_device_option(ocr, cpu=True)
-    ocr.set_defaults(func=run)
+    ocr.set_defaults(func=run, usage_error=ocr.error)

@@ -5,12 +5,10 @@ image i depends only on (seed, i), so a shorter set is a prefix of a longer one.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from vkocr.agent.ocr.visualize import FONT_CANDIDATES
+from vkocr.agent.ocr import fonts
 
 # (width, height): camera frames, screens, portrait phone shots, an A4 page at 150 dpi, wide labels and tall
 # strips; all ≤ 2000 px on the long side (RapidOCR caps the long side at 2000, so larger only costs a resize).
@@ -31,8 +29,8 @@ LATIN = ("the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "serial
 def find_font() -> tuple[str | None, bool]:
     """The first installed font of FONT_CANDIDATES, and whether it has Chinese glyphs (WenQuanYi does,
     DejaVu does not: with DejaVu only, the set is Latin only rather than boxes of missing glyphs)."""
-    path = next((p for p in FONT_CANDIDATES if Path(p).exists()), None)
-    return path, path is not None and "wqy" in path
+    path = fonts.find_font()
+    return path, fonts.has_cjk(path)
 
 
 def image_size(index: int, rng: np.random.Generator) -> tuple[int, int]:
