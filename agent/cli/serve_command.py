@@ -15,11 +15,13 @@ examples:
   vkocr serve                                   # loopback, plaintext, default models, best GPU else the CPU
   vkocr serve --config /etc/vkocr/agent.toml    # TLS, model store, metrics: see deploy/agent.example.toml
   vkocr serve --listen 127.0.0.1:0 --device cpu # any free port, the CPU backend (onnxruntime)
-  vkocr serve --print-config                    # the merged configuration, then exit
+  vkocr serve --print-config                    # every key's value in effect ([ocr] too), then exit
   vkocr serve --metrics 127.0.0.1:9464          # Prometheus on loopback; another address needs --metrics-public
 
 Every config key can also come from the environment as VKOCR_<SECTION>_<KEY>, e.g.
-VKOCR_SERVER_QUEUE_SIZE=64 or VKOCR_TLS_CLIENT_CA=/etc/vkocr/clients.pem.
+VKOCR_SERVER_QUEUE_SIZE=64 or VKOCR_TLS_CLIENT_CA=/etc/vkocr/clients.pem. Any other VKOCR_ variable is
+refused, naming the closest key, except the few that are not config keys (VKOCR_DEVICE, VKOCR_MODELS,
+VKOCR_CACHE_DIR, VKOCR_VALIDATION, …: OTHER_VARIABLES in agent/serving/config.py).
 """
 
 
@@ -40,7 +42,9 @@ def add_serve_parser(sub: Any) -> None:
                        "--metrics-public)")
     serve.add_argument("--metrics-public", action="store_true",
                        help="allow --metrics on a non-loopback address (config: metrics.public = true)")
-    serve.add_argument("--print-config", action="store_true", help="print the merged configuration and exit")
+    serve.add_argument("--print-config", action="store_true",
+                       help="print the configuration in effect (file, environment, flags over the defaults: every "
+                       "section and key, [ocr]'s options included) and exit")
     serve.set_defaults(func=cmd_serve)
 
 

@@ -1,15 +1,17 @@
 """The agent's configuration: one TOML file, overridden by environment variables, overridden by flags.
 
 Every setting has a default, so ``vkocr serve`` runs without a file. Sections and keys are the dataclasses
-below; ``VKOCR_<SECTION>_<KEY>`` (e.g. ``VKOCR_SERVER_QUEUE_SIZE=64``) overrides one key; ``[ocr]`` holds the
+below; ``VKOCR_<SECTION>_<KEY>`` (e.g. ``VKOCR_SERVER_QUEUE_SIZE=64``) overrides one key, and any other
+``VKOCR_`` variable that is not one of OTHER_VARIABLES is refused, naming the closest key; ``[ocr]`` holds the
 deployment's OCR option defaults (any field of vkocr.agent.ocr.options.OcrOptions). ``vkocr serve --print-config``
-prints the merged result, each key with its field's comment below. Relative paths in a file are relative to the
-file's folder (PATH_KEYS).
+prints the merged result, every key of every section ([ocr]'s every option) with the value in effect and its
+field's comment below. Relative paths in a file are relative to the file's folder (PATH_KEYS).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import io
 import ipaddress
@@ -27,6 +29,18 @@ from vkocr.agent.errors import AgentError, OptionsError
 from vkocr.agent.ocr.options import OcrOptions
 
 ENV_PREFIX = "VKOCR_"
+# The VKOCR_ variables that are not config keys, and who reads them: load_config lets these through and refuses
+# any other VKOCR_ name that is no VKOCR_<SECTION>_<KEY> (a misspelt override would be ignored without a word).
+OTHER_VARIABLES = {
+    "VKOCR_DEVICE": "the device when device.select is empty (agent/ocr/backend_choice.py, vk/devices.py)",
+    "VKOCR_MODELS": "the default models' folder (agent/ocr/model_files.py)",
+    "VKOCR_CACHE_DIR": "the Vulkan pipeline cache's folder (vk/pipeline_cache.py)",
+    "VKOCR_VALIDATION": "1: the Khronos validation layer on every instance (vk/instance.py, test.sh)",
+    "VKOCR_SHARED": "the workspace's shared/ folder (agent/cli/workspace.py)",
+    "VKOCR_TARGET": "the agents `vkocr client` calls (agent/cli/client_command.py)",
+    "VKOCR_DEV_BUNDLE": "0: scripts/setup.sh bakes in no development bundle key",
+    "VKOCR_RENDER_SEED": "the seed that replays tests/test_rendered.py's random images",
+}
 
 
 class ConfigError(AgentError):
@@ -235,8 +249,9 @@ def load_config(path: Path | None = None, *, env: Mapping[str, str] | None = Non
         apply_table(config, data, str(path))
         resolve_paths(config, path.parent)
     env = os.environ if env is None else env
+    check_environment(config, env)
     for section, key in settable_keys(config):
-        name = f"{ENV_PREFIX}{section}_{key}".upper()
+        name = env_name(section, key)
         if name in env:
             set_key(config, section, key, parse_text(config, section, key, env[name]), name)
     for dotted, value in (overrides or {}).items():
@@ -267,6 +282,28 @@ def resolve_paths(config: AgentConfig, base: Path) -> None:
 def settable_keys(config: AgentConfig) -> list[tuple[str, str]]:
     return [(s.name, f.name) for s in dataclasses.fields(config) if s.name != "ocr"
             for f in dataclasses.fields(getattr(config, s.name))]
+
+
+def env_name(section: str, key: str) -> str:
+    """The environment variable that overrides a key: VKOCR_<SECTION>_<KEY>."""
+    return f"{ENV_PREFIX}{section}_{key}".upper()
+
+
+def check_environment(config: AgentConfig, env: Mapping[str, str]) -> None:
+    """ConfigError for the first VKOCR_ variable that is neither a key's nor one of OTHER_VARIABLES, naming
+    the closest of those (difflib, on the names without the common prefix)."""
+    keys = {env_name(section, key) for section, key in settable_keys(config)}
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIX) or name in keys or name in OTHER_VARIABLES:
+            continue
+        if name.startswith(env_name("ocr", "")):
+            raise ConfigError(f"{name}: [ocr] options come from the config file (or a bundle), not the "
+                              "environment")
+        known = {n.removeprefix(ENV_PREFIX): n for n in (*keys, *OTHER_VARIABLES)}
+        close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), known, n=1)
+        hint = f"did you mean {known[close[0]]}?" if close else "`vkocr serve --print-config` shows every key"
+        raise ConfigError(f"{name} is neither a configuration key (VKOCR_<SECTION>_<KEY>) nor another variable "
+                          f"vkocr reads; {hint}")
 
 
 def apply_table(config: AgentConfig, data: Mapping[str, Any], origin: str) -> None:
@@ -311,16 +348,25 @@ def parse_text(config: AgentConfig, section: str, key: str, text: str) -> Any:
             return [part.strip() for part in text.split(",") if part.strip()]
         return expected(text)
     except ValueError as exc:
-        raise ConfigError(f"{ENV_PREFIX}{section}_{key}".upper() + f": {text!r} is not a {expected.__name__}") \
-            from exc
+        raise ConfigError(f"{env_name(section, key)}: {text!r} is not a {expected.__name__}") from exc
+
+
+# What [ocr]'s values mean, above them in --print-config: the other sections' comments are their fields'.
+OCR_SECTION_NOTE = ("OcrOptions (agent/ocr/options.py): this deployment's defaults; a served bundle's options apply",
+                    "over them, and a request's over both")
 
 
 def to_toml(config: AgentConfig) -> str:
-    """The merged configuration as TOML (what --print-config shows), each key with its field's comments."""
+    """The merged configuration as TOML (what --print-config shows): every key of every section with the value
+    in effect, [ocr] as the OcrOptions the agent serves with (its defaults included), each key with its field's
+    comments. Read back as a config file, it gives the same configuration."""
     lines: list[str] = []
     for section, table in config.to_dict().items():
         lines.append(f"[{section}]")
-        notes = field_comments(type(getattr(config, section))) if section != "ocr" else {}
+        if section == "ocr":
+            lines.extend(f"# {line}" for line in OCR_SECTION_NOTE)
+            table = dataclasses.asdict(config.ocr_options())
+        notes = field_comments(OcrOptions if section == "ocr" else type(getattr(config, section)))
         for key, value in table.items():
             above, trailing = notes.get(key, ((), ""))
             lines.extend(f"# {line}" for line in above)
@@ -380,5 +426,7 @@ def toml_value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
+        if not value:
+            return "{}"
         return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
     return json.dumps(str(value), ensure_ascii=False)  # a JSON string is a valid TOML basic string

@@ -29,6 +29,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
+import vkocr
 from vkocr.agent.bundles.activation import Activator
 from vkocr.agent.bundles.signing import TrustedKeys
 from vkocr.agent.bundles.store import ModelStore
@@ -41,6 +42,7 @@ from vkocr.agent.serving.malformed import MalformedRequests
 from vkocr.agent.serving.metrics import Metrics
 from vkocr.agent.serving.models_service import ModelsService
 from vkocr.agent.serving.ocr_service import OcrService
+from vkocr.agent.serving.sensors import Sensors, read_sensors
 from vkocr.agent.serving.state import ServingState, StateBoard, StateSnapshot
 from vkocr.agent.serving.stats import RequestStats
 from vkocr.agent.serving.status_service import StatusService
@@ -208,12 +210,20 @@ class Agent:
         log.info("health_listening", address=f"{host}:{self.health_port}", tls=False)
 
     def _export_gauges(self, metrics: Metrics) -> None:
-        """Queue, in-flight, pool and plan gauges read when Prometheus scrapes, not when a status client asks."""
+        """Queue, in-flight, pool, plan and sensor gauges read when Prometheus scrapes, not when a status client
+        asks."""
+        metrics.set_queue_capacity(self.worker.queue_capacity)
         metrics.queue_depth.set_function(self.worker.queue_depth)
         metrics.in_flight.set_function(lambda: self.stats.snapshot().in_flight)
         metrics.pool_used_bytes.set_function(lambda: self.worker.pool_usage()[0])
         metrics.pool_reserved_bytes.set_function(lambda: self.worker.pool_usage()[1])
         metrics.watch_plans(lambda: self.worker.plan_stats)
+
+        def sensors() -> Sensors | None:  # as the status service reads them: a Vulkan device's, never the CPU's
+            snapshot = self.state.get()
+            return read_sensors(snapshot.device) if snapshot.backend == "vulkan" else None
+
+        metrics.watch_sensors(sensors)
 
     def _follow_state(self, snapshot: StateSnapshot) -> None:
         """On the loop: apply a state change, keeping the task referenced until it is done."""
@@ -234,8 +244,8 @@ class Agent:
             await self.health.set(service, status)
         if self.metrics is not None:
             self.metrics.set_serving(snapshot.state is ServingState.SERVING)
-            self.metrics.set_info("0.1.0", snapshot.device, snapshot.model_version, backend=snapshot.backend,
-                                  backend_reason=snapshot.backend_reason)
+            self.metrics.set_info(vkocr.__version__, snapshot.device, snapshot.model_version,
+                                  backend=snapshot.backend, backend_reason=snapshot.backend_reason)
             for _ in range(snapshot.device_rebuilds - self._rebuilds_counted):
                 self.metrics.rebuilt()
             self._rebuilds_counted = max(self._rebuilds_counted, snapshot.device_rebuilds)

@@ -10,6 +10,7 @@ import socket
 import tomllib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from tests.agent.agents import FONT, lot_number, running_agent, word_pixels, wor
 from tests.agent.certs import TlsFiles
 from vkocr.agent.cli.logs import configure_logging
 from vkocr.agent.cli.main import main
+from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.serving.client import OcrClient
 from vkocr.agent.serving.server import BackgroundAgent
 
@@ -267,7 +269,8 @@ def test_print_config_shows_file_then_environment_then_flags(tmp_path: Path, mon
     assert printed["server"]["queue_size"] == 16
     assert printed["server"]["grace_s"] == 3.0  # from the file alone
     assert printed["server"]["stream_window"] == 8  # the default
-    assert printed["ocr"] == {"text_score": 0.6}
+    assert printed["ocr"]["text_score"] == 0.6  # the file's, among every option at its default
+    assert printed["ocr"]["thresh"] == OcrOptions().thresh and len(printed["ocr"]) == len(fields(OcrOptions))
     assert printed["tls"] == {"cert": "", "key": "", "client_ca": ""}
 
 

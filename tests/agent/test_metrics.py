@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
+from tests.agent.test_sensors import hwmon, reader, thermal_zone
 from vkocr.agent.serving.metrics import STAGES, Metrics
+from vkocr.agent.serving.sensors import Sensors
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -36,6 +39,7 @@ def populated() -> Metrics:
     m.rejected()
     m.observe_request("Recognize", "RESOURCE_EXHAUSTED", 0.0001, {})
     m.set_queue(3, 5)
+    m.set_queue_capacity(32)
     m.set_pool(used=12 << 20, reserved=64 << 20)
     m.set_serving(True)
     m.rebuilt()
@@ -91,6 +95,7 @@ def test_stage_histograms_in_seconds(scraped: Samples) -> None:
 
 def test_gauges_counters_and_build_info(scraped: Samples) -> None:
     assert value(scraped, "vkocr_queue_depth") == 3
+    assert value(scraped, "vkocr_queue_capacity") == 32
     assert value(scraped, "vkocr_in_flight") == 5
     assert value(scraped, "vkocr_pool_used_bytes") == 12 << 20
     assert value(scraped, "vkocr_pool_reserved_bytes") == 64 << 20
@@ -123,6 +128,33 @@ def test_each_instance_has_its_own_registry(metrics: Metrics) -> None:
     assert "vkocr_ocr_rejected_total" in {n for n, _ in parse(Metrics("vkocr_ocr").render().decode())}
 
 
+def test_stage_histograms_reach_a_minute() -> None:
+    m = Metrics()  # the CPU backend on a 2-core board: rec of a full page takes tens of seconds
+    m.observe_request("Recognize", "OK", 70.0, {"rec": 45_000.0, "det": 7_000.0})
+    m.observe_request("Recognize", "OK", 200.0, {"rec": 90_000.0})
+    samples = parse(m.render().decode())
+    assert value(samples, "vkocr_stage_seconds_bucket", stage="det", le="5.0") == 0
+    assert value(samples, "vkocr_stage_seconds_bucket", stage="det", le="10.0") == 1
+    assert value(samples, "vkocr_stage_seconds_bucket", stage="rec", le="30.0") == 0
+    assert value(samples, "vkocr_stage_seconds_bucket", stage="rec", le="60.0") == 1
+    assert value(samples, "vkocr_stage_seconds_bucket", stage="rec", le="+Inf") == 2  # past a minute: +Inf only
+    assert value(samples, "vkocr_request_seconds_bucket", method="Recognize", le="60.0") == 0
+    assert value(samples, "vkocr_request_seconds_bucket", method="Recognize", le="120.0") == 1
+    assert value(samples, "vkocr_request_seconds_bucket", method="Recognize", le="600.0") == 2
+
+
+def test_total_and_per_plugin_timings_are_no_stages_and_no_warning() -> None:
+    m = Metrics()  # what the OCR service reports: the stages, the whole request, and each plugin's share
+    with capture_logs() as logs:
+        m.observe_request("Recognize", "OK", 0.05, {"queue": 1.0, "decode": 2.0, "rec": 30.0, "postproc": 0.5,
+                                                    "plugins": 0.3, "plugin.merge_lines": 0.2, "total": 50.0})
+    assert [e for e in logs if e["event"] == "metrics_unknown_stage"] == []
+    stages = {dict(labels)["stage"] for name, labels in parse(m.render().decode()) if name.startswith(
+        "vkocr_stage_seconds")}
+    assert stages == set(STAGES)
+    assert value(parse(m.render().decode()), "vkocr_stage_seconds_count", stage="plugins") == 1
+
+
 def test_unknown_stages_are_left_out_and_logged_once() -> None:
     m = Metrics()
     with capture_logs() as logs:
@@ -140,3 +172,42 @@ def test_shutdown_closes_the_port() -> None:
     server.shutdown()
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+
+
+def sensor_samples(read: Callable[[], Sensors | None]) -> Samples:
+    m = Metrics()
+    m.watch_sensors(read)
+    return {key: v for key, v in parse(m.render().decode()).items()
+            if key[0] in ("vkocr_temperature_celsius", "vkocr_power_watts")}
+
+
+def test_temperature_and_power_come_from_the_device_sensors(tmp_path: Path) -> None:
+    hwmon(tmp_path, 0, "k10temp", {"temp1_input": "71250"})  # the CPU's: never the device's
+    hwmon(tmp_path, 1, "amdgpu", {"temp1_input": "61000", "temp1_label": "edge", "power1_average": "152000000"})
+    sensors = reader(tmp_path)
+    assert sensor_samples(lambda: sensors.read("AMD Radeon RX 7900 XTX")) == {
+        ("vkocr_temperature_celsius", frozenset()): 61.0, ("vkocr_power_watts", frozenset()): 152.0}
+
+
+def test_a_reading_the_platform_does_not_give_is_absent(tmp_path: Path) -> None:
+    thermal_zone(tmp_path, 0, "gpu-thermal", 48500)  # an embedded board: a GPU thermal zone, no power sensor
+    sensors = reader(tmp_path)
+    assert sensor_samples(lambda: sensors.read("Mali-G610")) == {("vkocr_temperature_celsius", frozenset()): 48.5}
+    assert sensor_samples(lambda: sensors.read("llvmpipe (LLVM 17.0.6, 256 bits)")) == {}  # software: none
+    assert sensor_samples(lambda: reader(tmp_path / "empty").read(None)) == {}
+    assert sensor_samples(lambda: None) == {}  # the CPU backend: no device to read
+    assert sensor_samples(lambda: Sensors(None, 35.5, "hwmon:amdgpu")) == {("vkocr_power_watts", frozenset()): 35.5}
+
+
+def test_sensors_are_read_at_scrape_time_not_when_watched() -> None:
+    reads: list[int] = []
+
+    def read() -> Sensors | None:
+        reads.append(1)
+        return None
+
+    m = Metrics()
+    m.watch_sensors(read)  # at start-up, on the event loop: NVML must not be waited for there
+    assert reads == []
+    text = m.render()
+    assert reads == [1] and b"temperature" not in text and b"power" not in text  # absent, not even HELP
