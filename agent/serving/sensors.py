@@ -261,3 +261,9 @@ def read_sensors(device_name: str | None = None, pci_bus: str | None = None) -> 
             _default = SensorReader()
         reader = _default
     return reader.read(device_name, pci_bus)
+
+
+def serving_device_sensors(backend: str, device_name: str) -> Sensors | None:
+    """What the status stream and the metrics report: the sensors of the Vulkan device that serves; None on the
+    CPU backends (the host's own temperature is not the accelerator's)."""
+    return read_sensors(device_name) if backend == "vulkan" else None

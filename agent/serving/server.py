@@ -42,7 +42,7 @@ from vkocr.agent.serving.malformed import MalformedRequests
 from vkocr.agent.serving.metrics import Metrics
 from vkocr.agent.serving.models_service import ModelsService
 from vkocr.agent.serving.ocr_service import OcrService
-from vkocr.agent.serving.sensors import Sensors, read_sensors
+from vkocr.agent.serving.sensors import Sensors, serving_device_sensors
 from vkocr.agent.serving.state import ServingState, StateBoard, StateSnapshot
 from vkocr.agent.serving.stats import RequestStats
 from vkocr.agent.serving.status_service import StatusService
@@ -219,9 +219,9 @@ class Agent:
         metrics.pool_reserved_bytes.set_function(lambda: self.worker.pool_usage()[1])
         metrics.watch_plans(lambda: self.worker.plan_stats)
 
-        def sensors() -> Sensors | None:  # as the status service reads them: a Vulkan device's, never the CPU's
+        def sensors() -> Sensors | None:  # as the status service reads them
             snapshot = self.state.get()
-            return read_sensors(snapshot.device) if snapshot.backend == "vulkan" else None
+            return serving_device_sensors(snapshot.backend, snapshot.device)
 
         metrics.watch_sensors(sensors)
 

@@ -11,7 +11,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from vkocr.agent.serving import rpc_status
 from vkocr.agent.serving.errors import status_for
-from vkocr.agent.serving.sensors import read_sensors
+from vkocr.agent.serving.sensors import serving_device_sensors
 from vkocr.agent.serving.state import StateBoard, StateSnapshot
 from vkocr.agent.serving.stats import RequestStats
 from vkocr.agent.serving.worker import GpuWorker
@@ -32,7 +32,7 @@ class StatusService(status_pb2_grpc.StatusServicer):
         numbers = self.stats.snapshot()
         used, reserved = self.worker.pool_usage()
         depth = self.worker.queue_depth()
-        sensors = read_sensors(state.device) if state.backend == "vulkan" else None
+        sensors = serving_device_sensors(state.backend, state.device)
         now = timestamp_pb2.Timestamp()
         now.GetCurrentTime()
         message = status_pb2.AgentStatus(
