@@ -25,12 +25,14 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from vkocr.agent.errors import AgentError, ImageError
 from vkocr.agent.ocr.images import read_image_file
 from vkocr.agent.serving.call_deadlines import OCR_TIMEOUT_S, ocr_timeout_for
+from vkocr.agent.serving.retries import RetryPolicy, call_with_retries
 from vkocr.agent.serving.tls import channel_credentials
 from vkocr.agent.serving.wire import options_to_proto, raw_image_to_proto
 from vkocr.v1 import models_pb2_grpc, ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
 
 DEFAULT_MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 STATUS_PROBE_TIMEOUT_S: Final = 5.0
+DEFAULT_RETRIES: Final = RetryPolicy()
 _SCHEMES: Final = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:")
 
 ImageInput = str | os.PathLike[str] | bytes | bytearray | memoryview | npt.NDArray[np.generic]
@@ -48,7 +50,8 @@ class OcrClient:
     """A channel to one or several agents. ``target``: ``HOST:PORT``, several as a sequence or joined with
     commas, or any gRPC target URI (``dns:…``, ``ipv4:a:p,b:p``, ``unix:…``). Plaintext without ``ca``;
     ``cert``/``key`` add a client certificate for mutual TLS. ``timeout``: default deadline of unary calls and
-    of ``recognize_stream``, in seconds (None: none)."""
+    of ``recognize_stream``, in seconds (None: none). ``retries``: how ``recognize`` honours the agent's
+    RetryInfo when it refuses for now (queue full, loading): agent/serving/retries.py; NO_RETRIES for none."""
 
     def __init__(
         self,
@@ -60,6 +63,7 @@ class OcrClient:
         timeout: float | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         server_name_override: str | None = None,
+        retries: RetryPolicy = DEFAULT_RETRIES,
     ) -> None:
         needs_name = ca is not None and server_name_override is None
         uri, host_name = channel_target(target, tls_needs_name=needs_name)
@@ -79,6 +83,7 @@ class OcrClient:
             channel = grpc.secure_channel(uri, channel_credentials(ca, cert, key), options=options)
         self.channel = channel
         self.timeout = timeout
+        self.retries = retries
         self.ocr_stub = ocr_pb2_grpc.OcrStub(channel)
         self.status_stub = status_pb2_grpc.StatusStub(channel)
         self.health_stub = health_pb2_grpc.HealthStub(channel)
@@ -97,11 +102,15 @@ class OcrClient:
     ) -> ocr_pb2.RecognizeResponse:
         """Read one image: a path (sent as the file's bytes), encoded bytes, or a NumPy array (sent as raw
         pixels; ``channel_order="bgr"`` for OpenCV arrays). ``options``: OcrOptions names (``use_cls=False``,
-        ``thresh=0.4``, ``plugins=[…]``); unset ones take the agent's defaults."""
+        ``thresh=0.4``, ``plugins=[…]``); unset ones take the agent's defaults. A refusal for now (queue full,
+        agent loading) is retried as the agent's RetryInfo and ``retries`` say, within ``timeout``."""
         request = build_request(image, request_id or "", _options(options), channel_order)
-        deadline = self._deadline(timeout)
-        response: ocr_pb2.RecognizeResponse = self.ocr_stub.Recognize(request, timeout=deadline)
-        return response
+
+        def attempt(left: float | None) -> ocr_pb2.RecognizeResponse:
+            response: ocr_pb2.RecognizeResponse = self.ocr_stub.Recognize(request, timeout=left)
+            return response
+
+        return call_with_retries(attempt, self._deadline(timeout), self.retries)
 
     def recognize_stream(
         self,

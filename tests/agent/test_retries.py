@@ -1,0 +1,76 @@
+"""The client honours the agent's RetryInfo: a call refused for now (a full queue) is tried again after the
+delay the agent asks for, with backoff, a bounded number of times and within its deadline; a call refused for
+good is never retried."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import pytest
+
+from tests.agent.agents import REC_ONLY, lot_number, running_agent, word_png
+from vkocr.agent.serving.client import OcrClient
+from vkocr.agent.serving.retries import NO_RETRIES, RetryPolicy
+from vkocr.v1 import ocr_pb2
+
+
+def read(client: OcrClient, i: int) -> str:
+    response = client.recognize(word_png(lot_number(i)), use_det=False, use_cls=False)
+    return response.lines[0].text
+
+
+def wait_for(condition: object, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.01)
+    assert condition(), "condition not reached"  # type: ignore[operator]
+
+
+def test_a_full_queue_is_retried_as_the_agent_says_and_then_served() -> None:
+    with running_agent(**{"server.queue_size": 1, "device.select": "cpu"}) as background, \
+            OcrClient(background.target, timeout=120, retries=RetryPolicy(attempts=12)) as patient, \
+            OcrClient(background.target, timeout=120, retries=NO_RETRIES) as hasty, \
+            ThreadPoolExecutor(1) as pool:
+        assert read(patient, 1) == lot_number(1)
+        worker, stats = background.agent.worker, background.agent.stats
+        taken = threading.Event()  # a job left the queue for the worker (which waits for the hold)
+        worker.add_room_listener(taken.set)
+        with worker.held():
+            busy = [patient.ocr_stub.Recognize.future(ocr_pb2.RecognizeRequest(
+                encoded=word_png(lot_number(i)), options=REC_ONLY), timeout=120) for i in (2, 3)]
+            wait_for(lambda: taken.is_set() and worker.queue_depth() == 1)  # one on the worker, one queued
+            with pytest.raises(grpc.RpcError) as refused:
+                read(hasty, 4)
+            assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED  # no retries: refused at once
+            before = stats.snapshot().rejected_total
+            retried = pool.submit(read, patient, 5)
+            wait_for(lambda: stats.snapshot().rejected_total > before)  # its first try was refused too
+        assert retried.result(timeout=120) == lot_number(5)  # a later try, once the queue had room
+        assert [f.result(timeout=120).lines[0].text for f in busy] == [lot_number(2), lot_number(3)]
+
+
+def test_a_bad_request_is_never_retried() -> None:
+    with running_agent(**{"device.select": "cpu"}) as background, \
+            OcrClient(background.target, timeout=60, retries=RetryPolicy(attempts=5)) as client:
+        before = background.agent.stats.snapshot().requests_total
+        with pytest.raises(grpc.RpcError) as caught:
+            client.recognize(b"not an image at all")
+        assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert background.agent.stats.snapshot().requests_total == before + 1
+
+
+def test_waits_follow_the_hint_grow_and_stay_bounded() -> None:
+    policy = RetryPolicy(attempts=5, base_s=0.25, max_wait_s=2.0, jitter=0.2)
+    rng = random.Random(7)
+    waits = [policy.wait_s(retry, 0.5, rng) for retry in (1, 2, 3, 4)]
+    assert 0.5 <= waits[0] <= 0.6  # the agent's delay, longer than the first backoff
+    assert 1.0 <= waits[2] <= 1.2 and 2.0 <= waits[3] <= 2.4  # backoff, then the cap (plus jitter)
+    assert policy.wait_s(1, 30.0, rng) <= 2.4  # an agent asking for more is capped too
+    with pytest.raises(ValueError, match="at least 1"):
+        RetryPolicy(attempts=0)
+    with pytest.raises(ValueError, match="base_s"):
+        RetryPolicy(base_s=10.0, max_wait_s=1.0)
