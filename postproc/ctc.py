@@ -7,8 +7,11 @@ line with the mean probability of the kept steps (0.0 when nothing is kept, as R
 
 from __future__ import annotations
 
+import io
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -39,6 +42,35 @@ def load_charset(model_metadata: Mapping[str, str], key: str = "character") -> l
     if not chars:
         raise CharsetError(f"the recognition model's {key!r} metadata is empty")
     return [BLANK, *chars, " "]
+
+
+def load_keys_file(path: str | os.PathLike[str]) -> list[str]:
+    """The class list from a PaddleOCR dictionary file (``--rec-keys``; RapidOCR's ``rec_keys_path``): "blank",
+    each line of the file, then a space. Lines are read as RapidOCR reads them: UTF-8, split at "\\n", each
+    line's "\\n" and "\\r" stripped from both ends, so a line holding a space keeps it."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise CharsetError(f"cannot read the keys file {os.fspath(path)}: {exc.strerror or exc}") from None
+    chars = []
+    for number, raw in enumerate(io.BytesIO(data).readlines(), start=1):
+        try:
+            chars.append(raw.decode("utf-8").strip("\n").strip("\r\n"))
+        except UnicodeDecodeError:
+            raise CharsetError(f"the keys file {os.fspath(path)}: line {number} is not UTF-8") from None
+    if not chars:
+        raise CharsetError(f"the keys file {os.fspath(path)} is empty: it needs one character per line")
+    return [BLANK, *chars, " "]
+
+
+def check_classes(charset: Sequence[str], classes: int, source: str) -> None:
+    """CharsetError unless the dictionary has exactly one entry per class the recogniser outputs; `source`
+    says where the dictionary came from, for the message."""
+    if len(charset) != classes:
+        raise CharsetError(
+            f"{source} has {len(charset) - 2} characters, so {len(charset)} classes with the blank and the space, "
+            f"but the recognition model outputs {classes} classes: it needs a dictionary of {classes - 2} "
+            "characters, one per line (the one it was trained with)")
 
 
 def _validate(indices: np.ndarray, scores: np.ndarray, charset: Sequence[str]) -> None:

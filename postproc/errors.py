@@ -11,8 +11,9 @@ class PostprocError(VkocrError):
 
 
 class CharsetError(PostprocError):
-    """Raised when the recogniser's dictionary cannot be built from the model metadata, or when the model's
-    output uses a class the dictionary does not have."""
+    """Raised when the recogniser's dictionary cannot be built from the model metadata or a keys file, when a
+    keys file's dictionary does not fit the model's output width, or when the model's output uses a class the
+    dictionary does not have."""
 
 
 class PluginError(PostprocError):

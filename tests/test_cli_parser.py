@@ -31,7 +31,13 @@ def test_local_and_remote_ocr_take_the_same_ocr_flags() -> None:
     remote = flags(subparser(build_parser("client"), "client", "ocr"))
     stream = flags(subparser(build_parser("client"), "client", "stream"))
     assert OCR_FLAGS <= local and OCR_FLAGS <= remote and OCR_FLAGS <= stream
-    assert local - remote == {"--vis", "--vis-scores", "--device"}  # local only: drawing, and which device to open
+    # local only: drawing, the device, models, inputs and the options a request does not carry
+    from vkocr.agent.cli.ocr_flags import TUNING_FLAGS
+
+    local_only = {name for flag in TUNING_FLAGS if not flag.remote for name in flag.names}
+    models = {f"--{role}-model{path}" for role in ("det", "cls", "rec") for path in ("", "-path")}
+    assert local - remote == {"--vis", "--vis-scores", "--device", "--progress", "--pdf-dpi", "--rec-keys",
+                              "--rec-keys-path", *models, *local_only}
 
 
 def test_the_flags_mean_the_same_options_locally_and_remotely() -> None:

@@ -27,19 +27,25 @@ Agents accept a bundle only when a key in their trusted set signed it.
 
 
 def _command(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Turn a refusal into one `error:` line and exit status 1."""
+    """Turn a refusal into one `error:` line on stderr and exit status 1; with --json also {"bundle", "ok":
+    false, "error"} on stdout, so that a script reading stdout sees the refusal too."""
 
     def wrapped(args: argparse.Namespace) -> int:
         try:
             return run(args)
         except VkocrError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+            return refused(args, str(exc))
         except OSError as exc:  # a path we were given to write or read: say which and why, not a traceback
-            print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
-            return 1
+            return refused(args, f"{exc.filename or ''}: {exc.strerror or exc}")
 
     return wrapped
+
+
+def refused(args: argparse.Namespace, message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    if getattr(args, "json", False):
+        print(json.dumps({"bundle": str(args.bundle), "ok": False, "error": message}, ensure_ascii=False))
+    return 1
 
 
 def _self_test(text: str) -> tuple[Path, str]:
@@ -106,6 +112,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from vkocr.agent.bundles.signing import TrustedKeys, short_fingerprint
 
     manifest = verify(args.bundle, TrustedKeys.from_paths(args.trusted))
+    if args.json:
+        print(json.dumps({"bundle": str(args.bundle), "ok": True, "name": manifest.name,
+                          "version": manifest.version, "signer": manifest.signer,
+                          "files": [{"path": f.path, "role": f.role, "size": f.size, "sha256": f.sha256}
+                                    for f in manifest.files]}, indent=2, ensure_ascii=False))
+        return 0
     print(f"{args.bundle}: ok: {manifest.name} {manifest.version}, signed by "
           f"{short_fingerprint(str(manifest.signer))}, {len(manifest.files)} files match the manifest")
     return 0
@@ -188,6 +200,9 @@ def add_bundle_parser(subparsers: Any) -> None:
     verify.add_argument("bundle", type=Path, metavar="BUNDLE.vkb")
     verify.add_argument("--trusted", required=True, action="append", type=Path, metavar="PATH",
                         help="a public key file, or a directory of *.pub files; repeatable")
+    verify.add_argument("--json", action="store_true",
+                        help='print {"bundle", "ok": true, "name", "version", "signer" (the full fingerprint), '
+                        '"files": [{"path", "role", "size", "sha256"}]}, or {"bundle", "ok": false, "error"}')
     verify.set_defaults(func=cmd_verify)
 
     inspect = sub.add_parser("inspect", help="show what a bundle says about itself (unverified)",

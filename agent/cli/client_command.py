@@ -100,6 +100,9 @@ def add_client_parser(subparsers: Any) -> None:
                         help="the service to ask about, e.g. vkocr.v1.Ocr (default: the whole agent)")
     health.add_argument("--watch", action="store_true", help="print the status now and on every change")
     health.add_argument("--count", type=int, metavar="N", help="with --watch: stop after N updates")
+    health.add_argument("--json", action="store_true",
+                        help='{"target", "service", "status"} instead of the bare status; with --watch one per '
+                        "line")
     health.set_defaults(func=cmd_health)
 
 
@@ -213,14 +216,31 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_health(args: argparse.Namespace) -> int:
+    import grpc
+
+    def say(state: str) -> None:
+        if args.json:
+            print(json.dumps({"target": args.target, "service": args.service, "status": state}), flush=True)
+        else:
+            print(state, flush=True)
+
     def run(client: OcrClient) -> int:
+        try:
+            return check(client)
+        except grpc.RpcError as err:
+            if args.json:  # a script reading stdout learns why there is no status; stderr says it as always
+                print(json.dumps({"target": args.target, "service": args.service, "status": None,
+                                  "error": _describe(err, args)}), flush=True)
+            raise
+
+    def check(client: OcrClient) -> int:
         if not args.watch:
             state = client.health(args.service, timeout=args.timeout or DEFAULT_CALL_TIMEOUT_S)
-            print(state)
+            say(state)
             return 0 if state == "SERVING" else 1
         state = "UNKNOWN"
         for seen, state in enumerate(client.watch_health(args.service, timeout=args.timeout), start=1):
-            print(state, flush=True)
+            say(state)
             if args.count is not None and seen >= args.count:
                 break
         return 0 if state == "SERVING" else 1

@@ -1,16 +1,19 @@
 """`vkocr fleet …`: roll a signed bundle out to several agents (canary, batches, automatic rollback) and show
 which versions they serve.
 
-`rollout` prints its progress on stderr and a table (agent, old version, new version, result) on stdout; exit
-status 0 when every agent serves the new version, 1 when the rollout stopped (and rolled back what it had
-switched), 2 for usage errors. `status` exits 1 when an agent did not answer.
+`rollout` prints its progress on stderr and a table (agent, old version, new version, result) on stdout, or
+with --json one JSON object; exit status 0 when every agent serves the new version, 1 when the rollout stopped
+(and rolled back what it had switched), 2 for usage errors. `status` prints a table or, with --json, one JSON
+object; it exits 1 when an agent did not answer.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -70,11 +73,18 @@ def add_fleet_parser(subparsers: Any) -> None:
     rollout.add_argument("--allow-downgrade", action="store_true",
                          help="activate even on agents that have run a newer version (their high-water mark); "
                          "without it such an agent refuses (FAILED_PRECONDITION) and the rollout stops")
+    rollout.add_argument("--json", action="store_true",
+                         help='instead of the table, one JSON object on stdout: {"version", "ok", "reason", '
+                         '"agents": [{"agent", "old", "new", "result", "switched"}]} (progress stays on stderr)')
     rollout.set_defaults(func=cmd_rollout)
 
     status = what.add_parser("status", parents=[common], help="state, active version and stored versions",
                              description="Per agent: serving state, active version, device and the versions "
                              "in its store (* marks the active one).")
+    status.add_argument("--json", action="store_true",
+                        help='instead of the table, one JSON object: {"agents": [{"agent", "reachable", "state", '
+                        '"reason", "active_version", "device", "stored": [{"version", "active"}] or null, '
+                        '"error"}]}')
     status.set_defaults(func=cmd_status)
 
 
@@ -126,8 +136,14 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     report = rollout(args.bundle, agents, version, connect, canary=args.canary, batch=args.batch,
                      soak_s=args.soak, gates=Gates(args.max_error_rate, args.max_p99_ms),
                      activate_timeout=args.activate_timeout, allow_downgrade=args.allow_downgrade, say=say)
-    print(format_table(("AGENT", "OLD VERSION", "NEW VERSION", "RESULT"),
-                       [(r.agent, r.old or "-", r.new, r.result) for r in report.rows]), flush=True)
+    if args.json:
+        print(json.dumps({"version": report.version, "ok": report.ok, "reason": report.reason,
+                          "agents": [{"agent": r.agent, "old": r.old, "new": r.new, "result": r.result,
+                                      "switched": r.switched} for r in report.rows]}, indent=2, ensure_ascii=False),
+              flush=True)
+    else:
+        print(format_table(("AGENT", "OLD VERSION", "NEW VERSION", "RESULT"),
+                           [(r.agent, r.old or "-", r.new, r.result) for r in report.rows]), flush=True)
     if report.ok:
         say(f"done: {version} serves on every agent")
         return 0
@@ -147,12 +163,47 @@ def cmd_status(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     with ThreadPoolExecutor(min(8, len(agents))) as pool:
         rows = list(pool.map(lambda agent: agent_row(agent, connect), agents))
-    print(format_table(("AGENT", "STATE", "ACTIVE", "DEVICE", "STORED"), rows), flush=True)
-    return EXIT_FAILED if any(row[1].startswith("UNREACHABLE") for row in rows) else 0
+    if args.json:
+        print(json.dumps({"agents": [asdict(row) for row in rows]}, indent=2, ensure_ascii=False), flush=True)
+    else:
+        print(format_table(("AGENT", "STATE", "ACTIVE", "DEVICE", "STORED"), [row.cells() for row in rows]),
+              flush=True)
+    return EXIT_FAILED if any(not row.reachable for row in rows) else 0
 
 
-def agent_row(agent: str, connect: Any) -> tuple[str, str, str, str, str]:
-    """(agent, state, active version, device, stored versions) of one agent; what failed, in place."""
+@dataclass(frozen=True)
+class StoredVersion:
+    version: str
+    active: bool
+
+
+@dataclass(frozen=True)
+class AgentRow:
+    """What `fleet status` says of one agent; what could not be asked stays empty and `error` says why."""
+
+    agent: str
+    reachable: bool
+    state: str = ""  # SERVING, NOT_SERVING, …
+    reason: str = ""  # why the agent is in that state, as it says
+    active_version: str = ""
+    device: str = ""
+    stored: list[StoredVersion] | None = None  # None: the store could not be listed
+    error: str = ""
+
+    def cells(self) -> tuple[str, str, str, str, str]:
+        """The table's row: agent, state, active version, device, stored versions (* the active one)."""
+        if not self.reachable:
+            return self.agent, f"UNREACHABLE ({self.error})", "-", "-", "-"
+        state = self.state + (f" ({self.reason})" if self.reason else "")
+        if self.stored is None:
+            stored = f"({self.error})"
+        else:
+            stored = ", ".join(v.version + ("*" if v.active else "") for v in self.stored) or "none"
+        return self.agent, state, self.active_version or "-", self.device or "-", stored
+
+
+def agent_row(agent: str, connect: Any) -> AgentRow:
+    """One agent's state, active version, device and stored versions; what failed, in their place."""
     import grpc
 
     from vkocr.agent.serving.rpc_status import describe_rpc_error
@@ -163,11 +214,12 @@ def agent_row(agent: str, connect: Any) -> tuple[str, str, str, str, str]:
         try:
             status = client.status(timeout=10)
         except grpc.RpcError as err:
-            return agent, f"UNREACHABLE ({describe_rpc_error(err)})", "-", "-", "-"
-        state = status_pb2.ServingState.Name(status.state) + (f" ({status.reason})" if status.reason else "")
+            return AgentRow(agent, reachable=False, error=describe_rpc_error(err))
+        state = status_pb2.ServingState.Name(status.state)
         try:
             listed = client.models.List(models_pb2.ListBundlesRequest(), timeout=10)
         except grpc.RpcError as err:
-            return agent, state, status.model_version or "-", status.device or "-", f"({describe_rpc_error(err)})"
-        stored = ", ".join(b.version + ("*" if b.active else "") for b in listed.bundles) or "none"
-        return agent, state, listed.active_version or "-", status.device or "-", stored
+            return AgentRow(agent, True, state, status.reason, status.model_version, status.device,
+                            error=describe_rpc_error(err))
+        return AgentRow(agent, True, state, status.reason, listed.active_version, status.device,
+                        [StoredVersion(b.version, b.active) for b in listed.bundles])

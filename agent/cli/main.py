@@ -15,7 +15,7 @@ vkocr: PP-OCR text detection, direction classification and recognition on Vulkan
 
 Commands available now:
   serve            run the gRPC agent: OCR, status streaming, health, reflection
-  ocr              read text in images: detection, direction, recognition (no server)
+  ocr              read text in images and PDFs: detection, direction, recognition (no server)
   client           talk to running agents over gRPC: ocr, stream, watch, health
   devices          list every Vulkan device, its features, and which one vkocr would use and why
   infer            run one ONNX model on one tensor (.npy in, .npy out)
@@ -46,7 +46,7 @@ REGISTRARS: tuple[tuple[tuple[str, ...], str, str], ...] = (
 )
 SUMMARY = {
     "serve": "run the gRPC agent (OCR, status, health, reflection)",
-    "ocr": "read text in images, locally",
+    "ocr": "read text in images and PDFs, locally",
     "client": "talk to a running agent: ocr, stream, watch, health",
     "devices": "list Vulkan devices and the one vkocr would choose",
     "infer": "run one ONNX model on one tensor",
@@ -83,15 +83,34 @@ def command_of(argv: Sequence[str]) -> str | None:
 
 def build_parser(command: str | None) -> argparse.ArgumentParser:
     """The parser: `command`'s arguments in full, and a one-line entry for every other command."""
+    from vkocr import __version__
+
     parser = _top_level(add_help=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for names, module, function in REGISTRARS:
         if command in names:
             getattr(importlib.import_module(module), function)(sub)
+            for name in names:
+                add_version_everywhere(sub.choices[name], f"vkocr {__version__}")
         else:
             for name in names:
                 sub.add_parser(name, help=SUMMARY[name])
     return parser
+
+
+def add_version_everywhere(parser: argparse.ArgumentParser, version: str) -> None:
+    """`--version` on `parser` and every command under it (`vkocr ocr --version`, `vkocr client health
+    --version`), except where the command has a --version of its own (`bundle create`: the bundle's), whose
+    help then says how to get vkocr's."""
+    own = parser._option_string_actions.get("--version")  # argparse keeps no public index of its options
+    if own is None:
+        parser.add_argument("--version", action="version", version=version, help="print vkocr's version and exit")
+    elif own.help is not None and not isinstance(own, argparse._VersionAction):
+        own.help += " (vkocr's own version: `vkocr --version`)"
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):  # a command's aliases share one parser
+                add_version_everywhere(child, version)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -26,7 +26,7 @@ from structlog.testing import capture_logs
 
 from tests.agent.agents import FONT, agent_config, word_pixels
 from vkocr.agent.ocr.options import OcrOptions
-from vkocr.agent.ocr.pipeline import OcrPipeline, warm_plan_shapes
+from vkocr.agent.ocr.pipeline import OcrPipeline, StopCheck, warm_plan_shapes
 from vkocr.agent.serving.client import OcrClient
 from vkocr.agent.serving.metrics import Metrics
 from vkocr.agent.serving.plans import ModelPlans, PlanLedger, PlanStats, largest_first, warm_pipeline
@@ -90,7 +90,8 @@ class StandInPipeline(OcrPipeline):
         super().__init__(stages, ["a"], OcrOptions())
         self.fail_first = fail_first
 
-    def recognize(self, source: Any, opts: OcrOptions | None = None, *, decoded: bool = False) -> OcrResult:
+    def recognize(self, source: Any, opts: OcrOptions | None = None, *, decoded: bool = False,
+                  stop: StopCheck | None = None) -> OcrResult:
         if self.fail_first is not None:
             error, self.fail_first = self.fail_first, None
             raise error

@@ -1,0 +1,164 @@
+"""What `vkocr ocr` reads: image files, directories (their images and PDFs, sorted by name), `-` (one image or
+PDF on standard input), and PDFs, one input per page, each page rendered by pypdfium2 and read as an image.
+
+Every argument becomes its inputs before any is read, so that the count (and the progress bar) is known; an
+argument that cannot become inputs (an empty directory, a broken PDF) is one input whose reading fails, reported
+in its place as a bad image is.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, Final, Self
+
+from vkocr.agent.errors import ImageError
+
+IMAGE_SUFFIXES: Final = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".ppm", ".pgm",
+                         ".pbm", ".pnm")
+PDF_SUFFIX: Final = ".pdf"
+PDF_MAGIC: Final = b"%PDF-"  # what every PDF starts with, whatever its name
+STDIN: Final = "-"
+DEFAULT_PDF_DPI: Final = 200.0  # an A4 page is 1654×2339 pixels: above max_side_len (2000), so nothing is lost
+PDF_DPI_RANGE: Final = (36.0, 1200.0)
+POINTS_PER_INCH: Final = 72.0  # PDF page sizes are in points
+
+Readable = Any  # what OcrPipeline reads: a path, encoded bytes or a Pillow image
+
+
+@dataclass(frozen=True)
+class OcrInput:
+    """One thing to read: ``name`` is what the output calls it (the path, ``-``, ``file.pdf#page=2``);
+    ``read()`` gives what the pipeline takes, or raises ImageError."""
+
+    name: str
+    read: Callable[[], Readable]
+
+
+def page_name(source: str, page: int) -> str:
+    """The output's name for page `page` (1-based) of a PDF, as a PDF viewer's URL fragment says it."""
+    return f"{source}#page={page}"
+
+
+def is_pdf(data: bytes) -> bool:
+    return data.startswith(PDF_MAGIC)
+
+
+def _failing(error: ImageError) -> Callable[[], Readable]:
+    def read() -> Readable:
+        raise error
+
+    return read
+
+
+class Inputs:
+    """The inputs a command line names, in order. PDF pages are rendered when read, one document open at a
+    time (a directory of many PDFs opens none of them twice at once); close() closes the last."""
+
+    def __init__(self, arguments: Sequence[str], *, dpi: float = DEFAULT_PDF_DPI, max_pixels: int,
+                 stdin: BinaryIO | None = None) -> None:
+        self.dpi = dpi
+        self.max_pixels = max_pixels
+        self._stdin = stdin if stdin is not None else sys.stdin.buffer
+        self._open: tuple[str, Any] | None = None  # (name, pypdfium2.PdfDocument) of the PDF being read
+        self.items: list[OcrInput] = []
+        for argument in arguments:
+            self.items += self._expand(argument)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._open is not None:
+            self._open[1].close()
+            self._open = None
+
+    # -- arguments → inputs -----------------------------------------------------------------------------------
+
+    def _expand(self, argument: str) -> list[OcrInput]:
+        if argument == STDIN:
+            data = self._stdin.read()
+            return self._pdf(STDIN, data) if is_pdf(data) else [OcrInput(STDIN, lambda: data)]
+        path = Path(argument)
+        if path.is_dir():
+            return self._directory(path)
+        if path.suffix.lower() == PDF_SUFFIX or _starts_with(path, PDF_MAGIC):
+            return self._pdf(argument, path)
+        return [OcrInput(argument, lambda: argument)]  # decode_image says what is wrong with it, if anything
+
+    def _directory(self, path: Path) -> list[OcrInput]:
+        try:
+            files = sorted(p for p in path.iterdir()
+                           if p.is_file() and p.suffix.lower() in (*IMAGE_SUFFIXES, PDF_SUFFIX))
+        except OSError as exc:
+            return [OcrInput(str(path), _failing(ImageError("unreadable", f"{path}: cannot list the directory: "
+                                                             f"{exc.strerror or exc}")))]
+        if not files:
+            return [OcrInput(str(path), _failing(ImageError(
+                "not_found", f"{path}: a directory without images or PDFs "
+                f"({', '.join(s.lstrip('.') for s in (*IMAGE_SUFFIXES, PDF_SUFFIX))})")))]
+        out: list[OcrInput] = []
+        for file in files:
+            out += self._expand(str(file))
+        return out
+
+    def _pdf(self, name: str, source: Path | bytes) -> list[OcrInput]:
+        try:
+            pages = len(_document(name, source))
+        except ImageError as exc:
+            return [OcrInput(name, _failing(exc))]
+        if pages == 0:
+            return [OcrInput(name, _failing(ImageError("empty", f"{name}: a PDF without pages")))]
+        return [OcrInput(page_name(name, i + 1), self._page_reader(name, source, i)) for i in range(pages)]
+
+    # -- reading a page ---------------------------------------------------------------------------------------
+
+    def _page_reader(self, name: str, source: Path | bytes, index: int) -> Callable[[], Readable]:
+        return lambda: self.render(name, source, index)
+
+    def render(self, name: str, source: Path | bytes, index: int) -> Readable:
+        """Page `index` (0-based) of the PDF as an RGB Pillow image at self.dpi, refused (ImageError
+        "too_large") before rendering when it would have more pixels than self.max_pixels."""
+        if self._open is None or self._open[0] != name:
+            self.close()
+            self._open = (name, _document(name, source))
+        page = self._open[1][index]
+        try:
+            scale = self.dpi / POINTS_PER_INCH
+            width, height = (math.ceil(side * scale) for side in page.get_size())
+            if width * height > self.max_pixels:
+                raise ImageError("too_large", f"{page_name(name, index + 1)}: {width}x{height} pixels at "
+                                 f"{self.dpi:g} dpi, more than the limit of {self.max_pixels}; give a lower "
+                                 "--pdf-dpi")
+            bitmap = page.render(scale=scale)
+            try:
+                return bitmap.to_pil().convert("RGB")
+            finally:
+                bitmap.close()
+        finally:
+            page.close()
+
+
+def _document(name: str, source: Path | bytes) -> Any:
+    import pypdfium2
+
+    try:
+        return pypdfium2.PdfDocument(source if isinstance(source, bytes) else str(source))
+    except FileNotFoundError:
+        raise ImageError("not_found", f"{name}: no such file") from None
+    except (pypdfium2.PdfiumError, OSError) as exc:
+        raise ImageError("corrupt", f"{name}: not a PDF that can be read ({exc})") from None
+
+
+def _starts_with(path: Path, magic: bytes) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(len(magic)) == magic
+    except OSError:
+        return False  # decode_image names the problem when the file is read
