@@ -1,9 +1,11 @@
 """Render the sample images the README's examples read (samples/*.png): the project's own, so the examples run
 in any clone. Run again after changing them: python scripts/make_samples.py
 
+word.png    one line, tightly framed (for recognition only: use_det=False)
 label.png   a product label: lot, expiry and weight lines (Latin and digits)
 shelf.png   a shelf tag in Chinese with a price, one line turned a few degrees
 page.png    a short page of mixed lines, wide as a scan
+labels.pdf  label.png and shelf.png as the two pages of a PDF
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ def main() -> int:
         return 1
     out = ROOT / "samples"
     out.mkdir(exist_ok=True)
+    draw_lines((250, 48), [("LOT 4821-B", 32, (12, 6), 0.0)]).save(out / "word.png")
     draw_lines((360, 150), [("LOT 4821-B", 30, (18, 14), 0.0), ("EXP 2027-03-15", 26, (18, 60), 0.0),
                             ("NET WT 500 g", 22, (18, 104), 0.0)]).save(out / "label.png")
     draw_lines((420, 180), [("新鲜有机牛奶", 40, (20, 16), 0.0), ("每盒 ¥12.80", 32, (24, 82), 3.0),
@@ -44,7 +47,9 @@ def main() -> int:
                   ("Item  Qty  Weight", 24, (30, 130), 0.0), ("Bearing 6204-2RS  40  4.8 kg", 24, (30, 170), 0.0),
                   ("检验合格 QC passed", 24, (30, 214), 0.0), ("Signed: M. Weber", 22, (430, 256), 0.0)]
     draw_lines((760, 300), page_lines).save(out / "page.png")
-    for name in ("label.png", "shelf.png", "page.png"):
+    label, shelf = Image.open(out / "label.png"), Image.open(out / "shelf.png")
+    label.save(out / "labels.pdf", save_all=True, append_images=[shelf], resolution=72.0)
+    for name in ("word.png", "label.png", "shelf.png", "page.png", "labels.pdf"):
         print(out / name, (out / name).stat().st_size, "bytes")
     return 0
 
