@@ -67,19 +67,21 @@ if [ -n "$missing_fonts" ]; then
     apt_install $missing_fonts
 fi
 
-# 3. The virtual environment, reinstalled only when pyproject.toml, setup.py or the mode changed.
+# 3. The virtual environment: every dependency at the version and sha256 its lock file pins (requirements/, made
+#    by scripts/lock.sh), then vkocr itself; reinstalled only when the lock, pyproject.toml, setup.py or the mode
+#    changed.
 if [ ! -x .venv/bin/python ]; then
     say "creating .venv"
     "$python" -m venv .venv
 fi
-extras=""
-[ "$mode" = test ] && extras="[test]"
+lock="requirements/$mode.lock"
 stamp=".venv/.vkocr-installed"
-want="$(cat pyproject.toml setup.py | sha256sum | cut -c1-64) $mode"
+want="$(cat "$lock" pyproject.toml setup.py | sha256sum | cut -c1-64) $mode"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    say "installing vkocr${extras} into .venv"
+    say "installing vkocr and the dependencies $lock pins into .venv"
     log=".venv/pip-install.log"
-    if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e ".${extras}"; } >"$log" 2>&1; then
+    if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install --require-hashes -r "$lock" \
+            && .venv/bin/python -m pip install --no-deps -e .; } >"$log" 2>&1; then
         tail -n 30 "$log"
         say "pip install failed; the whole log is in $log"
         exit 1

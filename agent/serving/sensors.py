@@ -1,4 +1,5 @@
-"""Device temperature and power, where the platform exposes them: NVML, then Linux hwmon, then a GPU thermal zone.
+"""Device temperature and power, where the platform exposes them: NVML (through NVIDIA's nvidia-ml-py), then
+Linux hwmon, then a GPU thermal zone.
 
 Nothing here raises: a missing library, a missing file or an unparsable value gives `None` for that reading.
 Readings are cached for `ttl_s` (default 1 s) because the status stream may ask often. A software rasteriser
@@ -7,7 +8,6 @@ Readings are cached for `ttl_s` (default 1 s) because the status stream may ask 
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import threading
@@ -16,13 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pynvml
+
 from vkocr.log import get_logger
 
 log = get_logger(__name__)
-
-NVML_LIBRARY = "libnvidia-ml.so.1"
-NVML_TEMPERATURE_GPU = 0
-_NVML_NAME_BUFFER = 96  # NVML_DEVICE_NAME_V2_BUFFER_SIZE
 
 GPU_HWMON_DRIVERS = frozenset({"amdgpu", "radeon", "nouveau", "i915", "xe"})
 _VENDOR_DRIVERS = (  # (words in the Vulkan device name, the hwmon drivers of that vendor)
@@ -78,70 +76,63 @@ def _normal_pci(bus: str) -> str:
 
 
 class Nvml:
-    """NVML through ctypes, initialised once on first use; any failure reads as 'no NVML'."""
+    """NVML through NVIDIA's own binding (nvidia-ml-py's `pynvml`), initialised once on first use; any failure
+    (no driver, no such device, a reading the device does not give) reads as 'no NVML' or None."""
 
-    def __init__(self, library: str = NVML_LIBRARY) -> None:
-        self.library = library
-        self._lib: ctypes.CDLL | None = None
+    def __init__(self) -> None:
         self._tried = False
+        self._ready = False
 
-    def _load(self) -> ctypes.CDLL | None:
+    def _init(self) -> bool:
         if not self._tried:
             self._tried = True
             try:
-                lib = ctypes.CDLL(self.library)
-                status = lib.nvmlInit_v2()
-            except (OSError, AttributeError) as e:
-                log.debug("nvml_unavailable", library=self.library, error=str(e))
-                return None
-            if status != 0:
-                log.debug("nvml_init_failed", status=status)
-                return None
-            self._lib = lib
-        return self._lib
+                pynvml.nvmlInit()
+                self._ready = True
+            except pynvml.NVMLError as e:  # NVML_ERROR_LIBRARY_NOT_FOUND on a machine without NVIDIA's driver
+                log.debug("nvml_unavailable", error=str(e))
+        return self._ready
 
-    def _handle(self, lib: ctypes.CDLL, device_name: str | None, pci_bus: str | None) -> ctypes.c_void_p | None:
-        handle = ctypes.c_void_p()
+    @staticmethod
+    def _handle(device_name: str | None, pci_bus: str | None) -> object | None:
         if pci_bus:
-            ok = lib.nvmlDeviceGetHandleByPciBusId_v2(pci_bus.encode(), ctypes.byref(handle)) == 0
-            return handle if ok else None
-        count = ctypes.c_uint()
-        if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
-            return None
-        name = ctypes.create_string_buffer(_NVML_NAME_BUFFER)
-        for i in range(count.value):
-            if lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(i), ctypes.byref(handle)) != 0:
-                continue
+            return pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus)
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
             if device_name is None:
                 return handle
-            if lib.nvmlDeviceGetName(handle, name, ctypes.c_uint(_NVML_NAME_BUFFER)) != 0:
-                continue
-            nvml_name = name.value.decode(errors="replace").lower()
+            name = pynvml.nvmlDeviceGetName(handle)
+            nvml_name = (name.decode(errors="replace") if isinstance(name, bytes) else str(name)).lower()
             if nvml_name and (nvml_name in device_name.lower() or device_name.lower() in nvml_name):
                 return handle
         return None
 
     def read(self, device_name: str | None, pci_bus: str | None) -> Sensors | None:
         """The matching device's readings, or None when NVML is absent or has no such device."""
+        if not self._init():
+            return None
         try:
-            lib = self._load()
-            if lib is None:
-                return None
-            handle = self._handle(lib, device_name, pci_bus)
-            if handle is None:
-                return None
-            temp, milliwatts = ctypes.c_uint(), ctypes.c_uint()
-            ok_temp = lib.nvmlDeviceGetTemperature(handle, NVML_TEMPERATURE_GPU, ctypes.byref(temp)) == 0
-            ok_power = lib.nvmlDeviceGetPowerUsage(handle, ctypes.byref(milliwatts)) == 0
-        except (OSError, AttributeError, ValueError, ctypes.ArgumentError) as e:  # an old driver's missing symbol
+            handle = self._handle(device_name, pci_bus)
+        except pynvml.NVMLError as e:
             log.debug("nvml_read_failed", error=str(e))
             return None
-        return Sensors(float(temp.value) if ok_temp else None, milliwatts.value / 1e3 if ok_power else None, "nvml")
+        if handle is None:
+            return None
+        temperature = _nvml_reading(lambda: float(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)))
+        power = _nvml_reading(lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1e3)  # milliwatts
+        return Sensors(temperature, power, "nvml")
 
     def close(self) -> None:
-        if self._lib is not None:
-            self._lib.nvmlShutdown()
-            self._lib = None
+        if self._ready:
+            pynvml.nvmlShutdown()
+            self._ready = False
+
+
+def _nvml_reading(read: Callable[[], float]) -> float | None:
+    try:
+        return read()
+    except pynvml.NVMLError:  # NOT_SUPPORTED: a device or driver that does not give this reading
+        return None
 
 
 def _hwmon_drivers(device_name: str | None) -> frozenset[str] | None:
@@ -205,12 +196,12 @@ class SensorReader:
         *,
         clock: Callable[[], float] = time.monotonic,
         ttl_s: float = 1.0,
-        nvml_library: str = NVML_LIBRARY,
+        nvml: bool = True,
     ) -> None:
         self.root = Path(sysfs_root)
         self.ttl_s = ttl_s
         self._clock = clock
-        self._nvml = Nvml(nvml_library)
+        self._nvml = Nvml() if nvml else None  # off: sysfs alone (the tests' built trees)
         self._lock = threading.Lock()
         self._cache: dict[tuple[str | None, str | None], tuple[float, Sensors]] = {}
 
@@ -230,7 +221,7 @@ class SensorReader:
     def _read(self, device_name: str | None, pci_bus: str | None) -> Sensors:
         if device_name is not None and _words(device_name) & set(_SOFTWARE):
             return NO_SENSORS
-        found = self._nvml.read(device_name, pci_bus)
+        found = self._nvml.read(device_name, pci_bus) if self._nvml is not None else None
         if found is not None and (found.temperature_c is not None or found.power_w is not None):
             return found
         try:
@@ -246,7 +237,8 @@ class SensorReader:
 
     def close(self) -> None:
         with self._lock:
-            self._nvml.close()
+            if self._nvml is not None:
+                self._nvml.close()
 
 
 _default: SensorReader | None = None
