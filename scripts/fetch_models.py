@@ -1,5 +1,6 @@
-"""Set-up step: put the default PP-OCR models into models_dir() (VKOCR_MODELS, else ~/.local/share/vkocr/models),
-taken from the rapidocr-onnxruntime 1.4.4 wheel.
+"""Set-up step: put model sets' ONNX files into models_dir() (VKOCR_MODELS, else ~/.local/share/vkocr/models), each
+taken from the PyPI wheel that carries it (agent/ocr/model_files.py MODEL_SETS): the default set, ppocrv4
+(rapidocr-onnxruntime 1.4.4), and with --all every set (ppocrv6-small: rapidocr 3.10.0), which the tests need.
 
 Idempotent: files already present with the right sha256 are kept. A download with a wrong hash is refused
 and nothing is written.
@@ -7,6 +8,7 @@ and nothing is written.
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -14,33 +16,43 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from vkocr.agent.ocr.model_files import DEFAULT_MODELS, SOURCE_WHEEL, WHEEL_DIR, missing_or_bad, models_dir, sha256_of
+from vkocr.agent.ocr.model_files import MODEL_SETS, PPOCRV4, ModelSet, missing_or_bad, models_dir, sha256_of
 
 
-def main() -> int:
-    target = models_dir()
-    todo = missing_or_bad(target)
+def fetch(model_set: ModelSet, target: Path) -> int:
+    todo = missing_or_bad(target, model_set.files)
     if not todo:
-        print(f"models: all {len(DEFAULT_MODELS)} present in {target}, sha256 verified")
+        print(f"models: {model_set.name}: all {len(model_set.files)} present in {target}, sha256 verified")
         return 0
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"models: downloading {SOURCE_WHEEL} (wheel only, no dependencies) for "
+        print(f"models: {model_set.name}: downloading {model_set.wheel} (wheel only, no dependencies) for "
               + ", ".join(m.filename for m in todo), flush=True)
         subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                        "-d", tmp, SOURCE_WHEEL], check=True)
+                        "-d", tmp, model_set.wheel], check=True)
         wheel = next(Path(tmp).glob("*.whl"))
         with zipfile.ZipFile(wheel) as zf:
             for m in todo:
                 staged = target / f".{m.filename}.part"  # same filesystem, so the rename below is atomic
-                staged.write_bytes(zf.read(f"{WHEEL_DIR}/{m.filename}"))
+                staged.write_bytes(zf.read(f"{model_set.wheel_dir}/{m.filename}"))
                 got = sha256_of(staged)
                 if got != m.sha256:
                     staged.unlink()
                     print(f"models: {m.filename} has sha256 {got}, expected {m.sha256}: refused", file=sys.stderr)
                     return 1
                 os.replace(staged, target / m.filename)
-                print(f"models: {m.role} {m.filename} ok (sha256 {m.sha256[:12]}…)")
+                print(f"models: {model_set.name} {m.role} {m.filename} ok (sha256 {m.sha256[:12]}…)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--all", action="store_true", help="every model set, not only the default one")
+    args = parser.parse_args(argv)
+    target = models_dir()
+    for model_set in MODEL_SETS.values() if args.all else (PPOCRV4,):
+        if fetch(model_set, target):
+            return 1
     return 0
 
 

@@ -89,8 +89,12 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "$want" > "$stamp"
 fi
 
-# 4. The default models, checked by sha256.
-.venv/bin/python scripts/fetch_models.py
+# 4. The default models, checked by sha256; for the tests every model set (ppocrv6-small's engine tests).
+if [ "$mode" = test ]; then
+    .venv/bin/python scripts/fetch_models.py --all
+else
+    .venv/bin/python scripts/fetch_models.py
+fi
 
 # 5. A development signing key, the default models as a signed bundle (state/bundles/) and the model store
 #    (state/models/) seeded with it and, when none is active yet, activated. Development only: production

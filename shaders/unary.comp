@@ -3,7 +3,8 @@
 #include "common.glsl"
 #include "activation.glsl"
 
-layout(constant_id = 3) const int OP = 0;  // < 16: activation kinds; 16 sqrt, 17 exp, 18 tanh, 19 neg, 20 abs, 21 reciprocal
+// OP < 16: activation kinds; 16 sqrt, 17 exp, 18 tanh, 19 neg, 20 abs, 21 reciprocal, 22 erf
+layout(constant_id = 3) const int OP = 0;
 layout(constant_id = 4) const float ALPHA = 0.0;
 layout(constant_id = 5) const float BETA = 0.0;
 
@@ -22,6 +23,7 @@ void main() {
     else if (OP == 19) v = -v;
     else if (OP == 20) v = abs(v);
     else if (OP == 21) v = 1.0 / v;
+    else if (OP == 22) v = erf_approx(v);
     else v = activate(v, OP, ALPHA, BETA);
     y[i] = v;
 }

@@ -76,7 +76,7 @@ def check(out: np.ndarray, ref: np.ndarray, tol: float = TOL) -> None:
 # ----------------------------------------------------------------------------------------- activations
 ACT_CASES = [("none", 0.0, 0.0), ("relu", 0.0, 0.0), ("clip", 0.0, 6.0), ("clip", -0.5, 0.7),
              ("hardsigmoid", 0.2, 0.5), ("hardsigmoid", 1 / 6, 0.5), ("hardswish", 1 / 6, 0.5),
-             ("hardswish", 0.2, 0.4), ("sigmoid", 0.0, 0.0), ("leakyrelu", 0.1, 0.0)]
+             ("hardswish", 0.2, 0.4), ("sigmoid", 0.0, 0.0), ("leakyrelu", 0.1, 0.0), ("gelu", 0.0, 0.0)]
 
 
 def act_nodes(kind: str, alpha: float, beta: float, src: str, dst: str) -> tuple[list, dict]:
@@ -99,13 +99,18 @@ def act_nodes(kind: str, alpha: float, beta: float, src: str, dst: str) -> tuple
         return [helper.make_node("Sigmoid", [src], [dst])], {}
     if kind == "leakyrelu":
         return [helper.make_node("LeakyRelu", [src], [dst], alpha=alpha)], {}
+    if kind == "gelu":  # as Paddle2ONNX exports it (opset 11)
+        return [helper.make_node("Div", [src, "sqrt2"], ["gs"]), helper.make_node("Erf", ["gs"], ["ge"]),
+                helper.make_node("Add", ["ge", "gone"], ["g1"]), helper.make_node("Mul", [src, "g1"], ["gm"]),
+                helper.make_node("Mul", ["gm", "ghalf"], [dst])], \
+            {"sqrt2": np.float32(np.sqrt(2)), "gone": np.float32(1), "ghalf": np.float32(0.5)}
     raise AssertionError(kind)
 
 
 def test_activation_cases_cover_all_kinds() -> None:
     assert {c[0] for c in ACT_CASES} == set(ACTIVATIONS)
     with pytest.raises(ValueError):
-        apply_activation(rand(3), "gelu")
+        apply_activation(rand(3), "mish")
 
 
 @pytest.mark.parametrize("kind,alpha,beta", ACT_CASES)
@@ -260,7 +265,7 @@ UNARY_CASES = [
     ("sqrt", 0.0, 0.0), ("sigmoid", 0.0, 0.0), ("hardsigmoid", 0.2, 0.5), ("hardsigmoid", 1 / 6, 0.5),
     ("relu", 0.0, 0.0), ("clip", -1.0, 2.5), ("exp", 0.0, 0.0), ("tanh", 0.0, 0.0), ("neg", 0.0, 0.0),
     ("abs", 0.0, 0.0), ("reciprocal", 0.0, 0.0), ("leakyrelu", 0.01, 0.0), ("leakyrelu", 0.3, 0.0),
-    ("hardswish", 1 / 6, 0.5), ("erf", 0.0, 0.0),
+    ("hardswish", 1 / 6, 0.5), ("erf", 0.0, 0.0), ("gelu", 0.0, 0.0),
 ]
 
 
@@ -268,7 +273,7 @@ UNARY_CASES = [
 def test_unary(op: str, alpha: float, beta: float) -> None:
     assert op in UNARY_OPS
     x = rand(4, 5, 60, lo=0.05, hi=4) if op in ("sqrt", "reciprocal") else rand(4, 5, 60, lo=-5, hi=5)
-    if op in ("clip", "hardsigmoid", "hardswish", "leakyrelu", "relu", "sigmoid"):
+    if op in ("clip", "hardsigmoid", "hardswish", "leakyrelu", "relu", "sigmoid", "gelu"):
         nodes, inits = act_nodes(op, alpha, beta, "x", "y")
     else:
         name = {"sqrt": "Sqrt", "exp": "Exp", "tanh": "Tanh", "neg": "Neg", "abs": "Abs",

@@ -62,6 +62,12 @@ def _cases(rng: np.random.Generator) -> list[Case]:
              lambda r, t, o: record_conv2d_depthwise(r, t[0], t[1], o, t[2], strides=(1, 1), pads=(1, 1, 1, 1),
                                                      dilations=(1, 1)),
              lambda a: conv2d(a[0], a[1], a[2], pads=(1, 1, 1, 1), group=128)),
+        # PP-OCRv6 det's neck at 960 px: a 7x7 window over 96 channels at a quarter of the resolution
+        Case("depthwise7x7", "96 @240x240", 2.0 * 96 * 49 * 240 * 240, 4 * (2 * 96 * 240 * 240 + 96 * 49),
+             [rand(1, 96, 240, 240), rand(96, 1, 7, 7), rand(96)], (1, 96, 240, 240),
+             lambda r, t, o: record_conv2d_depthwise(r, t[0], t[1], o, t[2], strides=(1, 1), pads=(3, 3, 3, 3),
+                                                     dilations=(1, 1)),
+             lambda a: conv2d(a[0], a[1], a[2], pads=(3, 3, 3, 3), group=96)),
         Case("conv1x1", "128->128 @160x160", 2.0 * 128 * 128 * hw, 4 * (2 * 128 * hw + 128 * 128),
              [rand(1, 128, 160, 160), rand(128, 128, 1, 1), rand(128)], (1, 128, 160, 160),
              lambda r, t, o: record_conv2d(r, t[0], t[1], o, t[2]), lambda a: conv2d(a[0], a[1], a[2])),

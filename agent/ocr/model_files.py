@@ -1,4 +1,6 @@
-"""The default models: the three PP-OCR ONNX files that PyPI's rapidocr-onnxruntime==1.4.4 wheel carries.
+"""The model files of each model set, as PyPI wheels carry them: `ppocrv4` (the default: the three PP-OCR ONNX files
+of rapidocr-onnxruntime==1.4.4) and `ppocrv6-small` (PP-OCRv6 small det and rec, and the same cls, from
+rapidocr==3.10.0).
 
 The set-up commands fetch them once (scripts/fetch_models.py) into `models_dir()` and check them by sha256; nothing is
 downloaded at run time.
@@ -30,6 +32,30 @@ DEFAULT_MODELS = (
 )
 
 
+@dataclass(frozen=True)
+class ModelSet:
+    """A named det/cls/rec triple and the wheel (pip requirement, folder inside it) that carries its files."""
+
+    name: str
+    wheel: str
+    wheel_dir: str
+    files: tuple[ModelFile, ...]
+
+    def file(self, role: str) -> ModelFile:
+        return next(m for m in self.files if m.role == role)
+
+
+PPOCRV4 = ModelSet("ppocrv4", SOURCE_WHEEL, WHEEL_DIR, DEFAULT_MODELS)
+PPOCRV6_SMALL = ModelSet("ppocrv6-small", "rapidocr==3.10.0", "rapidocr/models", (
+    ModelFile("det", "PP-OCRv6_det_small.onnx", "090f04abcd9d9a7498bc4ebf677e4cb9bdce1fe4197ddb7e529f1ef44e1ff94f"),
+    # the bytes of ppocrv4's cls under another name
+    ModelFile("cls", "ch_ppocr_mobile_v2.0_cls_mobile.onnx",
+              "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c"),
+    ModelFile("rec", "PP-OCRv6_rec_small.onnx", "6f327246b50388f3c176ae304bd95767ea6dc0c9ae92153ef8cbe210b3c14884"),
+))
+MODEL_SETS = {s.name: s for s in (PPOCRV4, PPOCRV6_SMALL)}
+
+
 def models_dir() -> Path:
     """VKOCR_MODELS, else the platform's data directory: $XDG_DATA_HOME/vkocr/models, by default
     ~/.local/share/vkocr/models (where the set-up puts them)."""
@@ -48,8 +74,8 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
-def missing_or_bad(directory: Path | None = None) -> list[ModelFile]:
-    """Default models absent from `directory` or whose sha256 differs."""
+def missing_or_bad(directory: Path | None = None, files: tuple[ModelFile, ...] = DEFAULT_MODELS) -> list[ModelFile]:
+    """Models among `files` (the default ones unless given) absent from `directory` or whose sha256 differs."""
     directory = directory or models_dir()
-    return [m for m in DEFAULT_MODELS
+    return [m for m in files
             if not (directory / m.filename).is_file() or sha256_of(directory / m.filename) != m.sha256]

@@ -21,6 +21,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.paths import MODELS
+from vkocr.engine.errors import ShapeError
 from vkocr.engine.graph.compare import rel_err
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.numpy_executor import run_numpy
@@ -34,12 +35,14 @@ from vkocr.engine.graph.passes import (
     fold_constants,
     fold_conv_affine,
     fuse_activations,
+    fuse_gelu,
     fuse_hardswish,
     fuse_layernorm,
     fuse_matmul_bias,
     fuse_post_affine,
     optimize,
     remove_dead,
+    remove_identities,
 )
 from vkocr.engine.graph.specialize import Specialized, specialize
 
@@ -455,6 +458,124 @@ def test_optimize_conv_bn_hardswish_becomes_one_conv() -> None:
     assert set(after.constants) == set(only(after, "Conv").inputs[1:]), "unread constants are dropped"
 
 
+# -- fuse_gelu -----------------------------------------------------------------------------------------------
+
+GELU_FORMS = ["paddle", "half_first", "half_inner", "div_2"]
+
+
+def decomposed_gelu(form: str, scale: str = "div", x_first: bool = True, const_shape: tuple[int, ...] = (),
+                    x: str = "x", y: str = "y", consts: dict[str, float] | None = None
+                    ) -> tuple[list[onnx.NodeProto], dict[str, np.ndarray]]:
+    """x · 0.5 · (1 + erf(x / √2)) in one of its spellings. paddle: (x · (1 + erf)) · 0.5, as Paddle2ONNX
+    exports it; half_first: (x · 0.5) · (1 + erf); half_inner: x · ((1 + erf) · 0.5); div_2: (x · (1 + erf)) / 2.
+    The scale is Div by √2 or Mul by 1/√2; `consts` overrides a constant's value (to break the pattern)."""
+    values = {"k": float(np.sqrt(2)) if scale == "div" else float(1 / np.sqrt(2)), "one": 1.0,
+              "half": 2.0 if form == "div_2" else 0.5, **(consts or {})}
+    inits = {name: np.full(const_shape, v, np.float32) for name, v in values.items()}
+
+    def pair(a: str, b: str) -> list[str]:
+        return [a, b] if x_first else [b, a]
+
+    scaled = helper.make_node("Div" if scale == "div" else "Mul", [x, "k"] if scale == "div" else pair(x, "k"), ["s"])
+    nodes = [scaled, helper.make_node("Erf", ["s"], ["e"]), helper.make_node("Add", pair("e", "one"), ["a"])]
+    if form in ("paddle", "div_2"):
+        nodes += [helper.make_node("Mul", pair(x, "a"), ["m"]),
+                  helper.make_node("Div" if form == "div_2" else "Mul", ["m", "half"], [y])]
+    elif form == "half_first":
+        nodes += [helper.make_node("Mul", pair(x, "half"), ["h"]), helper.make_node("Mul", pair("h", "a"), [y])]
+    else:
+        nodes += [helper.make_node("Mul", pair("a", "half"), ["h"]), helper.make_node("Mul", pair(x, "h"), [y])]
+    return nodes, inits
+
+
+@pytest.mark.parametrize("form,scale,x_first,const_shape", list(itertools.product(
+    GELU_FORMS, ["div", "mul"], [True, False], [(), (1,)])))
+def test_fuse_gelu(form: str, scale: str, x_first: bool, const_shape: tuple[int, ...]) -> None:
+    nodes, inits = decomposed_gelu(form, scale, x_first, const_shape)
+    model = make_model(nodes, {"x": (2, 3, 5, 7)}, ["y"], inits, opset=11)
+    _, after = check_pass(model, fuse_gelu, {"x": rand(2, 3, 5, 7, lo=-4, hi=4)})
+    node = only(after, "Gelu")
+    assert len(after.nodes) == 1 and node.inputs == ["x"] and node.outputs == ["y"] and node.attrs == {}
+
+
+@pytest.mark.parametrize("case", ["erf_is_output", "x_read_by_erf_only", "sqrt_3", "plus_2", "half_0_4",
+                                  "scaled_twice"])
+def test_fuse_gelu_keeps(case: str) -> None:
+    consts = {"sqrt_3": {"k": float(np.sqrt(3))}, "plus_2": {"one": 2.0}, "half_0_4": {"half": 0.4}}.get(case)
+    nodes, inits = decomposed_gelu("paddle", consts=consts)
+    inputs = {"x": (2, 3, 5, 7)}
+    outputs = ["y", "e"] if case == "erf_is_output" else ["y"]
+    if case == "x_read_by_erf_only":  # the product multiplies another tensor
+        nodes[3] = helper.make_node("Mul", ["x2", "a"], ["m"])
+        inputs["x2"] = (2, 3, 5, 7)
+    if case == "scaled_twice":  # the Add is read twice
+        nodes.append(helper.make_node("Mul", ["a", "a"], ["z"]))
+        outputs.append("z")
+    model = make_model(nodes, inputs, outputs, inits, opset=11)
+    feeds = {name: rand(*shape, lo=-4, hi=4) for name, shape in inputs.items()}
+    _, after = check_pass(model, fuse_gelu, feeds)
+    assert "Gelu" not in ops(after) and len(after.nodes) == len(nodes)
+
+
+@pytest.mark.parametrize("producer", ["Conv", "MatMul"])
+def test_optimize_gelu_fuses_into_its_producer(producer: str) -> None:
+    """PP-OCRv6's blocks: a conv (det, rec) or a matmul with a bias (rec's attention MLP), then GELU behind
+    Paddle2ONNX's Identity nodes → one Conv or MatMul whose epilogue applies GELU."""
+    if producer == "Conv":
+        node, inits, _ = conv_model_parts("conv")
+        head, shape = [node, helper.make_node("Identity", ["c"], ["ci"])], (1, 4, 7, 9)
+    else:
+        inits, shape = {"w": rand(8, 6), "b": rand(6)}, (3, 4, 8)
+        head = [helper.make_node("MatMul", ["x", "w"], ["m0"]), helper.make_node("Identity", ["m0"], ["m1"]),
+                helper.make_node("Add", ["m1", "b"], ["ci"])]
+    gelu, gelu_inits = decomposed_gelu("paddle", x="ci")
+    model = make_model([*head, *gelu], {"x": shape}, ["y"], {**inits, **gelu_inits}, opset=11)
+    _, after = check_pass(model, optimize, {"x": rand(*shape, lo=-2, hi=2)})
+    fused = only(after, producer)
+    assert len(after.nodes) == 1 and fused.attrs["activation"] == "gelu" and fused.outputs == ["y"]
+    if producer == "MatMul":
+        assert len(fused.inputs) == 3
+
+
+def test_gelu_tanh_approximation_is_refused() -> None:
+    """ONNX Gelu (opset 20) with approximate="tanh" is another function: never fused or run as the exact one."""
+    node, inits, _ = conv_model_parts("conv")
+    model = make_model([node, helper.make_node("Gelu", ["c"], ["y"], approximate="tanh")], {"x": (1, 4, 7, 9)},
+                       ["y"], inits, opset=20)
+    g = optimize(from_onnx(model))
+    assert ops(g) == {"Conv": 1, "Gelu": 1}
+    with pytest.raises(ShapeError, match="approximate"):
+        specialize(g, {"x": (1, 4, 7, 9)})
+
+
+# -- remove_identities ---------------------------------------------------------------------------------------
+
+
+def test_remove_identities() -> None:
+    """Identities of a graph input, of a node, of a constant and of each other go; the readers read the source;
+    the one that is a graph output stays (a view at finalize)."""
+    nodes = [helper.make_node("Identity", ["x"], ["x1"]), helper.make_node("Identity", ["x1"], ["x2"]),
+             helper.make_node("Relu", ["x2"], ["r"]), helper.make_node("Identity", ["r"], ["r1"]),
+             helper.make_node("Identity", ["b"], ["b1"]), helper.make_node("Add", ["r1", "b1"], ["a"]),
+             helper.make_node("Identity", ["a"], ["y"]), helper.make_node("Sigmoid", ["r1"], ["z"])]
+    model = make_model(nodes, {"x": (2, 3)}, ["y", "z"], {"b": rand(3)}, opset=13)
+    _, after = check_pass(model, remove_identities, {"x": rand(2, 3)})
+    assert ops(after) == {"Add": 1, "Identity": 1, "Relu": 1, "Sigmoid": 1}
+    by_op = {n.op: n for n in after.nodes}
+    assert by_op["Relu"].inputs == ["x"] and by_op["Add"].inputs == ["r", "b"] and by_op["Sigmoid"].inputs == ["r"]
+    assert by_op["Identity"].inputs == ["a"] and by_op["Identity"].outputs == ["y"]
+
+
+def test_identities_do_not_hide_a_fusion() -> None:
+    """Paddle2ONNX's Identity between a conv and its BatchNormalization and activation: optimize fuses through."""
+    node, inits, cout = conv_model_parts("conv")
+    nodes = [node, helper.make_node("Identity", ["c"], ["c1"]), bn("c1", "n"),
+             helper.make_node("Identity", ["n"], ["n1"]), helper.make_node("Relu", ["n1"], ["y"])]
+    model = make_model(nodes, {"x": (1, 4, 7, 9)}, ["y"], {**inits, **bn_params(cout)})
+    _, after = check_pass(model, optimize, {"x": rand(1, 4, 7, 9)})
+    assert ops(after) == {"Conv": 1} and only(after, "Conv").attrs["activation"] == "relu"
+
+
 # -- fuse_layernorm ------------------------------------------------------------------------------------------
 
 
@@ -606,6 +727,7 @@ def test_optimize_order_and_describe() -> None:
     names = [p.__name__ for p in OPTIMIZE_PASSES]
     assert names.index("fold_batchnorm") < names.index("fuse_hardswish") < names.index("fuse_activations")
     assert names.index("fuse_matmul_bias") < names.index("fuse_activations") and names[-1] == "remove_dead"
+    assert names[0] == "remove_identities" and names.index("fuse_gelu") < names.index("fuse_activations")
     node, inits, _ = conv_model_parts("conv")
     model = make_model([node, helper.make_node("Relu", ["c"], ["y"])], {"x": (1, 4, 7, 9)}, ["y"], inits)
     g = optimize(from_onnx(model))

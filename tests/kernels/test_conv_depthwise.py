@@ -31,11 +31,15 @@ GEOMETRY_CASES = [
     ((1, 4, 6, 6), (3, 1), (1, 1), (1, 0, 1, 0), (1, 1)),
     ((1, 3, 17, 10), (3, 3), (2, 1), (1, 1, 1, 1), (1, 1)),
     ((2, 3, 21, 19), (5, 5), (1, 1), (0, 2, 1, 0), (1, 2)),
+    ((1, 12, 23, 29), (7, 7), (1, 1), (3, 3, 3, 3), (1, 1)),   # PP-OCRv6 det's neck
+    ((1, 5, 6, 5), (7, 7), (1, 1), (3, 3, 3, 3), (1, 1)),      # a window wider than the plane
+    ((2, 8, 1, 37), (1, 7), (1, 1), (0, 3, 0, 3), (1, 1)),     # PP-OCRv6 rec's 1x7 on a one-row map
 ]
 
 ACTIVATION_CASES = [
     ("none", 0.0, 0.0), ("relu", 0.0, 0.0), ("clip", 0.0, 6.0), ("clip", -0.3, 0.4),
     ("hardsigmoid", 0.2, 0.5), ("hardswish", 1 / 6, 0.5), ("sigmoid", 0.0, 0.0), ("leakyrelu", 0.1, 0.0),
+    ("gelu", 0.0, 0.0),
 ]
 
 
@@ -68,7 +72,7 @@ def test_depthwise_geometry(device: Device, shape: tuple[int, ...], kernel: tupl
 
 
 @pytest.mark.parametrize(("activation", "alpha", "beta"), ACTIVATION_CASES)
-@pytest.mark.parametrize(("kernel", "strides"), [((3, 3), (1, 1)), ((5, 5), (2, 2))])
+@pytest.mark.parametrize(("kernel", "strides"), [((3, 3), (1, 1)), ((5, 5), (2, 2)), ((7, 7), (1, 1))])
 def test_depthwise_activations(device: Device, activation: str, alpha: float, beta: float,
                                kernel: tuple[int, int], strides: tuple[int, int]) -> None:
     pad = kernel[0] // 2
@@ -108,7 +112,7 @@ BAD_ARGUMENTS = [
     ("negative pad", (1, 4, 8, 8), (4, 1, 3, 3), (1, 4, 6, 6), {"pads": (-1, 0, 0, 0)}),
     ("three pads", (1, 4, 8, 8), (4, 1, 3, 3), (1, 4, 6, 6), {"pads": (1, 1, 1)}),
     ("kernel larger than input", (1, 4, 2, 2), (4, 1, 3, 3), (1, 4, 1, 1), {}),
-    ("unknown activation", (1, 4, 8, 8), (4, 1, 3, 3), (1, 4, 6, 6), {"activation": "gelu"}),
+    ("unknown activation", (1, 4, 8, 8), (4, 1, 3, 3), (1, 4, 6, 6), {"activation": "mish"}),
 ]
 
 

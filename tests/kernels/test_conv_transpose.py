@@ -69,7 +69,8 @@ def test_conv_transpose_matches_numpy(device: Device, shape: tuple[int, ...], w_
 
 @pytest.mark.parametrize(("activation", "alpha", "beta"),
                          [("relu", 0.0, 0.0), ("clip", 0.0, 6.0), ("hardswish", 1 / 6, 0.5),
-                          ("sigmoid", 0.0, 0.0), ("hardsigmoid", 0.2, 0.5), ("leakyrelu", 0.1, 0.0)])
+                          ("sigmoid", 0.0, 0.0), ("hardsigmoid", 0.2, 0.5), ("leakyrelu", 0.1, 0.0),
+                          ("gelu", 0.0, 0.0)])
 def test_conv_transpose_fused_activation(device: Device, activation: str, alpha: float, beta: float) -> None:
     x, w, b, seed = random_case((1, 6, 5, 6), (3, 2, 2), 2, True)
     attrs = {"strides": (2, 2), "group": 2}

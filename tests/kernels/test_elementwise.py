@@ -55,6 +55,7 @@ def test_broadcast_strides_merge_axes() -> None:
         ("sqrt", 0, 0), ("exp", 0, 0), ("tanh", 0, 0), ("neg", 0, 0), ("abs", 0, 0), ("reciprocal", 0, 0),
         ("relu", 0, 0), ("clip", 0.0, 6.0), ("clip", -0.5, 0.25), ("hardsigmoid", 1 / 6, 0.5),
         ("hardsigmoid", 0.2, 0.5), ("hardswish", 1 / 6, 0.5), ("sigmoid", 0, 0), ("leakyrelu", 0.1, 0),
+        ("erf", 0, 0),
     ],
 )
 @pytest.mark.parametrize("n", [1, 255, 257, 70_001])
@@ -67,3 +68,30 @@ def test_unary_matches_numpy(device: Device, op: str, alpha: float, beta: float,
     run(device, lambda rec: record_unary(rec, op, x, out, alpha, beta))
     check(device.download(out), ref, f"{op}(α={alpha}, β={beta}) n={n}", seed)
     release(device, x, out)
+
+
+@pytest.mark.parametrize("op", ["erf", "gelu"])
+def test_erf_and_gelu_are_close_at_every_point(device: Device, op: str) -> None:
+    """GLSL has no erf: unary.comp's rational fit, elementwise, against the float64 reference over the range
+    where erf bends (|x| ≤ 5, dense), within 1e-6 of erf's scale (1) or GELU's (|x|, at least 1), and
+    relatively near 0, where erf(x) ≈ 1.128·x and GELU(x) ≈ x / 2. (Below x ≈ -2, GELU is 1 + erf(x/√2)
+    after cancellation in every float32 implementation, onnxruntime's included: only the absolute bound means
+    anything there, which is also why GELU is not in the relative-norm sweep above.)"""
+    rng, seed = fresh_rng()
+    x_np = np.concatenate([rng.uniform(-5, 5, 50_000), np.linspace(-4.5, 4.5, 9_001),
+                           rng.uniform(-1, 1, 1_000) * 10.0 ** rng.uniform(-30, -1, 1_000)]).astype(np.float32)
+    ref = unary(op, x_np)
+    x, out = device.upload(x_np), poisoned(device, x_np.shape)
+    run(device, lambda rec: record_unary(rec, op, x, out))
+    got = device.download(out).astype(np.float64)
+    release(device, x, out)
+    ref64 = ref.astype(np.float64)
+    scale = np.maximum(np.abs(x_np.astype(np.float64)), 1.0) if op == "gelu" else 1.0
+    err = np.abs(got - ref64) / scale
+    assert not np.isnan(err).any(), f"{op}: NaN outputs; seed {seed}"
+    worst = int(np.argmax(err))
+    assert err[worst] <= 1e-6, f"{op}({x_np[worst]!r}) = {got[worst]!r}, reference {ref[worst]!r}; seed {seed}"
+    tiny = (np.abs(x_np) < 1e-3) & (x_np != 0)
+    rel = np.abs(got[tiny] - ref64[tiny]) / np.abs(ref64[tiny])
+    assert rel.max() <= 1e-6, f"{op} near 0: relative error {rel.max():.3g}; seed {seed}"
+    assert (got[x_np == 0] == 0).all(), f"{op}(0) != 0"

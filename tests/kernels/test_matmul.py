@@ -16,7 +16,7 @@ from vkocr.engine.ops.matmul import gemm, matmul
 ODD = [1, 7, 33, 65, 130]
 ACTIVATIONS = [
     ("none", 0.0, 0.0), ("relu", 0.0, 0.0), ("clip", 0.0, 6.0), ("hardsigmoid", 1 / 6, 0.5),
-    ("hardswish", 1 / 6, 0.5), ("sigmoid", 0.0, 0.0), ("leakyrelu", 0.1, 0.0),
+    ("hardswish", 1 / 6, 0.5), ("sigmoid", 0.0, 0.0), ("leakyrelu", 0.1, 0.0), ("gelu", 0.0, 0.0),
 ]
 
 
@@ -115,7 +115,7 @@ def test_bad_arguments_raise(device: Device) -> None:
         lambda rec: record_matmul(rec, t[(3, 4, 5)], t[(2, 3, 5)], t[(3, 4, 5)]),  # batch dims do not broadcast
         lambda rec: record_matmul(rec, t[(3, 4)], t[(4, 5)], t[(3, 5)], tile="huge"),
         lambda rec: record_gemm(rec, t[(3, 4)], t[(4, 5)], t[(3, 5)], t[(2,)]),  # C does not broadcast
-        lambda rec: record_gemm(rec, t[(3, 4)], t[(4, 5)], t[(3, 5)], activation="gelu"),
+        lambda rec: record_gemm(rec, t[(3, 4)], t[(4, 5)], t[(3, 5)], activation="mish"),
         lambda rec: record_gemm(rec, t[(3, 4)], t[(4, 5)], t[(3, 5)], trans_a=True),
         lambda rec: record_gemm(rec, t[(3, 4, 5)], t[(4, 5)], t[(3, 5)]),  # gemm is 2-D only
     ]

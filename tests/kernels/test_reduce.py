@@ -28,6 +28,7 @@ from vkocr.engine.ops.normalize import layer_norm, reduce_mean, softmax
 from vkocr.engine.tensor import Tensor
 
 VOCAB = 6625  # the recogniser's output classes
+VOCAB_V6 = 18_710  # PP-OCRv6 rec's
 
 # (shape, axis): 1-element axes, long rows, inner > 1, batch > 1, odd sizes
 AXIS_CASES = [
@@ -35,7 +36,7 @@ AXIS_CASES = [
     ((2, 40, VOCAB), -1), ((1, 80, VOCAB), 2), ((2, 3, 5, 7), 1), ((2, 300, 3), 1), ((5, 513), 1),
     ((70_000, 2), 1),
     ((2, 5, 40, 40), 1), ((3, 2, 33), 1), ((1, 1, 64), 1), ((2, 3, 70_000), 1),  # one invocation per row
-    ((3, 9000), 1),  # too long for softmax's register cache
+    ((3, 9000), 1), ((2, 10, VOCAB_V6), 2),  # too long for softmax's register cache
 ]
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from vkocr.engine.errors import KernelArgumentError, LoweringError
 from vkocr.engine.graph.ir import Node
 from vkocr.engine.graph.opset import (
+    UNARY_OP_TYPES,
     VIEW_OPS,
     conv_attrs,
     conv_transpose_attrs,
@@ -110,6 +111,8 @@ def check_lowerable(node: Node) -> None:
         raise fail(node, f"Cast to ONNX type {node.attrs.get('to')} at runtime: only float → float runs")
     if node.op == "MaxPool" and len([o for o in node.outputs if o]) > 1:
         raise fail(node, "MaxPool with an Indices output is not supported")
+    if node.op == "Gelu" and node.attrs.get("approximate", "none") != "none":
+        raise fail(node, f"Gelu approximate={node.attrs['approximate']!r} is not supported")
     if node.op in ("MaxPool", "AveragePool") and any(d != 1 for d in node.attrs.get("dilations", (1, 1))):
         raise fail(node, f"pooling dilations {node.attrs['dilations']} are not supported")
 
@@ -217,7 +220,7 @@ def is_depthwise(x: Tensor, w: Tensor, group: int) -> bool:
 @lowers("Conv")
 def _conv(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor], consts: NodeConstants) -> None:
     x, w, b = operand(node, ins, 0), operand(node, ins, 1), optional(ins, 2)
-    attrs = conv_attrs(node, w.shape[2:])
+    attrs = conv_attrs(node, x.shape, w.shape[2:])
     kind, alpha, beta = activation(node)
     post = post_affine(node)
     if is_depthwise(x, w, attrs["group"]):
@@ -261,13 +264,15 @@ def _batchnorm(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[T
 @lowers("MaxPool")
 def _max_pool(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor],
               consts: NodeConstants) -> None:
-    record_max_pool2d(rec, operand(node, ins, 0), outs[0], **pool_attrs(node))
+    x = operand(node, ins, 0)
+    record_max_pool2d(rec, x, outs[0], **pool_attrs(node, x.shape))
 
 
 @lowers("AveragePool")
 def _average_pool(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor],
                   consts: NodeConstants) -> None:
-    record_average_pool2d(rec, operand(node, ins, 0), outs[0], **pool_attrs(node),
+    x = operand(node, ins, 0)
+    record_average_pool2d(rec, x, outs[0], **pool_attrs(node, x.shape),
                           count_include_pad=bool(node.attrs.get("count_include_pad", 0)))
 
 
@@ -303,8 +308,7 @@ def _clip_limits(node: Node, values: Values) -> frozenset[int]:
     return frozenset({1, 2}) if node.op == "Clip" else frozenset()
 
 
-@lowers("Relu", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "Clip", "Sqrt", "Exp", "Tanh", "Neg", "Abs",
-        "Reciprocal", host_inputs=_clip_limits)
+@lowers(*UNARY_OP_TYPES, host_inputs=_clip_limits)
 def _unary(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor], consts: NodeConstants) -> None:
     name, alpha, beta = unary_params(node, consts.values)
     record_unary(rec, name, operand(node, ins, 0), outs[0], alpha, beta)

@@ -57,15 +57,47 @@ def _norm_axis(axis: int, rank: int) -> int:
 # -- convolution and pooling -------------------------------------------------------------------------------
 
 
-def conv_attrs(node: Node, kernel: Sequence[int]) -> dict[str, Any]:
+def same_pads(auto_pad: str, size: Sequence[int], kernel: Sequence[int], strides: Sequence[int]
+              ) -> tuple[int, int, int, int]:
+    """ONNX auto_pad SAME_UPPER / SAME_LOWER on (H, W) for windows of `kernel`: enough padding for
+    ceil(size / stride) outputs, the odd one at the end (UPPER) or the start (LOWER); (top, left, bottom, right)."""
+    begin, end = [], []
+    for n, k, s in zip(size, kernel, strides):
+        total = max((-(-n // s) - 1) * s + k - n, 0)
+        small = total // 2
+        begin.append(small if auto_pad == "SAME_UPPER" else total - small)
+        end.append(total - begin[-1])
+    return begin[0], begin[1], end[0], end[1]
+
+
+def window_pads(node: Node, in_shape: Sequence[int] | None, kernel: Sequence[int],
+                dilations: Sequence[int] = (1, 1)) -> tuple[int, int, int, int]:
+    """A conv's or pool's pads (top, left, bottom, right) with auto_pad resolved for an input of `in_shape`
+    (N, C, H, W); None: SAME is refused (ConvTranspose, whose SAME means another thing), as is SAME with
+    dilations."""
     a = node.attrs
-    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-        raise ValueError(f"{node.name}: auto_pad={a['auto_pad']} is not supported")
-    pads = list(a.get("pads", [0, 0, 0, 0]))
+    auto_pad = a.get("auto_pad", "NOTSET")
+    if auto_pad == "NOTSET":
+        p = list(a.get("pads", [0, 0, 0, 0]))
+        return p[0], p[1], p[2], p[3]
+    if auto_pad == "VALID":
+        return 0, 0, 0, 0
+    # SAME with dilations: onnxruntime refuses it too, so nothing would say what it should give
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER") and in_shape is not None and len(in_shape) == 4 \
+            and all(d == 1 for d in dilations):
+        return same_pads(auto_pad, in_shape[2:], kernel, tuple(a.get("strides", (1, 1))))
+    raise ValueError(f"{node.name}: auto_pad={auto_pad} is not supported here (dilations {tuple(dilations)})")
+
+
+def conv_attrs(node: Node, in_shape: Sequence[int] | None, kernel: Sequence[int]) -> dict[str, Any]:
+    """strides, pads (ONNX order: top, left, bottom, right; auto_pad resolved), dilations and group of a conv
+    over an input of `in_shape` with a kernel of `kernel` (H, W)."""
+    a = node.attrs
+    dilations = tuple(a.get("dilations", (1, 1)))
     return {
         "strides": tuple(a.get("strides", (1, 1))),
-        "pads": (pads[0], pads[1], pads[2], pads[3]),  # ONNX order (top, left, bottom, right)
-        "dilations": tuple(a.get("dilations", (1, 1))),
+        "pads": window_pads(node, in_shape, kernel, dilations),
+        "dilations": dilations,
         "group": int(a.get("group", 1)),
     }
 
@@ -79,15 +111,15 @@ def post_affine(node: Node) -> tuple[float, float] | None:
 
 
 def _infer_conv(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
-    return [conv_output_shape(shapes[0], shapes[1], **conv_attrs(node, shapes[1][2:]))]
+    return [conv_output_shape(shapes[0], shapes[1], **conv_attrs(node, shapes[0], shapes[1][2:]))]
 
 
 @op("Conv", infer=_infer_conv)
 def _run_conv(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
     a = node.attrs
     bias = x[2] if len(x) > 2 else None
-    y = ops.conv2d(x[0], x[1], bias, **conv_attrs(node, x[1].shape[2:]), activation=a.get("activation", "none"),
-                   alpha=a.get("act_alpha", 0.0), beta=a.get("act_beta", 0.0))
+    y = ops.conv2d(x[0], x[1], bias, **conv_attrs(node, x[0].shape, x[1].shape[2:]),
+                   activation=a.get("activation", "none"), alpha=a.get("act_alpha", 0.0), beta=a.get("act_beta", 0.0))
     post = post_affine(node)
     if post is not None:  # the Mul and Add that passes.fuse_post_affine replaced, rounded as they were
         y = y * y.dtype.type(post[0]) + y.dtype.type(post[1])
@@ -95,7 +127,7 @@ def _run_conv(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def conv_transpose_attrs(node: Node) -> dict[str, Any]:
-    return {**conv_attrs(node, ()), "output_padding": tuple(node.attrs.get("output_padding", (0, 0)))}
+    return {**conv_attrs(node, None, ()), "output_padding": tuple(node.attrs.get("output_padding", (0, 0)))}
 
 
 def _infer_conv_transpose(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
@@ -120,25 +152,26 @@ def _run_batchnorm(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
     return [((data - mean.reshape(shape)) * k + bias.reshape(shape)).astype(data.dtype)]
 
 
-def pool_attrs(node: Node) -> dict[str, Any]:
+def pool_attrs(node: Node, in_shape: Sequence[int]) -> dict[str, Any]:
+    """kernel, strides, pads (auto_pad resolved for this input's H × W) and ceil_mode of a MaxPool/AveragePool."""
     a = node.attrs
-    pads = list(a.get("pads", [0, 0, 0, 0]))
-    return {"kernel": tuple(a["kernel_shape"]), "strides": tuple(a.get("strides", (1, 1))),
-            "pads": (pads[0], pads[1], pads[2], pads[3]), "ceil_mode": bool(a.get("ceil_mode", 0))}
+    kernel = tuple(a["kernel_shape"])
+    return {"kernel": kernel, "strides": tuple(a.get("strides", (1, 1))), "pads": window_pads(node, in_shape, kernel),
+            "ceil_mode": bool(a.get("ceil_mode", 0))}
 
 
 def _infer_pool(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
-    return [pool_output_shape(shapes[0], **pool_attrs(node))]
+    return [pool_output_shape(shapes[0], **pool_attrs(node, shapes[0]))]
 
 
 @op("MaxPool", infer=_infer_pool)
 def _run_max_pool(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
-    return [ops.max_pool2d(x[0], **pool_attrs(node))]
+    return [ops.max_pool2d(x[0], **pool_attrs(node, x[0].shape))]
 
 
 @op("AveragePool", infer=_infer_pool)
 def _run_average_pool(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
-    return [ops.average_pool2d(x[0], **pool_attrs(node),
+    return [ops.average_pool2d(x[0], **pool_attrs(node, x[0].shape),
                                count_include_pad=bool(node.attrs.get("count_include_pad", 0)))]
 
 
@@ -181,12 +214,23 @@ def unary_params(node: Node, consts: Sequence[np.ndarray | None]) -> tuple[str, 
     """(vkocr.engine.ops.unary op name, alpha, beta) of an elementwise unary node."""
     if node.op == "Clip":
         return ("clip", *clip_bounds(node, consts))
+    if node.op == "Gelu" and node.attrs.get("approximate", "none") != "none":
+        raise ValueError(f"{node.name}: Gelu approximate={node.attrs['approximate']!r} is not supported")
     alpha, beta = UNARY_ATTRS.get(node.op, (0.0, 0.0))
     return (node.op.lower(), float(node.attrs.get("alpha", alpha)), float(node.attrs.get("beta", beta)))
 
 
-@op("Relu", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "Clip", "Sqrt", "Exp", "Tanh", "Neg", "Abs",
-    "Reciprocal", infer=same_shape)
+UNARY_OP_TYPES = ("Relu", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "Clip", "Sqrt", "Exp", "Tanh", "Neg",
+                  "Abs", "Reciprocal", "Erf", "Gelu")
+
+
+def _infer_unary(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
+    if node.op == "Gelu":
+        unary_params(node, consts)  # refuses the tanh approximation
+    return [shapes[0]]
+
+
+@op(*UNARY_OP_TYPES, infer=_infer_unary)
 def _run_unary(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
     name, alpha, beta = unary_params(node, x)
     return [ops.unary(name, x[0], alpha, beta)]

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-ACTIVATIONS: tuple[str, ...] = ("none", "relu", "clip", "hardsigmoid", "hardswish", "sigmoid", "leakyrelu")
+from .erf import erf
+
+ACTIVATIONS: tuple[str, ...] = ("none", "relu", "clip", "hardsigmoid", "hardswish", "sigmoid", "leakyrelu", "gelu")
+SQRT2 = float(np.float32(np.sqrt(2.0)))  # the divisor Paddle2ONNX writes into its GELU (1.4142135 in float32)
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
@@ -23,6 +26,13 @@ def hardsigmoid(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
     return np.clip(dt(alpha) * x + dt(beta), dt(0), dt(1))  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
 
 
+def gelu(x: np.ndarray) -> np.ndarray:
+    """GELU, exact form: x · 0.5 · (1 + erf(x / √2)), rounded in the input dtype step by step as the ONNX
+    nodes Paddle2ONNX exports (Div, Erf, Add, Mul, Mul) compute it; the factor 0.5 is exact in any order."""
+    dt = x.dtype.type
+    return (x * (dt(1) + erf(x / dt(SQRT2)))) * dt(0.5)  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
+
+
 def apply_activation(x: np.ndarray, kind: str, alpha: float = 0.0, beta: float = 0.0) -> np.ndarray:
     """Apply activation ``kind`` to ``x``.
 
@@ -30,6 +40,7 @@ def apply_activation(x: np.ndarray, kind: str, alpha: float = 0.0, beta: float =
     hardsigmoid: max(0, min(1, alpha*x + beta)) (ONNX defaults 0.2, 0.5).
     hardswish: x * hardsigmoid(x; alpha, beta) (ONNX HardSwish is alpha=1/6, beta=0.5).
     sigmoid: 1 / (1 + exp(-x)).  leakyrelu: x if x >= 0 else alpha * x.
+    gelu: x * 0.5 * (1 + erf(x / sqrt(2))) (ONNX Gelu, approximate="none").
     """
     x = np.asarray(x)
     dt = x.dtype.type
@@ -47,4 +58,6 @@ def apply_activation(x: np.ndarray, kind: str, alpha: float = 0.0, beta: float =
         return sigmoid(x)
     if kind == "leakyrelu":
         return np.where(x >= 0, x, dt(alpha) * x)
+    if kind == "gelu":
+        return gelu(x)
     raise ValueError(f"unknown activation {kind!r}; expected one of {ACTIVATIONS}")
