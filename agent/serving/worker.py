@@ -375,8 +375,8 @@ class GpuWorker:
         # The handler cancels the job when its client goes; from RUNNING on, the future cannot be cancelled and
         # the job stops at its next stage boundary instead.
         who = job.stop_reason()
-        if who is None and not job.future.set_running_or_notify_cancel():
-            who = "client"
+        if who is None and not job.future.set_running_or_notify_cancel():  # the handler's wait was cancelled
+            who = job.stop_reason() or "client"  # its handler names who, unless it has not got that far
         if who is not None:
             if who == "deadline":
                 self.dropped["deadline"] += 1
