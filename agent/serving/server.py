@@ -9,7 +9,8 @@ model files in `[models] dir`.
 Health (grpc.health.v1) follows the serving state: NOT_SERVING while models load, while the device is rebuilt
 and while draining; SERVING when a request would succeed. The services run on one event loop, so open streams
 and a full queue never take the threads that health checks need. Service `vkocr.liveness` is SERVING while the
-process runs (until the drain): the liveness probe's. Connections are bounded ([server] max_connections,
+process runs (until the drain): the liveness probe's; so are `vkocr.v1.Status` and `vkocr.v1.Models`, which
+answer whatever the device does. Connections are bounded ([server] max_connections,
 keepalive, idle timeouts: connection_limits).
 """
 
@@ -60,6 +61,9 @@ HEALTH_SERVICES = ("", OCR_SERVICE)  # "" is the whole agent
 # SERVING from start until the drain, whatever the device does: what a liveness probe asks (a device rebuild
 # turns the services above NOT_SERVING, which must take the board out of rotation, not restart it).
 LIVENESS_SERVICE = "vkocr.liveness"
+# Services that do not need the device: SERVING from start until the drain, as liveness is.
+CONTROL_SERVICES = (status_pb2.DESCRIPTOR.services_by_name["Status"].full_name,
+                    models_pb2.DESCRIPTOR.services_by_name["Models"].full_name)
 
 
 class Agent:
@@ -155,7 +159,8 @@ class Agent:
         reflection.enable_server_reflection((*services, reflection.SERVICE_NAME), server)
         for service in HEALTH_SERVICES:
             await self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
-        await self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
+        for service in (LIVENESS_SERVICE, *CONTROL_SERVICES):
+            await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
         loop = asyncio.get_running_loop()
 
         def on_change(snap: StateSnapshot) -> None:

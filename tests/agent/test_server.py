@@ -256,9 +256,9 @@ def test_health_and_reflection_list_the_services(agent: BackgroundAgent) -> None
 
     with grpc.insecure_channel(agent.target) as channel:
         health = health_pb2_grpc.HealthStub(channel)
-        for service in ("", "vkocr.v1.Ocr"):
+        for service in ("", "vkocr.v1.Ocr", "vkocr.v1.Status", "vkocr.v1.Models", "vkocr.liveness"):
             assert health.Check(health_pb2.HealthCheckRequest(service=service)).status == \
-                health_pb2.HealthCheckResponse.SERVING
+                health_pb2.HealthCheckResponse.SERVING, service
         reflect = reflection_pb2_grpc.ServerReflectionStub(channel)
         (answer,) = reflect.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
         names = {s.name for s in answer.list_services_response.service}
