@@ -47,6 +47,7 @@ from vkocr.agent.serving.sensors import Sensors, serving_device_sensors
 from vkocr.agent.serving.state import ServingState, StateBoard, StateSnapshot
 from vkocr.agent.serving.stats import RequestStats
 from vkocr.agent.serving.status_service import StatusService
+from vkocr.agent.serving.systemd_notify import SystemdNotifier
 from vkocr.agent.serving.worker import GpuWorker, PipelineFactory
 from vkocr.engine.errors import VkocrError
 from vkocr.log import get_logger
@@ -110,6 +111,9 @@ class Agent:
         self._state_tasks: set[asyncio.Task[None]] = set()
         self._rebuilds_counted = 0
         self.ocr: OcrService | None = None
+        # systemd's Type=notify (deploy/vkocr.service); does nothing without $NOTIFY_SOCKET
+        self.systemd = SystemdNotifier.from_environment()
+        self._watchdog: asyncio.Task[None] | None = None
 
     def _model_paths(self) -> dict[str, Path]:
         return default_model_paths(Path(self.config.models.dir) if self.config.models.dir else None)
@@ -167,6 +171,8 @@ class Agent:
             loop.call_soon_threadsafe(self._follow_state, snap)
 
         self._unsubscribe = self.state.subscribe(on_change)
+        # WATCHDOG=1 from a task on this loop: the pings stop when the loop is stuck, and systemd restarts us
+        self._watchdog = loop.create_task(self.systemd.watchdog())
         host, port = split_host_port(config.server.listen)
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
@@ -247,6 +253,8 @@ class Agent:
                   else health_pb2.HealthCheckResponse.NOT_SERVING)
         for service in HEALTH_SERVICES:
             await self.health.set(service, status)
+        if snapshot.state is not ServingState.DRAINING:  # stop() has said STOPPING=1; no READY=1 after it
+            self.systemd.follow(snapshot)
         if self.metrics is not None:
             self.metrics.set_serving(snapshot.state is ServingState.SERVING)
             self.metrics.set_info(vkocr.__version__, snapshot.device, snapshot.model_version,
@@ -265,6 +273,7 @@ class Agent:
             return max(0.0, deadline - time.monotonic())
 
         self.state.set(state=ServingState.DRAINING, reason="stopping")
+        self.systemd.stopping()  # STOPPING=1 at once: systemd knows the drain has begun
         await self.health.enter_graceful_shutdown()
         loop = asyncio.get_running_loop()
         if self.activator is not None:  # no activation after this; one in progress may finish within grace
@@ -285,6 +294,8 @@ class Agent:
             self._unsubscribe()
         if self.metrics_server is not None:
             self.metrics_server.shutdown()
+        if self._watchdog is not None:  # pings go on through the drain, which can take grace_s
+            self._watchdog.cancel()
         log.info("stopped", drained_s=round(time.monotonic() - started, 3))
 
 
