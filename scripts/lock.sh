@@ -6,6 +6,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 .venv/bin/python -m pip install -q uv
+# an argument that is a pipe (`-c <(pip freeze)`) can be read once, and each lock reads it: keep a copy to read twice
+args=() copies=()
+trap 'rm -f "${copies[@]}"' EXIT
+for arg in "$@"; do
+    if [ -p "$arg" ]; then
+        copies+=("$(mktemp)")
+        cat "$arg" >"${copies[-1]}"
+        arg=${copies[-1]}
+    fi
+    args+=("$arg")
+done
+set -- "${args[@]}"
 for mode in run test; do
     extra=()
     [ "$mode" = test ] && extra=(--extra test)

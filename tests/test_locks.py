@@ -35,7 +35,7 @@ def pins(lock: str) -> dict[str, tuple[str, list[str]]]:
     return found
 
 
-@pytest.mark.parametrize(("lock", "extras"), [("run.lock", []), ("test.lock", ["test"])])
+@pytest.mark.parametrize(("lock", "extras"), [("run.lock", []), ("test.lock", ["test", "plots"])])
 def test_the_lock_pins_every_dependency_with_hashes(lock: str, extras: list[str]) -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     wanted = requirement_names(project["dependencies"])
@@ -52,3 +52,11 @@ def test_the_test_lock_pins_the_run_locks_versions() -> None:
     run, test = pins("run.lock"), pins("test.lock")
     differ = {name: (run[name][0], test[name][0]) for name in run if name in test and run[name][0] != test[name][0]}
     assert not differ, f"run and test locks disagree: {differ}"
+
+
+def test_the_test_extra_has_every_optional_extra() -> None:
+    """./test.sh installs the test extra: the tests of --plot need the plots extra's matplotlib there too."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    test = set(extras["test"])
+    missing = {name: sorted(set(wanted) - test) for name, wanted in extras.items() if not set(wanted) <= test}
+    assert not missing, f"the test extra lacks {missing}"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from vkocr.agent.cli.bench_charts import render_chart, require_matplotlib  # light: matplotlib only when drawing
 from vkocr.agent.cli.device_option import add_device_option
 
 
@@ -40,6 +42,8 @@ def cmd_bench_pipeline(args: argparse.Namespace) -> int:
 def cmd_bench_stream(args: argparse.Namespace) -> int:
     from vkocr.agent.cli.bench_stream import format_stream_results, run_stream_bench, stream_paths
 
+    if args.plot:
+        require_matplotlib()  # before the run, not after it
     try:
         paths = stream_paths(args.images)
     except FileNotFoundError as exc:
@@ -52,7 +56,22 @@ def cmd_bench_stream(args: argparse.Namespace) -> int:
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(format_stream_results(results))
+    write_plot(args.plot, results)
     return 0
+
+
+def png_path(text: str) -> Path:
+    """An argparse type: a path ending in .png (the charts are PNG files)."""
+    if Path(text).suffix.lower() != ".png":
+        raise argparse.ArgumentTypeError(f"{text!r}: the chart is a PNG file, give a path ending in .png")
+    return Path(text)
+
+
+def write_plot(path: Path | None, results: dict[str, Any]) -> None:
+    """The chart of `results` at `path` (agent/cli/bench_charts.py), its path on stderr; nothing when None."""
+    if path is None:
+        return
+    print(f"chart: {render_chart(results, path)}", file=sys.stderr)
 
 
 def int_in(low: int, high: int) -> Callable[[str], int]:
@@ -71,10 +90,13 @@ def int_in(low: int, high: int) -> Callable[[str], int]:
 def cmd_bench_agent(args: argparse.Namespace) -> int:
     from vkocr.agent.cli.bench_agent import format_agent_results, load_images, run_agent_bench
 
+    if args.plot:
+        require_matplotlib()  # before the run, not after it
     options = {**({"use_det": False} if args.no_det else {}), **({"use_cls": False} if args.no_cls else {})}
     results = run_agent_bench(args.device, load_images(args.images, args.pages), clients=args.clients,
                               requests=args.requests, request_options=options)
     print(json.dumps(results, indent=2, ensure_ascii=False) if args.json else format_agent_results(results))
+    write_plot(args.plot, results)
     return 0
 
 
@@ -158,6 +180,10 @@ def add_bench_parser(sub: Any) -> None:
                         "RapidOCR's widths exactly)")
     stream.add_argument("--json", type=Path, default=None, metavar="PATH",
                         help="also write the full results as JSON to PATH")
+    stream.add_argument("--plot", type=png_path, default=None, metavar="PATH.png",
+                        help="also write a chart of the run to PATH.png: the latency of every image, ours pass 1 "
+                        "and pass 2 against RapidOCR, sorted, log scale, medians marked (needs matplotlib: "
+                        "pip install 'vkocr[plots]'; scripts/plot_benchmarks.py draws it from a saved --json)")
     add_device_option(stream, cpu=True)
     stream.set_defaults(func=cmd_bench_stream, usage_error=stream.error)
     from vkocr.agent.cli.bench_agent import DEFAULT_CLIENTS, parse_clients
@@ -180,6 +206,10 @@ def add_bench_parser(sub: Any) -> None:
                              help="no detection: the whole image is one line")
     agent_bench.add_argument("--no-cls", action="store_true", help="no direction classification")
     agent_bench.add_argument("--json", action="store_true", help="print results as JSON")
+    agent_bench.add_argument("--plot", type=png_path, default=None, metavar="PATH.png",
+                             help="also write a chart of the run to PATH.png: throughput and p99 against the "
+                             "client count, a line per run (needs matplotlib: pip install 'vkocr[plots]'; "
+                             "scripts/plot_benchmarks.py draws it from saved --json output)")
     add_device_option(agent_bench, cpu=True)
     agent_bench.set_defaults(func=cmd_bench_agent)
     startup = bench_sub.add_parser(
