@@ -3,7 +3,7 @@ the plan cache, the activation arena, load-time errors and input validation."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.graph.conftest import GetModel
 from tests.graph.test_memory_plan import check_plan
 from tests.kernels.harness import fresh_rng
 from tests.paths import MODELS, SHARED
@@ -30,23 +31,6 @@ DET_LOGITS = "p2o.Add.281"  # input of det's final Sigmoid in the ONNX file
 BACKENDS = ("vulkan", "numpy")
 TOLERANCE = 1e-4
 DET_SHAPES = [(1, 3, 736, 736), (1, 3, 544, 960)]
-
-GetModel = Callable[[Path, str], Model]
-
-
-@pytest.fixture(scope="module")
-def models(device: Device) -> Iterator[GetModel]:
-    """Each model loaded once per backend for the whole module (plans stay cached between tests)."""
-    loaded: dict[tuple[Path, str], Model] = {}
-
-    def get(path: Path, backend: str) -> Model:
-        if (path, backend) not in loaded:
-            loaded[(path, backend)] = Model.load(path, device if backend == "vulkan" else None)
-        return loaded[(path, backend)]
-
-    yield get
-    for model in loaded.values():
-        model.close()
 
 
 def reference(path: Path, x: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:

@@ -8,7 +8,7 @@ model tests skip and say so.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +16,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.graph.conftest import GetModel
 from tests.kernels.harness import fresh_rng
 from tests.paths import MODELS
 from vkocr.agent.ocr.model_files import PPOCRV6_SMALL, missing_or_bad
@@ -195,21 +196,6 @@ def test_passes_leave_no_erf_and_no_identity(path: Path) -> None:
     assert not {"Reshape", "Squeeze", "Unsqueeze", "Shape", "Identity"} & set(spec.graph.op_counts())
 
 
-@pytest.fixture(scope="module")
-def models(device: Device) -> Iterator[Callable[[Path, str], Model]]:
-    """Each model loaded once per backend for the module (plans stay cached between tests)."""
-    loaded: dict[tuple[Path, str], Model] = {}
-
-    def get(path: Path, backend: str) -> Model:
-        if (path, backend) not in loaded:
-            loaded[(path, backend)] = Model.load(path, device if backend == "vulkan" else None)
-        return loaded[(path, backend)]
-
-    yield get
-    for model in loaded.values():
-        model.close()
-
-
 def logits_model(tmp_dir: Path) -> tuple[Path, str]:
     """det without its final Sigmoid (its input, the logits, as the output): onnxruntime's approximate sigmoid
     makes relative error meaningless on the near-zero probabilities random input gives, and the engine fuses
@@ -233,7 +219,7 @@ def det_logits(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 @needs_models
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("shape", DET_SHAPES, ids=shape_id)
-def test_det_logits_match_onnxruntime(models: Callable[[Path, str], Model], det_logits: tuple[Path, str],
+def test_det_logits_match_onnxruntime(models: GetModel, det_logits: tuple[Path, str],
                                       backend: str, shape: tuple[int, ...]) -> None:
     path, name = det_logits
     x, seed = random_input(shape)
@@ -246,7 +232,7 @@ def test_det_logits_match_onnxruntime(models: Callable[[Path, str], Model], det_
 
 @needs_models
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_det_probabilities_match_onnxruntime(models: Callable[[Path, str], Model], backend: str) -> None:
+def test_det_probabilities_match_onnxruntime(models: GetModel, backend: str) -> None:
     """The whole file (Sigmoid fused into the last ConvTranspose): each probability within 1e-5 of
     onnxruntime's, whose sigmoid is approximate (a relative measure means nothing near 0)."""
     model = models(DET, backend)
@@ -261,7 +247,7 @@ def test_det_probabilities_match_onnxruntime(models: Callable[[Path, str], Model
 @needs_models
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("shape", REC_SHAPES, ids=shape_id)
-def test_rec_matches_onnxruntime_at_every_time_step(models: Callable[[Path, str], Model], backend: str,
+def test_rec_matches_onnxruntime_at_every_time_step(models: GetModel, backend: str,
                                                      shape: tuple[int, ...]) -> None:
     model = models(REC, backend)
     x, seed = random_input(shape)
