@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -57,3 +58,11 @@ def running_agent(**overrides: Any) -> Iterator[BackgroundAgent]:
         yield background
     finally:
         background.stop(5)
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 60.0) -> None:
+    """Poll `condition` until it holds; fail the test when it still does not after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert condition(), "condition not reached"

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
 
-from tests.agent.agents import REC_ONLY, lot_number, running_agent, word_png
+from tests.agent.agents import REC_ONLY, lot_number, running_agent, wait_for, word_png
 from vkocr.agent.serving.client import OcrClient
 from vkocr.agent.serving.retries import NO_RETRIES, RetryPolicy
 from vkocr.v1 import ocr_pb2
@@ -21,13 +20,6 @@ from vkocr.v1 import ocr_pb2
 def read(client: OcrClient, i: int) -> str:
     response = client.recognize(word_png(lot_number(i)), use_det=False, use_cls=False)
     return response.lines[0].text
-
-
-def wait_for(condition: object, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
-        time.sleep(0.01)
-    assert condition(), "condition not reached"  # type: ignore[operator]
 
 
 def test_a_full_queue_is_retried_as_the_agent_says_and_then_served() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,7 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 from structlog.testing import capture_logs
 
-from tests.agent.agents import REC_ONLY, agent_config, lot_number, running_agent, word_pixels, word_png
+from tests.agent.agents import REC_ONLY, agent_config, lot_number, running_agent, wait_for, word_pixels, word_png
 from tests.agent.certs import TlsFiles
 from vkocr.agent.serving.call_deadlines import OCR_TIMEOUT_S, SLOW_OCR_TIMEOUT_S, ocr_timeout_for
 from vkocr.agent.serving.client import OcrClient
@@ -416,13 +415,6 @@ def test_a_bug_of_ours_answers_internal_with_an_incident_and_the_agent_serves_on
             assert status.state == status_pb2.SERVING
     finally:
         background.stop(5)
-
-
-def wait_for(condition: object, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
-        time.sleep(0.01)
-    assert condition(), "condition not reached"  # type: ignore[operator]
 
 
 def test_plaintext_health_port_beside_a_tls_agent(tls_files: TlsFiles) -> None:
