@@ -187,27 +187,31 @@ class Recorder:
         kernel = pipeline.kernel
         if len(views) != len(kernel.access):
             raise ValueError(f"{kernel.shader}: {len(kernel.access)} bindings, {len(views)} buffers given")
-        if len(push) > kernel.push_bytes:
-            raise ValueError(f"{kernel.shader}: push constants {len(push)} B > {kernel.push_bytes} B")
+        if len(push) != kernel.push_bytes:
+            if len(push) > kernel.push_bytes:
+                raise ValueError(f"{kernel.shader}: push constants {len(push)} B > {kernel.push_bytes} B")
+            push = push.ljust(kernel.push_bytes, b"\0")
         limit = self._group_limit
         if not (0 < groups[0] <= limit[0] and 0 < groups[1] <= limit[1] and 0 < groups[2] <= limit[2]):
             raise ValueError(f"{kernel.shader}: workgroup count {groups} outside 1..{limit}")
         alignment, max_range = self._alignment, self._max_range
         for v in views:
-            if v.offset % alignment:
-                raise ValueError(f"{kernel.shader}: buffer offset {v.offset} not aligned to {alignment}")
-            if v.size > max_range:
-                raise ValueError(f"{kernel.shader}: binding of {v.size} B exceeds this device's "
-                                 f"maxStorageBufferRange ({max_range} B)")
+            if v.offset % alignment or v.size > max_range:
+                raise ValueError(f"{kernel.shader}: binding at offset {v.offset} of {v.size} B: offsets must be "
+                                 f"aligned to {alignment} and sizes at most this device's maxStorageBufferRange "
+                                 f"({max_range} B)")
         self._sync(_COMPUTE_STAGE, [views[i] for i in kernel.reads], [views[i] for i in kernel.writes])
-        if len(push) < kernel.push_bytes:
-            push = push.ljust(kernel.push_bytes, b"\0")
         self._ops.append(_Dispatch(pipeline, tuple(views), push, groups))
         self.dispatch_count += 1
         self.command_count += 1
         self.descriptor_count += len(views)
         if self.profile:
             self._timestamp(label or kernel.shader, _COMPUTE_STAGE)
+
+    @property
+    def kernels(self) -> set[str]:
+        """The shaders this recording dispatches (empty once closed)."""
+        return {op.pipeline.kernel.shader for op in self._ops if isinstance(op, _Dispatch)}
 
     def copy(self, src: BufferView, dst: BufferView, label: str = "copy") -> None:
         """Record a buffer-to-buffer copy of src.size bytes (dst must be at least as large)."""

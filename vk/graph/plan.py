@@ -37,8 +37,7 @@ from vkocr.engine.graph.memory_plan import Lifetime, MemoryPlan, aligned, plan_m
 from vkocr.engine.graph.numpy_executor import run_numpy
 from vkocr.engine.graph.shared_memory import SharedMemory
 from vkocr.engine.graph.specialize import Specialized, specialize
-from vkocr.engine.memory import Allocation, BufferView
-from vkocr.engine.pipeline import Pipeline
+from vkocr.engine.memory import Allocation
 from vkocr.engine.recorder import Recorder, Timing
 from vkocr.engine.tensor import Tensor
 from vkocr.log import get_logger
@@ -131,19 +130,6 @@ def lifetimes(spec: Specialized, keep: Sequence[str]) -> list[Lifetime]:
 # -- recording -------------------------------------------------------------------------------------------------------
 
 
-class _KernelTrackingRecorder(Recorder):
-    """A Recorder that remembers which kernels it dispatched (Plan.pipelines)."""
-
-    def __init__(self, device: Device, *, profile: bool = False) -> None:
-        super().__init__(device, profile=profile)
-        self.kernels: set[str] = set()
-
-    def dispatch(self, pipeline: Pipeline, views: Sequence[BufferView], push: bytes,
-                 groups: tuple[int, int, int], label: str = "") -> None:
-        self.kernels.add(pipeline.kernel.shader)
-        super().dispatch(pipeline, views, push, groups, label)
-
-
 @dataclass(frozen=True)
 class PlanProfile:
     """GPU time of one replay: the input upload, every node that dispatched (label = node name), the readback."""
@@ -214,8 +200,8 @@ class Plan:
         self._own_memory = memory is None
         self.shared = memory if memory is not None else SharedMemory(device)
         self._local: ConstantArena | None = None
-        self._recorder: _KernelTrackingRecorder | None = None
-        self._profiler: _KernelTrackingRecorder | None = None
+        self._recorder: Recorder | None = None
+        self._profiler: Recorder | None = None
         try:
             self.shared.reserve(self.memory.arena_bytes, upload, readback)
             self.generation = self.shared.generation
@@ -338,10 +324,10 @@ class Plan:
     def input_tensor(self) -> Tensor:
         return self._tensors[self.input_name]
 
-    def _record(self, *, profile: bool) -> tuple[_KernelTrackingRecorder, list[tuple[str, int]]]:
+    def _record(self, *, profile: bool) -> tuple[Recorder, list[tuple[str, int]]]:
         """One command buffer for the whole plan; the command count of the input step, every node, and the
         output step, in order (the profile splits timestamps by these counts)."""
-        rec = _KernelTrackingRecorder(self.device, profile=profile)
+        rec = Recorder(self.device, profile=profile)
         try:
             if self.hooks is None:
                 assert self._upload is not None
