@@ -164,6 +164,11 @@ def test_the_ports_of_the_config_container_probes_service_and_policy_agree(
         ports["metrics"]: [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]}
 
 
+def test_without_host_port_the_grpc_port_is_the_pods_alone(helm: Helm) -> None:
+    ports = agent(render(helm, {"hostPort": False}))["ports"]
+    assert not any("hostPort" in p for p in ports), ports
+
+
 def test_without_metrics_no_port_anywhere_serves_them(helm: Helm, tmp_path: Path) -> None:
     ports = random_ports()
     objects = render(helm, {"metrics": {"enabled": False}, "ports": ports})
