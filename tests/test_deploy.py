@@ -1,5 +1,6 @@
-"""deploy/: the container file, the Kubernetes manifests and the systemd unit agree with each other and with the
-image's default configuration. No docker, kubectl or systemd here: each file is parsed and its parts checked."""
+"""deploy/: the container file and the systemd unit agree with each other and with the image's default
+configuration. No docker or systemd here: each file is parsed and its parts checked. The Helm chart
+(deploy/helm/vkocr) has its own tests, tests/test_helm_chart.py, which also hold its ports to these."""
 
 from __future__ import annotations
 
@@ -9,9 +10,6 @@ import shlex
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from tests.paths import ROOT
 from vkocr.agent.serving.config import AgentConfig, is_loopback, load_config, split_host_port
@@ -125,80 +123,6 @@ def test_expose_healthcheck_and_cmd_agree_with_the_baked_in_config() -> None:
     config_path = command[command.index("--config") + 1]
     baked = {c.split()[-1]: c.split()[-2] for c in (i.args for i in RUNTIME if i.keyword == "COPY")}
     assert baked.get(config_path) == str(IMAGE_CONFIG.relative_to(ROOT)), f"{config_path} is not the image config"
-
-
-def k8s_objects() -> list[dict[str, Any]]:
-    objects = []
-    for path in sorted((DEPLOY / "k8s").glob("*.yaml")):
-        objects += [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
-    return objects
-
-
-def k8s_object(kind: str) -> dict[str, Any]:
-    (found,) = [o for o in k8s_objects() if o["kind"] == kind]
-    return found
-
-
-def test_every_manifest_object_is_named_and_typed() -> None:
-    objects = k8s_objects()
-    for obj in objects:
-        assert obj.get("apiVersion") and obj.get("kind") and obj.get("metadata", {}).get("name"), obj
-    kinds = {o["kind"] for o in objects}
-    assert {"Namespace", "ConfigMap", "DaemonSet", "Service", "NetworkPolicy", "ServiceMonitor"} <= kinds
-    assert {o["metadata"].get("namespace") for o in objects if o["kind"] != "Namespace"} == {"vkocr"}
-
-
-def cluster_config(tmp_path: Path) -> AgentConfig:
-    path = tmp_path / "agent.toml"
-    path.write_text(k8s_object("ConfigMap")["data"]["agent.toml"])
-    return load_config(path, env={})
-
-
-def agent_container() -> dict[str, Any]:
-    (container,) = k8s_object("DaemonSet")["spec"]["template"]["spec"]["containers"]
-    return container
-
-
-def test_the_daemonset_ports_and_probes_agree_with_the_image(tmp_path: Path) -> None:
-    image = image_ports(load_config(IMAGE_CONFIG, env={}))
-    assert image_ports(cluster_config(tmp_path)) == image
-    container = agent_container()
-    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == image
-    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
-        port = container[probe]["grpc"]["port"]
-        assert port == image["health"], f"{probe} asks {port}, not the health port"
-    assert container["readinessProbe"]["grpc"]["service"] == "vkocr.v1.Ocr"
-    assert container["livenessProbe"]["grpc"]["service"] == "vkocr.liveness"
-
-
-def test_the_daemonset_mounts_what_the_cluster_config_names(tmp_path: Path) -> None:
-    config, container = cluster_config(tmp_path), agent_container()
-    pod = k8s_object("DaemonSet")["spec"]["template"]["spec"]
-    assert pod["nodeSelector"] and pod["tolerations"], "GPU nodes: selector and tolerations"
-    args = container["args"]
-    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
-    volumes = {v["name"]: v for v in pod["volumes"]}
-    config_mount = mounts[args[args.index("--config") + 1]]
-    assert volumes[config_mount["name"]]["configMap"]["name"] == k8s_object("ConfigMap")["metadata"]["name"]
-    for path in (config.tls.cert, config.tls.key, config.tls.client_ca, *config.models.trusted_keys,
-                 config.models.store):
-        assert any(path == m or path.startswith(m + "/") for m in mounts), f"{path} is not mounted"
-
-
-def test_service_servicemonitor_and_networkpolicy_use_the_right_ports() -> None:
-    image = image_ports(load_config(IMAGE_CONFIG, env={}))
-    service = k8s_object("Service")
-    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"grpc": image["grpc"],
-                                                                         "metrics": image["metrics"]}
-    assert all(p["targetPort"] in {q["name"] for q in agent_container()["ports"]} for p in service["spec"]["ports"])
-    monitor = k8s_object("ServiceMonitor")
-    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
-    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics"]
-    rules = k8s_object("NetworkPolicy")["spec"]["ingress"]
-    allowed = {r["ports"][0]["port"]: r["from"][0]["namespaceSelector"]["matchLabels"] for r in rules}
-    assert allowed == {image["grpc"]: {"vkocr.io/controller": "true"},
-                       image["metrics"]: {"kubernetes.io/metadata.name": "monitoring"}}
 
 
 def systemd_unit() -> dict[str, list[str]]:
