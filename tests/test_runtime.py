@@ -139,6 +139,42 @@ def test_replay_follows_new_inputs_written_to_staging(device: Device) -> None:
     device.pool.free(readback)
 
 
+def test_a_closed_recorders_command_buffer_and_descriptor_pool_serve_the_next(device: Device) -> None:
+    """Recorder B takes what A closed (command buffer, fence, descriptor pool, reset) and replays its own work:
+    B's results are its inputs', never A's, and the validation layer sees no use of A's freed sets."""
+    rng, seed = fresh_rng()
+    n = 777
+    upload, readback = device.pool.alloc(4 * n, "upload"), device.pool.alloc(4 * n, "readback")
+    x, y = device.tensor((n,)), device.tensor((n,))
+    used = []
+    for op, reference in (("relu", lambda v: np.maximum(v, 0)), ("neg", np.negative), ("abs", np.abs)):
+        with Recorder(device) as rec:
+            rec.copy(upload.view, x.view)
+            record_unary(rec, op, x, y)
+            rec.copy(y.view, readback.view)
+            rec.end()
+            used.append((vk_handle(rec.cmd), vk_handle(rec._descriptor_pool[0])))
+            for _ in range(2):
+                data = rng.standard_normal(n).astype(np.float32)
+                upload.array()[:] = data
+                upload.flush()
+                readback.array()[:] = np.nan
+                rec.run()
+                readback.invalidate()
+                np.testing.assert_array_equal(readback.array(), reference(data), err_msg=f"{op}, seed {seed}")
+    assert used[1] == used[0] and used[2] == used[0], "each recorder reuses the last one's command buffer and pool"
+    for t in (x, y):
+        device.free(t)
+    device.pool.free(upload)
+    device.pool.free(readback)
+
+
+def vk_handle(handle: object) -> int:
+    from vkocr.engine.loader import binding
+
+    return int(binding().ffi.cast("uintptr_t", handle))
+
+
 def test_profiled_recorder_times_every_command(device: Device) -> None:
     x = device.upload(np.random.default_rng().standard_normal(4096).astype(np.float32))
     y = poisoned(device, (4096,))

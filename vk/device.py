@@ -19,6 +19,7 @@ from vkocr.engine.loader import INSTALL_HINT, binding, call
 from vkocr.engine.memory import DEFAULT_ARENA_BYTES, MemoryPool
 from vkocr.engine.pipeline import Constant, KernelDef, Pipeline, load_module
 from vkocr.engine.pipeline_cache import PipelineCache, default_cache_dir
+from vkocr.engine.recording_slots import RecordingSlots
 from vkocr.engine.tensor import Tensor
 from vkocr.log import get_logger
 
@@ -60,6 +61,7 @@ class Device:
                 flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, queueFamilyIndex=self.queue_family
             )
             self.command_pool = call(vk.vkCreateCommandPool, self.handle, pool_info, None)
+            self.slots = RecordingSlots(self)
             self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
             self.alignment = math.lcm(
                 self.info.min_storage_buffer_offset_alignment, self.info.non_coherent_atom_size, 16
@@ -207,6 +209,8 @@ class Device:
             except OSError as exc:  # a read-only cache dir must not stop a clean shutdown
                 log.warning("pipeline_cache_not_saved", error=str(exc))
             self.pipeline_cache.close()
+        if hasattr(self, "slots"):
+            self.slots.close()
         if hasattr(self, "command_pool"):
             vk.vkDestroyCommandPool(self.handle, self.command_pool, None)
         vk.vkDestroyDevice(self.handle, None)

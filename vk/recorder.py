@@ -109,23 +109,12 @@ class Recorder:
         info = device.info  # read once: dispatch() checks every command against them
         self._group_limit = tuple(info.max_workgroup_count)
         self._alignment, self._max_range = device.alignment, info.max_storage_buffer_range
-        # Raw calls with structs filled by cffi: a plan is recorded per new shape, and the binding's wrappers
-        # cost more than the driver here too.
-        ffi, lib, dev = vk.ffi, vk.lib, device.handle
-        alloc_info = ffi.new("VkCommandBufferAllocateInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": device.command_pool,
-            "level": vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1})
-        self._submit_cmds = ffi.new("VkCommandBuffer[1]")
-        check(lib.vkAllocateCommandBuffers(dev, alloc_info, self._submit_cmds), "vkAllocateCommandBuffers")
-        self.cmd = self._submit_cmds[0]
-        fence_info = ffi.new("VkFenceCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
-        self._fences = ffi.new("VkFence[1]")
-        try:
-            check(lib.vkCreateFence(dev, fence_info, ffi.NULL, self._fences), "vkCreateFence")
-        except BaseException:
-            lib.vkFreeCommandBuffers(dev, device.command_pool, 1, self._submit_cmds)
-            raise
-        self.fence = self._fences[0]
+        spare = device.slots.take_commands()  # a closed Recorder's command buffer and fence, when one is kept
+        if spare is not None:
+            self._submit_cmds, self._fences = spare
+        else:
+            self._submit_cmds, self._fences = _new_commands(device)
+        self.cmd, self.fence = self._submit_cmds[0], self._fences[0]
         device.live["recorder"] += 1
         # Replays re-read and re-write the same ranges: order this submission after everything before it.
         self._ops.append(_Barrier(vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
@@ -133,7 +122,7 @@ class Recorder:
                                   vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT))
         if self.profile:
             self._timestamp("start", vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT)
-        self._submit_ptr = ffi.new("VkSubmitInfo*", {  # for the raw vkQueueSubmit; holds _submit_cmds
+        self._submit_ptr = vk.ffi.new("VkSubmitInfo*", {  # for the raw vkQueueSubmit; holds _submit_cmds
             "sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1, "pCommandBuffers": self._submit_cmds})
 
     @property
@@ -242,23 +231,16 @@ class Recorder:
     # -- encoding ---------------------------------------------------------------------------------------------
 
     def _write_descriptor_sets(self) -> Any:
-        """One set per dispatch, from one pool sized for exactly this recording, written in one update."""
+        """One set per dispatch, from one pool (the device's spare, or a new one), written in one update."""
         vk = binding()
         ffi, lib, dev = vk.ffi, vk.lib, self.device.handle
         dispatches = [op for op in self._ops if isinstance(op, _Dispatch)]
         if not dispatches:
             return None
-        sizes = ffi.new("VkDescriptorPoolSize*", {"type": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                                  "descriptorCount": max(1, self.descriptor_count)})
-        pool_info = ffi.new("VkDescriptorPoolCreateInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, "maxSets": len(dispatches),
-            "poolSizeCount": 1, "pPoolSizes": sizes})
-        pools = ffi.new("VkDescriptorPool[1]")
-        check(lib.vkCreateDescriptorPool(dev, pool_info, ffi.NULL, pools), "vkCreateDescriptorPool")
-        self._descriptor_pool = pools[0]
+        self._descriptor_pool = self.device.slots.take_pool(len(dispatches), max(1, self.descriptor_count))
         layouts = ffi.new("VkDescriptorSetLayout[]", [d.pipeline.set_layout for d in dispatches])
         alloc_info = ffi.new("VkDescriptorSetAllocateInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": self._descriptor_pool,
+            "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": self._descriptor_pool[0],
             "descriptorSetCount": len(dispatches), "pSetLayouts": layouts})
         sets = ffi.new("VkDescriptorSet[]", len(dispatches))
         check(lib.vkAllocateDescriptorSets(dev, alloc_info, sets), "vkAllocateDescriptorSets")
@@ -383,18 +365,17 @@ class Recorder:
         return [Timing(self._labels[i], (stamps[i] - stamps[i - 1]) * period / 1e6) for i in range(1, len(stamps))]
 
     def close(self) -> None:
-        """Wait for any submission, then free the command buffer, fence, descriptor and query pools."""
+        """Wait for any submission, then hand the command buffer, fence and descriptor pool back to the device
+        (vk/recording_slots.py) and free the query pool."""
         vk = binding()
         if self.cmd is None:
             return
         dev = self.device.handle
         if self._in_flight:
             self.wait()
-        lib, null = vk.lib, vk.ffi.NULL
-        lib.vkFreeCommandBuffers(dev, self.device.command_pool, 1, self._submit_cmds)
-        lib.vkDestroyFence(dev, self.fence, null)
+        self.device.slots.give_commands(self._submit_cmds, self._fences)
         if self._descriptor_pool is not None:
-            lib.vkDestroyDescriptorPool(dev, self._descriptor_pool, null)
+            self.device.slots.give_pool(self._descriptor_pool)
         if self._query_pool is not None:
             vk.vkDestroyQueryPool(dev, self._query_pool, None)
         self._ops.clear()
@@ -406,3 +387,24 @@ class Recorder:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _new_commands(device: Device) -> tuple[Any, Any]:
+    """A primary command buffer of the device's pool and an unsignalled fence, each in a one-element array (what
+    vkQueueSubmit and vkWaitForFences take). Raw calls with structs filled by cffi: the binding's wrappers cost
+    more than the driver."""
+    vk = binding()
+    ffi, lib, dev = vk.ffi, vk.lib, device.handle
+    alloc_info = ffi.new("VkCommandBufferAllocateInfo*", {
+        "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": device.command_pool,
+        "level": vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1})
+    cmds = ffi.new("VkCommandBuffer[1]")
+    check(lib.vkAllocateCommandBuffers(dev, alloc_info, cmds), "vkAllocateCommandBuffers")
+    fence_info = ffi.new("VkFenceCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
+    fences = ffi.new("VkFence[1]")
+    try:
+        check(lib.vkCreateFence(dev, fence_info, ffi.NULL, fences), "vkCreateFence")
+    except BaseException:
+        lib.vkFreeCommandBuffers(dev, device.command_pool, 1, cmds)
+        raise
+    return cmds, fences

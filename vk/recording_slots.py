@@ -1,0 +1,97 @@
+"""What a closed Recorder hands back for the next one to take: its command buffer with its fence, and its
+descriptor pool. Creating them costs the driver more than filling them (on NVIDIA about 0.5 ms a recording for
+the command buffer and fence, and as much again to create and destroy the pool), and a plan is recorded per new
+input shape while an evicted plan is closed, on the request path. A device keeps a few of each.
+
+Taken objects are reused as they are: a command buffer from a pool made with RESET_COMMAND_BUFFER is reset by
+its next vkBeginCommandBuffer, a fence is reset before every submission, and a descriptor pool is reset
+(freeing the sets of its last recording, whose command buffer was closed first) before it is handed out.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from vkocr.engine.loader import binding, check
+
+if TYPE_CHECKING:
+    from vkocr.engine.device import Device
+
+KEEP = 16  # of each kind: more than a worker's plans in flight between two evictions
+SET_STEP, DESCRIPTOR_STEP = 64, 256  # pools are made in these steps, so that one fits many recordings
+
+
+def rounded_up(n: int, step: int) -> int:
+    return max(step, -(-n // step) * step)
+
+
+class RecordingSlots:
+    """Spare command buffers (each with its fence) and descriptor pools of one device. Thread-safe."""
+
+    def __init__(self, device: Device, keep: int = KEEP) -> None:
+        self.device, self.keep = device, keep
+        self._lock = threading.Lock()
+        self._commands: list[tuple[Any, Any]] = []  # (VkCommandBuffer[1], VkFence[1]) cdata arrays
+        self._pools: list[tuple[Any, int, int]] = []  # (VkDescriptorPool, max sets, descriptors)
+
+    def take_commands(self) -> tuple[Any, Any] | None:
+        """A spare (command buffer array, fence array), or None: the caller allocates."""
+        with self._lock:
+            return self._commands.pop() if self._commands else None
+
+    def give_commands(self, cmds: Any, fences: Any) -> None:
+        """Keep them for the next Recorder (they must not be in flight), or free them when enough are kept."""
+        with self._lock:
+            if len(self._commands) < self.keep:
+                self._commands.append((cmds, fences))
+                return
+        _free_commands(self.device, cmds, fences)
+
+    def take_pool(self, sets: int, descriptors: int) -> Any:
+        """A reset descriptor pool for `sets` sets of `descriptors` storage buffers in all: the smallest kept one
+        that fits, else a new one (rounded up, so that it fits the next recordings too)."""
+        vk = binding()
+        with self._lock:
+            fits = [p for p in self._pools if p[1] >= sets and p[2] >= descriptors]
+            if fits:
+                chosen = min(fits, key=lambda p: (p[1], p[2]))
+                self._pools.remove(chosen)
+        if fits:
+            check(vk.lib.vkResetDescriptorPool(self.device.handle, chosen[0], 0), "vkResetDescriptorPool")
+            return chosen
+        ffi = vk.ffi
+        max_sets, count = rounded_up(sets, SET_STEP), rounded_up(descriptors, DESCRIPTOR_STEP)
+        sizes = ffi.new("VkDescriptorPoolSize*", {"type": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                  "descriptorCount": count})
+        info = ffi.new("VkDescriptorPoolCreateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, "maxSets": max_sets, "poolSizeCount": 1,
+            "pPoolSizes": sizes})
+        pools = ffi.new("VkDescriptorPool[1]")
+        check(vk.lib.vkCreateDescriptorPool(self.device.handle, info, ffi.NULL, pools), "vkCreateDescriptorPool")
+        return pools[0], max_sets, count
+
+    def give_pool(self, pool: tuple[Any, int, int]) -> None:
+        """Keep a pool whose sets no live command buffer uses any more, or destroy it when enough are kept."""
+        with self._lock:
+            if len(self._pools) < self.keep:
+                self._pools.append(pool)
+                return
+        binding().lib.vkDestroyDescriptorPool(self.device.handle, pool[0], binding().ffi.NULL)
+
+    def close(self) -> None:
+        """Free everything kept (before the device's command pool goes)."""
+        vk = binding()
+        with self._lock:
+            commands, pools = self._commands, self._pools
+            self._commands, self._pools = [], []
+        for cmds, fences in commands:
+            _free_commands(self.device, cmds, fences)
+        for pool, _, _ in pools:
+            vk.lib.vkDestroyDescriptorPool(self.device.handle, pool, vk.ffi.NULL)
+
+
+def _free_commands(device: Device, cmds: Any, fences: Any) -> None:
+    lib, null = binding().lib, binding().ffi.NULL
+    lib.vkFreeCommandBuffers(device.handle, device.command_pool, 1, cmds)
+    lib.vkDestroyFence(device.handle, fences[0], null)
