@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "proto"
 
 
-def proto_files() -> list[Path]:
-    return sorted((PROTO_ROOT / "vkocr" / "v1").glob("*.proto"))
+def proto_files(root: Path = PROTO_ROOT) -> list[Path]:
+    return sorted((root / "vkocr" / "v1").glob("*.proto"))
 
 
 def include_dirs() -> list[str]:
@@ -33,17 +33,18 @@ def generate(out: Path) -> None:
     _protoc(f"--python_out={out}", f"--pyi_out={out}", f"--grpc_python_out={out}")
 
 
-def descriptor_set(path: Path) -> None:
-    """A FileDescriptorSet of our protos and everything they import, with source info (buf reports lines)."""
+def descriptor_set(path: Path, root: Path = PROTO_ROOT) -> None:
+    """A FileDescriptorSet of the protos under `root` and everything they import, with source info (buf reports
+    lines)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    _protoc(f"--descriptor_set_out={path}", "--include_imports", "--include_source_info")
+    _protoc(f"--descriptor_set_out={path}", "--include_imports", "--include_source_info", root=root)
 
 
-def _protoc(*outputs: str) -> None:
+def _protoc(*outputs: str, root: Path = PROTO_ROOT) -> None:
     from grpc_tools import protoc
 
-    args = ["protoc", f"-I{PROTO_ROOT}", *(f"-I{d}" for d in include_dirs()), *outputs,
-            *(str(p.relative_to(PROTO_ROOT)) for p in proto_files())]
+    args = ["protoc", f"-I{root}", *(f"-I{d}" for d in include_dirs()), *outputs,
+            *(str(p.relative_to(root)) for p in proto_files(root))]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed (its message is above)")
 

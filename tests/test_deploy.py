@@ -168,7 +168,7 @@ def test_the_daemonset_ports_and_probes_agree_with_the_image(tmp_path: Path) -> 
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         port = container[probe]["grpc"]["port"]
         assert port == image["health"], f"{probe} asks {port}, not the health port"
-    assert container["readinessProbe"]["grpc"]["service"] == "vkocr.v1.Ocr"
+    assert container["readinessProbe"]["grpc"]["service"] == "vkocr.v1.OcrService"
     assert container["livenessProbe"]["grpc"]["service"] == "vkocr.liveness"
 
 

@@ -1,6 +1,6 @@
 """``google.protobuf.Duration`` ↔ the floats of milliseconds and seconds the agent measures in.
 
-The wire carries times as Durations (exact nanoseconds, a unit no reader can mistake); the agent's timings,
+The wire carries times as Durations (whole nanoseconds, a unit no reader can mistake); the agent's timings,
 statistics and the CLI's JSON stay floats of ms or s, named so.
 """
 
@@ -16,12 +16,14 @@ def duration_from_s(seconds: float) -> duration_pb2.Duration:
 
 
 def duration_from_ms(ms: float) -> duration_pb2.Duration:
-    return duration_from_s(ms / 1e3)
+    duration = duration_pb2.Duration()
+    duration.FromNanoseconds(round(ms * 1e6))
+    return duration
 
 
 def seconds_of(duration: duration_pb2.Duration) -> float:
-    return duration.seconds + duration.nanos / 1e9
+    return duration.ToNanoseconds() / 1e9
 
 
 def ms_of(duration: duration_pb2.Duration) -> float:
-    return seconds_of(duration) * 1e3
+    return duration.ToNanoseconds() / 1e6

@@ -1,4 +1,4 @@
-"""vkocr.v1.Ocr: Recognize and RecognizeStream on the asyncio gRPC server.
+"""vkocr.v1.OcrService: Recognize and RecognizeStream on the asyncio gRPC server.
 
 A request's options are parsed and range-checked, its plugin chain built (or found in the cache) and its image
 decoded and checked against the agent's pixel bound on a decode thread (never on the event loop, never on the
