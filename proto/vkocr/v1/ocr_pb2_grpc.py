@@ -62,11 +62,10 @@ class OcrServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RecognizeStream(self, request_iterator, context):
-        """Many images over one stream, each frame one RecognizeRequest. Answers come back in request order, each
-        carrying its request's id. A request that fails does not end the stream: its answer carries `error`
+        """Many images over one stream, each frame carrying one RecognizeRequest. Answers come back in request order,
+        each carrying its request's id. A request that fails does not end the stream: its answer carries `error`
         instead of `response`, and so does a frame that is not valid protobuf (with the request id read from its
-        first bytes when they carry one). The stream
-        ends OK only when every frame read was answered. The server reads at most a bounded number of requests
+        first bytes when they carry one). The stream ends OK only when every frame read was answered. The server reads at most a bounded number of requests
         ahead of its answers, so a client that sends faster than the agent reads is held back by HTTP/2 flow
         control instead of filling the agent's memory.
         """
