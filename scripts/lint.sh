@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Lint and type checks, run by ./test.sh before the tests: ruff (pyproject.toml [tool.ruff]) on the whole
-# checkout, then mypy (pyproject.toml [tool.mypy]; strict on the engine and postprocessing) on the vkocr
+# Lint and type checks, run by ./test.sh before the tests: buf (buf.yaml: STANDARD lint rules and buf's format)
+# on the wire contract proto/, ruff (pyproject.toml [tool.ruff]) on the whole checkout, then mypy (pyproject.toml [tool.mypy]; strict on the engine and postprocessing) on the vkocr
 # package. mypy cannot follow setup.py's folder mapping through the editable install's import hook, so it reads
 # a tree of links laid out as the installed package (build/typecheck/vkocr/…), made anew here.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 venv=.venv/bin
+
+# buf compiles no proto that imports google/rpc/*.proto without the network: it lints what protoc compiled
+"$venv/python" scripts/gen_proto.py --descriptor-set build/proto.binpb >/dev/null
+"$venv/buf" lint build/proto.binpb --path vkocr/v1 --config buf.yaml
+"$venv/buf" format -d --exit-code
 
 "$venv/ruff" check --quiet .
 

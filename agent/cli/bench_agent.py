@@ -213,6 +213,7 @@ def measure_level(target: str, images: list[BenchImage], options: ocr_pb2.Option
 
     from vkocr.agent.cli.bench_pipeline import percentile
     from vkocr.agent.serving.client import OcrClient
+    from vkocr.agent.serving.durations import ms_of
 
     prepared = [request_for(images[k % len(images)], f"r{k}", options) for k in range(requests)]
     order = itertools.count()
@@ -241,7 +242,7 @@ def measure_level(target: str, images: list[BenchImage], options: ocr_pb2.Option
             took = (time.perf_counter() - began) * 1e3
             with record:
                 latencies.append(took)
-                stages.append(dict(response.timings_ms))
+                stages.append({stage: ms_of(spent) for stage, spent in response.timings.items()})
 
     channels = [OcrClient(target) for _ in range(clients)]
     try:

@@ -120,6 +120,8 @@ def startup_run(name: str, image: Path, cache_dir: Path, *, config: Path | None,
                 warm_shapes: str | None, timeout_s: float) -> dict[str, Any]:
     """One fresh agent process: ms to listening, to SERVING, to the first and the second answer."""
     from vkocr.agent.serving.client import OcrClient
+    from vkocr.agent.serving.proto_enums import shown_name
+    from vkocr.v1 import status_pb2
 
     env = {**os.environ, "VKOCR_CACHE_DIR": str(cache_dir), "VKOCR_LOGGING_JSON": "true",
            "VKOCR_LOGGING_LEVEL": "info"}  # the JSON events this bench reads
@@ -159,8 +161,9 @@ def startup_run(name: str, image: Path, cache_dir: Path, *, config: Path | None,
             result["lines"] = len(first.lines)
             result["device"] = first.device
             status = client.status(timeout=5.0)
-            result["plans"] = {m.model: {"plans": m.plans, "recorded_total": m.recorded_total,
-                                         "plan_memory_bytes": m.plan_memory_bytes} for m in status.plans}
+            result["plans"] = {shown_name(status_pb2.ModelKind, m.model): {
+                "plans": m.plans, "recorded_total": m.recorded_total, "plan_memory_bytes": m.plan_memory_bytes,
+            } for m in status.plans}
     finally:
         result["exit_status"] = process.stop(60.0)
     result["cache_bytes_after"] = folder_bytes(cache_dir)

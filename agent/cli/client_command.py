@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from vkocr.agent.cli.ocr_command import format_text
+from vkocr.agent.cli.ocr_command import INPUT_HELP, format_text, pdf_dpi
 from vkocr.agent.cli.ocr_flags import add_ocr_flags, option_overrides
+from vkocr.agent.cli.ocr_inputs import DEFAULT_PDF_DPI, PDF_DPI_RANGE, Inputs
 from vkocr.agent.errors import ImageError, OptionsError
 from vkocr.agent.serving.call_deadlines import OCR_TIMEOUT_S, SLOW_OCR_TIMEOUT_S
 
@@ -35,7 +36,9 @@ _UNIT_S: Final = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 EXAMPLES = """\
 examples:
   vkocr client ocr --target 10.0.0.7:50051 label.jpg --json
-  VKOCR_TARGET=10.0.0.7:50051,10.0.0.8:50051 vkocr client stream shots/*.png
+  vkocr client ocr --target 10.0.0.7:50051 scans/ invoice.pdf      # every image and PDF page, as `vkocr ocr`
+  cat scan.png | vkocr client ocr --target 10.0.0.7:50051 -
+  VKOCR_TARGET=10.0.0.7:50051,10.0.0.8:50051 vkocr client stream shots/
   vkocr client watch --target board7:50051 --interval 2s --count 10
   vkocr client health --target board7:50051 --tls-ca ca.pem --tls-cert me.pem --tls-key me.key
 """
@@ -64,7 +67,8 @@ def add_client_parser(subparsers: Any) -> None:
     common = _common_options()
 
     ocr = what.add_parser("ocr", parents=[common], help="read text in images, one call per image",
-                          description="Recognise each IMAGE with one Recognize call, in order. Exit status 1 "
+                          description="Recognise each INPUT (as `vkocr ocr` reads them: images, PDF pages, "
+                          "directories, -) with one Recognize call, in order. Exit status 1 "
                           "when an image or a call failed (a bad image does not stop the others; an agent that cannot "
                           "answer does).",
                           epilog="example:\n  vkocr client ocr --target 10.0.0.7:50051 a.jpg b.png --json",
@@ -73,8 +77,9 @@ def add_client_parser(subparsers: Any) -> None:
     ocr.set_defaults(func=cmd_ocr)
 
     stream = what.add_parser("stream", parents=[common], help="read text in images over one stream",
-                             description="Send every IMAGE over one RecognizeStream and print each answer as "
-                             "it comes (in order). Exit status 1 when an image or the stream failed.",
+                             description="Send every INPUT (as `vkocr ocr` reads them: images, PDF pages, "
+                             "directories, -) over one RecognizeStream and print each answer as it comes (in "
+                             "order). Exit status 1 when an image or the stream failed.",
                              epilog="example:\n  vkocr client stream --target 10.0.0.7:50051 shots/*.png",
                              formatter_class=argparse.RawDescriptionHelpFormatter)
     _ocr_options(stream)
@@ -97,7 +102,7 @@ def add_client_parser(subparsers: Any) -> None:
                              epilog="example:\n  vkocr client health --target 10.0.0.7:50051 --watch",
                              formatter_class=argparse.RawDescriptionHelpFormatter)
     health.add_argument("--service", default="", metavar="NAME",
-                        help="the service to ask about, e.g. vkocr.v1.Ocr (default: the whole agent)")
+                        help="the service to ask about, e.g. vkocr.v1.OcrService (default: the whole agent)")
     health.add_argument("--watch", action="store_true", help="print the status now and on every change")
     health.add_argument("--count", type=int, metavar="N", help="with --watch: stop after N updates")
     health.add_argument("--json", action="store_true",
@@ -127,11 +132,32 @@ def _common_options() -> argparse.ArgumentParser:
 
 
 def _ocr_options(p: argparse.ArgumentParser) -> None:
-    add_ocr_flags(p, remote=True)
+    add_ocr_flags(p, remote=True, images_help=INPUT_HELP, images_metavar="INPUT")
     p.add_argument("--json", action="store_true",
-                   help='one JSON object per image, one per line: {"image", "lines": [{"text", "score", '
-                   '"box", "angle"}], "timings_ms", "device", "model_version", "request_id"}, as '
-                   '`vkocr ocr --json`')
+                   help='one JSON object per image or PDF page, one per line: {"image", "lines": [{"text", '
+                   '"score", "box", "angle"}], "timings_ms", "device", "model_version", "request_id"}, as '
+                   '`vkocr ocr --json`; an input that failed: {"image", "error"}')
+    p.add_argument("--pdf-dpi", type=pdf_dpi, default=DEFAULT_PDF_DPI, metavar="DPI",
+                   help=f"resolution PDF pages are rendered at here, before sending, {PDF_DPI_RANGE[0]:g} to "
+                   f"{PDF_DPI_RANGE[1]:g} (default {DEFAULT_PDF_DPI:g})")
+
+
+def _inputs(args: argparse.Namespace) -> Inputs:
+    """The command line's inputs, as `vkocr ocr` reads them; a page is rendered within the default pixel bound
+    (the agent applies its own)."""
+    from vkocr.agent.ocr.options import OcrOptions
+
+    return Inputs(args.images, dpi=args.pdf_dpi, max_pixels=OcrOptions().max_pixels)
+
+
+def _sendable(readable: Any) -> Any:
+    """What OcrClient sends of an input: a path or bytes as they are, a rendered PDF page (a Pillow image) as
+    raw RGB pixels."""
+    if isinstance(readable, str | bytes):
+        return readable
+    import numpy as np
+
+    return np.asarray(readable)
 
 
 # --- commands -----------------------------------------------------------------------------------------------
@@ -145,20 +171,21 @@ def cmd_ocr(args: argparse.Namespace) -> int:
         options = option_overrides(args)
         timeout = args.timeout or client.ocr_timeout()
         failed = 0
-        for image in args.images:
-            try:
-                resp = client.recognize(image, timeout=timeout, **options)
-            except (ImageError, OptionsError) as exc:
-                failed += 1
-                _report_failure(args, image, str(exc))
-                continue
-            except grpc.RpcError as err:
-                failed += 1
-                _report_failure(args, image, _describe(err, args))
-                if err.code() is grpc.StatusCode.INVALID_ARGUMENT:
-                    continue  # this image's fault; the others may be fine
-                return EXIT_RPC_FAILED  # the agent cannot answer: the rest would fail the same way
-            _print_answer(args, image, resp)
+        with _inputs(args) as inputs:
+            for item in inputs.items:
+                try:
+                    resp = client.recognize(_sendable(item.read()), timeout=timeout, **options)
+                except (ImageError, OptionsError) as exc:
+                    failed += 1
+                    _report_failure(args, item.name, str(exc))
+                    continue
+                except grpc.RpcError as err:
+                    failed += 1
+                    _report_failure(args, item.name, _describe(err, args))
+                    if err.code() is grpc.StatusCode.INVALID_ARGUMENT:
+                        continue  # this image's fault; the others may be fine
+                    return EXIT_RPC_FAILED  # the agent cannot answer: the rest would fail the same way
+                _print_answer(args, item.name, resp)
         return EXIT_RPC_FAILED if failed else 0
 
     return _with_client(args, run)
@@ -175,27 +202,30 @@ def _print_answer(args: argparse.Namespace, image: str, resp: Any) -> None:
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
+    from vkocr.agent.ocr.images import read_image_file
     from vkocr.agent.serving.rpc_status import describe_status
 
     def run(client: OcrClient) -> int:
         failed = 0
 
-        def readable() -> Iterator[tuple[str, bytes]]:
+        def readable(inputs: Inputs) -> Iterator[tuple[str, Any]]:
             nonlocal failed
-            for index, image in enumerate(args.images):
-                try:
-                    yield str(index), Path(image).read_bytes()
-                except OSError as exc:  # reported here; the stream carries on with the others
+            for index, item in enumerate(inputs.items):
+                try:  # a file's bytes read here, so that one that cannot be read is reported in its place
+                    source = item.read()
+                    yield str(index), read_image_file(source) if isinstance(source, str) else _sendable(source)
+                except ImageError as exc:  # reported here; the stream carries on with the others
                     failed += 1
-                    _report_failure(args, image, f"cannot read: {exc.strerror or exc}")
+                    _report_failure(args, item.name, str(exc))
 
-        for resp in client.recognize_stream(readable(), timeout=args.timeout, **option_overrides(args)):
-            image = args.images[int(resp.request_id)]
-            if resp.HasField("error"):
-                failed += 1
-                _report_failure(args, image, describe_status(resp.error))
-            else:
-                _print_answer(args, image, resp)
+        with _inputs(args) as inputs:
+            for resp in client.recognize_stream(readable(inputs), timeout=args.timeout, **option_overrides(args)):
+                name = inputs.items[int(resp.request_id)].name
+                if resp.HasField("error"):
+                    failed += 1
+                    _report_failure(args, name, describe_status(resp.error))
+                else:
+                    _print_answer(args, name, resp.response)
         return EXIT_RPC_FAILED if failed else 0
 
     return _with_client(args, run)
@@ -294,59 +324,70 @@ def _report_failure(args: argparse.Namespace, image: str, message: str) -> None:
 
 
 def status_to_dict(status: status_pb2.AgentStatus) -> dict[str, Any]:
-    """An AgentStatus as a JSON-ready dict in the proto's field order, counters as numbers (the proto JSON
-    mapping writes 64-bit integers as strings), the state by name, unknown temperature/power left out."""
-    from google.protobuf import json_format
-
-    body = json_format.MessageToDict(status, preserving_proto_field_name=True,
-                                     always_print_fields_with_no_presence=True)
-    return _with_numbers(status.DESCRIPTOR, body)
+    """An AgentStatus as a JSON-ready dict in the proto's field order: counters as numbers, enums by the
+    agent's names (state "SERVING", backend "vulkan", plans' model "det"), Durations as milliseconds under a
+    key that says so (``latency_p99_ms``, ``uptime_ms``), the time as RFC 3339, unknown temperature/power left
+    out. The CLI's format, not the wire's."""
+    return _jsonable(status)
 
 
-def _with_numbers(descriptor: Any, body: dict[str, Any]) -> dict[str, Any]:
-    """`body` (MessageToDict of a `descriptor` message) in field order, 64-bit integers as numbers, also in
-    nested messages (AgentStatus.plans)."""
+def _jsonable(message: Any) -> dict[str, Any]:
+    from vkocr.agent.serving.durations import ms_of
+    from vkocr.agent.serving.proto_enums import enum_name
+    from vkocr.v1 import status_pb2
+
+    def plain(field: Any, value: Any) -> Any:
+        if field.enum_type is not None:
+            try:
+                name = enum_name(field.enum_type, value)
+            except ValueError:  # a value newer than this client: its number
+                return value
+            return name.upper() if field.enum_type is status_pb2.ServingState.DESCRIPTOR else name
+        if field.message_type is None:
+            return value
+        if field.message_type.full_name == "google.protobuf.Duration":
+            return ms_of(value)
+        if field.message_type.full_name == "google.protobuf.Timestamp":
+            return value.ToJsonString()
+        return _jsonable(value)
+
     out: dict[str, Any] = {}
-    for field in descriptor.fields:
-        if field.name not in body:
+    for field in message.DESCRIPTOR.fields:
+        is_duration = field.message_type is not None and field.message_type.full_name == "google.protobuf.Duration"
+        if field.has_presence and not message.HasField(field.name) and not is_duration:  # unset Duration: 0 ms
             continue
-        value = body[field.name]
-        if field.type in (field.TYPE_UINT64, field.TYPE_INT64):
-            value = [int(v) for v in value] if isinstance(value, list) else int(value)
-        elif field.type == field.TYPE_MESSAGE and field.message_type.name not in ("Timestamp", "Duration"):
-            value = ([_with_numbers(field.message_type, v) for v in value] if isinstance(value, list)
-                     else _with_numbers(field.message_type, value))
-        out[field.name] = value
+        value = getattr(message, field.name)
+        key = f"{field.name}_ms" if is_duration else field.name
+        out[key] = [plain(field, v) for v in value] if field.is_repeated else plain(field, value)
     return out
 
 
 def format_status(status: status_pb2.AgentStatus) -> str:
     """One readable line for an AgentStatus."""
-    from vkocr.v1 import status_pb2
-
-    state = status_pb2.ServingState.Name(status.state)
+    body = status_to_dict(status)
+    state = str(body["state"])
     if status.reason:
         state += f" ({status.reason})"
     when = status.time.ToDatetime().strftime("%H:%M:%S ") if status.HasField("time") else ""
     parts = [
         f"{when}#{status.sequence}",
         state,
-        f"{status.device or '?'} ({status.backend or '?'})",
+        f"{status.device or '?'} ({body['backend'] or '?'})",
         f"model {status.model_version or '?'}",
         f"queue {status.queue_depth}/{status.queue_capacity}",
         f"in flight {status.in_flight}",
-        f"p50 {status.latency_p50_ms:.1f} ms p99 {status.latency_p99_ms:.1f} ms",
+        f"p50 {body.get('latency_p50_ms', 0.0):.1f} ms p99 {body.get('latency_p99_ms', 0.0):.1f} ms",
         f"requests {status.requests_total} (errors {status.errors_total}, rejected {status.rejected_total})",
         f"pool {status.pool_used_bytes / 2**20:.1f}/{status.pool_reserved_bytes / 2**20:.1f} MiB",
     ]
     if any(m.plans for m in status.plans):
-        counts = " ".join(f"{m.model} {m.plans}" for m in status.plans)
+        counts = " ".join(f"{m['model']} {m['plans']}" for m in body["plans"])
         parts.append(f"plans {counts} ({sum(m.plan_memory_bytes for m in status.plans) / 2**20:.1f} MiB)")
     if status.HasField("temperature_c"):
         parts.append(f"{status.temperature_c:.0f} °C")
     if status.HasField("power_w"):
         parts.append(f"{status.power_w:.0f} W")
-    parts.append(f"up {status.uptime_s:.0f} s")
+    parts.append(f"up {body.get('uptime_ms', 0.0) / 1e3:.0f} s")
     if status.device_rebuilds:
         parts.append(f"rebuilt {status.device_rebuilds}×")
     return "  ".join(parts)

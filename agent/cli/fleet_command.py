@@ -206,6 +206,7 @@ def agent_row(agent: str, connect: Any) -> AgentRow:
     """One agent's state, active version, device and stored versions; what failed, in their place."""
     import grpc
 
+    from vkocr.agent.serving.proto_enums import shown_name
     from vkocr.agent.serving.rpc_status import describe_rpc_error
     from vkocr.v1 import models_pb2, status_pb2
 
@@ -215,9 +216,9 @@ def agent_row(agent: str, connect: Any) -> AgentRow:
             status = client.status(timeout=10)
         except grpc.RpcError as err:
             return AgentRow(agent, reachable=False, error=describe_rpc_error(err))
-        state = status_pb2.ServingState.Name(status.state)
+        state = shown_name(status_pb2.ServingState, status.state).upper()
         try:
-            listed = client.models.List(models_pb2.ListBundlesRequest(), timeout=10)
+            listed = client.models.ListBundles(models_pb2.ListBundlesRequest(), timeout=10)
         except grpc.RpcError as err:
             return AgentRow(agent, True, state, status.reason, status.model_version, status.device,
                             error=describe_rpc_error(err))

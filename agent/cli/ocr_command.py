@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from vkocr.agent.cli.device_option import add_device_option
 from vkocr.agent.cli.ocr_flags import add_ocr_flags, option_overrides
-from vkocr.agent.cli.ocr_inputs import DEFAULT_PDF_DPI, PDF_DPI_RANGE, STDIN, Inputs, OcrInput
+from vkocr.agent.cli.ocr_inputs import DEFAULT_PDF_DPI, PDF_DPI_RANGE, Inputs, OcrInput
 from vkocr.agent.cli.progress import Progress
 from vkocr.agent.errors import ImageError, OptionsError
 
@@ -136,8 +136,6 @@ def run(args: argparse.Namespace) -> int:
     if args.vis_scores and args.vis is None:
         args.usage_error("--vis-scores tags the boxes of the --vis drawing: give --vis OUT.png too")
     options = OcrOptions().replace(**option_overrides(args))
-    if args.images.count(STDIN) > 1:
-        raise OptionsError("- (standard input) can be given once")
     charset = None
     if args.rec_keys is not None:
         from vkocr.postproc.ctc import load_keys_file

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Final, Self
 
-from vkocr.agent.errors import ImageError
+from vkocr.agent.errors import ImageError, OptionsError
 
 IMAGE_SUFFIXES: Final = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".ppm", ".pgm",
                          ".pbm", ".pnm")
@@ -55,11 +55,14 @@ def _failing(error: ImageError) -> Callable[[], Readable]:
 
 
 class Inputs:
-    """The inputs a command line names, in order. PDF pages are rendered when read, one document open at a
-    time (a directory of many PDFs opens none of them twice at once); close() closes the last."""
+    """The inputs a command line names, in order (`vkocr ocr`, `vkocr client ocr|stream`). PDF pages are rendered
+    when read, one document open at a time (a directory of many PDFs opens none of them twice at once); close()
+    closes the last. OptionsError when `-` is named more than once."""
 
     def __init__(self, arguments: Sequence[str], *, dpi: float = DEFAULT_PDF_DPI, max_pixels: int,
                  stdin: BinaryIO | None = None) -> None:
+        if list(arguments).count(STDIN) > 1:
+            raise OptionsError("- (standard input) can be given once")
         self.dpi = dpi
         self.max_pixels = max_pixels
         self._stdin = stdin if stdin is not None else sys.stdin.buffer

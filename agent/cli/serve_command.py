@@ -28,9 +28,9 @@ VKOCR_CACHE_DIR, VKOCR_VALIDATION, …: OTHER_VARIABLES in agent/serving/config.
 def add_serve_parser(sub: Any) -> None:
     serve = sub.add_parser(
         "serve", help="run the gRPC agent (OCR, status, health, reflection)",
-        description="Run the OCR agent: gRPC services vkocr.v1.Ocr, vkocr.v1.Status, grpc.health.v1.Health "
-        "and server reflection, one GPU worker behind a bounded queue. SIGTERM drains in-flight requests and "
-        "stops. Logs: one JSON line per request on stderr.",
+        description="Run the OCR agent: gRPC services vkocr.v1.OcrService, vkocr.v1.StatusService, "
+        "grpc.health.v1.Health and server reflection, one GPU worker behind a bounded queue. SIGTERM drains "
+        "in-flight requests and stops. Logs: one JSON line per request on stderr.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("--config", type=Path, metavar="FILE", help="TOML configuration file")
     serve.add_argument("--listen", metavar="HOST:PORT", help="address to listen on (default 127.0.0.1:50051)")

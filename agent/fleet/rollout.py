@@ -1,12 +1,13 @@
 """Fleet updates: a signed bundle onto several agents, canary first, then in batches, with automatic rollback.
 
-    preflight  every agent answers List (reachable, and this client may manage its models): its active version
+    preflight  every agent answers ListBundles (reachable, and this client may manage its models): its active
+               version
     upload     the bundle to every agent, in chunks; a broken upload resumes where the agent says it stopped
     canary     activate on the first `canary` agents (each runs the bundle's self-tests before it swaps), soak
     batches    then `batch` agents at a time, each batch activated and soaked before the next
     rollback   on any failure: Rollback on every agent this rollout switched; the others never changed
 
-The soak watches each updated agent for `soak_s` through grpc.health.v1 Watch and the Status stream: the gate
+The soak watches each updated agent for `soak_s` through grpc.health.v1 Watch and the WatchStatus stream: the gate
 fails when health leaves SERVING, the agent stops serving the new version, its errors grow beyond
 `max_error_rate` of its requests, or its p99 latency passes `max_p99_ms`.
 """
@@ -24,6 +25,8 @@ import grpc
 
 from vkocr.agent.ocr.model_files import sha256_of
 from vkocr.agent.serving.client import OcrClient
+from vkocr.agent.serving.durations import ms_of
+from vkocr.agent.serving.proto_enums import shown_name
 from vkocr.agent.serving.rpc_status import describe_rpc_error
 from vkocr.log import get_logger
 from vkocr.v1 import models_pb2, status_pb2
@@ -51,7 +54,7 @@ def upload_id_for(sha256: str) -> str:
 
 
 def _chunks(path: Path, upload_id: str, offset: int, size: int, sha256: str,
-            chunk_bytes: int) -> Iterator[models_pb2.UploadChunk]:
+            chunk_bytes: int) -> Iterator[models_pb2.UploadBundleRequest]:
     """From `offset` to the end; the first chunk names the whole bundle (and is sent even when empty, so a
     complete upload the agent has not stored yet is stored)."""
     with path.open("rb") as f:
@@ -59,14 +62,14 @@ def _chunks(path: Path, upload_id: str, offset: int, size: int, sha256: str,
         first = True
         while first or offset < size:
             data = f.read(chunk_bytes)
-            yield models_pb2.UploadChunk(upload_id=upload_id, offset=offset, data=data,
-                                         total_size=size if first else 0, sha256=sha256 if first else "")
+            yield models_pb2.UploadBundleRequest(upload_id=upload_id, offset=offset, data=data,
+                                                 total_size=size if first else 0, sha256=sha256 if first else "")
             offset += len(data)
             first = False
 
 
 def upload_bundle(client: OcrClient, path: Path, *, chunk_bytes: int = CHUNK_BYTES, timeout: float = 600.0,
-                  attempts: int = UPLOAD_ATTEMPTS, sha256: str | None = None) -> models_pb2.UploadResult:
+                  attempts: int = UPLOAD_ATTEMPTS, sha256: str | None = None) -> models_pb2.UploadBundleResponse:
     """Upload `path`, resuming from what the agent holds (after a failure in this call or an earlier one).
     Raises the last grpc.RpcError when it cannot be stored (a refused bundle is not retried)."""
     path = Path(path)
@@ -77,7 +80,7 @@ def upload_bundle(client: OcrClient, path: Path, *, chunk_bytes: int = CHUNK_BYT
         try:
             held = client.models.UploadStatus(models_pb2.UploadStatusRequest(upload_id=upload_id), timeout=30)
             offset = held.received if held.total_size == size else 0
-            result: models_pb2.UploadResult = client.models.UploadBundle(
+            result: models_pb2.UploadBundleResponse = client.models.UploadBundle(
                 _chunks(path, upload_id, offset, size, digest, chunk_bytes), timeout=timeout)
             return result
         except grpc.RpcError as err:
@@ -108,13 +111,14 @@ def evaluate_soak(samples: Sequence[status_pb2.AgentStatus], health: Sequence[st
     if not samples:
         return "no status received during the soak"
     for sample in samples:
-        state = status_pb2.ServingState.Name(sample.state)
+        state = shown_name(status_pb2.ServingState, sample.state).upper()
         if state != "SERVING":
             return f"state {state}" + (f" ({sample.reason})" if sample.reason else "")
         if sample.model_version != version:
             return f"serves {sample.model_version or 'nothing'}, not {version}"
-        if gates.max_p99_ms is not None and sample.latency_p99_ms > gates.max_p99_ms:
-            return f"p99 latency {sample.latency_p99_ms:.0f} ms above {gates.max_p99_ms:.0f} ms"
+        p99_ms = ms_of(sample.latency_p99)
+        if gates.max_p99_ms is not None and p99_ms > gates.max_p99_ms:
+            return f"p99 latency {p99_ms:.0f} ms above {gates.max_p99_ms:.0f} ms"
     first, last = samples[0], samples[-1]
     requests = last.requests_total - first.requests_total
     errors = last.errors_total - first.errors_total
@@ -168,17 +172,17 @@ class RolloutReport:
 
 def switched_to(active: str | None, old: str, version: str) -> bool:
     """Whether an agent that had `old` active before the rollout has `version` active now (`active`, from its
-    List; None when it could not be asked), so that a rollback must undo it. An Activate that failed on the
+    ListBundles; None when it could not be asked), so that a rollback must undo it. An Activate that failed on the
     client's side (DEADLINE_EXCEEDED, CANCELLED, INTERNAL, a lost connection) may still have switched the
     agent: its activation runs to its end whatever the client does."""
     return active is not None and active == version and old != version
 
 
 def active_version(client: OcrClient, *, attempts: int = ASK_ACTIVE_ATTEMPTS, pause_s: float = 0.5) -> str | None:
-    """The agent's active version (its List), asked up to `attempts` times; None when it never answered."""
+    """The agent's active version (its ListBundles), asked up to `attempts` times; None when it never answered."""
     for attempt in range(1, attempts + 1):
         try:
-            listed = client.models.List(models_pb2.ListBundlesRequest(), timeout=30)
+            listed = client.models.ListBundles(models_pb2.ListBundlesRequest(), timeout=30)
             return str(listed.active_version)
         except grpc.RpcError as err:
             log.warning("active_version_unknown", attempt=attempt, error=describe_rpc_error(err))
@@ -229,7 +233,7 @@ def rollout(bundle: Path, agents: Sequence[str], version: str, connect: Connect,
 def _preflight(report: RolloutReport, clients: dict[str, OcrClient], say: Say) -> bool:
     def check(row: Row) -> None:
         try:
-            listed = clients[row.agent].models.List(models_pb2.ListBundlesRequest(), timeout=30)
+            listed = clients[row.agent].models.ListBundles(models_pb2.ListBundlesRequest(), timeout=30)
             row.old = listed.active_version
             row.result = "not started"
         except grpc.RpcError as err:

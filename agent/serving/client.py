@@ -25,6 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from vkocr.agent.errors import AgentError, ImageError
 from vkocr.agent.ocr.images import read_image_file
 from vkocr.agent.serving.call_deadlines import OCR_TIMEOUT_S, ocr_timeout_for
+from vkocr.agent.serving.proto_enums import enum_name
 from vkocr.agent.serving.retries import RetryPolicy, call_with_retries
 from vkocr.agent.serving.tls import channel_credentials
 from vkocr.agent.serving.wire import options_to_proto, raw_image_to_proto
@@ -84,10 +85,10 @@ class OcrClient:
         self.channel = channel
         self.timeout = timeout
         self.retries = retries
-        self.ocr_stub = ocr_pb2_grpc.OcrStub(channel)
-        self.status_stub = status_pb2_grpc.StatusStub(channel)
+        self.ocr_stub = ocr_pb2_grpc.OcrServiceStub(channel)
+        self.status_stub = status_pb2_grpc.StatusServiceStub(channel)
         self.health_stub = health_pb2_grpc.HealthStub(channel)
-        self.models = models_pb2_grpc.ModelsStub(channel)
+        self.models = models_pb2_grpc.ModelsServiceStub(channel)
 
     # -- OCR ------------------------------------------------------------------------------------------------
 
@@ -119,22 +120,24 @@ class OcrClient:
         timeout: float | None = None,
         channel_order: Literal["rgb", "bgr"] = "rgb",
         **options: Any,
-    ) -> Generator[ocr_pb2.RecognizeResponse, None, None]:
+    ) -> Generator[ocr_pb2.RecognizeStreamResponse, None, None]:
         """Many images over one stream; answers in order, as they come. Items are images or (request
-        id, image) pairs; ids default to "0", "1", …. Images are read lazily. An answer whose request failed
-        carries ``error``; an image that cannot be read here ends the stream after the answers before it, then
-        raises its ImageError. ``timeout`` bounds the whole stream."""
+        id, image) pairs; ids default to "0", "1", …. Images are read lazily. Each answer carries its
+        ``request_id`` and either ``response`` or, when its request failed, ``error``; an image that cannot be
+        read here ends the stream after the answers before it, then raises its ImageError. ``timeout`` bounds
+        the whole stream."""
         opts = _options(options)
         failures: list[Exception] = []
 
-        def requests() -> Iterator[ocr_pb2.RecognizeRequest]:
+        def requests() -> Iterator[ocr_pb2.RecognizeStreamRequest]:
             for index, item in enumerate(images):
                 request_id, image = item if isinstance(item, tuple) else (str(index), item)
                 try:
-                    yield build_request(image, request_id, opts, channel_order)
+                    request = build_request(image, request_id, opts, channel_order)
                 except Exception as exc:  # noqa: BLE001 - raised to the caller below, not in gRPC's thread
                     failures.append(exc)
                     return
+                yield ocr_pb2.RecognizeStreamRequest(request=request)
 
         call = self.ocr_stub.RecognizeStream(requests(), timeout=self._deadline(timeout))
         try:
@@ -154,13 +157,17 @@ class OcrClient:
             status = self.status(timeout=STATUS_PROBE_TIMEOUT_S)
         except grpc.RpcError:
             return OCR_TIMEOUT_S
-        return ocr_timeout_for(status.backend, status.device)
+        try:
+            backend = enum_name(status_pb2.Backend, status.backend)
+        except ValueError:  # a backend newer than this client: its device name still tells a CPU
+            backend = ""
+        return ocr_timeout_for(backend, status.device)
 
     def status(self, *, timeout: float | None = None) -> status_pb2.AgentStatus:
-        status: status_pb2.AgentStatus = self.status_stub.Get(
+        response: status_pb2.GetStatusResponse = self.status_stub.GetStatus(
             status_pb2.GetStatusRequest(), timeout=self._deadline(timeout)
         )
-        return status
+        return response.status
 
     def watch_status(
         self, interval_s: float | None = None, *, timeout: float | None = None
@@ -170,9 +177,10 @@ class OcrClient:
         request = status_pb2.WatchStatusRequest()
         if interval_s is not None:
             request.interval.FromTimedelta(timedelta(seconds=interval_s))
-        call = self.status_stub.Watch(request, timeout=timeout)
+        call = self.status_stub.WatchStatus(request, timeout=timeout)
         try:
-            yield from call
+            for response in call:
+                yield response.status
         finally:
             call.cancel()
 

@@ -1,4 +1,4 @@
-"""vkocr.v1.Models: bundle upload (chunked, resumable), staged activation, rollback, list and delete.
+"""vkocr.v1.ModelsService: bundle upload (chunked, resumable), staged activation, rollback, list and delete.
 
 An upload stream that sends no chunk for [models] upload_idle_s is aborted (DEADLINE_EXCEEDED) and what it
 had sent is removed: an idle client holds no thread, no file and no disk space for ever.
@@ -46,6 +46,7 @@ from vkocr.v1 import models_pb2, models_pb2_grpc
 log = get_logger(__name__)
 
 T = TypeVar("T")
+R = TypeVar("R", models_pb2.ActivateResponse, models_pb2.RollbackResponse)
 # The store refused the bundle itself (its signature, manifest, entries or sizes, or a version it reuses for
 # other content): a complete upload of it is discarded. Other failures of storing it (the agent's trusted keys,
 # disk or state) keep the upload for a retry.
@@ -63,14 +64,15 @@ def _timestamp(info: BundleInfo) -> timestamp_pb2.Timestamp:
     return stamp
 
 
-def _activate_response(done: Activated) -> models_pb2.ActivateResponse:
-    return models_pb2.ActivateResponse(
+def _activation_response(done: Activated, response: type[R]) -> R:
+    """ActivateResponse or RollbackResponse (the same fields) of an activation."""
+    return response(
         active_version=done.version, previous_version=done.previous or "",
         self_tests=[models_pb2.SelfTestResult(image=t.image, expected=t.expected, got=t.got, passed=t.passed)
                     for t in done.self_tests])
 
 
-class ModelsService(models_pb2_grpc.ModelsServicer):
+class ModelsService(models_pb2_grpc.ModelsServiceServicer):
     def __init__(self, config: AgentConfig, store: ModelStore, activator: Activator, uploads: UploadArea) -> None:
         self.config = config
         self.store = store
@@ -135,7 +137,7 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
     # -- upload ---------------------------------------------------------------------------------------------
 
     async def UploadBundle(self, request_iterator: Any, context: grpc.aio.ServicerContext
-                           ) -> models_pb2.UploadResult:
+                           ) -> models_pb2.UploadBundleResponse:
         who = await require_model_admin(context, self.config, "UploadBundle")
         upload: Upload | None = None
         last: asyncio.Future[Any] | None = None  # the latest open or append: a cancelled stream does not stop it
@@ -174,7 +176,7 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
             await self._abort(context, failure, "UploadBundle")
         log.info("bundle_uploaded", upload_id=finished.upload_id, version=info.version, name=info.name,
                  size=info.size, who=who)
-        return models_pb2.UploadResult(version=info.version, name=info.name, size=info.size, sha256=info.sha256)
+        return models_pb2.UploadBundleResponse(version=info.version, name=info.name, size=info.size, sha256=info.sha256)
 
     def _reload_trusted_keys(self) -> None:
         """Today's trusted keys, read again before each add and activation, so a key added to or removed
@@ -216,7 +218,7 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
             done = await self._run(self._activate, version, who, request.allow_downgrade)
         except Exception as exc:  # noqa: BLE001
             await self._abort(context, exc, "Activate")
-        return _activate_response(done)
+        return _activation_response(done, models_pb2.ActivateResponse)
 
     def _activate(self, version: str | None, who: str, allow_downgrade: bool = False) -> Activated:
         """Activate `version` (older than the high-water mark only with `allow_downgrade`), or roll back when
@@ -229,30 +231,30 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
         return self.activator.activate(version, allow_downgrade=allow_downgrade, who=who)
 
     async def Rollback(self, request: models_pb2.RollbackRequest, context: grpc.aio.ServicerContext
-                       ) -> models_pb2.ActivateResponse:
+                       ) -> models_pb2.RollbackResponse:
         who = await require_model_admin(context, self.config, "Rollback")
         try:
             done = await self._run(self._activate, None, who)
         except Exception as exc:  # noqa: BLE001
             await self._abort(context, exc, "Rollback")
-        return _activate_response(done)
+        return _activation_response(done, models_pb2.RollbackResponse)
 
     # -- the store ------------------------------------------------------------------------------------------
 
-    async def List(self, request: models_pb2.ListBundlesRequest, context: grpc.aio.ServicerContext
-                   ) -> models_pb2.ListBundlesResponse:
-        await require_model_admin(context, self.config, "List")
+    async def ListBundles(self, request: models_pb2.ListBundlesRequest, context: grpc.aio.ServicerContext
+                          ) -> models_pb2.ListBundlesResponse:
+        await require_model_admin(context, self.config, "ListBundles")
         try:
             infos, active = await self._run(lambda: (self.store.versions(), self.store.active()))
         except Exception as exc:  # noqa: BLE001
-            await self._abort(context, exc, "List")
+            await self._abort(context, exc, "ListBundles")
         return models_pb2.ListBundlesResponse(active_version=active or "", bundles=[
             models_pb2.BundleInfo(name=i.name, version=i.version, created=_timestamp(i), size=i.size,
                                   sha256=i.sha256, active=i.active, signer=i.signer or "") for i in infos])
 
-    async def Delete(self, request: models_pb2.DeleteBundleRequest, context: grpc.aio.ServicerContext
-                     ) -> models_pb2.DeleteBundleResponse:
-        who = await require_model_admin(context, self.config, "Delete")
+    async def DeleteBundle(self, request: models_pb2.DeleteBundleRequest, context: grpc.aio.ServicerContext
+                           ) -> models_pb2.DeleteBundleResponse:
+        who = await require_model_admin(context, self.config, "DeleteBundle")
         version = await self._version(context, request.version)
 
         def delete() -> None:
@@ -262,6 +264,6 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
         try:
             await self._run(delete)
         except Exception as exc:  # noqa: BLE001
-            await self._abort(context, exc, "Delete")
+            await self._abort(context, exc, "DeleteBundle")
         log.info("bundle_deleted", version=version, who=who)
         return models_pb2.DeleteBundleResponse()

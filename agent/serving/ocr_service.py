@@ -1,4 +1,4 @@
-"""vkocr.v1.Ocr: Recognize and RecognizeStream on the asyncio gRPC server.
+"""vkocr.v1.OcrService: Recognize and RecognizeStream on the asyncio gRPC server.
 
 A request's options are parsed and range-checked, its plugin chain built (or found in the cache) and its image
 decoded and checked against the agent's pixel bound on a decode thread (never on the event loop, never on the
@@ -64,7 +64,7 @@ class Prepared:
     decode_ms: float
 
 
-class OcrService(ocr_pb2_grpc.OcrServicer):
+class OcrService(ocr_pb2_grpc.OcrServiceServicer):
     def __init__(self, worker: GpuWorker, stats: RequestStats, metrics: Any,
                  *, retry_after_s: float, stream_window: int, decode_threads: int = 4,
                  chains: PluginChains | None = None, stream_idle_s: float = 300.0) -> None:
@@ -110,9 +110,11 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
         peer = context.peer()
         remaining = context.time_remaining()
         deadline = time.monotonic() + remaining if remaining is not None else None
-        window: asyncio.Queue[asyncio.Task[ocr_pb2.RecognizeResponse] | None] = asyncio.Queue(self.stream_window)
+        window: asyncio.Queue[asyncio.Task[ocr_pb2.RecognizeStreamResponse] | None] = asyncio.Queue(
+            self.stream_window)
         reader_error: list[BaseException] = []  # why reading stopped before the client's end of the stream
-        answers: set[asyncio.Task[ocr_pb2.RecognizeResponse]] = set()  # every one started, to cancel at the end
+        # every answer started, to cancel at the end
+        answers: set[asyncio.Task[ocr_pb2.RecognizeStreamResponse]] = set()
 
         def busy() -> bool:  # an answer in the works or not yet taken: the client is waiting, not idle
             return bool(answers) or not window.empty()
@@ -120,7 +122,8 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
         async def read() -> None:
             frames = aiter(request_iterator)
             try:
-                while (request := await self._next_frame(frames, busy)) is not None:
+                while (frame := await self._next_frame(frames, busy)) is not None:
+                    request = frame if isinstance(frame, MalformedRequest) else frame.request
                     record = self._start(request, "RecognizeStream", peer)
                     record.deadline = deadline
                     task = asyncio.ensure_future(self._stream_answer(request, record, deadline))
@@ -163,7 +166,7 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
     # -- one request --------------------------------------------------------------------------------------------
 
     async def _stream_answer(self, request: ocr_pb2.RecognizeRequest | MalformedRequest, record: RequestLog,
-                             deadline: float | None) -> ocr_pb2.RecognizeResponse:
+                             deadline: float | None) -> ocr_pb2.RecognizeStreamResponse:
         try:
             response = await self._answer(request, record, deadline, block=True)
         except asyncio.CancelledError as exc:
@@ -171,9 +174,9 @@ class OcrService(ocr_pb2_grpc.OcrServicer):
             raise
         except Exception as exc:  # noqa: BLE001
             status = self._failure(exc, record)
-            return ocr_pb2.RecognizeResponse(request_id=record.request_id, error=status)
+            return ocr_pb2.RecognizeStreamResponse(request_id=record.request_id, error=status)
         self._done(record, "OK")
-        return response
+        return ocr_pb2.RecognizeStreamResponse(request_id=record.request_id, response=response)
 
     async def _answer(self, request: ocr_pb2.RecognizeRequest | MalformedRequest, record: RequestLog,
                       deadline: float | None, *, block: bool) -> ocr_pb2.RecognizeResponse:

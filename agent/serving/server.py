@@ -9,9 +9,9 @@ model files in `[models] dir`.
 Health (grpc.health.v1) follows the serving state: NOT_SERVING while models load, while the device is rebuilt
 and while draining; SERVING when a request would succeed. The services run on one event loop, so open streams
 and a full queue never take the threads that health checks need. Service `vkocr.liveness` is SERVING while the
-process runs (until the drain): the liveness probe's; so are `vkocr.v1.Status` and `vkocr.v1.Models`, which
-answer whatever the device does. Connections are bounded ([server] max_connections,
-keepalive, idle timeouts: connection_limits).
+process runs (until the drain): the liveness probe's; so are `vkocr.v1.StatusService` and
+`vkocr.v1.ModelsService`, which answer whatever the device does. Connections are bounded ([server]
+max_connections, keepalive, idle timeouts: connection_limits).
 """
 
 from __future__ import annotations
@@ -55,16 +55,15 @@ from vkocr.v1 import models_pb2, models_pb2_grpc, ocr_pb2, ocr_pb2_grpc, status_
 
 log = get_logger(__name__)
 
-OCR_SERVICE = ocr_pb2.DESCRIPTOR.services_by_name["Ocr"].full_name
-STATUS_SERVICE = status_pb2.DESCRIPTOR.services_by_name["Status"].full_name
-MODELS_SERVICE = models_pb2.DESCRIPTOR.services_by_name["Models"].full_name
+OCR_SERVICE = ocr_pb2.DESCRIPTOR.services_by_name["OcrService"].full_name
+STATUS_SERVICE = status_pb2.DESCRIPTOR.services_by_name["StatusService"].full_name
+MODELS_SERVICE = models_pb2.DESCRIPTOR.services_by_name["ModelsService"].full_name
 HEALTH_SERVICES = ("", OCR_SERVICE)  # "" is the whole agent
 # SERVING from start until the drain, whatever the device does: what a liveness probe asks (a device rebuild
 # turns the services above NOT_SERVING, which must take the board out of rotation, not restart it).
 LIVENESS_SERVICE = "vkocr.liveness"
 # Services that do not need the device: SERVING from start until the drain, as liveness is.
-CONTROL_SERVICES = (status_pb2.DESCRIPTOR.services_by_name["Status"].full_name,
-                    models_pb2.DESCRIPTOR.services_by_name["Models"].full_name)
+CONTROL_SERVICES = (STATUS_SERVICE, MODELS_SERVICE)
 
 
 class Agent:
@@ -146,8 +145,8 @@ class Agent:
         self.ocr = OcrService(self.worker, self.stats, self.metrics,
                               retry_after_s=config.server.retry_after_s, stream_window=config.server.stream_window,
                               stream_idle_s=config.server.stream_idle_s)
-        ocr_pb2_grpc.add_OcrServicer_to_server(self.ocr, server)
-        status_pb2_grpc.add_StatusServicer_to_server(
+        ocr_pb2_grpc.add_OcrServiceServicer_to_server(self.ocr, server)
+        status_pb2_grpc.add_StatusServiceServicer_to_server(
             StatusService(self.state, self.worker, self.stats, interval_s=config.server.status_interval_s), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         services = [OCR_SERVICE, STATUS_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
@@ -158,7 +157,7 @@ class Agent:
             uploads = UploadArea(self.store.root / "uploads", config.models.max_bundle_bytes)
             uploads.clean_stale()
             self.models = ModelsService(config, self.store, self.activator, uploads)
-            models_pb2_grpc.add_ModelsServicer_to_server(self.models, server)
+            models_pb2_grpc.add_ModelsServiceServicer_to_server(self.models, server)
             services.append(MODELS_SERVICE)
         reflection.enable_server_reflection((*services, reflection.SERVICE_NAME), server)
         for service in HEALTH_SERVICES:

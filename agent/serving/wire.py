@@ -18,6 +18,8 @@ import numpy.typing as npt
 from google.protobuf import json_format, struct_pb2
 
 from vkocr.agent.errors import ImageError, OptionsError
+from vkocr.agent.serving.durations import duration_from_ms, ms_of
+from vkocr.agent.serving.proto_enums import enum_name, enum_number
 from vkocr.agent.serving.rpc_status import describe_status
 from vkocr.postproc.result import CharBox, OcrLine, OcrResult, jsonable
 from vkocr.v1 import ocr_pb2
@@ -31,6 +33,8 @@ _FLOAT32_FIELDS: Final = frozenset(
 _SCALAR_OPTION_FIELDS: Final[tuple[str, ...]] = tuple(
     f.name for f in ocr_pb2.Options.DESCRIPTOR.fields if f.message_type is None
 )
+# limit_type, score_mode: enums on the wire, "min"/"max" and "fast"/"slow" in OcrOptions; UNSPECIFIED is unset
+_ENUM_FIELDS: Final = {f.name: f.enum_type for f in ocr_pb2.Options.DESCRIPTOR.fields if f.enum_type is not None}
 
 
 # --- options ------------------------------------------------------------------------------------------------
@@ -44,6 +48,10 @@ def options_from_proto(msg: ocr_pb2.Options) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     for name in _SCALAR_OPTION_FIELDS:
+        if name in _ENUM_FIELDS:
+            if getattr(msg, name):
+                out[_OPTION_NAMES.get(name, name)] = _enum_option(name, getattr(msg, name))
+            continue
         if not msg.HasField(name):
             continue
         value = getattr(msg, name)
@@ -56,6 +64,13 @@ def options_from_proto(msg: ocr_pb2.Options) -> dict[str, Any]:
         if msg.plugins.HasField("options"):
             out["plugin_options"] = struct_to_dict(msg.plugins.options)
     return out
+
+
+def _enum_option(name: str, number: int) -> str:
+    try:
+        return enum_name(_ENUM_FIELDS[name], number)
+    except ValueError as exc:
+        raise OptionsError(f"{name}: {exc}", option=_OPTION_NAMES.get(name, name)) from None
 
 
 def option_field(option: str) -> str:
@@ -86,6 +101,10 @@ def options_to_proto(**overrides: Any) -> ocr_pb2.Options:
                 "plugin_options"
             )
         try:
+            if field in _ENUM_FIELDS:
+                if not isinstance(value, str):
+                    raise TypeError(f"{_ENUM_FIELDS[field].name} is said by name")
+                value = enum_number(_ENUM_FIELDS[field], value)
             setattr(msg, field, value)
         except (TypeError, ValueError) as exc:
             raise OptionsError(f"option {name}: {value!r} does not fit the wire field ({exc})") from None
@@ -122,12 +141,34 @@ def _whole_numbers_as_ints(value: Any) -> Any:
 
 _VARINT, _FIXED64, _LENGTH_DELIMITED, _FIXED32 = 0, 1, 2, 5
 _REQUEST_ID_FIELD: Final = ocr_pb2.RecognizeRequest.DESCRIPTOR.fields_by_name["request_id"].number
+_STREAM_REQUEST_FIELD: Final = ocr_pb2.RecognizeStreamRequest.DESCRIPTOR.fields_by_name["request"].number
 
 
 def salvaged_request_id(data: bytes) -> str:
-    """The ``request_id`` of bytes that do not parse as a RecognizeRequest, when the fields before the broken
-    part carry one (the last, as protobuf reads it); "" otherwise. Reads the top level only, never nested."""
-    found, pos = "", 0
+    """The ``request_id`` of bytes that do not parse as a RecognizeStreamRequest, when its ``request`` (the
+    last, as protobuf reads it) has the id in the fields before its broken part (the last there too); ""
+    otherwise. Reads those two levels only, never deeper."""
+    found = ""
+    for number, value in _length_delimited_fields(data, cut_short=True):
+        if number == _STREAM_REQUEST_FIELD:
+            found = _salvaged_id(value) or found
+    return found
+
+
+def _salvaged_id(data: bytes) -> str:
+    found = ""
+    for number, value in _length_delimited_fields(data, cut_short=False):
+        if number == _REQUEST_ID_FIELD:
+            found = value.decode("utf-8", errors="replace")
+    return found
+
+
+def _length_delimited_fields(data: bytes, *, cut_short: bool) -> list[tuple[int, bytes]]:
+    """(field number, bytes) of the top-level length-delimited fields that can be read before a broken part.
+    ``cut_short``: a last field that the data ends inside counts too, with what it has (a truncated frame's
+    request still starts with the client's id); otherwise it is part of the broken part."""
+    fields: list[tuple[int, bytes]] = []
+    pos = 0
     while pos < len(data):
         key, pos = _varint(data, pos)
         if key is None:
@@ -141,14 +182,13 @@ def salvaged_request_id(data: bytes) -> str:
             pos += 8 if wire_type == _FIXED64 else 4
         elif wire_type == _LENGTH_DELIMITED:
             length, pos = _varint(data, pos)
-            if length is None or pos + length > len(data):
+            if length is None or (pos + length > len(data) and not cut_short):
                 break
-            if number == _REQUEST_ID_FIELD:
-                found = data[pos:pos + length].decode("utf-8", errors="replace")
+            fields.append((number, data[pos:pos + length]))
             pos += length
         else:  # groups, or not a wire type at all: nothing after this can be read
             break
-    return found
+    return fields
 
 
 def _varint(data: bytes, pos: int) -> tuple[int | None, int]:
@@ -176,13 +216,13 @@ class _Layout:
 
 _U8: Final = np.dtype(np.uint8)
 _LAYOUTS: Final[dict[int, _Layout]] = {
-    ocr_pb2.GRAY8: _Layout(1, _U8),
-    ocr_pb2.GRAY16: _Layout(1, np.dtype("<u2")),
-    ocr_pb2.GRAY_ALPHA8: _Layout(2, _U8),
-    ocr_pb2.RGB8: _Layout(3, _U8),
-    ocr_pb2.BGR8: _Layout(3, _U8, (2, 1, 0)),
-    ocr_pb2.RGBA8: _Layout(4, _U8),
-    ocr_pb2.BGRA8: _Layout(4, _U8, (2, 1, 0, 3)),
+    ocr_pb2.PIXEL_LAYOUT_GRAY8: _Layout(1, _U8),
+    ocr_pb2.PIXEL_LAYOUT_GRAY16: _Layout(1, np.dtype("<u2")),
+    ocr_pb2.PIXEL_LAYOUT_GRAY_ALPHA8: _Layout(2, _U8),
+    ocr_pb2.PIXEL_LAYOUT_RGB8: _Layout(3, _U8),
+    ocr_pb2.PIXEL_LAYOUT_BGR8: _Layout(3, _U8, (2, 1, 0)),
+    ocr_pb2.PIXEL_LAYOUT_RGBA8: _Layout(4, _U8),
+    ocr_pb2.PIXEL_LAYOUT_BGRA8: _Layout(4, _U8, (2, 1, 0, 3)),
 }
 
 
@@ -265,13 +305,13 @@ def _layout_of(arr: npt.NDArray[np.generic], channel_order: Literal["rgb", "bgr"
     if arr.dtype.kind != "u" or arr.dtype.itemsize not in (1, 2):
         return None
     if arr.dtype.itemsize == 2:  # any byte order: tobytes below writes little-endian
-        return ocr_pb2.GRAY16 if channels == 1 else None
+        return ocr_pb2.PIXEL_LAYOUT_GRAY16 if channels == 1 else None
     bgr = channel_order == "bgr"
     return {
-        1: ocr_pb2.GRAY8,
-        2: ocr_pb2.GRAY_ALPHA8,
-        3: ocr_pb2.BGR8 if bgr else ocr_pb2.RGB8,
-        4: ocr_pb2.BGRA8 if bgr else ocr_pb2.RGBA8,
+        1: ocr_pb2.PIXEL_LAYOUT_GRAY8,
+        2: ocr_pb2.PIXEL_LAYOUT_GRAY_ALPHA8,
+        3: ocr_pb2.PIXEL_LAYOUT_BGR8 if bgr else ocr_pb2.PIXEL_LAYOUT_RGB8,
+        4: ocr_pb2.PIXEL_LAYOUT_BGRA8 if bgr else ocr_pb2.PIXEL_LAYOUT_RGBA8,
     }.get(channels)
 
 
@@ -296,7 +336,8 @@ def result_to_proto(
         resp.fields.update(jsonable(result.fields))
     for error in result.errors:
         resp.plugin_errors.add(plugin=error["plugin"], error=error["error"])
-    resp.timings_ms.update({name: float(ms) for name, ms in result.timings_ms.items()})
+    for name, ms in result.timings_ms.items():
+        resp.timings[name].CopyFrom(duration_from_ms(ms))
     return resp
 
 
@@ -324,19 +365,22 @@ def result_from_proto(resp: ocr_pb2.RecognizeResponse) -> OcrResult:
         lines=lines,
         fields=struct_to_dict(resp.fields) if resp.HasField("fields") else {},
         errors=[{"plugin": e.plugin, "error": e.error} for e in resp.plugin_errors],
-        timings_ms=dict(resp.timings_ms),
+        timings_ms={name: ms_of(duration) for name, duration in resp.timings.items()},
     )
 
 
-def response_to_dict(resp: ocr_pb2.RecognizeResponse) -> dict[str, Any]:
+def response_to_dict(resp: ocr_pb2.RecognizeResponse | ocr_pb2.RecognizeStreamResponse) -> dict[str, Any]:
     """DESIGN.md's JSON shape: ``OcrResult.to_dict`` (lines, fields/errors when present, timings_ms) with
     ``device``, ``model_version`` and ``request_id``; a stream answer that failed has ``error`` (code name and
-    details) instead of lines."""
+    details) instead of lines, and empty ``device`` and ``model_version``."""
+    if isinstance(resp, ocr_pb2.RecognizeStreamResponse):
+        if resp.HasField("error"):
+            return {"request_id": resp.request_id, "model_version": "", "device": "",
+                    "error": describe_status(resp.error)}
+        resp = resp.response
     out: dict[str, Any] = {
         "request_id": resp.request_id, "model_version": resp.model_version, "device": resp.device
     }
-    if resp.HasField("error"):
-        return {**out, "error": describe_status(resp.error)}
     return {**out, **result_from_proto(resp).to_dict()}
 
 

@@ -22,6 +22,11 @@ FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"  # fonts-dejavu-core, i
 REC_ONLY = ocr_pb2.Options(use_det=False, use_cls=False)
 
 
+def frame(request: ocr_pb2.RecognizeRequest) -> ocr_pb2.RecognizeStreamRequest:
+    """One RecognizeStream frame carrying `request`."""
+    return ocr_pb2.RecognizeStreamRequest(request=request)
+
+
 def word_pixels(text: str, size: int = 28) -> np.ndarray:
     """Black text on white, one line, tightly framed (H×W×3 uint8)."""
     font = ImageFont.truetype(FONT, size)

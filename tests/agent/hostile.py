@@ -44,12 +44,12 @@ def health_watched(target: str, every_s: float = 0.05) -> Iterator[Watch]:
     def poll() -> None:
         with grpc.insecure_channel(target) as channel:
             health = health_pb2_grpc.HealthStub(channel)
-            status = status_pb2_grpc.StatusStub(channel)
+            status = status_pb2_grpc.StatusServiceStub(channel)
             while not done.is_set():
                 started = time.monotonic()
                 try:
                     answer = health.Check(health_pb2.HealthCheckRequest(), timeout=ANSWER_WITHIN_S * 5)
-                    status.Get(agent_status_pb2.GetStatusRequest(), timeout=ANSWER_WITHIN_S * 5)
+                    status.GetStatus(agent_status_pb2.GetStatusRequest(), timeout=ANSWER_WITHIN_S * 5)
                     if answer.status != health_pb2.HealthCheckResponse.SERVING:
                         watch.failures.append(f"health said {answer.status}")
                 except grpc.RpcError as exc:

@@ -30,7 +30,7 @@ def test_a_served_request_shows_in_the_metrics_without_warnings(monkeypatch: pyt
         background = start_agent(config)
         try:
             with grpc.insecure_channel(background.target) as channel:
-                answer = ocr_pb2_grpc.OcrStub(channel).Recognize(
+                answer = ocr_pb2_grpc.OcrServiceStub(channel).Recognize(
                     ocr_pb2.RecognizeRequest(encoded=word_png(lot_number(3)), options=options), timeout=60)
             port = background.agent.metrics_server.port
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
@@ -38,14 +38,14 @@ def test_a_served_request_shows_in_the_metrics_without_warnings(monkeypatch: pyt
         finally:
             background.stop(5)
     assert answer.lines[0].text == lot_number(3)
-    assert {"total", "plugin.merge_lines"} <= set(answer.timings_ms)  # the timings that are no stages
+    assert {"total", "plugin.merge_lines"} <= set(answer.timings)  # the timings that are no stages
     assert [e for e in logs if e["event"] == "metrics_unknown_stage"] == []
     samples = {(s.name, frozenset(s.labels.items())): s.value
                for family in text_string_to_metric_families(text) for s in family.samples}
     counted = {dict(labels)["stage"]: n for (name, labels), n in samples.items()
                if name == "vkocr_stage_seconds_count"}
     assert set(counted) == set(STAGES)
-    assert {stage for stage, n in counted.items() if n == 1} == set(answer.timings_ms) & set(STAGES)
+    assert {stage for stage, n in counted.items() if n == 1} == set(answer.timings) & set(STAGES)
     (info,) = [dict(labels) for name, labels in samples if name == "vkocr_build_info"]
     assert info["version"] == "0.0.0+metrics-test" and info["backend"] == "cpu"
     assert samples[("vkocr_queue_capacity", frozenset())] == 5

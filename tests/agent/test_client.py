@@ -23,6 +23,7 @@ from vkocr.agent.cli.client_command import format_status, parse_duration, status
 from vkocr.agent.cli.main import main
 from vkocr.agent.errors import ImageError
 from vkocr.agent.serving.client import OcrClient, TargetError, build_request, channel_target
+from vkocr.agent.serving.durations import duration_from_ms, duration_from_s
 from vkocr.agent.serving.tls import server_credentials
 from vkocr.v1 import ocr_pb2, status_pb2
 
@@ -32,11 +33,11 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 @contextmanager
 def health_server(state: int, creds: grpc.ServerCredentials | None = None) -> Iterator[int]:
-    """A loopback server with only the standard health service: ``state`` for "" and "vkocr.v1.Ocr"."""
+    """A loopback server with only the standard health service: ``state`` for "" and "vkocr.v1.OcrService"."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     servicer = health.HealthServicer()
     servicer.set("", state)
-    servicer.set("vkocr.v1.Ocr", state)
+    servicer.set("vkocr.v1.OcrService", state)
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     address = "127.0.0.1:0"
     port = server.add_insecure_port(address) if creds is None else server.add_secure_port(address, creds)
@@ -87,7 +88,7 @@ def test_requests_from_paths_bytes_and_arrays(tmp_path: Path) -> None:
     assert from_path.encoded == png.getvalue()
     assert build_request(str(path)).encoded == build_request(png.getvalue()).encoded == png.getvalue()
     raw = build_request(pixels[..., ::-1], channel_order="bgr").raw
-    assert (raw.layout, raw.height, raw.width) == (ocr_pb2.BGR8, 9, 11)
+    assert (raw.layout, raw.height, raw.width) == (ocr_pb2.PIXEL_LAYOUT_BGR8, 9, 11)
     assert raw.data == np.ascontiguousarray(pixels[..., ::-1]).tobytes()
     assert not build_request(path).HasField("options")
     with pytest.raises(ImageError, match="does not exist") as info:
@@ -106,7 +107,7 @@ def test_requests_from_paths_bytes_and_arrays(tmp_path: Path) -> None:
 def test_health_check_and_watch() -> None:
     with health_server(SERVING) as port, OcrClient(f"127.0.0.1:{port}", timeout=5) as client:
         assert client.health() == "SERVING"
-        assert client.health("vkocr.v1.Ocr") == "SERVING"
+        assert client.health("vkocr.v1.OcrService") == "SERVING"
         watch = client.watch_health(timeout=5)
         assert next(watch) == "SERVING"
         watch.close()  # cancels the stream
@@ -148,7 +149,7 @@ def test_client_health_command(capsys: pytest.CaptureFixture[str]) -> None:
     with health_server(SERVING) as up, health_server(NOT_SERVING) as down:
         assert main(["client", "health", "--target", f"127.0.0.1:{up}"]) == 0
         assert capsys.readouterr().out == "SERVING\n"
-        assert main(["client", "health", "--target", f"127.0.0.1:{down}", "--service", "vkocr.v1.Ocr"]) == 1
+        assert main(["client", "health", "--target", f"127.0.0.1:{down}", "--service", "vkocr.v1.OcrService"]) == 1
         assert capsys.readouterr().out == "NOT_SERVING\n"
         assert main(["client", "health", "--target", f"127.0.0.1:{up}", "--watch", "--count", "1"]) == 0
         assert capsys.readouterr().out == "SERVING\n"
@@ -208,11 +209,11 @@ def test_durations() -> None:
 
 def test_status_line() -> None:
     status = status_pb2.AgentStatus(
-        sequence=12, state=status_pb2.REBUILDING, reason="device lost", device="NVIDIA H200",
-        backend="vulkan",
-        model_version="ppocr-v4", queue_depth=3, queue_capacity=64, in_flight=4, latency_p50_ms=12.34,
-        latency_p99_ms=40.5, requests_total=1000, errors_total=2, rejected_total=1,
-        pool_used_bytes=3 * 2**20, pool_reserved_bytes=64 * 2**20, temperature_c=61.2, uptime_s=3600,
+        sequence=12, state=status_pb2.SERVING_STATE_REBUILDING, reason="device lost", device="NVIDIA H200",
+        backend=status_pb2.BACKEND_VULKAN,
+        model_version="ppocr-v4", queue_depth=3, queue_capacity=64, in_flight=4, latency_p50=duration_from_ms(12.34),
+        latency_p99=duration_from_ms(40.5), requests_total=1000, errors_total=2, rejected_total=1,
+        pool_used_bytes=3 * 2**20, pool_reserved_bytes=64 * 2**20, temperature_c=61.2, uptime=duration_from_s(3600),
         device_rebuilds=1)
     status.time.FromSeconds(3600 * 5 + 61)
     assert format_status(status) == (
@@ -223,10 +224,19 @@ def test_status_line() -> None:
 
 
 def test_status_json() -> None:
-    status = status_pb2.AgentStatus(sequence=3, state=status_pb2.SERVING, requests_total=2**40 + 1,
+    status = status_pb2.AgentStatus(sequence=3, state=status_pb2.SERVING_STATE_SERVING, requests_total=2**40 + 1,
                                     power_w=80.5)
     body = status_to_dict(status)
     assert body["requests_total"] == 2**40 + 1 and body["sequence"] == 3  # numbers, not JSON-mapping strings
     assert body["state"] == "SERVING" and body["power_w"] == 80.5 and "temperature_c" not in body
     assert list(body)[:4] == ["sequence", "state", "reason", "device"]  # the proto's order ("time" unset)
     assert body["errors_total"] == 0 and body["queue_depth"] == 0  # zeros are printed too
+    assert body["backend"] == "" and body["latency_p99_ms"] == 0.0 and "latency_p99" not in body  # unset
+    status.latency_p99.FromNanoseconds(40_500_000)
+    status.uptime.FromSeconds(7)
+    status.plans.add(model=status_pb2.MODEL_KIND_REC, plans=2)
+    status.backend = status_pb2.BACKEND_CPU
+    body = status_to_dict(status)
+    assert (body["backend"], body["latency_p99_ms"], body["uptime_ms"]) == ("cpu", 40.5, 7000.0)
+    assert body["plans"] == [{"model": "rec", "plans": 2, "plan_memory_bytes": 0, "recorded_total": 0,
+                              "distinct_shapes": 0}]

@@ -163,6 +163,34 @@ def test_client_stream_answers_every_image_in_order(agent: BackgroundAgent, tmp_
     assert readable[0].startswith(f"{images[0]}: 1 lines (") and readable[1].endswith(f"  {lot_number(21)}")
 
 
+def test_client_ocr_and_stream_read_what_vkocr_ocr_reads(agent: BackgroundAgent, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A directory (its images, sorted), a PDF (each page, rendered here) and `-` (stdin), as `vkocr ocr`."""
+    import io
+    import sys
+
+    folder = tmp_path / "shots"
+    folder.mkdir()
+    for i in (42, 41):
+        save_word(folder, lot_number(i))
+    pages = [Image.fromarray(word_pixels(lot_number(i))).convert("RGB") for i in (43, 44)]
+    pdf = tmp_path / "labels.pdf"
+    pages[0].save(pdf, format="PDF", save_all=True, append_images=pages[1:], resolution=72.0)
+    stdin = word_png(lot_number(45))
+    names = [str(folder / f"{lot_number(41)}.png"), str(folder / f"{lot_number(42)}.png"),
+             f"{pdf}#page=1", f"{pdf}#page=2", "-"]
+    for command in ("ocr", "stream"):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+        assert main(["client", command, str(folder), str(pdf), "-", "--pdf-dpi", "72", "--target", agent.target,
+                     "--json", *REC_ONLY_FLAGS]) == 0, command
+        records = json_lines(capsys.readouterr().out)
+        assert [r["image"] for r in records] == names, command
+        assert [texts(r) for r in records] == [[lot_number(i)] for i in (41, 42, 43, 44, 45)], command
+    assert main(["client", "ocr", "-", "-", "--target", agent.target]) == 2  # stdin can be read once
+    assert "- (standard input) can be given once" in capsys.readouterr().err
+
+
 def test_client_watch_and_health(agent: BackgroundAgent, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["client", "watch", "--target", agent.target, "--count", "2", "--interval", "100ms",
                  "--json"]) == 0
@@ -178,7 +206,7 @@ def test_client_watch_and_health(agent: BackgroundAgent, capsys: pytest.CaptureF
 
     assert main(["client", "health", "--target", agent.target]) == 0
     assert capsys.readouterr().out == "SERVING\n"
-    assert main(["client", "health", "--target", agent.target, "--service", "vkocr.v1.Ocr"]) == 0
+    assert main(["client", "health", "--target", agent.target, "--service", "vkocr.v1.OcrService"]) == 0
     assert capsys.readouterr().out == "SERVING\n"
     assert main(["client", "health", "--target", agent.target, "--watch", "--count", "1"]) == 0
     assert capsys.readouterr().out == "SERVING\n"

@@ -28,10 +28,10 @@ def json_lines(out: str) -> list[dict[str, object]]:
 def test_health_json(agent: BackgroundAgent, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["client", "health", "--target", agent.target, "--json"]) == 0
     assert json_lines(capsys.readouterr().out) == [{"target": agent.target, "service": "", "status": "SERVING"}]
-    assert main(["client", "health", "--target", agent.target, "--service", "vkocr.v1.Ocr", "--watch",
+    assert main(["client", "health", "--target", agent.target, "--service", "vkocr.v1.OcrService", "--watch",
                  "--count", "1", "--json"]) == 0
     assert json_lines(capsys.readouterr().out) == [
-        {"target": agent.target, "service": "vkocr.v1.Ocr", "status": "SERVING"}]
+        {"target": agent.target, "service": "vkocr.v1.OcrService", "status": "SERVING"}]
 
 
 def test_health_json_of_an_agent_that_does_not_answer(capsys: pytest.CaptureFixture[str]) -> None:

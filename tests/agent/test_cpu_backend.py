@@ -24,10 +24,11 @@ def test_cpu_agent_warms_up_before_serving_and_reports_its_backend(caplog: pytes
         assert pipeline is not None and isinstance(pipeline.stages, OrtStages)
         assert pipeline.stages.warmed == {"det", "cls", "rec"} and pipeline.stages.threads == 2
         with grpc.insecure_channel(background.target) as channel:
-            status = status_pb2_grpc.StatusStub(channel).Get(status_pb2.GetStatusRequest())
-            assert (status.state, status.backend, status.device) == (status_pb2.SERVING, "cpu", "cpu")
+            status = status_pb2_grpc.StatusServiceStub(channel).GetStatus(status_pb2.GetStatusRequest()).status
+            assert (status.state, status.backend, status.device) == (
+                status_pb2.SERVING_STATE_SERVING, status_pb2.BACKEND_CPU, "cpu")
             assert "names the cpu backend" in status.backend_reason
-            answer = ocr_pb2_grpc.OcrStub(channel).Recognize(
+            answer = ocr_pb2_grpc.OcrServiceStub(channel).Recognize(
                 ocr_pb2.RecognizeRequest(encoded=word_png(lot_number(7)), options=REC_ONLY), timeout=60)
             assert answer.lines[0].text == lot_number(7) and answer.device == "cpu"
         with OcrClient(background.target) as client:

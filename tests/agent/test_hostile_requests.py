@@ -73,11 +73,11 @@ def channel(agent: BackgroundAgent) -> Iterator[grpc.Channel]:
 
 
 @pytest.fixture(scope="module")
-def ocr(channel: grpc.Channel) -> ocr_pb2_grpc.OcrStub:
-    return ocr_pb2_grpc.OcrStub(channel)
+def ocr(channel: grpc.Channel) -> ocr_pb2_grpc.OcrServiceStub:
+    return ocr_pb2_grpc.OcrServiceStub(channel)
 
 
-def assert_serves(ocr: ocr_pb2_grpc.OcrStub) -> None:
+def assert_serves(ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
     """The next good request is answered, correctly."""
     answer = ocr.Recognize(ocr_pb2.RecognizeRequest(request_id="good", encoded=GOOD, options=REC_ONLY), timeout=120)
     assert [line.text for line in answer.lines] == ["LOT0042"]
@@ -92,7 +92,7 @@ def with_plugins(names: list[str], options: dict[str, Any] | None = None, **rest
     return ocr_pb2.Options(use_det=False, use_cls=False, plugins=selection, **rest)
 
 
-def refusal(ocr: ocr_pb2_grpc.OcrStub, request: ocr_pb2.RecognizeRequest) -> grpc.RpcError:
+def refusal(ocr: ocr_pb2_grpc.OcrServiceStub, request: ocr_pb2.RecognizeRequest) -> grpc.RpcError:
     with pytest.raises(grpc.RpcError) as caught:
         ocr.Recognize(request, timeout=60)
     return caught.value
@@ -108,7 +108,7 @@ def png(width: int, height: int) -> bytes:
 
 
 def test_catastrophic_backtracking_pattern_runs_in_linear_time(agent: BackgroundAgent,
-                                                               ocr: ocr_pb2_grpc.OcrStub) -> None:
+                                                               ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
     fields = {"bang": r"^(.|.)*!$", "lot": r"LOT(\d+)"}  # the first never matches: every path is tried
     request = ocr_pb2.RecognizeRequest(request_id="redos", encoded=word_png(LONG_TEXT),
                                        options=with_plugins(["regex_fields"], {"regex_fields": fields}))
@@ -122,7 +122,7 @@ def test_catastrophic_backtracking_pattern_runs_in_linear_time(agent: Background
 
 
 def test_plugin_over_its_budget_is_stopped_and_the_lines_survive(agent: BackgroundAgent,
-                                                                 ocr: ocr_pb2_grpc.OcrStub) -> None:
+                                                                 ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
     options = with_plugins(["spin", "regex_fields"], {"regex_fields": {"lot": r"LOT(\d+)"}})
     with health_watched(agent.target):
         answer = ocr.Recognize(ocr_pb2.RecognizeRequest(request_id="spin", encoded=GOOD, options=options),
@@ -138,7 +138,7 @@ def test_plugin_over_its_budget_is_stopped_and_the_lines_survive(agent: Backgrou
 
 
 def test_huge_and_too_many_patterns_are_refused_naming_the_field(agent: BackgroundAgent,
-                                                                  ocr: ocr_pb2_grpc.OcrStub) -> None:
+                                                                  ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
     cases = {
         "options.plugins.options": {"lot": "A" * 5_400_000},  # the 5.4 MB pattern: refused before parsing
         "options.plugins.options.regex_fields.lot.pattern": {"lot": "(A)" + "B" * 1000},
@@ -170,12 +170,13 @@ BAD_OPTIONS: list[tuple[dict[str, Any], str]] = [
     ({"limit_side_len": 0}, "options.limit_side_len"),
     ({"max_side_len": 0}, "options.max_side_len"),
     ({"max_side_len": 4_000_000_000}, "options.max_side_len"),
-    ({"limit_type": "huge"}, "options.limit_type"),
-    ({"score_mode": ""}, "options.score_mode"),
+    ({"limit_type": 7}, "options.limit_type"),  # numbers no enum value has (proto3 carries them)
+    ({"score_mode": -1}, "options.score_mode"),
 ]
 
 
-def test_out_of_range_and_non_finite_options_are_refused(agent: BackgroundAgent, ocr: ocr_pb2_grpc.OcrStub) -> None:
+def test_out_of_range_and_non_finite_options_are_refused(
+        agent: BackgroundAgent, ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
     with health_watched(agent.target):
         for options, field in BAD_OPTIONS:
             err = refusal(ocr, ocr_pb2.RecognizeRequest(encoded=GOOD, options=ocr_pb2.Options(**options)))
@@ -184,7 +185,7 @@ def test_out_of_range_and_non_finite_options_are_refused(agent: BackgroundAgent,
     assert_serves(ocr)
 
 
-def test_work_after_every_resize_is_bounded(agent: BackgroundAgent, ocr: ocr_pb2_grpc.OcrStub) -> None:
+def test_work_after_every_resize_is_bounded(agent: BackgroundAgent, ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
     small = png(200, 64)  # limit_side_len=3000 makes it a 3008x9376 detection input: 284 s and 8 GB once
     cases = [
         (ocr_pb2.RecognizeRequest(encoded=small, options=ocr_pb2.Options(limit_side_len=3000)),
@@ -202,7 +203,8 @@ def test_work_after_every_resize_is_bounded(agent: BackgroundAgent, ocr: ocr_pb2
     assert_serves(ocr)
 
 
-def test_oversized_ids_and_plugin_selections_are_refused(agent: BackgroundAgent, ocr: ocr_pb2_grpc.OcrStub) -> None:
+def test_oversized_ids_and_plugin_selections_are_refused(
+        agent: BackgroundAgent, ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
     cases = [
         (ocr_pb2.RecognizeRequest(request_id="x" * 300, encoded=GOOD, options=REC_ONLY), "request_id"),
         (ocr_pb2.RecognizeRequest(encoded=GOOD, options=with_plugins(["merge_lines"] * 17)),
@@ -242,12 +244,12 @@ def deeply_nested_request(depth: int) -> bytes:
 
 
 def test_malformed_protobuf_is_invalid_argument_for_every_service(agent: BackgroundAgent, channel: grpc.Channel,
-                                                                  ocr: ocr_pb2_grpc.OcrStub) -> None:
+                                                                  ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
     health = "/grpc.health.v1.Health/Check"
     cases = [
-        ("/vkocr.v1.Ocr/Recognize", b"\xff\xff\xff\xff"),
-        ("/vkocr.v1.Ocr/Recognize", deeply_nested_request(200)),
-        ("/vkocr.v1.Status/Get", b"\x0a\xff\x01"),
+        ("/vkocr.v1.OcrService/Recognize", b"\xff\xff\xff\xff"),
+        ("/vkocr.v1.OcrService/Recognize", deeply_nested_request(200)),
+        ("/vkocr.v1.StatusService/GetStatus", b"\x0a\xff\x01"),
         (health, b"\x0a\x05ab"),  # a string field cut short
     ]
     with health_watched(agent.target):
@@ -260,14 +262,15 @@ def test_malformed_protobuf_is_invalid_argument_for_every_service(agent: Backgro
     health_answer = health_pb2.HealthCheckResponse.FromString(
         raw_unary(channel, health, health_pb2.HealthCheckRequest().SerializeToString()))
     assert health_answer.status == health_pb2.HealthCheckResponse.SERVING
-    assert status_pb2.AgentStatus.FromString(raw_unary(channel, "/vkocr.v1.Status/Get", b"")).state
+    got = status_pb2.GetStatusResponse.FromString(raw_unary(channel, "/vkocr.v1.StatusService/GetStatus", b""))
+    assert got.status.state == status_pb2.SERVING_STATE_SERVING
     # a deep but legal nesting is no refusal
     assert not ocr_pb2.RecognizeRequest.FromString(deeply_nested_request(20)).encoded
     assert_serves(ocr)
 
 
 def test_oversized_error_stays_within_the_clients_metadata_limit(agent: BackgroundAgent,
-                                                                  ocr: ocr_pb2_grpc.OcrStub) -> None:
+                                                                  ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
     # 50 unknown keys of 1,000 characters: the refusal names them all, 50 KB of message once
     spec = {"pattern": "LOT", **{f"{i:03d}" + "k" * 997: True for i in range(50)}}
     err = refusal(ocr, ocr_pb2.RecognizeRequest(encoded=GOOD, options=with_plugins(
@@ -288,7 +291,7 @@ def test_requests_cancelled_by_the_shutdown_are_logged_as_such(installed_spin: N
     stopper = threading.Thread(target=background.stop, args=(0.5,))
     try:
         with grpc.insecure_channel(background.target) as chan, capture_logs() as logs:
-            stub = ocr_pb2_grpc.OcrStub(chan)
+            stub = ocr_pb2_grpc.OcrServiceStub(chan)
             worker = background.agent.worker
             taken = threading.Event()  # the worker took the job from the queue (and waits for the hold)
             worker.add_room_listener(taken.set)

@@ -93,12 +93,22 @@ def test_chains_are_built_once_per_options_and_the_cache_is_bounded() -> None:
     assert len(chains) == 2 and Counting.built == 7
 
 
+def stream_frame(request: bytes) -> bytes:
+    """A RecognizeStreamRequest whose `request` (field 1) is these bytes, whatever they are."""
+    assert len(request) < 128  # a one-byte length
+    return b"\x0a" + bytes([len(request)]) + request
+
+
 def test_a_broken_frames_id_is_salvaged_when_it_comes_first() -> None:
     whole = ocr_pb2.RecognizeRequest(request_id="s-2", encoded=b"png").SerializeToString()
-    assert salvaged_request_id(whole + b"\xff\xff") == "s-2"
-    assert salvaged_request_id(b"\x0a\x03s-2\xff\xff\xff\x07") == "s-2"
+    assert salvaged_request_id(stream_frame(whole + b"\xff\xff")) == "s-2"
+    assert salvaged_request_id(stream_frame(whole) + b"\xff\xff") == "s-2"  # the frame broken after it
+    assert salvaged_request_id(stream_frame(b"\x0a\x03s-2\xff\xff\xff\x07")) == "s-2"
+    assert salvaged_request_id(b"\x0a\x40\x0a\x03s-2") == "s-2"  # a request cut short after its id
     assert salvaged_request_id(b"\xff\xff\xff") == "" and salvaged_request_id(b"") == ""
-    assert salvaged_request_id(b"\x0a\x63short") == ""  # a length past the end
+    assert salvaged_request_id(stream_frame(b"\x0a\x63short")) == ""  # an id whose length is past the end
+    assert salvaged_request_id(whole) == ""  # a bare RecognizeRequest's id is no frame's: its field 1 is the id
+    assert salvaged_request_id(stream_frame(b"\x12\x02\x0a\x01x")) == ""  # only the request's own id counts
 
 
 def test_statuses_are_cut_to_fit_a_clients_metadata_limit() -> None:

@@ -14,7 +14,16 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 from structlog.testing import capture_logs
 
-from tests.agent.agents import REC_ONLY, agent_config, lot_number, running_agent, wait_for, word_pixels, word_png
+from tests.agent.agents import (
+    REC_ONLY,
+    agent_config,
+    frame,
+    lot_number,
+    running_agent,
+    wait_for,
+    word_pixels,
+    word_png,
+)
 from tests.agent.certs import TlsFiles
 from vkocr.agent.serving.call_deadlines import OCR_TIMEOUT_S, SLOW_OCR_TIMEOUT_S, ocr_timeout_for
 from vkocr.agent.serving.client import OcrClient
@@ -33,9 +42,9 @@ def agent() -> Iterator[BackgroundAgent]:
 
 
 @pytest.fixture
-def ocr(agent: BackgroundAgent) -> Iterator[ocr_pb2_grpc.OcrStub]:
+def ocr(agent: BackgroundAgent) -> Iterator[ocr_pb2_grpc.OcrServiceStub]:
     with grpc.insecure_channel(agent.target) as channel:
-        yield ocr_pb2_grpc.OcrStub(channel)
+        yield ocr_pb2_grpc.OcrServiceStub(channel)
 
 
 def rec_request(i: int) -> ocr_pb2.RecognizeRequest:
@@ -56,7 +65,7 @@ def details(err: grpc.RpcError) -> list[object]:
     return unpacked
 
 
-def test_recognize_finds_and_reads_every_line(ocr: ocr_pb2_grpc.OcrStub, agent: BackgroundAgent) -> None:
+def test_recognize_finds_and_reads_every_line(ocr: ocr_pb2_grpc.OcrServiceStub, agent: BackgroundAgent) -> None:
     import io
 
     from PIL import Image
@@ -75,15 +84,16 @@ def test_recognize_finds_and_reads_every_line(ocr: ocr_pb2_grpc.OcrStub, agent: 
     assert (response.image_width, response.image_height) == (420, 150)
     assert response.model_version == "ppocrv4-rapidocr-1.4.4"
     assert response.device == agent.agent.state.get().device
-    assert {"decode", "det", "db", "cls", "rec", "queue", "plugins", "total"} <= set(response.timings_ms)
+    assert {"decode", "det", "db", "cls", "rec", "queue", "plugins", "total"} <= set(response.timings)
+    assert response.timings["total"].ToNanoseconds() >= response.timings["rec"].ToNanoseconds() > 0
 
 
-def test_raw_pixels_in_every_layout_read_the_same(ocr: ocr_pb2_grpc.OcrStub) -> None:
+def test_raw_pixels_in_every_layout_read_the_same(ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
     pixels = word_pixels("LOT0815")
     gray = pixels[..., 0]
     cases = {
-        ocr_pb2.RGB8: pixels, ocr_pb2.BGR8: pixels[..., ::-1], ocr_pb2.GRAY8: gray,
-        ocr_pb2.GRAY16: gray.astype("<u2") * 257,
+        ocr_pb2.PIXEL_LAYOUT_RGB8: pixels, ocr_pb2.PIXEL_LAYOUT_BGR8: pixels[..., ::-1],
+        ocr_pb2.PIXEL_LAYOUT_GRAY8: gray, ocr_pb2.PIXEL_LAYOUT_GRAY16: gray.astype("<u2") * 257,
     }
     for layout, array in cases.items():
         raw = ocr_pb2.RawImage(data=array.tobytes(), height=array.shape[0], width=array.shape[1], layout=layout)
@@ -91,21 +101,22 @@ def test_raw_pixels_in_every_layout_read_the_same(ocr: ocr_pb2_grpc.OcrStub) -> 
         assert [line.text for line in response.lines] == ["LOT0815"], ocr_pb2.PixelLayout.Name(layout)
 
 
-def test_stream_of_40_answers_in_request_order(ocr: ocr_pb2_grpc.OcrStub) -> None:
+def test_stream_of_40_answers_in_request_order(ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
     # 40, not 100: one recognition takes 2.5 s on lavapipe on the 2-core CI machine
-    answers = list(ocr.RecognizeStream(rec_request(i) for i in range(40)))
+    answers = list(ocr.RecognizeStream(frame(rec_request(i)) for i in range(40)))
     assert [a.request_id for a in answers] == [f"id-{i}" for i in range(40)]
-    assert [a.lines[0].text if a.lines else "" for a in answers] == [lot_number(i) for i in range(40)]
+    assert [a.response.request_id for a in answers] == [f"id-{i}" for i in range(40)]
+    assert [a.response.lines[0].text if a.response.lines else "" for a in answers] == [lot_number(i) for i in range(40)]
     assert not any(a.HasField("error") for a in answers)
 
 
-def test_a_bad_request_in_a_stream_fails_alone(ocr: ocr_pb2_grpc.OcrStub) -> None:
+def test_a_bad_request_in_a_stream_fails_alone(ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
     requests = [rec_request(1), ocr_pb2.RecognizeRequest(request_id="bad", encoded=b"\x89PNG\r\n\x1a\n broken"),
                 rec_request(2)]
-    answers = list(ocr.RecognizeStream(iter(requests)))
+    answers = list(ocr.RecognizeStream(frame(r) for r in requests))
     assert [a.request_id for a in answers] == ["id-1", "bad", "id-2"]
-    assert answers[1].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
-    assert [a.lines[0].text for a in (answers[0], answers[2])] == [lot_number(1), lot_number(2)]
+    assert answers[1].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and not answers[1].HasField("response")
+    assert [a.response.lines[0].text for a in (answers[0], answers[2])] == [lot_number(1), lot_number(2)]
 
 
 def test_16_concurrent_clients_times_4_requests_all_correct(agent: BackgroundAgent) -> None:
@@ -113,7 +124,7 @@ def test_16_concurrent_clients_times_4_requests_all_correct(agent: BackgroundAge
     still interleave on one GPU worker."""
     def client(k: int) -> list[tuple[str, str]]:
         with grpc.insecure_channel(agent.target) as channel:
-            stub = ocr_pb2_grpc.OcrStub(channel)
+            stub = ocr_pb2_grpc.OcrServiceStub(channel)
             got = []
             for j in range(4):
                 i = 100 + 4 * k + j
@@ -128,7 +139,7 @@ def test_16_concurrent_clients_times_4_requests_all_correct(agent: BackgroundAge
         [r for r in results if r[1] != lot_number(int(r[0][3:]))]
 
 
-def test_bad_image_is_invalid_argument_with_field_details(ocr: ocr_pb2_grpc.OcrStub) -> None:
+def test_bad_image_is_invalid_argument_with_field_details(ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
     with pytest.raises(grpc.RpcError) as caught:
         ocr.Recognize(ocr_pb2.RecognizeRequest(encoded=b"GIF89a not really"))
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -138,7 +149,7 @@ def test_bad_image_is_invalid_argument_with_field_details(ocr: ocr_pb2_grpc.OcrS
     assert ocr.Recognize(rec_request(3)).lines[0].text == lot_number(3)  # still serving
 
 
-def test_bad_options_and_unknown_plugins_are_invalid_argument(ocr: ocr_pb2_grpc.OcrStub) -> None:
+def test_bad_options_and_unknown_plugins_are_invalid_argument(ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
     cases = {
         "options.box_thresh": ocr_pb2.Options(box_thresh=1.5),
         "options.plugins.names": ocr_pb2.Options(plugins=ocr_pb2.PluginSelection(names=["no_such_plugin"])),
@@ -151,7 +162,7 @@ def test_bad_options_and_unknown_plugins_are_invalid_argument(ocr: ocr_pb2_grpc.
         assert bad.field_violations[0].field == field, caught.value.details()
 
 
-def test_plugins_chosen_per_request_add_fields(ocr: ocr_pb2_grpc.OcrStub) -> None:
+def test_plugins_chosen_per_request_add_fields(ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
     from google.protobuf import struct_pb2
 
     plugin_options = struct_pb2.Struct()
@@ -163,7 +174,7 @@ def test_plugins_chosen_per_request_add_fields(ocr: ocr_pb2_grpc.OcrStub) -> Non
     assert response.fields["lot"] == 42
 
 
-def test_oversized_message_is_refused_and_the_agent_serves_on(ocr: ocr_pb2_grpc.OcrStub) -> None:
+def test_oversized_message_is_refused_and_the_agent_serves_on(ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
     with pytest.raises(grpc.RpcError) as caught:
         ocr.Recognize(ocr_pb2.RecognizeRequest(encoded=os.urandom(17 * 1024 * 1024)))
     assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -171,7 +182,7 @@ def test_oversized_message_is_refused_and_the_agent_serves_on(ocr: ocr_pb2_grpc.
     assert ocr.Recognize(rec_request(4)).lines[0].text == lot_number(4)
 
 
-def test_expired_deadline_is_dropped_before_gpu_work(ocr: ocr_pb2_grpc.OcrStub, agent: BackgroundAgent) -> None:
+def test_expired_deadline_is_dropped_before_gpu_work(ocr: ocr_pb2_grpc.OcrServiceStub, agent: BackgroundAgent) -> None:
     worker = agent.agent.worker
     dropped, served = worker.dropped["deadline"], agent.agent.stats.snapshot().requests_total
     with worker.held():  # the request waits for the worker past its deadline
@@ -184,7 +195,7 @@ def test_expired_deadline_is_dropped_before_gpu_work(ocr: ocr_pb2_grpc.OcrStub, 
 
 
 def test_a_request_cancelled_on_the_gpu_stops_at_the_next_stage_and_frees_the_worker(
-        ocr: ocr_pb2_grpc.OcrStub, agent: BackgroundAgent) -> None:
+        ocr: ocr_pb2_grpc.OcrServiceStub, agent: BackgroundAgent) -> None:
     import io
 
     from PIL import Image
@@ -219,8 +230,8 @@ def test_the_client_gives_lavapipe_a_longer_deadline(agent: BackgroundAgent) -> 
         assert nobody.ocr_timeout() == OCR_TIMEOUT_S
 
 
-def test_cancelled_stream_leaves_the_agent_serving(ocr: ocr_pb2_grpc.OcrStub, agent: BackgroundAgent) -> None:
-    stream = ocr.RecognizeStream(rec_request(i) for i in range(200, 240))
+def test_cancelled_stream_leaves_the_agent_serving(ocr: ocr_pb2_grpc.OcrServiceStub, agent: BackgroundAgent) -> None:
+    stream = ocr.RecognizeStream(frame(rec_request(i)) for i in range(200, 240))
     first = next(stream)
     assert first.request_id == "id-200"
     stream.cancel()
@@ -231,21 +242,25 @@ def test_cancelled_stream_leaves_the_agent_serving(ocr: ocr_pb2_grpc.OcrStub, ag
     assert ocr.Recognize(rec_request(6)).lines[0].text == lot_number(6)
 
 
-def test_status_watch_streams_updates(agent: BackgroundAgent, ocr: ocr_pb2_grpc.OcrStub) -> None:
+def test_status_watch_streams_updates(agent: BackgroundAgent, ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
     from google.protobuf import duration_pb2
 
     with grpc.insecure_channel(agent.target) as channel:
-        watch = status_pb2_grpc.StatusStub(channel).Watch(
+        watch = status_pb2_grpc.StatusServiceStub(channel).WatchStatus(
             status_pb2.WatchStatusRequest(interval=duration_pb2.Duration(nanos=100_000_000)), timeout=120)
-        first = next(watch)
-        assert first.state == status_pb2.SERVING and first.sequence == 0
-        assert first.queue_capacity == 32 and first.uptime_s > 0 and first.device
+        first = next(watch).status
+        assert first.state == status_pb2.SERVING_STATE_SERVING and first.sequence == 0
+        assert first.queue_capacity == 32 and first.uptime.ToNanoseconds() > 0 and first.device
+        assert first.backend == status_pb2.BACKEND_VULKAN and first.latency_window.ToNanoseconds() > 0
+        assert {p.model for p in first.plans} <= {status_pb2.MODEL_KIND_DET, status_pb2.MODEL_KIND_CLS,
+                                                  status_pb2.MODEL_KIND_REC}
         ocr.Recognize(rec_request(7))
-        later = next(watch)
+        later = next(watch).status
         while later.requests_total <= first.requests_total:
-            later = next(watch)
+            later = next(watch).status
         assert later.sequence > first.sequence
-        assert later.latency_p50_ms > 0 and later.latency_p99_ms >= later.latency_p50_ms
+        p50, p99 = later.latency_p50.ToNanoseconds(), later.latency_p99.ToNanoseconds()
+        assert p50 > 0 and p99 >= p50
         assert later.pool_reserved_bytes >= later.pool_used_bytes > 0
         watch.cancel()
 
@@ -255,13 +270,14 @@ def test_health_and_reflection_list_the_services(agent: BackgroundAgent) -> None
 
     with grpc.insecure_channel(agent.target) as channel:
         health = health_pb2_grpc.HealthStub(channel)
-        for service in ("", "vkocr.v1.Ocr", "vkocr.v1.Status", "vkocr.v1.Models", "vkocr.liveness"):
+        for service in ("", "vkocr.v1.OcrService", "vkocr.v1.StatusService", "vkocr.v1.ModelsService",
+                        "vkocr.liveness"):
             assert health.Check(health_pb2.HealthCheckRequest(service=service)).status == \
                 health_pb2.HealthCheckResponse.SERVING, service
         reflect = reflection_pb2_grpc.ServerReflectionStub(channel)
         (answer,) = reflect.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
         names = {s.name for s in answer.list_services_response.service}
-        assert {"vkocr.v1.Ocr", "vkocr.v1.Status", "grpc.health.v1.Health"} <= names
+        assert {"vkocr.v1.OcrService", "vkocr.v1.StatusService", "grpc.health.v1.Health"} <= names
 
 
 def test_full_queue_is_resource_exhausted_with_a_retry_hint() -> None:
@@ -271,7 +287,7 @@ def test_full_queue_is_resource_exhausted_with_a_retry_hint() -> None:
 
     with running_agent(**{"server.queue_size": 1, "metrics.listen": "127.0.0.1:0"}) as background, \
             grpc.insecure_channel(background.target) as channel:
-        stub = ocr_pb2_grpc.OcrStub(channel)
+        stub = ocr_pb2_grpc.OcrServiceStub(channel)
         stub.Recognize(rec_request(0))  # plans recorded: the burst below meets a warm worker
         worker = background.agent.worker
         with worker.held():  # the worker takes at most one request and the queue holds one: the rest must fail
@@ -329,7 +345,7 @@ def test_health_watch_through_load_serving_rebuild_serving() -> None:
             may_load.set()
             assert background.agent.worker.loaded.wait(300)
             wait_for(lambda: seen[-1:] == [health_pb2.HealthCheckResponse.SERVING])
-            stub = ocr_pb2_grpc.OcrStub(channel)
+            stub = ocr_pb2_grpc.OcrServiceStub(channel)
             assert stub.Recognize(rec_request(8)).lines[0].text == lot_number(8)
             lost = background.agent.worker.pipeline
             assert lost is not None and lost.device is not None
@@ -337,8 +353,8 @@ def test_health_watch_through_load_serving_rebuild_serving() -> None:
             # the request that meets the lost device is answered after the rebuild, on the new device
             assert stub.Recognize(rec_request(9), timeout=600).lines[0].text == lot_number(9)
             wait_for(lambda: seen[-1:] == [health_pb2.HealthCheckResponse.SERVING])
-            status = status_pb2_grpc.StatusStub(channel).Get(status_pb2.GetStatusRequest())
-            assert status.device_rebuilds == 1 and status.state == status_pb2.SERVING
+            status = status_pb2_grpc.StatusServiceStub(channel).GetStatus(status_pb2.GetStatusRequest()).status
+            assert status.device_rebuilds == 1 and status.state == status_pb2.SERVING_STATE_SERVING
             assert lost.device is None  # the failed pipeline closed its device (and instance) for good
             watch.cancel()
             reader.join(10)
@@ -364,14 +380,15 @@ def test_a_device_that_cannot_be_rebuilt_hands_over_to_the_cpu() -> None:
     background = start_agent(agent_config(**{"device.cpu_fallback": True}), open_pipeline=gpu_only_once)
     try:
         with grpc.insecure_channel(background.target) as channel:
-            stub = ocr_pb2_grpc.OcrStub(channel)
+            stub = ocr_pb2_grpc.OcrServiceStub(channel)
             first = stub.Recognize(rec_request(21), timeout=600)
             assert first.lines[0].text == lot_number(21) and first.device != "cpu"
             background.agent.worker.inject_device_loss()
             after = stub.Recognize(rec_request(22), timeout=600)
             assert after.lines[0].text == lot_number(22) and after.device == "cpu"
-            status = status_pb2_grpc.StatusStub(channel).Get(status_pb2.GetStatusRequest())
-            assert (status.state, status.device, status.device_rebuilds) == (status_pb2.SERVING, "cpu", 1)
+            status = status_pb2_grpc.StatusServiceStub(channel).GetStatus(status_pb2.GetStatusRequest()).status
+            assert (status.state, status.backend, status.device, status.device_rebuilds) == (
+                status_pb2.SERVING_STATE_SERVING, status_pb2.BACKEND_CPU, "cpu", 1)
             assert stub.Recognize(rec_request(23), timeout=600).lines[0].text == lot_number(23)
             assert opened[0].device is None  # the lost pipeline closed its device
     finally:
@@ -397,7 +414,7 @@ def test_a_bug_of_ours_answers_internal_with_an_incident_and_the_agent_serves_on
     background = start_agent(agent_config(), open_pipeline=short_dictionary)
     try:
         with grpc.insecure_channel(background.target) as channel:
-            stub = ocr_pb2_grpc.OcrStub(channel)
+            stub = ocr_pb2_grpc.OcrServiceStub(channel)
             with pytest.raises(grpc.RpcError) as caught:
                 stub.Recognize(rec_request(31), timeout=600)
             assert caught.value.code() == grpc.StatusCode.INTERNAL
@@ -411,8 +428,8 @@ def test_a_bug_of_ours_answers_internal_with_an_incident_and_the_agent_serves_on
                                                   options=ocr_pb2.Options(use_rec=False, use_cls=False))
             reply = stub.Recognize(boxes_only, timeout=600)
             assert len(reply.lines) == 1 and reply.lines[0].text == ""
-            status = status_pb2_grpc.StatusStub(channel).Get(status_pb2.GetStatusRequest())
-            assert status.state == status_pb2.SERVING
+            status = status_pb2_grpc.StatusServiceStub(channel).GetStatus(status_pb2.GetStatusRequest()).status
+            assert status.state == status_pb2.SERVING_STATE_SERVING
     finally:
         background.stop(5)
 
@@ -424,11 +441,11 @@ def test_plaintext_health_port_beside_a_tls_agent(tls_files: TlsFiles) -> None:
     with running_agent(**overrides) as background:
         health_target = f"127.0.0.1:{background.agent.health_port}"
         with grpc.insecure_channel(health_target) as channel:
-            check = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service="vkocr.v1.Ocr"),
-                                                              timeout=10)
+            check = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service="vkocr.v1.OcrService"), timeout=10)
             assert check.status == health_pb2.HealthCheckResponse.SERVING
             with pytest.raises(grpc.RpcError) as caught:  # no OCR on the plaintext port
-                ocr_pb2_grpc.OcrStub(channel).Recognize(rec_request(10), timeout=10)
+                ocr_pb2_grpc.OcrServiceStub(channel).Recognize(rec_request(10), timeout=10)
             assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
         with grpc.insecure_channel(background.target) as channel:  # the main port stays TLS-only
             with pytest.raises(grpc.RpcError) as caught:

@@ -338,7 +338,7 @@ def test_the_agent_serves_after_its_plans_are_recorded(warmed: Warmed) -> None:
 
 def test_the_status_shows_the_plans_before_any_request(warmed: Warmed) -> None:
     status = warmed.status
-    assert status.state == status_pb2.SERVING and status.requests_total == 0
+    assert status.state == status_pb2.SERVING_STATE_SERVING and status.requests_total == 0
     plans = {m.model: m for m in status.plans}
     assert list(plans) == ["det", "cls", "rec"]
     assert plans["det"].plans == 1 and plans["det"].recorded_total == 1 and plans["det"].distinct_shapes == 1

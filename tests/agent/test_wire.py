@@ -57,11 +57,11 @@ def raw_request(data: bytes, height: int, width: int, layout: int) -> ocr_pb2.Re
 # --- images -------------------------------------------------------------------------------------------------
 
 ARRAYS: dict[str, tuple[Callable[[np.random.Generator], npt.NDArray[Any]], int]] = {
-    "gray8": (lambda r: r.integers(0, 256, (H, W), dtype=np.uint8), ocr_pb2.GRAY8),
-    "gray16": (lambda r: r.integers(0, 65536, (H, W), dtype=np.uint16), ocr_pb2.GRAY16),
-    "gray_alpha8": (lambda r: r.integers(0, 256, (H, W, 2), dtype=np.uint8), ocr_pb2.GRAY_ALPHA8),
-    "rgb8": (lambda r: r.integers(0, 256, (H, W, 3), dtype=np.uint8), ocr_pb2.RGB8),
-    "rgba8": (lambda r: r.integers(0, 256, (H, W, 4), dtype=np.uint8), ocr_pb2.RGBA8),
+    "gray8": (lambda r: r.integers(0, 256, (H, W), dtype=np.uint8), ocr_pb2.PIXEL_LAYOUT_GRAY8),
+    "gray16": (lambda r: r.integers(0, 65536, (H, W), dtype=np.uint16), ocr_pb2.PIXEL_LAYOUT_GRAY16),
+    "gray_alpha8": (lambda r: r.integers(0, 256, (H, W, 2), dtype=np.uint8), ocr_pb2.PIXEL_LAYOUT_GRAY_ALPHA8),
+    "rgb8": (lambda r: r.integers(0, 256, (H, W, 3), dtype=np.uint8), ocr_pb2.PIXEL_LAYOUT_RGB8),
+    "rgba8": (lambda r: r.integers(0, 256, (H, W, 4), dtype=np.uint8), ocr_pb2.PIXEL_LAYOUT_RGBA8),
 }
 
 
@@ -82,12 +82,12 @@ def test_array_round_trip(name: str) -> None:
 def test_gray_with_one_channel_axis_is_gray() -> None:
     image = rng(1).integers(0, 256, (H, W, 1), dtype=np.uint8)
     raw = raw_image_to_proto(image)
-    assert raw.layout == ocr_pb2.GRAY8
+    assert raw.layout == ocr_pb2.PIXEL_LAYOUT_GRAY8
     np.testing.assert_array_equal(image_from_proto(raw_request(raw.data, H, W, raw.layout), MAX_PIXELS),
                                   image[..., 0])
 
 
-@pytest.mark.parametrize(("channels", "bgr_layout"), [(3, ocr_pb2.BGR8), (4, ocr_pb2.BGRA8)])
+@pytest.mark.parametrize(("channels", "bgr_layout"), [(3, ocr_pb2.PIXEL_LAYOUT_BGR8), (4, ocr_pb2.PIXEL_LAYOUT_BGRA8)])
 def test_bgr_layouts_arrive_as_rgb(channels: int, bgr_layout: int) -> None:
     rgb = rng(channels).integers(0, 256, (H, W, channels), dtype=np.uint8)
     bgr = rgb[..., [2, 1, 0, 3][:channels]]
@@ -103,7 +103,7 @@ def test_gray16_is_little_endian_on_the_wire() -> None:
     for order in ("<u2", ">u2"):  # whatever the caller's byte order, the wire is little-endian
         raw = raw_image_to_proto(values.astype(order))
         assert raw.data[:4] == b"\x34\x12\xcd\xab"
-    back = image_from_proto(raw_request(values.astype("<u2").tobytes(), H, W, ocr_pb2.GRAY16), MAX_PIXELS)
+    back = image_from_proto(raw_request(values.astype("<u2").tobytes(), H, W, ocr_pb2.PIXEL_LAYOUT_GRAY16), MAX_PIXELS)
     assert isinstance(back, np.ndarray) and back.dtype == np.uint16
     np.testing.assert_array_equal(back, values)
 
@@ -131,15 +131,15 @@ def test_image_errors() -> None:
     unspecified = raw_request(good, H, W, ocr_pb2.PIXEL_LAYOUT_UNSPECIFIED)
     _raises("unsupported", "PIXEL_LAYOUT_UNSPECIFIED", unspecified)
     _raises("unsupported", "layout 99", raw_request(good, H, W, 99))  # a layout from a newer proto
-    _raises("empty", "13×0", raw_request(good, 0, W, ocr_pb2.RGB8))
-    _raises("empty", "0×7", raw_request(good, H, 0, ocr_pb2.RGB8))
-    _raises("empty", "no data", raw_request(b"", H, W, ocr_pb2.RGB8))
-    _raises("corrupt", "272 bytes.*needs 13×7×3×1 = 273", raw_request(good[:-1], H, W, ocr_pb2.RGB8))
-    _raises("corrupt", "274 bytes", raw_request(good + b"\0", H, W, ocr_pb2.RGB8))
-    _raises("corrupt", "needs 13×7×1×2 = 182", raw_request(good[:181], H, W, ocr_pb2.GRAY16))
-    _raises("too_large", "91 pixels, more than the limit of 90", raw_request(good, H, W, ocr_pb2.RGB8), 90)
+    _raises("empty", "13×0", raw_request(good, 0, W, ocr_pb2.PIXEL_LAYOUT_RGB8))
+    _raises("empty", "0×7", raw_request(good, H, 0, ocr_pb2.PIXEL_LAYOUT_RGB8))
+    _raises("empty", "no data", raw_request(b"", H, W, ocr_pb2.PIXEL_LAYOUT_RGB8))
+    _raises("corrupt", "272 bytes.*needs 13×7×3×1 = 273", raw_request(good[:-1], H, W, ocr_pb2.PIXEL_LAYOUT_RGB8))
+    _raises("corrupt", "274 bytes", raw_request(good + b"\0", H, W, ocr_pb2.PIXEL_LAYOUT_RGB8))
+    _raises("corrupt", "needs 13×7×1×2 = 182", raw_request(good[:181], H, W, ocr_pb2.PIXEL_LAYOUT_GRAY16))
+    _raises("too_large", "91 pixels, more than the limit of 90", raw_request(good, H, W, ocr_pb2.PIXEL_LAYOUT_RGB8), 90)
     # Checked before the data: a 4-billion-pixel claim with 273 bytes is refused without allocating anything.
-    _raises("too_large", "more than the limit", raw_request(good, 2**16, 2**16, ocr_pb2.RGB8))
+    _raises("too_large", "more than the limit", raw_request(good, 2**16, 2**16, ocr_pb2.PIXEL_LAYOUT_RGB8))
 
 
 def test_arrays_the_wire_does_not_carry() -> None:
@@ -179,7 +179,8 @@ def test_every_wire_option_is_an_ocr_option() -> None:
 
 def test_options_both_ways() -> None:
     msg = wire(options_to_proto(**EVERY_OPTION))
-    assert msg.det_thresh == pytest.approx(0.35) and msg.limit_type == "max"
+    assert msg.det_thresh == pytest.approx(0.35) and msg.limit_type == ocr_pb2.LIMIT_TYPE_MAX
+    assert msg.score_mode == ocr_pb2.SCORE_MODE_SLOW
     overrides = options_from_proto(msg)
     assert overrides == EVERY_OPTION  # float32 on the wire, the decimal the client wrote back out
     opts = OcrOptions().replace(**overrides)
@@ -190,6 +191,10 @@ def test_unset_options_stay_unset() -> None:
     assert options_from_proto(wire(ocr_pb2.Options())) == {}
     msg = wire(ocr_pb2.Options(use_cls=False, det_thresh=0.0))  # explicit false and zero are set
     assert options_from_proto(msg) == {"use_cls": False, "thresh": 0.0}
+    # an enum said UNSPECIFIED is unset: the agent's default, as when it is left out
+    unspecified = ocr_pb2.Options(limit_type=ocr_pb2.LIMIT_TYPE_UNSPECIFIED, score_mode=ocr_pb2.SCORE_MODE_UNSPECIFIED)
+    assert options_from_proto(wire(unspecified)) == {}
+    assert options_from_proto(wire(ocr_pb2.Options(score_mode=ocr_pb2.SCORE_MODE_FAST))) == {"score_mode": "fast"}
 
 
 def test_plugins_and_their_options() -> None:
@@ -220,8 +225,14 @@ def test_bad_options() -> None:
     # Ranges are the agent's to check, with OcrOptions' own messages.
     with pytest.raises(OptionsError, match=r"thresh must be within \[0, 1\]"):
         OcrOptions().replace(**options_from_proto(wire(ocr_pb2.Options(det_thresh=1.5))))
-    with pytest.raises(OptionsError, match="limit_type"):
-        OcrOptions().replace(**options_from_proto(wire(ocr_pb2.Options(limit_type="avg"))))
+    with pytest.raises(OptionsError, match="'avg' is no LimitType; say one of min, max"):
+        options_to_proto(limit_type="avg")
+    with pytest.raises(OptionsError, match="said by name"):
+        options_to_proto(score_mode=1)
+    # a number this agent's enum does not have (proto3 keeps it): refused naming the option
+    with pytest.raises(OptionsError, match="limit_type: 7 is no LimitType") as caught:
+        options_from_proto(wire(ocr_pb2.Options(limit_type=7)))  # type: ignore[arg-type]
+    assert caught.value.option == "limit_type"
 
 
 # --- results ------------------------------------------------------------------------------------------------
@@ -280,7 +291,13 @@ def test_result_round_trip() -> None:
     assert back.fields == result.to_dict()["fields"]  # dates as ISO strings, ints as ints, doubles exact
     assert back.fields["expiry"] == "2027-03-31" and back.fields["count"] == result.fields["count"]
     assert back.errors == result.errors
-    assert back.timings_ms == result.timings_ms
+    assert back.timings_ms == ns(result.timings_ms)
+    assert set(resp.timings) == set(result.timings_ms) and resp.timings["det"].nanos > 0
+
+
+def ns(timings_ms: dict[str, float]) -> dict[str, float]:
+    """Timings in ms rounded to whole nanoseconds, what the wire's Durations keep."""
+    return {name: round(ms * 1e6) / 1e6 for name, ms in timings_ms.items()}
 
 
 def test_response_dict_is_ocr_result_dict() -> None:
@@ -289,6 +306,7 @@ def test_response_dict_is_ocr_result_dict() -> None:
     got = response_to_dict(resp)
     expected = result.to_dict()
     expected["lines"] = f32(expected["lines"])
+    expected["timings_ms"] = ns(expected["timings_ms"])
     assert got == {"request_id": "7", "model_version": "v3", "device": "cpu", **expected}
     assert list(got)[3:] == list(expected)  # same keys in the same order as `vkocr ocr --json`
     assert "chars" in got["lines"][0] and "chars" not in got["lines"][1]
@@ -301,9 +319,12 @@ def test_empty_result_has_only_lines_and_timings() -> None:
                                       "timings_ms": {"total": 3.5}}
 
 
-def test_stream_answer_with_error() -> None:
-    resp = ocr_pb2.RecognizeResponse(request_id="3", error=invalid_argument(
+def test_stream_answers() -> None:
+    resp = ocr_pb2.RecognizeStreamResponse(request_id="3", error=invalid_argument(
         "bad image", [("image", "raw image is 13×0: no pixels", "empty")]))
     out = response_to_dict(wire(resp))
     assert out == {"request_id": "3", "model_version": "", "device": "",
                    "error": "INVALID_ARGUMENT: bad image; image: raw image is 13×0: no pixels (empty)"}
+    answered = result_to_proto(random_result(5), "4", "v3", "cpu", (W, H))
+    both = wire(ocr_pb2.RecognizeStreamResponse(request_id="4", response=answered))
+    assert response_to_dict(both) == response_to_dict(answered)

@@ -97,5 +97,5 @@ def read_word(client: OcrClient, text: str) -> tuple[str, str]:
 
 
 def stored_versions(client: OcrClient) -> tuple[str, list[str]]:
-    listed = client.models.List(models_pb2.ListBundlesRequest(), timeout=30)
+    listed = client.models.ListBundles(models_pb2.ListBundlesRequest(), timeout=30)
     return listed.active_version, sorted(b.version for b in listed.bundles)

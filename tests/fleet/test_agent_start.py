@@ -30,10 +30,10 @@ def test_no_active_version_stays_up_failed_until_one_is_activated(tmp_path: Path
             OcrClient(background.target) as client:
         wait_loaded(background)
         status = client.status(timeout=10)
-        assert (status.state, status.reason) == (status_pb2.FAILED, NO_ACTIVE_VERSION)
+        assert (status.state, status.reason) == (status_pb2.SERVING_STATE_FAILED, NO_ACTIVE_VERSION)
         assert client.health() == "NOT_SERVING"
         # what needs no model answers all the same: the status, and the model service that will fix this
-        assert client.health("vkocr.v1.Status") == client.health("vkocr.v1.Models") == "SERVING"
+        assert client.health("vkocr.v1.StatusService") == client.health("vkocr.v1.ModelsService") == "SERVING"
         with pytest.raises(grpc.RpcError) as info:
             read_word(client, WORD)
         assert info.value.code() is grpc.StatusCode.UNAVAILABLE
@@ -63,7 +63,7 @@ def test_an_active_version_altered_on_disk_is_not_served(tmp_path: Path, release
             OcrClient(background.target) as client:
         wait_loaded(background)
         status = client.status(timeout=10)
-        assert status.state == status_pb2.FAILED
+        assert status.state == status_pb2.SERVING_STATE_FAILED
         assert "cannot load active model version 1.0.0: stored version 1.0.0: file selftest/lot0042.png was " \
                "altered on disk" in status.reason
         assert upload_bundle(client, bundles.v2).version == "2.0.0"

@@ -23,13 +23,13 @@ from vkocr.v1 import models_pb2
 OPERATOR = "fleet-operator"
 
 MODEL_CALLS: dict[str, Callable[[OcrClient], object]] = {
-    "UploadBundle": lambda c: c.models.UploadBundle(iter([models_pb2.UploadChunk(
+    "UploadBundle": lambda c: c.models.UploadBundle(iter([models_pb2.UploadBundleRequest(
         upload_id="x", offset=0, data=b"bundle", total_size=6, sha256="0" * 64)]), timeout=10),
     "UploadStatus": lambda c: c.models.UploadStatus(models_pb2.UploadStatusRequest(upload_id="x"), timeout=10),
     "Activate": lambda c: c.models.Activate(models_pb2.ActivateRequest(version="1.0.0"), timeout=10),
     "Rollback": lambda c: c.models.Rollback(models_pb2.RollbackRequest(), timeout=10),
-    "List": lambda c: c.models.List(models_pb2.ListBundlesRequest(), timeout=10),
-    "Delete": lambda c: c.models.Delete(models_pb2.DeleteBundleRequest(version="1.0.0"), timeout=10),
+    "ListBundles": lambda c: c.models.ListBundles(models_pb2.ListBundlesRequest(), timeout=10),
+    "DeleteBundle": lambda c: c.models.DeleteBundle(models_pb2.DeleteBundleRequest(version="1.0.0"), timeout=10),
 }
 
 
@@ -84,7 +84,7 @@ def test_mutual_tls_allows_listed_subjects_only(mtls_agent: BackgroundAgent, pki
         assert read_word(stranger, WORD) == (WORD, "1.0.0")  # OCR stays open to every client
         assert stranger.health() == "SERVING"
     with OcrClient(mtls_agent.target, ca=pki.ca, cert=pki.other_client_cert, key=pki.other_client_key) as operator:
-        listed = operator.models.List(models_pb2.ListBundlesRequest(), timeout=10)
+        listed = operator.models.ListBundles(models_pb2.ListBundlesRequest(), timeout=10)
         assert listed.active_version == "1.0.0"
         held = operator.models.UploadStatus(models_pb2.UploadStatusRequest(upload_id="x"), timeout=10)
         assert held.received == 0

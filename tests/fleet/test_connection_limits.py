@@ -59,7 +59,7 @@ def test_liveness_serves_while_readiness_does_not(agent: BackgroundAgent) -> Non
         assert check(probe, LIVENESS_SERVICE)[0] == SERVING and check(probe, OCR_SERVICE)[0] == NOT_SERVING
     with OcrClient(agent.target) as client:  # the next request: answered, with why it does not serve
         status = client.status(timeout=5)
-        assert status.state == status_pb2.FAILED and "no active model version" in status.reason
+        assert status.state == status_pb2.SERVING_STATE_FAILED and "no active model version" in status.reason
 
 
 def test_a_connection_flood_is_cut_at_the_limit_and_health_answers(agent: BackgroundAgent) -> None:
@@ -89,7 +89,7 @@ def test_a_connection_flood_is_cut_at_the_limit_and_health_answers(agent: Backgr
     while True:  # the flood's sockets close: a new client is served again
         try:
             with OcrClient(agent.target) as client:
-                listed = client.models.List(models_pb2.ListBundlesRequest(), timeout=1)
+                listed = client.models.ListBundles(models_pb2.ListBundlesRequest(), timeout=1)
             break
         except grpc.RpcError:
             if time.monotonic() > deadline:
@@ -105,8 +105,8 @@ def test_an_idle_upload_is_aborted_and_removed(agent: BackgroundAgent, release_k
     digest = hashlib.sha256(data).hexdigest()
     hang = threading.Event()
 
-    def stalls() -> Iterator[models_pb2.UploadChunk]:
-        yield models_pb2.UploadChunk(upload_id="idle-1", offset=0, data=data[:4096], total_size=len(data),
+    def stalls() -> Iterator[models_pb2.UploadBundleRequest]:
+        yield models_pb2.UploadBundleRequest(upload_id="idle-1", offset=0, data=data[:4096], total_size=len(data),
                                      sha256=digest)
         hang.wait(10)  # then nothing: a client that went quiet
 
@@ -125,7 +125,7 @@ def test_an_idle_upload_is_aborted_and_removed(agent: BackgroundAgent, release_k
         assert list((root / "uploads").iterdir()) == []
         stored = upload_bundle(client, path)  # the next upload, sent promptly, is stored
         assert stored.version == "1.0.0"
-        client.models.Delete(models_pb2.DeleteBundleRequest(version="1.0.0"), timeout=10)
+        client.models.DeleteBundle(models_pb2.DeleteBundleRequest(version="1.0.0"), timeout=10)
 
 
 def test_metrics_on_a_public_address_need_to_be_asked_for(release_key: KeyPair, tmp_path: Path,

@@ -180,7 +180,7 @@ def test_killed_during_activation_restarts_on_a_consistent_version(tmp_path: Pat
     with serving(config) as second:
         second.wait_for("state", state="SERVING")
         with OcrClient(f"127.0.0.1:{second.port()}") as client:
-            listed = client.models.List(models_pb2.ListBundlesRequest(), timeout=30)
+            listed = client.models.ListBundles(models_pb2.ListBundlesRequest(), timeout=30)
             assert listed.active_version == expected[0]
             assert sorted(b.version for b in listed.bundles) == ["1.0.0", "2.0.0"]  # the upload survived too
             assert read_word(client, WORD) == (expected[1], expected[0])

@@ -22,13 +22,14 @@ from vkocr.agent.fleet.rollout import (
 )
 from vkocr.agent.serving.client import OcrClient
 from vkocr.agent.serving.config import load_config
+from vkocr.agent.serving.durations import duration_from_ms
 from vkocr.v1 import status_pb2
 
 
-def status(requests: int, errors: int, *, version: str = "2.0.0", state: int = status_pb2.SERVING,
+def status(requests: int, errors: int, *, version: str = "2.0.0", state: int = status_pb2.SERVING_STATE_SERVING,
            p99: float = 10.0) -> status_pb2.AgentStatus:
     return status_pb2.AgentStatus(state=state, model_version=version, requests_total=requests, errors_total=errors,
-                                  latency_p99_ms=p99)
+                                  latency_p99=duration_from_ms(p99))
 
 
 def test_a_quiet_healthy_soak_passes() -> None:
@@ -44,7 +45,8 @@ def test_errors_are_counted_during_the_soak_only() -> None:
 
 @pytest.mark.parametrize("samples, health, gates, why", [
     ([status(0, 0)], ["SERVING", "NOT_SERVING"], Gates(), "health went NOT_SERVING"),
-    ([status(0, 0), status(0, 0, state=status_pb2.REBUILDING)], ["SERVING"], Gates(), "state REBUILDING"),
+    ([status(0, 0), status(0, 0, state=status_pb2.SERVING_STATE_REBUILDING)], ["SERVING"], Gates(),
+     "state REBUILDING"),
     ([status(0, 0, version="1.0.0")], ["SERVING"], Gates(), "serves 1.0.0, not 2.0.0"),
     ([status(1, 0, p99=900.0)], ["SERVING"], Gates(max_p99_ms=500), "p99 latency 900 ms above 500 ms"),
     ([], ["SERVING"], Gates(), "no status received during the soak"),

@@ -71,18 +71,18 @@ def assert_old_model_serves(served: Served, stored: list[str] | None = None) -> 
 
 
 def send(client: OcrClient, data: bytes, upload_id: str, *, total_size: int | None = None, sha256: str | None = None,
-         chunk: int = 1 << 20, first_offset: int = 0) -> models_pb2.UploadResult:
+         chunk: int = 1 << 20, first_offset: int = 0) -> models_pb2.UploadBundleResponse:
     """A raw upload: `data` in chunks from `first_offset`, announcing `total_size` and `sha256` (default:
     the data's own)."""
     total = len(data) if total_size is None else total_size
     digest = hashlib.sha256(data).hexdigest() if sha256 is None else sha256
 
-    def chunks() -> Iterator[models_pb2.UploadChunk]:
+    def chunks() -> Iterator[models_pb2.UploadBundleRequest]:
         for i, at in enumerate(range(first_offset, max(len(data), first_offset + 1), chunk)):
-            yield models_pb2.UploadChunk(upload_id=upload_id, offset=at, data=data[at:at + chunk],
+            yield models_pb2.UploadBundleRequest(upload_id=upload_id, offset=at, data=data[at:at + chunk],
                                          total_size=total if i == 0 else 0, sha256=digest if i == 0 else "")
 
-    result: models_pb2.UploadResult = client.models.UploadBundle(chunks(), timeout=120)
+    result: models_pb2.UploadBundleResponse = client.models.UploadBundle(chunks(), timeout=120)
     return result
 
 
@@ -131,7 +131,7 @@ def test_upload_activate_serves_the_new_text_then_rollback(served: Served, bundl
     assert read_word(client, WORD) == (WORD_SWAPPED, "2.0.0")
     assert client.status(timeout=10).model_version == "2.0.0"
     assert (served.root / "active").read_text() == "2.0.0\n"
-    listed = client.models.List(models_pb2.ListBundlesRequest(), timeout=30)
+    listed = client.models.ListBundles(models_pb2.ListBundlesRequest(), timeout=30)
     assert [(b.version, b.active) for b in listed.bundles] == [("2.0.0", True), ("1.0.0", False)]
     assert listed.bundles[0].signer and listed.bundles[0].created.seconds > 0
 
@@ -171,9 +171,9 @@ def test_a_failing_self_test_is_refused_and_the_old_version_serves(served: Serve
     assert status.details[0].Unpack(failure)
     assert [(v.type, v.subject) for v in failure.violations] == [("SELF_TEST", "selftest/lot0042.png")]
     assert_old_model_serves(served)
-    assert client.status(timeout=10).state == status_pb2.SERVING
+    assert client.status(timeout=10).state == status_pb2.SERVING_STATE_SERVING
 
-    served.client.models.Delete(models_pb2.DeleteBundleRequest(version="1.5.0"), timeout=60)
+    served.client.models.DeleteBundle(models_pb2.DeleteBundleRequest(version="1.5.0"), timeout=60)
     assert "1.5.0" not in stored_versions(client)[1]
 
 
@@ -189,7 +189,7 @@ def test_models_that_do_not_load_are_refused(served: Served, release_key: KeyPai
                                                         timeout=300))
     assert err.code() is grpc.StatusCode.FAILED_PRECONDITION
     assert "activation of 4.0.0-junk failed at load" in (err.details() or "")
-    served.client.models.Delete(models_pb2.DeleteBundleRequest(version="4.0.0-junk"), timeout=60)
+    served.client.models.DeleteBundle(models_pb2.DeleteBundleRequest(version="4.0.0-junk"), timeout=60)
     assert_old_model_serves(served)
 
 
@@ -199,9 +199,9 @@ def test_unknown_and_malformed_versions(served: Served) -> None:
     assert missing.code() is grpc.StatusCode.NOT_FOUND and "'9.9.9' is not in the model store" in missing.details()
     bad = refused(lambda: models.Activate(models_pb2.ActivateRequest(version="../1.0.0"), timeout=30))
     assert bad.code() is grpc.StatusCode.INVALID_ARGUMENT
-    active = refused(lambda: models.Delete(models_pb2.DeleteBundleRequest(version="1.0.0"), timeout=30))
+    active = refused(lambda: models.DeleteBundle(models_pb2.DeleteBundleRequest(version="1.0.0"), timeout=30))
     assert active.code() is grpc.StatusCode.FAILED_PRECONDITION and "is active" in (active.details() or "")
-    gone = refused(lambda: models.Delete(models_pb2.DeleteBundleRequest(version="9.9.9"), timeout=30))
+    gone = refused(lambda: models.DeleteBundle(models_pb2.DeleteBundleRequest(version="9.9.9"), timeout=30))
     assert gone.code() is grpc.StatusCode.NOT_FOUND
     assert_old_model_serves(served)
 
@@ -384,7 +384,7 @@ def test_an_upload_the_agent_cannot_check_for_its_own_reasons_is_kept(served: Se
         assert served.client.models.UploadStatus(models_pb2.UploadStatusRequest(upload_id="kept"),
                                                  timeout=10).received == 0
     finally:
-        served.client.models.Delete(models_pb2.DeleteBundleRequest(version="6.0.0"), timeout=60)
+        served.client.models.DeleteBundle(models_pb2.DeleteBundleRequest(version="6.0.0"), timeout=60)
     assert_old_model_serves(served)
 
 
@@ -399,8 +399,8 @@ def test_a_cancelled_upload_is_closed_after_its_last_chunk_and_resumes(served: S
     first = len(data) // 3
     release = threading.Event()
 
-    def chunks() -> Iterator[models_pb2.UploadChunk]:
-        yield models_pb2.UploadChunk(upload_id=upload_id, offset=0, data=data[:first], total_size=len(data),
+    def chunks() -> Iterator[models_pb2.UploadBundleRequest]:
+        yield models_pb2.UploadBundleRequest(upload_id=upload_id, offset=0, data=data[:first], total_size=len(data),
                                      sha256=digest)
         release.wait(60)
 
@@ -422,7 +422,7 @@ def test_a_cancelled_upload_is_closed_after_its_last_chunk_and_resumes(served: S
         assert served.client.models.UploadStatus(models_pb2.UploadStatusRequest(upload_id=upload_id),
                                                  timeout=10).received == 0
     finally:
-        served.client.models.Delete(models_pb2.DeleteBundleRequest(version="7.0.0"), timeout=60)
+        served.client.models.DeleteBundle(models_pb2.DeleteBundleRequest(version="7.0.0"), timeout=60)
     assert_old_model_serves(served)
 
 

@@ -133,7 +133,7 @@ def test_after_a_full_disk_a_bundle_that_fits_is_stored(full_agent: FullAgent, r
     path = random_bundle(tmp_path / "small.vkb", "1.0.1", release_key, selftest_image, 90 << 10)
     stored = upload_bundle(full_agent.client, path, chunk_bytes=CHUNK)
     assert (stored.version, stored.sha256) == ("1.0.1", hashlib.sha256(path.read_bytes()).hexdigest())
-    listed = full_agent.client.models.List(models_pb2.ListBundlesRequest(), timeout=10)
+    listed = full_agent.client.models.ListBundles(models_pb2.ListBundlesRequest(), timeout=10)
     assert [b.version for b in listed.bundles] == ["1.0.1"]
     assert full_agent.leftovers() == ["versions/1.0.1"]
     health_answers_fast(full_agent)

@@ -25,39 +25,41 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15vkocr/v1/models.proto\x12\x08vkocr.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"b\n\x0bUploadChunk\x12\x11\n\tupload_id\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x12\n\ntotal_size\x18\x04 \x01(\x04\x12\x0e\n\x06sha256\x18\x05 \x01(\t\"K\n\x0cUploadResult\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x04\x12\x0e\n\x06sha256\x18\x04 \x01(\t\"(\n\x13UploadStatusRequest\x12\x11\n\tupload_id\x18\x01 \x01(\t\"<\n\x14UploadStatusResponse\x12\x10\n\x08received\x18\x01 \x01(\x04\x12\x12\n\ntotal_size\x18\x02 \x01(\x04\";\n\x0f\x41\x63tivateRequest\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x17\n\x0f\x61llow_downgrade\x18\x02 \x01(\x08\"r\n\x10\x41\x63tivateResponse\x12\x16\n\x0e\x61\x63tive_version\x18\x01 \x01(\t\x12\x18\n\x10previous_version\x18\x02 \x01(\t\x12,\n\nself_tests\x18\x03 \x03(\x0b\x32\x18.vkocr.v1.SelfTestResult\"N\n\x0eSelfTestResult\x12\r\n\x05image\x18\x01 \x01(\t\x12\x10\n\x08\x65xpected\x18\x02 \x01(\t\x12\x0b\n\x03got\x18\x03 \x01(\t\x12\x0e\n\x06passed\x18\x04 \x01(\x08\"\x11\n\x0fRollbackRequest\"\x14\n\x12ListBundlesRequest\"T\n\x13ListBundlesResponse\x12%\n\x07\x62undles\x18\x01 \x03(\x0b\x32\x14.vkocr.v1.BundleInfo\x12\x16\n\x0e\x61\x63tive_version\x18\x02 \x01(\t\"\x96\x01\n\nBundleInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12+\n\x07\x63reated\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0c\n\x04size\x18\x04 \x01(\x04\x12\x0e\n\x06sha256\x18\x05 \x01(\t\x12\x0e\n\x06\x61\x63tive\x18\x06 \x01(\x08\x12\x0e\n\x06signer\x18\x07 \x01(\t\"&\n\x13\x44\x65leteBundleRequest\x12\x0f\n\x07version\x18\x01 \x01(\t\"\x16\n\x14\x44\x65leteBundleResponse2\xac\x03\n\x06Models\x12?\n\x0cUploadBundle\x12\x15.vkocr.v1.UploadChunk\x1a\x16.vkocr.v1.UploadResult(\x01\x12M\n\x0cUploadStatus\x12\x1d.vkocr.v1.UploadStatusRequest\x1a\x1e.vkocr.v1.UploadStatusResponse\x12\x41\n\x08\x41\x63tivate\x12\x19.vkocr.v1.ActivateRequest\x1a\x1a.vkocr.v1.ActivateResponse\x12\x41\n\x08Rollback\x12\x19.vkocr.v1.RollbackRequest\x1a\x1a.vkocr.v1.ActivateResponse\x12\x43\n\x04List\x12\x1c.vkocr.v1.ListBundlesRequest\x1a\x1d.vkocr.v1.ListBundlesResponse\x12G\n\x06\x44\x65lete\x12\x1d.vkocr.v1.DeleteBundleRequest\x1a\x1e.vkocr.v1.DeleteBundleResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15vkocr/v1/models.proto\x12\x08vkocr.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"j\n\x13UploadBundleRequest\x12\x11\n\tupload_id\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x12\n\ntotal_size\x18\x04 \x01(\x04\x12\x0e\n\x06sha256\x18\x05 \x01(\t\"S\n\x14UploadBundleResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x04\x12\x0e\n\x06sha256\x18\x04 \x01(\t\"(\n\x13UploadStatusRequest\x12\x11\n\tupload_id\x18\x01 \x01(\t\"<\n\x14UploadStatusResponse\x12\x10\n\x08received\x18\x01 \x01(\x04\x12\x12\n\ntotal_size\x18\x02 \x01(\x04\";\n\x0f\x41\x63tivateRequest\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x17\n\x0f\x61llow_downgrade\x18\x02 \x01(\x08\"r\n\x10\x41\x63tivateResponse\x12\x16\n\x0e\x61\x63tive_version\x18\x01 \x01(\t\x12\x18\n\x10previous_version\x18\x02 \x01(\t\x12,\n\nself_tests\x18\x03 \x03(\x0b\x32\x18.vkocr.v1.SelfTestResult\"N\n\x0eSelfTestResult\x12\r\n\x05image\x18\x01 \x01(\t\x12\x10\n\x08\x65xpected\x18\x02 \x01(\t\x12\x0b\n\x03got\x18\x03 \x01(\t\x12\x0e\n\x06passed\x18\x04 \x01(\x08\"\x11\n\x0fRollbackRequest\"r\n\x10RollbackResponse\x12\x16\n\x0e\x61\x63tive_version\x18\x01 \x01(\t\x12\x18\n\x10previous_version\x18\x02 \x01(\t\x12,\n\nself_tests\x18\x03 \x03(\x0b\x32\x18.vkocr.v1.SelfTestResult\"\x14\n\x12ListBundlesRequest\"T\n\x13ListBundlesResponse\x12%\n\x07\x62undles\x18\x01 \x03(\x0b\x32\x14.vkocr.v1.BundleInfo\x12\x16\n\x0e\x61\x63tive_version\x18\x02 \x01(\t\"\x96\x01\n\nBundleInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12+\n\x07\x63reated\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0c\n\x04size\x18\x04 \x01(\x04\x12\x0e\n\x06sha256\x18\x05 \x01(\t\x12\x0e\n\x06\x61\x63tive\x18\x06 \x01(\x08\x12\x0e\n\x06signer\x18\x07 \x01(\t\"&\n\x13\x44\x65leteBundleRequest\x12\x0f\n\x07version\x18\x01 \x01(\t\"\x16\n\x14\x44\x65leteBundleResponse2\xd0\x03\n\rModelsService\x12O\n\x0cUploadBundle\x12\x1d.vkocr.v1.UploadBundleRequest\x1a\x1e.vkocr.v1.UploadBundleResponse(\x01\x12M\n\x0cUploadStatus\x12\x1d.vkocr.v1.UploadStatusRequest\x1a\x1e.vkocr.v1.UploadStatusResponse\x12\x41\n\x08\x41\x63tivate\x12\x19.vkocr.v1.ActivateRequest\x1a\x1a.vkocr.v1.ActivateResponse\x12\x41\n\x08Rollback\x12\x19.vkocr.v1.RollbackRequest\x1a\x1a.vkocr.v1.RollbackResponse\x12J\n\x0bListBundles\x12\x1c.vkocr.v1.ListBundlesRequest\x1a\x1d.vkocr.v1.ListBundlesResponse\x12M\n\x0c\x44\x65leteBundle\x12\x1d.vkocr.v1.DeleteBundleRequest\x1a\x1e.vkocr.v1.DeleteBundleResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'vkocr.v1.models_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_UPLOADCHUNK']._serialized_start=68
-  _globals['_UPLOADCHUNK']._serialized_end=166
-  _globals['_UPLOADRESULT']._serialized_start=168
-  _globals['_UPLOADRESULT']._serialized_end=243
-  _globals['_UPLOADSTATUSREQUEST']._serialized_start=245
-  _globals['_UPLOADSTATUSREQUEST']._serialized_end=285
-  _globals['_UPLOADSTATUSRESPONSE']._serialized_start=287
-  _globals['_UPLOADSTATUSRESPONSE']._serialized_end=347
-  _globals['_ACTIVATEREQUEST']._serialized_start=349
-  _globals['_ACTIVATEREQUEST']._serialized_end=408
-  _globals['_ACTIVATERESPONSE']._serialized_start=410
-  _globals['_ACTIVATERESPONSE']._serialized_end=524
-  _globals['_SELFTESTRESULT']._serialized_start=526
-  _globals['_SELFTESTRESULT']._serialized_end=604
-  _globals['_ROLLBACKREQUEST']._serialized_start=606
-  _globals['_ROLLBACKREQUEST']._serialized_end=623
-  _globals['_LISTBUNDLESREQUEST']._serialized_start=625
-  _globals['_LISTBUNDLESREQUEST']._serialized_end=645
-  _globals['_LISTBUNDLESRESPONSE']._serialized_start=647
-  _globals['_LISTBUNDLESRESPONSE']._serialized_end=731
-  _globals['_BUNDLEINFO']._serialized_start=734
-  _globals['_BUNDLEINFO']._serialized_end=884
-  _globals['_DELETEBUNDLEREQUEST']._serialized_start=886
-  _globals['_DELETEBUNDLEREQUEST']._serialized_end=924
-  _globals['_DELETEBUNDLERESPONSE']._serialized_start=926
-  _globals['_DELETEBUNDLERESPONSE']._serialized_end=948
-  _globals['_MODELS']._serialized_start=951
-  _globals['_MODELS']._serialized_end=1379
+  _globals['_UPLOADBUNDLEREQUEST']._serialized_start=68
+  _globals['_UPLOADBUNDLEREQUEST']._serialized_end=174
+  _globals['_UPLOADBUNDLERESPONSE']._serialized_start=176
+  _globals['_UPLOADBUNDLERESPONSE']._serialized_end=259
+  _globals['_UPLOADSTATUSREQUEST']._serialized_start=261
+  _globals['_UPLOADSTATUSREQUEST']._serialized_end=301
+  _globals['_UPLOADSTATUSRESPONSE']._serialized_start=303
+  _globals['_UPLOADSTATUSRESPONSE']._serialized_end=363
+  _globals['_ACTIVATEREQUEST']._serialized_start=365
+  _globals['_ACTIVATEREQUEST']._serialized_end=424
+  _globals['_ACTIVATERESPONSE']._serialized_start=426
+  _globals['_ACTIVATERESPONSE']._serialized_end=540
+  _globals['_SELFTESTRESULT']._serialized_start=542
+  _globals['_SELFTESTRESULT']._serialized_end=620
+  _globals['_ROLLBACKREQUEST']._serialized_start=622
+  _globals['_ROLLBACKREQUEST']._serialized_end=639
+  _globals['_ROLLBACKRESPONSE']._serialized_start=641
+  _globals['_ROLLBACKRESPONSE']._serialized_end=755
+  _globals['_LISTBUNDLESREQUEST']._serialized_start=757
+  _globals['_LISTBUNDLESREQUEST']._serialized_end=777
+  _globals['_LISTBUNDLESRESPONSE']._serialized_start=779
+  _globals['_LISTBUNDLESRESPONSE']._serialized_end=863
+  _globals['_BUNDLEINFO']._serialized_start=866
+  _globals['_BUNDLEINFO']._serialized_end=1016
+  _globals['_DELETEBUNDLEREQUEST']._serialized_start=1018
+  _globals['_DELETEBUNDLEREQUEST']._serialized_end=1056
+  _globals['_DELETEBUNDLERESPONSE']._serialized_start=1058
+  _globals['_DELETEBUNDLERESPONSE']._serialized_end=1080
+  _globals['_MODELSSERVICE']._serialized_start=1083
+  _globals['_MODELSSERVICE']._serialized_end=1547
 # @@protoc_insertion_point(module_scope)

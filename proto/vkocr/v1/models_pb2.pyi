@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
-class UploadChunk(_message.Message):
+class UploadBundleRequest(_message.Message):
     __slots__ = ("upload_id", "offset", "data", "total_size", "sha256")
     UPLOAD_ID_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
@@ -23,7 +23,7 @@ class UploadChunk(_message.Message):
     sha256: str
     def __init__(self, upload_id: _Optional[str] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ..., total_size: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
 
-class UploadResult(_message.Message):
+class UploadBundleResponse(_message.Message):
     __slots__ = ("version", "name", "size", "sha256")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +82,16 @@ class SelfTestResult(_message.Message):
 class RollbackRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class RollbackResponse(_message.Message):
+    __slots__ = ("active_version", "previous_version", "self_tests")
+    ACTIVE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SELF_TESTS_FIELD_NUMBER: _ClassVar[int]
+    active_version: str
+    previous_version: str
+    self_tests: _containers.RepeatedCompositeFieldContainer[SelfTestResult]
+    def __init__(self, active_version: _Optional[str] = ..., previous_version: _Optional[str] = ..., self_tests: _Optional[_Iterable[_Union[SelfTestResult, _Mapping]]] = ...) -> None: ...
 
 class ListBundlesRequest(_message.Message):
     __slots__ = ()

@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class ModelsStub:
+class ModelsServiceStub:
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -35,38 +35,38 @@ class ModelsStub:
             channel: A grpc.Channel.
         """
         self.UploadBundle = channel.stream_unary(
-                '/vkocr.v1.Models/UploadBundle',
-                request_serializer=vkocr_dot_v1_dot_models__pb2.UploadChunk.SerializeToString,
-                response_deserializer=vkocr_dot_v1_dot_models__pb2.UploadResult.FromString,
+                '/vkocr.v1.ModelsService/UploadBundle',
+                request_serializer=vkocr_dot_v1_dot_models__pb2.UploadBundleRequest.SerializeToString,
+                response_deserializer=vkocr_dot_v1_dot_models__pb2.UploadBundleResponse.FromString,
                 _registered_method=True)
         self.UploadStatus = channel.unary_unary(
-                '/vkocr.v1.Models/UploadStatus',
+                '/vkocr.v1.ModelsService/UploadStatus',
                 request_serializer=vkocr_dot_v1_dot_models__pb2.UploadStatusRequest.SerializeToString,
                 response_deserializer=vkocr_dot_v1_dot_models__pb2.UploadStatusResponse.FromString,
                 _registered_method=True)
         self.Activate = channel.unary_unary(
-                '/vkocr.v1.Models/Activate',
+                '/vkocr.v1.ModelsService/Activate',
                 request_serializer=vkocr_dot_v1_dot_models__pb2.ActivateRequest.SerializeToString,
                 response_deserializer=vkocr_dot_v1_dot_models__pb2.ActivateResponse.FromString,
                 _registered_method=True)
         self.Rollback = channel.unary_unary(
-                '/vkocr.v1.Models/Rollback',
+                '/vkocr.v1.ModelsService/Rollback',
                 request_serializer=vkocr_dot_v1_dot_models__pb2.RollbackRequest.SerializeToString,
-                response_deserializer=vkocr_dot_v1_dot_models__pb2.ActivateResponse.FromString,
+                response_deserializer=vkocr_dot_v1_dot_models__pb2.RollbackResponse.FromString,
                 _registered_method=True)
-        self.List = channel.unary_unary(
-                '/vkocr.v1.Models/List',
+        self.ListBundles = channel.unary_unary(
+                '/vkocr.v1.ModelsService/ListBundles',
                 request_serializer=vkocr_dot_v1_dot_models__pb2.ListBundlesRequest.SerializeToString,
                 response_deserializer=vkocr_dot_v1_dot_models__pb2.ListBundlesResponse.FromString,
                 _registered_method=True)
-        self.Delete = channel.unary_unary(
-                '/vkocr.v1.Models/Delete',
+        self.DeleteBundle = channel.unary_unary(
+                '/vkocr.v1.ModelsService/DeleteBundle',
                 request_serializer=vkocr_dot_v1_dot_models__pb2.DeleteBundleRequest.SerializeToString,
                 response_deserializer=vkocr_dot_v1_dot_models__pb2.DeleteBundleResponse.FromString,
                 _registered_method=True)
 
 
-class ModelsServicer:
+class ModelsServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def UploadBundle(self, request_iterator, context):
@@ -101,13 +101,13 @@ class ModelsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def List(self, request, context):
+    def ListBundles(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def Delete(self, request, context):
+    def DeleteBundle(self, request, context):
         """Remove a stored version; the active one cannot be deleted.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -115,12 +115,12 @@ class ModelsServicer:
         raise NotImplementedError('Method not implemented!')
 
 
-def add_ModelsServicer_to_server(servicer, server):
+def add_ModelsServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'UploadBundle': grpc.stream_unary_rpc_method_handler(
                     servicer.UploadBundle,
-                    request_deserializer=vkocr_dot_v1_dot_models__pb2.UploadChunk.FromString,
-                    response_serializer=vkocr_dot_v1_dot_models__pb2.UploadResult.SerializeToString,
+                    request_deserializer=vkocr_dot_v1_dot_models__pb2.UploadBundleRequest.FromString,
+                    response_serializer=vkocr_dot_v1_dot_models__pb2.UploadBundleResponse.SerializeToString,
             ),
             'UploadStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.UploadStatus,
@@ -135,27 +135,27 @@ def add_ModelsServicer_to_server(servicer, server):
             'Rollback': grpc.unary_unary_rpc_method_handler(
                     servicer.Rollback,
                     request_deserializer=vkocr_dot_v1_dot_models__pb2.RollbackRequest.FromString,
-                    response_serializer=vkocr_dot_v1_dot_models__pb2.ActivateResponse.SerializeToString,
+                    response_serializer=vkocr_dot_v1_dot_models__pb2.RollbackResponse.SerializeToString,
             ),
-            'List': grpc.unary_unary_rpc_method_handler(
-                    servicer.List,
+            'ListBundles': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBundles,
                     request_deserializer=vkocr_dot_v1_dot_models__pb2.ListBundlesRequest.FromString,
                     response_serializer=vkocr_dot_v1_dot_models__pb2.ListBundlesResponse.SerializeToString,
             ),
-            'Delete': grpc.unary_unary_rpc_method_handler(
-                    servicer.Delete,
+            'DeleteBundle': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteBundle,
                     request_deserializer=vkocr_dot_v1_dot_models__pb2.DeleteBundleRequest.FromString,
                     response_serializer=vkocr_dot_v1_dot_models__pb2.DeleteBundleResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'vkocr.v1.Models', rpc_method_handlers)
+            'vkocr.v1.ModelsService', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('vkocr.v1.Models', rpc_method_handlers)
+    server.add_registered_method_handlers('vkocr.v1.ModelsService', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
-class Models:
+class ModelsService:
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
@@ -172,9 +172,9 @@ class Models:
         return grpc.experimental.stream_unary(
             request_iterator,
             target,
-            '/vkocr.v1.Models/UploadBundle',
-            vkocr_dot_v1_dot_models__pb2.UploadChunk.SerializeToString,
-            vkocr_dot_v1_dot_models__pb2.UploadResult.FromString,
+            '/vkocr.v1.ModelsService/UploadBundle',
+            vkocr_dot_v1_dot_models__pb2.UploadBundleRequest.SerializeToString,
+            vkocr_dot_v1_dot_models__pb2.UploadBundleResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -199,7 +199,7 @@ class Models:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/vkocr.v1.Models/UploadStatus',
+            '/vkocr.v1.ModelsService/UploadStatus',
             vkocr_dot_v1_dot_models__pb2.UploadStatusRequest.SerializeToString,
             vkocr_dot_v1_dot_models__pb2.UploadStatusResponse.FromString,
             options,
@@ -226,7 +226,7 @@ class Models:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/vkocr.v1.Models/Activate',
+            '/vkocr.v1.ModelsService/Activate',
             vkocr_dot_v1_dot_models__pb2.ActivateRequest.SerializeToString,
             vkocr_dot_v1_dot_models__pb2.ActivateResponse.FromString,
             options,
@@ -253,9 +253,9 @@ class Models:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/vkocr.v1.Models/Rollback',
+            '/vkocr.v1.ModelsService/Rollback',
             vkocr_dot_v1_dot_models__pb2.RollbackRequest.SerializeToString,
-            vkocr_dot_v1_dot_models__pb2.ActivateResponse.FromString,
+            vkocr_dot_v1_dot_models__pb2.RollbackResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -267,7 +267,7 @@ class Models:
             _registered_method=True)
 
     @staticmethod
-    def List(request,
+    def ListBundles(request,
             target,
             options=(),
             channel_credentials=None,
@@ -280,7 +280,7 @@ class Models:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/vkocr.v1.Models/List',
+            '/vkocr.v1.ModelsService/ListBundles',
             vkocr_dot_v1_dot_models__pb2.ListBundlesRequest.SerializeToString,
             vkocr_dot_v1_dot_models__pb2.ListBundlesResponse.FromString,
             options,
@@ -294,7 +294,7 @@ class Models:
             _registered_method=True)
 
     @staticmethod
-    def Delete(request,
+    def DeleteBundle(request,
             target,
             options=(),
             channel_credentials=None,
@@ -307,7 +307,7 @@ class Models:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/vkocr.v1.Models/Delete',
+            '/vkocr.v1.ModelsService/DeleteBundle',
             vkocr_dot_v1_dot_models__pb2.DeleteBundleRequest.SerializeToString,
             vkocr_dot_v1_dot_models__pb2.DeleteBundleResponse.FromString,
             options,

@@ -1,3 +1,6 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.rpc import status_pb2 as _status_pb2
 from google.protobuf.internal import containers as _containers
@@ -12,21 +15,39 @@ DESCRIPTOR: _descriptor.FileDescriptor
 class PixelLayout(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     PIXEL_LAYOUT_UNSPECIFIED: _ClassVar[PixelLayout]
-    GRAY8: _ClassVar[PixelLayout]
-    GRAY16: _ClassVar[PixelLayout]
-    GRAY_ALPHA8: _ClassVar[PixelLayout]
-    RGB8: _ClassVar[PixelLayout]
-    BGR8: _ClassVar[PixelLayout]
-    RGBA8: _ClassVar[PixelLayout]
-    BGRA8: _ClassVar[PixelLayout]
+    PIXEL_LAYOUT_GRAY8: _ClassVar[PixelLayout]
+    PIXEL_LAYOUT_GRAY16: _ClassVar[PixelLayout]
+    PIXEL_LAYOUT_GRAY_ALPHA8: _ClassVar[PixelLayout]
+    PIXEL_LAYOUT_RGB8: _ClassVar[PixelLayout]
+    PIXEL_LAYOUT_BGR8: _ClassVar[PixelLayout]
+    PIXEL_LAYOUT_RGBA8: _ClassVar[PixelLayout]
+    PIXEL_LAYOUT_BGRA8: _ClassVar[PixelLayout]
+
+class LimitType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LIMIT_TYPE_UNSPECIFIED: _ClassVar[LimitType]
+    LIMIT_TYPE_MIN: _ClassVar[LimitType]
+    LIMIT_TYPE_MAX: _ClassVar[LimitType]
+
+class ScoreMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SCORE_MODE_UNSPECIFIED: _ClassVar[ScoreMode]
+    SCORE_MODE_FAST: _ClassVar[ScoreMode]
+    SCORE_MODE_SLOW: _ClassVar[ScoreMode]
 PIXEL_LAYOUT_UNSPECIFIED: PixelLayout
-GRAY8: PixelLayout
-GRAY16: PixelLayout
-GRAY_ALPHA8: PixelLayout
-RGB8: PixelLayout
-BGR8: PixelLayout
-RGBA8: PixelLayout
-BGRA8: PixelLayout
+PIXEL_LAYOUT_GRAY8: PixelLayout
+PIXEL_LAYOUT_GRAY16: PixelLayout
+PIXEL_LAYOUT_GRAY_ALPHA8: PixelLayout
+PIXEL_LAYOUT_RGB8: PixelLayout
+PIXEL_LAYOUT_BGR8: PixelLayout
+PIXEL_LAYOUT_RGBA8: PixelLayout
+PIXEL_LAYOUT_BGRA8: PixelLayout
+LIMIT_TYPE_UNSPECIFIED: LimitType
+LIMIT_TYPE_MIN: LimitType
+LIMIT_TYPE_MAX: LimitType
+SCORE_MODE_UNSPECIFIED: ScoreMode
+SCORE_MODE_FAST: ScoreMode
+SCORE_MODE_SLOW: ScoreMode
 
 class RecognizeRequest(_message.Message):
     __slots__ = ("request_id", "encoded", "raw", "options")
@@ -80,13 +101,13 @@ class Options(_message.Message):
     unclip_ratio: float
     cls_thresh: float
     limit_side_len: int
-    limit_type: str
+    limit_type: LimitType
     use_dilation: bool
-    score_mode: str
+    score_mode: ScoreMode
     max_side_len: int
     apply_exif: bool
     plugins: PluginSelection
-    def __init__(self, use_det: _Optional[bool] = ..., use_cls: _Optional[bool] = ..., use_rec: _Optional[bool] = ..., return_word_box: _Optional[bool] = ..., text_score: _Optional[float] = ..., det_thresh: _Optional[float] = ..., box_thresh: _Optional[float] = ..., unclip_ratio: _Optional[float] = ..., cls_thresh: _Optional[float] = ..., limit_side_len: _Optional[int] = ..., limit_type: _Optional[str] = ..., use_dilation: _Optional[bool] = ..., score_mode: _Optional[str] = ..., max_side_len: _Optional[int] = ..., apply_exif: _Optional[bool] = ..., plugins: _Optional[_Union[PluginSelection, _Mapping]] = ...) -> None: ...
+    def __init__(self, use_det: _Optional[bool] = ..., use_cls: _Optional[bool] = ..., use_rec: _Optional[bool] = ..., return_word_box: _Optional[bool] = ..., text_score: _Optional[float] = ..., det_thresh: _Optional[float] = ..., box_thresh: _Optional[float] = ..., unclip_ratio: _Optional[float] = ..., cls_thresh: _Optional[float] = ..., limit_side_len: _Optional[int] = ..., limit_type: _Optional[_Union[LimitType, str]] = ..., use_dilation: _Optional[bool] = ..., score_mode: _Optional[_Union[ScoreMode, str]] = ..., max_side_len: _Optional[int] = ..., apply_exif: _Optional[bool] = ..., plugins: _Optional[_Union[PluginSelection, _Mapping]] = ...) -> None: ...
 
 class PluginSelection(_message.Message):
     __slots__ = ("names", "options")
@@ -97,35 +118,49 @@ class PluginSelection(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class RecognizeResponse(_message.Message):
-    __slots__ = ("request_id", "lines", "fields", "plugin_errors", "timings_ms", "model_version", "device", "image_width", "image_height", "error")
-    class TimingsMsEntry(_message.Message):
+    __slots__ = ("request_id", "lines", "fields", "plugin_errors", "timings", "model_version", "device", "image_width", "image_height")
+    class TimingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
         key: str
-        value: float
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+        value: _duration_pb2.Duration
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     LINES_FIELD_NUMBER: _ClassVar[int]
     FIELDS_FIELD_NUMBER: _ClassVar[int]
     PLUGIN_ERRORS_FIELD_NUMBER: _ClassVar[int]
-    TIMINGS_MS_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
     MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     IMAGE_WIDTH_FIELD_NUMBER: _ClassVar[int]
     IMAGE_HEIGHT_FIELD_NUMBER: _ClassVar[int]
-    ERROR_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     lines: _containers.RepeatedCompositeFieldContainer[Line]
     fields: _struct_pb2.Struct
     plugin_errors: _containers.RepeatedCompositeFieldContainer[PluginError]
-    timings_ms: _containers.ScalarMap[str, float]
+    timings: _containers.MessageMap[str, _duration_pb2.Duration]
     model_version: str
     device: str
     image_width: int
     image_height: int
+    def __init__(self, request_id: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[Line, _Mapping]]] = ..., fields: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., plugin_errors: _Optional[_Iterable[_Union[PluginError, _Mapping]]] = ..., timings: _Optional[_Mapping[str, _duration_pb2.Duration]] = ..., model_version: _Optional[str] = ..., device: _Optional[str] = ..., image_width: _Optional[int] = ..., image_height: _Optional[int] = ...) -> None: ...
+
+class RecognizeStreamRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: RecognizeRequest
+    def __init__(self, request: _Optional[_Union[RecognizeRequest, _Mapping]] = ...) -> None: ...
+
+class RecognizeStreamResponse(_message.Message):
+    __slots__ = ("request_id", "response", "error")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    response: RecognizeResponse
     error: _status_pb2.Status
-    def __init__(self, request_id: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[Line, _Mapping]]] = ..., fields: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., plugin_errors: _Optional[_Iterable[_Union[PluginError, _Mapping]]] = ..., timings_ms: _Optional[_Mapping[str, float]] = ..., model_version: _Optional[str] = ..., device: _Optional[str] = ..., image_width: _Optional[int] = ..., image_height: _Optional[int] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[str] = ..., response: _Optional[_Union[RecognizeResponse, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class Line(_message.Message):
     __slots__ = ("text", "score", "box", "angle", "chars")

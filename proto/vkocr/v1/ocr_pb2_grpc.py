@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class OcrStub:
+class OcrServiceStub:
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -35,18 +35,18 @@ class OcrStub:
             channel: A grpc.Channel.
         """
         self.Recognize = channel.unary_unary(
-                '/vkocr.v1.Ocr/Recognize',
+                '/vkocr.v1.OcrService/Recognize',
                 request_serializer=vkocr_dot_v1_dot_ocr__pb2.RecognizeRequest.SerializeToString,
                 response_deserializer=vkocr_dot_v1_dot_ocr__pb2.RecognizeResponse.FromString,
                 _registered_method=True)
         self.RecognizeStream = channel.stream_stream(
-                '/vkocr.v1.Ocr/RecognizeStream',
-                request_serializer=vkocr_dot_v1_dot_ocr__pb2.RecognizeRequest.SerializeToString,
-                response_deserializer=vkocr_dot_v1_dot_ocr__pb2.RecognizeResponse.FromString,
+                '/vkocr.v1.OcrService/RecognizeStream',
+                request_serializer=vkocr_dot_v1_dot_ocr__pb2.RecognizeStreamRequest.SerializeToString,
+                response_deserializer=vkocr_dot_v1_dot_ocr__pb2.RecognizeStreamResponse.FromString,
                 _registered_method=True)
 
 
-class OcrServicer:
+class OcrServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Recognize(self, request, context):
@@ -62,10 +62,10 @@ class OcrServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RecognizeStream(self, request_iterator, context):
-        """Many images over one stream. Answers come back in request order, each carrying its request's id. A request
-        that fails does not end the stream: its answer carries `error` instead of lines, and so does a frame that
-        is not valid protobuf (with the request id read from its first bytes when they carry one). The stream
-        ends OK only when every frame read was answered. The server reads at most a bounded number of requests
+        """Many images over one stream, each frame carrying one RecognizeRequest. Answers come back in request order,
+        each carrying its request's id. A request that fails does not end the stream: its answer carries `error`
+        instead of `response`, and so does a frame that is not valid protobuf (with the request id read from its
+        first bytes when they carry one). The stream ends OK only when every frame read was answered. The server reads at most a bounded number of requests
         ahead of its answers, so a client that sends faster than the agent reads is held back by HTTP/2 flow
         control instead of filling the agent's memory.
         """
@@ -74,7 +74,7 @@ class OcrServicer:
         raise NotImplementedError('Method not implemented!')
 
 
-def add_OcrServicer_to_server(servicer, server):
+def add_OcrServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Recognize': grpc.unary_unary_rpc_method_handler(
                     servicer.Recognize,
@@ -83,18 +83,18 @@ def add_OcrServicer_to_server(servicer, server):
             ),
             'RecognizeStream': grpc.stream_stream_rpc_method_handler(
                     servicer.RecognizeStream,
-                    request_deserializer=vkocr_dot_v1_dot_ocr__pb2.RecognizeRequest.FromString,
-                    response_serializer=vkocr_dot_v1_dot_ocr__pb2.RecognizeResponse.SerializeToString,
+                    request_deserializer=vkocr_dot_v1_dot_ocr__pb2.RecognizeStreamRequest.FromString,
+                    response_serializer=vkocr_dot_v1_dot_ocr__pb2.RecognizeStreamResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'vkocr.v1.Ocr', rpc_method_handlers)
+            'vkocr.v1.OcrService', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('vkocr.v1.Ocr', rpc_method_handlers)
+    server.add_registered_method_handlers('vkocr.v1.OcrService', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
-class Ocr:
+class OcrService:
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
@@ -111,7 +111,7 @@ class Ocr:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/vkocr.v1.Ocr/Recognize',
+            '/vkocr.v1.OcrService/Recognize',
             vkocr_dot_v1_dot_ocr__pb2.RecognizeRequest.SerializeToString,
             vkocr_dot_v1_dot_ocr__pb2.RecognizeResponse.FromString,
             options,
@@ -138,9 +138,9 @@ class Ocr:
         return grpc.experimental.stream_stream(
             request_iterator,
             target,
-            '/vkocr.v1.Ocr/RecognizeStream',
-            vkocr_dot_v1_dot_ocr__pb2.RecognizeRequest.SerializeToString,
-            vkocr_dot_v1_dot_ocr__pb2.RecognizeResponse.FromString,
+            '/vkocr.v1.OcrService/RecognizeStream',
+            vkocr_dot_v1_dot_ocr__pb2.RecognizeStreamRequest.SerializeToString,
+            vkocr_dot_v1_dot_ocr__pb2.RecognizeStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -14,21 +14,49 @@ DESCRIPTOR: _descriptor.FileDescriptor
 class ServingState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SERVING_STATE_UNSPECIFIED: _ClassVar[ServingState]
-    LOADING: _ClassVar[ServingState]
-    SERVING: _ClassVar[ServingState]
-    REBUILDING: _ClassVar[ServingState]
-    DRAINING: _ClassVar[ServingState]
-    FAILED: _ClassVar[ServingState]
+    SERVING_STATE_LOADING: _ClassVar[ServingState]
+    SERVING_STATE_SERVING: _ClassVar[ServingState]
+    SERVING_STATE_REBUILDING: _ClassVar[ServingState]
+    SERVING_STATE_DRAINING: _ClassVar[ServingState]
+    SERVING_STATE_FAILED: _ClassVar[ServingState]
+
+class Backend(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BACKEND_UNSPECIFIED: _ClassVar[Backend]
+    BACKEND_VULKAN: _ClassVar[Backend]
+    BACKEND_CPU: _ClassVar[Backend]
+    BACKEND_NUMPY: _ClassVar[Backend]
+
+class ModelKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MODEL_KIND_UNSPECIFIED: _ClassVar[ModelKind]
+    MODEL_KIND_DET: _ClassVar[ModelKind]
+    MODEL_KIND_CLS: _ClassVar[ModelKind]
+    MODEL_KIND_REC: _ClassVar[ModelKind]
 SERVING_STATE_UNSPECIFIED: ServingState
-LOADING: ServingState
-SERVING: ServingState
-REBUILDING: ServingState
-DRAINING: ServingState
-FAILED: ServingState
+SERVING_STATE_LOADING: ServingState
+SERVING_STATE_SERVING: ServingState
+SERVING_STATE_REBUILDING: ServingState
+SERVING_STATE_DRAINING: ServingState
+SERVING_STATE_FAILED: ServingState
+BACKEND_UNSPECIFIED: Backend
+BACKEND_VULKAN: Backend
+BACKEND_CPU: Backend
+BACKEND_NUMPY: Backend
+MODEL_KIND_UNSPECIFIED: ModelKind
+MODEL_KIND_DET: ModelKind
+MODEL_KIND_CLS: ModelKind
+MODEL_KIND_REC: ModelKind
 
 class GetStatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class GetStatusResponse(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: AgentStatus
+    def __init__(self, status: _Optional[_Union[AgentStatus, _Mapping]] = ...) -> None: ...
 
 class WatchStatusRequest(_message.Message):
     __slots__ = ("interval",)
@@ -36,8 +64,14 @@ class WatchStatusRequest(_message.Message):
     interval: _duration_pb2.Duration
     def __init__(self, interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
+class WatchStatusResponse(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: AgentStatus
+    def __init__(self, status: _Optional[_Union[AgentStatus, _Mapping]] = ...) -> None: ...
+
 class AgentStatus(_message.Message):
-    __slots__ = ("sequence", "time", "state", "reason", "device", "backend", "model_version", "queue_depth", "queue_capacity", "in_flight", "latency_p50_ms", "latency_p99_ms", "latency_window_s", "requests_total", "errors_total", "rejected_total", "pool_used_bytes", "pool_reserved_bytes", "temperature_c", "power_w", "uptime_s", "device_rebuilds", "plans", "backend_reason")
+    __slots__ = ("sequence", "time", "state", "reason", "device", "backend", "model_version", "queue_depth", "queue_capacity", "in_flight", "latency_p50", "latency_p99", "latency_window", "requests_total", "errors_total", "rejected_total", "pool_used_bytes", "pool_reserved_bytes", "temperature_c", "power_w", "uptime", "device_rebuilds", "plans", "backend_reason")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -48,9 +82,9 @@ class AgentStatus(_message.Message):
     QUEUE_DEPTH_FIELD_NUMBER: _ClassVar[int]
     QUEUE_CAPACITY_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
-    LATENCY_P50_MS_FIELD_NUMBER: _ClassVar[int]
-    LATENCY_P99_MS_FIELD_NUMBER: _ClassVar[int]
-    LATENCY_WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_P50_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_P99_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_WINDOW_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_TOTAL_FIELD_NUMBER: _ClassVar[int]
     ERRORS_TOTAL_FIELD_NUMBER: _ClassVar[int]
     REJECTED_TOTAL_FIELD_NUMBER: _ClassVar[int]
@@ -58,7 +92,7 @@ class AgentStatus(_message.Message):
     POOL_RESERVED_BYTES_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_C_FIELD_NUMBER: _ClassVar[int]
     POWER_W_FIELD_NUMBER: _ClassVar[int]
-    UPTIME_S_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_FIELD_NUMBER: _ClassVar[int]
     DEVICE_REBUILDS_FIELD_NUMBER: _ClassVar[int]
     PLANS_FIELD_NUMBER: _ClassVar[int]
     BACKEND_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -67,14 +101,14 @@ class AgentStatus(_message.Message):
     state: ServingState
     reason: str
     device: str
-    backend: str
+    backend: Backend
     model_version: str
     queue_depth: int
     queue_capacity: int
     in_flight: int
-    latency_p50_ms: float
-    latency_p99_ms: float
-    latency_window_s: float
+    latency_p50: _duration_pb2.Duration
+    latency_p99: _duration_pb2.Duration
+    latency_window: _duration_pb2.Duration
     requests_total: int
     errors_total: int
     rejected_total: int
@@ -82,11 +116,11 @@ class AgentStatus(_message.Message):
     pool_reserved_bytes: int
     temperature_c: float
     power_w: float
-    uptime_s: float
+    uptime: _duration_pb2.Duration
     device_rebuilds: int
     plans: _containers.RepeatedCompositeFieldContainer[ModelPlans]
     backend_reason: str
-    def __init__(self, sequence: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[_Union[ServingState, str]] = ..., reason: _Optional[str] = ..., device: _Optional[str] = ..., backend: _Optional[str] = ..., model_version: _Optional[str] = ..., queue_depth: _Optional[int] = ..., queue_capacity: _Optional[int] = ..., in_flight: _Optional[int] = ..., latency_p50_ms: _Optional[float] = ..., latency_p99_ms: _Optional[float] = ..., latency_window_s: _Optional[float] = ..., requests_total: _Optional[int] = ..., errors_total: _Optional[int] = ..., rejected_total: _Optional[int] = ..., pool_used_bytes: _Optional[int] = ..., pool_reserved_bytes: _Optional[int] = ..., temperature_c: _Optional[float] = ..., power_w: _Optional[float] = ..., uptime_s: _Optional[float] = ..., device_rebuilds: _Optional[int] = ..., plans: _Optional[_Iterable[_Union[ModelPlans, _Mapping]]] = ..., backend_reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, sequence: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[_Union[ServingState, str]] = ..., reason: _Optional[str] = ..., device: _Optional[str] = ..., backend: _Optional[_Union[Backend, str]] = ..., model_version: _Optional[str] = ..., queue_depth: _Optional[int] = ..., queue_capacity: _Optional[int] = ..., in_flight: _Optional[int] = ..., latency_p50: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., latency_p99: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., latency_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., requests_total: _Optional[int] = ..., errors_total: _Optional[int] = ..., rejected_total: _Optional[int] = ..., pool_used_bytes: _Optional[int] = ..., pool_reserved_bytes: _Optional[int] = ..., temperature_c: _Optional[float] = ..., power_w: _Optional[float] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., device_rebuilds: _Optional[int] = ..., plans: _Optional[_Iterable[_Union[ModelPlans, _Mapping]]] = ..., backend_reason: _Optional[str] = ...) -> None: ...
 
 class ModelPlans(_message.Message):
     __slots__ = ("model", "plans", "plan_memory_bytes", "recorded_total", "distinct_shapes")
@@ -95,9 +129,9 @@ class ModelPlans(_message.Message):
     PLAN_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     RECORDED_TOTAL_FIELD_NUMBER: _ClassVar[int]
     DISTINCT_SHAPES_FIELD_NUMBER: _ClassVar[int]
-    model: str
+    model: ModelKind
     plans: int
     plan_memory_bytes: int
     recorded_total: int
     distinct_shapes: int
-    def __init__(self, model: _Optional[str] = ..., plans: _Optional[int] = ..., plan_memory_bytes: _Optional[int] = ..., recorded_total: _Optional[int] = ..., distinct_shapes: _Optional[int] = ...) -> None: ...
+    def __init__(self, model: _Optional[_Union[ModelKind, str]] = ..., plans: _Optional[int] = ..., plan_memory_bytes: _Optional[int] = ..., recorded_total: _Optional[int] = ..., distinct_shapes: _Optional[int] = ...) -> None: ...

@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class StatusStub:
+class StatusServiceStub:
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -34,29 +34,29 @@ class StatusStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.Get = channel.unary_unary(
-                '/vkocr.v1.Status/Get',
+        self.GetStatus = channel.unary_unary(
+                '/vkocr.v1.StatusService/GetStatus',
                 request_serializer=vkocr_dot_v1_dot_status__pb2.GetStatusRequest.SerializeToString,
-                response_deserializer=vkocr_dot_v1_dot_status__pb2.AgentStatus.FromString,
+                response_deserializer=vkocr_dot_v1_dot_status__pb2.GetStatusResponse.FromString,
                 _registered_method=True)
-        self.Watch = channel.unary_stream(
-                '/vkocr.v1.Status/Watch',
+        self.WatchStatus = channel.unary_stream(
+                '/vkocr.v1.StatusService/WatchStatus',
                 request_serializer=vkocr_dot_v1_dot_status__pb2.WatchStatusRequest.SerializeToString,
-                response_deserializer=vkocr_dot_v1_dot_status__pb2.AgentStatus.FromString,
+                response_deserializer=vkocr_dot_v1_dot_status__pb2.WatchStatusResponse.FromString,
                 _registered_method=True)
 
 
-class StatusServicer:
+class StatusServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
-    def Get(self, request, context):
+    def GetStatus(self, request, context):
         """The current state, once.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def Watch(self, request, context):
+    def WatchStatus(self, request, context):
         """The state now, then again whenever the serving state, device or model version changes, and at least every
         `interval` (default: the agent's configured status interval). Ends when the client cancels or the agent
         stops.
@@ -66,31 +66,31 @@ class StatusServicer:
         raise NotImplementedError('Method not implemented!')
 
 
-def add_StatusServicer_to_server(servicer, server):
+def add_StatusServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'Get': grpc.unary_unary_rpc_method_handler(
-                    servicer.Get,
+            'GetStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStatus,
                     request_deserializer=vkocr_dot_v1_dot_status__pb2.GetStatusRequest.FromString,
-                    response_serializer=vkocr_dot_v1_dot_status__pb2.AgentStatus.SerializeToString,
+                    response_serializer=vkocr_dot_v1_dot_status__pb2.GetStatusResponse.SerializeToString,
             ),
-            'Watch': grpc.unary_stream_rpc_method_handler(
-                    servicer.Watch,
+            'WatchStatus': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchStatus,
                     request_deserializer=vkocr_dot_v1_dot_status__pb2.WatchStatusRequest.FromString,
-                    response_serializer=vkocr_dot_v1_dot_status__pb2.AgentStatus.SerializeToString,
+                    response_serializer=vkocr_dot_v1_dot_status__pb2.WatchStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'vkocr.v1.Status', rpc_method_handlers)
+            'vkocr.v1.StatusService', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('vkocr.v1.Status', rpc_method_handlers)
+    server.add_registered_method_handlers('vkocr.v1.StatusService', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
-class Status:
+class StatusService:
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
-    def Get(request,
+    def GetStatus(request,
             target,
             options=(),
             channel_credentials=None,
@@ -103,9 +103,9 @@ class Status:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/vkocr.v1.Status/Get',
+            '/vkocr.v1.StatusService/GetStatus',
             vkocr_dot_v1_dot_status__pb2.GetStatusRequest.SerializeToString,
-            vkocr_dot_v1_dot_status__pb2.AgentStatus.FromString,
+            vkocr_dot_v1_dot_status__pb2.GetStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -117,7 +117,7 @@ class Status:
             _registered_method=True)
 
     @staticmethod
-    def Watch(request,
+    def WatchStatus(request,
             target,
             options=(),
             channel_credentials=None,
@@ -130,9 +130,9 @@ class Status:
         return grpc.experimental.unary_stream(
             request,
             target,
-            '/vkocr.v1.Status/Watch',
+            '/vkocr.v1.StatusService/WatchStatus',
             vkocr_dot_v1_dot_status__pb2.WatchStatusRequest.SerializeToString,
-            vkocr_dot_v1_dot_status__pb2.AgentStatus.FromString,
+            vkocr_dot_v1_dot_status__pb2.WatchStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,
