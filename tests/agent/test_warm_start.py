@@ -30,6 +30,7 @@ from vkocr.agent.ocr.pipeline import OcrPipeline, StopCheck, warm_plan_shapes
 from vkocr.agent.serving.client import OcrClient
 from vkocr.agent.serving.metrics import Metrics
 from vkocr.agent.serving.plans import ModelPlans, PlanLedger, PlanStats, largest_first, warm_pipeline
+from vkocr.agent.serving.proto_enums import enum_name
 from vkocr.agent.serving.server import Agent, start_agent
 from vkocr.agent.serving.state import ServingState, StateBoard, StateSnapshot
 from vkocr.agent.serving.worker import GpuWorker, Job
@@ -339,7 +340,7 @@ def test_the_agent_serves_after_its_plans_are_recorded(warmed: Warmed) -> None:
 def test_the_status_shows_the_plans_before_any_request(warmed: Warmed) -> None:
     status = warmed.status
     assert status.state == status_pb2.SERVING_STATE_SERVING and status.requests_total == 0
-    plans = {m.model: m for m in status.plans}
+    plans = {enum_name(status_pb2.ModelKind, m.model): m for m in status.plans}
     assert list(plans) == ["det", "cls", "rec"]
     assert plans["det"].plans == 1 and plans["det"].recorded_total == 1 and plans["det"].distinct_shapes == 1
     assert plans["det"].plan_memory_bytes == warmed.at_serving["det"].plan_memory_bytes > 0
@@ -356,9 +357,9 @@ def test_metrics_show_the_plans_per_model(warmed: Warmed) -> None:
 
 def test_the_first_request_of_a_warmed_size_records_no_det_or_cls_plan(warmed: Warmed) -> None:
     with OcrClient(warmed.target, timeout=300) as client:
-        before = {m.model: m.recorded_total for m in client.status().plans}
+        before = {enum_name(status_pb2.ModelKind, m.model): m.recorded_total for m in client.status().plans}
         response = client.recognize(page_320x240(), request_id="first")
-        after = {m.model: m.recorded_total for m in client.status().plans}
+        after = {enum_name(status_pb2.ModelKind, m.model): m.recorded_total for m in client.status().plans}
     assert [line.text for line in response.lines] == ["LOT4821"]
     assert before["det"] == after["det"] == 1
     assert before["cls"] == after["cls"]  # one crop: batch 1, warmed too

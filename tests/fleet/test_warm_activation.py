@@ -14,11 +14,12 @@ from tests.fleet.conftest import Bundles
 from tests.fleet.fleet_agents import WORD, WORD_SWAPPED, read_word, seed_store, store_agent, store_config
 from vkocr.agent.fleet.rollout import upload_bundle
 from vkocr.agent.serving.client import OcrClient
-from vkocr.v1 import models_pb2
+from vkocr.agent.serving.proto_enums import enum_name
+from vkocr.v1 import models_pb2, status_pb2
 
 
 def plans(client: OcrClient) -> dict[str, Any]:
-    return {m.model: m for m in client.status(timeout=10).plans}
+    return {enum_name(status_pb2.ModelKind, m.model): m for m in client.status(timeout=10).plans}
 
 
 def test_an_activated_version_is_warmed_before_it_serves(tmp_path: Path, release_key: KeyPair,
