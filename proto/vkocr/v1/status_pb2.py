@@ -26,19 +26,19 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15vkocr/v1/status.proto\x12\x08vkocr.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x12\n\x10GetStatusRequest\":\n\x11GetStatusResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.vkocr.v1.AgentStatus\"A\n\x12WatchStatusRequest\x12+\n\x08interval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\"<\n\x13WatchStatusResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.vkocr.v1.AgentStatus\"\xeb\x05\n\x0b\x41gentStatus\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12(\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12%\n\x05state\x18\x03 \x01(\x0e\x32\x16.vkocr.v1.ServingState\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x05 \x01(\t\x12\"\n\x07\x62\x61\x63kend\x18\x06 \x01(\x0e\x32\x11.vkocr.v1.Backend\x12\x15\n\rmodel_version\x18\x07 \x01(\t\x12\x13\n\x0bqueue_depth\x18\x08 \x01(\r\x12\x16\n\x0equeue_capacity\x18\t \x01(\r\x12\x11\n\tin_flight\x18\n \x01(\r\x12.\n\x0blatency_p50\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12.\n\x0blatency_p99\x18\x0c \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x31\n\x0elatency_window\x18\r \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x16\n\x0erequests_total\x18\x0e \x01(\x04\x12\x14\n\x0c\x65rrors_total\x18\x0f \x01(\x04\x12\x16\n\x0erejected_total\x18\x10 \x01(\x04\x12\x17\n\x0fpool_used_bytes\x18\x11 \x01(\x04\x12\x1b\n\x13pool_reserved_bytes\x18\x12 \x01(\x04\x12\x1a\n\rtemperature_c\x18\x13 \x01(\x01H\x00\x88\x01\x01\x12\x14\n\x07power_w\x18\x14 \x01(\x01H\x01\x88\x01\x01\x12)\n\x06uptime\x18\x15 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x17\n\x0f\x64\x65vice_rebuilds\x18\x16 \x01(\r\x12#\n\x05plans\x18\x17 \x03(\x0b\x32\x14.vkocr.v1.ModelPlans\x12\x16\n\x0e\x62\x61\x63kend_reason\x18\x18 \x01(\tB\x10\n\x0e_temperature_cB\n\n\x08_power_w\"\x8b\x01\n\nModelPlans\x12\"\n\x05model\x18\x01 \x01(\x0e\x32\x13.vkocr.v1.ModelKind\x12\r\n\x05plans\x18\x02 \x01(\r\x12\x19\n\x11plan_memory_bytes\x18\x03 \x01(\x04\x12\x16\n\x0erecorded_total\x18\x04 \x01(\x04\x12\x17\n\x0f\x64istinct_shapes\x18\x05 \x01(\r*\xb7\x01\n\x0cServingState\x12\x1d\n\x19SERVING_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15SERVING_STATE_LOADING\x10\x01\x12\x19\n\x15SERVING_STATE_SERVING\x10\x02\x12\x1c\n\x18SERVING_STATE_REBUILDING\x10\x03\x12\x1a\n\x16SERVING_STATE_DRAINING\x10\x04\x12\x18\n\x14SERVING_STATE_FAILED\x10\x05*Z\n\x07\x42\x61\x63kend\x12\x17\n\x13\x42\x41\x43KEND_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x42\x41\x43KEND_VULKAN\x10\x01\x12\x0f\n\x0b\x42\x41\x43KEND_CPU\x10\x02\x12\x11\n\rBACKEND_NUMPY\x10\x03*c\n\tModelKind\x12\x1a\n\x16MODEL_KIND_UNSPECIFIED\x10\x00\x12\x12\n\x0eMODEL_KIND_DET\x10\x01\x12\x12\n\x0eMODEL_KIND_CLS\x10\x02\x12\x12\n\x0eMODEL_KIND_REC\x10\x03\x32\xa3\x01\n\rStatusService\x12\x44\n\tGetStatus\x12\x1a.vkocr.v1.GetStatusRequest\x1a\x1b.vkocr.v1.GetStatusResponse\x12L\n\x0bWatchStatus\x12\x1c.vkocr.v1.WatchStatusRequest\x1a\x1d.vkocr.v1.WatchStatusResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15vkocr/v1/status.proto\x12\x08vkocr.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x12\n\x10GetStatusRequest\":\n\x11GetStatusResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.vkocr.v1.AgentStatus\"A\n\x12WatchStatusRequest\x12+\n\x08interval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\"<\n\x13WatchStatusResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.vkocr.v1.AgentStatus\"\xc5\x06\n\x0b\x41gentStatus\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12(\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12%\n\x05state\x18\x03 \x01(\x0e\x32\x16.vkocr.v1.ServingState\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x05 \x01(\t\x12\"\n\x07\x62\x61\x63kend\x18\x19 \x01(\x0e\x32\x11.vkocr.v1.Backend\x12\x15\n\rmodel_version\x18\x07 \x01(\t\x12\x13\n\x0bqueue_depth\x18\x08 \x01(\r\x12\x16\n\x0equeue_capacity\x18\t \x01(\r\x12\x11\n\tin_flight\x18\n \x01(\r\x12.\n\x0blatency_p50\x18\x1a \x01(\x0b\x32\x19.google.protobuf.Duration\x12.\n\x0blatency_p99\x18\x1b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x31\n\x0elatency_window\x18\x1c \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x16\n\x0erequests_total\x18\x0e \x01(\x04\x12\x14\n\x0c\x65rrors_total\x18\x0f \x01(\x04\x12\x16\n\x0erejected_total\x18\x10 \x01(\x04\x12\x17\n\x0fpool_used_bytes\x18\x11 \x01(\x04\x12\x1b\n\x13pool_reserved_bytes\x18\x12 \x01(\x04\x12\x1a\n\rtemperature_c\x18\x13 \x01(\x01H\x00\x88\x01\x01\x12\x14\n\x07power_w\x18\x14 \x01(\x01H\x01\x88\x01\x01\x12)\n\x06uptime\x18\x1d \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x17\n\x0f\x64\x65vice_rebuilds\x18\x16 \x01(\r\x12#\n\x05plans\x18\x17 \x03(\x0b\x32\x14.vkocr.v1.ModelPlans\x12\x16\n\x0e\x62\x61\x63kend_reason\x18\x18 \x01(\tB\x10\n\x0e_temperature_cB\n\n\x08_power_wJ\x04\x08\x06\x10\x07J\x04\x08\x0b\x10\x0cJ\x04\x08\x0c\x10\rJ\x04\x08\r\x10\x0eJ\x04\x08\x15\x10\x16R\x0elatency_p50_msR\x0elatency_p99_msR\x10latency_window_sR\x08uptime_s\"\x91\x01\n\nModelPlans\x12\"\n\x05model\x18\x06 \x01(\x0e\x32\x13.vkocr.v1.ModelKind\x12\r\n\x05plans\x18\x02 \x01(\r\x12\x19\n\x11plan_memory_bytes\x18\x03 \x01(\x04\x12\x16\n\x0erecorded_total\x18\x04 \x01(\x04\x12\x17\n\x0f\x64istinct_shapes\x18\x05 \x01(\rJ\x04\x08\x01\x10\x02*\xb7\x01\n\x0cServingState\x12\x1d\n\x19SERVING_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15SERVING_STATE_LOADING\x10\x01\x12\x19\n\x15SERVING_STATE_SERVING\x10\x02\x12\x1c\n\x18SERVING_STATE_REBUILDING\x10\x03\x12\x1a\n\x16SERVING_STATE_DRAINING\x10\x04\x12\x18\n\x14SERVING_STATE_FAILED\x10\x05*Z\n\x07\x42\x61\x63kend\x12\x17\n\x13\x42\x41\x43KEND_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x42\x41\x43KEND_VULKAN\x10\x01\x12\x0f\n\x0b\x42\x41\x43KEND_CPU\x10\x02\x12\x11\n\rBACKEND_NUMPY\x10\x03*c\n\tModelKind\x12\x1a\n\x16MODEL_KIND_UNSPECIFIED\x10\x00\x12\x12\n\x0eMODEL_KIND_DET\x10\x01\x12\x12\n\x0eMODEL_KIND_CLS\x10\x02\x12\x12\n\x0eMODEL_KIND_REC\x10\x03\x32\xa3\x01\n\rStatusService\x12\x44\n\tGetStatus\x12\x1a.vkocr.v1.GetStatusRequest\x1a\x1b.vkocr.v1.GetStatusResponse\x12L\n\x0bWatchStatus\x12\x1c.vkocr.v1.WatchStatusRequest\x1a\x1d.vkocr.v1.WatchStatusResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'vkocr.v1.status_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SERVINGSTATE']._serialized_start=1202
-  _globals['_SERVINGSTATE']._serialized_end=1385
-  _globals['_BACKEND']._serialized_start=1387
-  _globals['_BACKEND']._serialized_end=1477
-  _globals['_MODELKIND']._serialized_start=1479
-  _globals['_MODELKIND']._serialized_end=1578
+  _globals['_SERVINGSTATE']._serialized_start=1298
+  _globals['_SERVINGSTATE']._serialized_end=1481
+  _globals['_BACKEND']._serialized_start=1483
+  _globals['_BACKEND']._serialized_end=1573
+  _globals['_MODELKIND']._serialized_start=1575
+  _globals['_MODELKIND']._serialized_end=1674
   _globals['_GETSTATUSREQUEST']._serialized_start=100
   _globals['_GETSTATUSREQUEST']._serialized_end=118
   _globals['_GETSTATUSRESPONSE']._serialized_start=120
@@ -48,9 +48,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WATCHSTATUSRESPONSE']._serialized_start=247
   _globals['_WATCHSTATUSRESPONSE']._serialized_end=307
   _globals['_AGENTSTATUS']._serialized_start=310
-  _globals['_AGENTSTATUS']._serialized_end=1057
-  _globals['_MODELPLANS']._serialized_start=1060
-  _globals['_MODELPLANS']._serialized_end=1199
-  _globals['_STATUSSERVICE']._serialized_start=1581
-  _globals['_STATUSSERVICE']._serialized_end=1744
+  _globals['_AGENTSTATUS']._serialized_end=1147
+  _globals['_MODELPLANS']._serialized_start=1150
+  _globals['_MODELPLANS']._serialized_end=1295
+  _globals['_STATUSSERVICE']._serialized_start=1677
+  _globals['_STATUSSERVICE']._serialized_end=1840
 # @@protoc_insertion_point(module_scope)
