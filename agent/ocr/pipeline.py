@@ -25,8 +25,8 @@ from vkocr.agent.ocr.image_reference import det_input_size
 from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.model_files import DEFAULT_MODELS, models_dir
 from vkocr.agent.ocr.options import OcrOptions
-from vkocr.agent.ocr.procedures import PROCEDURES
 from vkocr.agent.ocr.prep import Prepared, preparation, to_original
+from vkocr.agent.ocr.procedures import PROCEDURES
 from vkocr.log import get_logger
 from vkocr.postproc.ctc import CtcText, ctc_decode, load_charset
 from vkocr.postproc.db import db_boxes

@@ -23,8 +23,8 @@ from google.rpc import status_pb2 as rpc_status_pb2
 
 from vkocr.agent.errors import ShutdownCancelled, StopWho, StreamIdle
 from vkocr.agent.ocr.images import decode_image
-from vkocr.agent.ocr.procedures import PROCEDURES
 from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.procedures import PROCEDURES
 from vkocr.agent.serving import rpc_status, wire
 from vkocr.agent.serving.errors import status_for
 from vkocr.agent.serving.malformed import MalformedRequest
