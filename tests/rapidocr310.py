@@ -22,12 +22,9 @@ def rapidocr_310() -> Any:
     if missing_or_bad(models_dir(), PPOCRV6_SMALL.files):
         pytest.skip(f"ppocrv6-small absent from {models_dir()} or damaged: scripts/fetch_models.py --all")
     paths = {m.role: str(models_dir() / m.filename) for m in PPOCRV6_SMALL.files}
-    return module.RapidOCR(params={
-        "Global.log_level": "critical",
-        "Det.engine_type": "onnxruntime", "Det.model_path": paths["det"],
-        "Cls.engine_type": "onnxruntime", "Cls.model_path": paths["cls"],
-        "Rec.engine_type": "onnxruntime", "Rec.model_path": paths["rec"],
-    })
+    # every stage's engine_type is onnxruntime in its default config.yaml (it takes that key only as its Enum)
+    return module.RapidOCR(params={"Global.log_level": "critical", "Det.model_path": paths["det"],
+                                   "Cls.model_path": paths["cls"], "Rec.model_path": paths["rec"]})
 
 
 def lines_310(engine: Any, source: Any) -> list[tuple[str, list[list[float]]]]:
