@@ -64,6 +64,12 @@ class OptionsError(AgentError):
         self.option = option
 
 
+class ModelSetError(AgentError):
+    """Raised when a model set cannot be used: a name that is no known set (the message lists them), a folder
+    without a readable modelset.toml or a known set's files, a modelset.toml with a bad key or value, or a set
+    whose files are missing."""
+
+
 class RequestError(AgentError):
     """Raised when a request is refused for something other than its image or its options: a message that is
     not valid protobuf, a request id or a plugin selection over its size limit, or work beyond the agent's

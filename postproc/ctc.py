@@ -1,4 +1,5 @@
-"""CTC greedy decoding of the recogniser's output, as RapidOCR 1.4.4's ``CTCLabelDecode``.
+"""CTC greedy decoding of the recogniser's output, as RapidOCR 1.4.4's ``CTCLabelDecode`` (and 3.10's, which
+rounds the scores).
 
 The recogniser's GPU stage returns, per line and time step, the argmax class and its probability; decoding
 keeps a step when its class differs from the previous step's and is not the blank (class 0), and scores the
@@ -83,8 +84,12 @@ def _validate(indices: np.ndarray, scores: np.ndarray, charset: Sequence[str]) -
         )
 
 
-def ctc_decode(indices: np.ndarray, scores: np.ndarray, charset: Sequence[str]) -> list[CtcText]:
-    """Greedy CTC decoding of (B, T) argmax classes and their (B, T) probabilities, with positions."""
+def ctc_decode(indices: np.ndarray, scores: np.ndarray, charset: Sequence[str], decimals: int | None = None
+               ) -> list[CtcText]:
+    """Greedy CTC decoding of (B, T) argmax classes and their (B, T) probabilities, with positions.
+
+    ``decimals``: RapidOCR 3.10's rounding — each kept step's probability rounded to this many decimals
+    (Python's round), the line's mean of those rounded again (NumPy's); None: RapidOCR 1.4.4's, unrounded."""
     indices = np.asarray(indices)
     scores = np.asarray(scores)
     _validate(indices, scores, charset)
@@ -99,10 +104,14 @@ def ctc_decode(indices: np.ndarray, scores: np.ndarray, charset: Sequence[str]) 
     at = 0
     for count in np.bincount(rows, minlength=indices.shape[0]).tolist():
         end = at + count
+        line_scores = kept_scores[at:end]
+        if decimals is not None:
+            line_scores = np.array([round(v, decimals) for v in kept_list[at:end]], dtype=np.float64)
         # np.mean's own steps (its pairwise sum, then the division), as RapidOCR takes the mean
-        score = float(np.add.reduce(kept_scores[at:end]) / count) if count else 0.0
+        mean = np.add.reduce(line_scores) / count if count else np.float64(0.0)
+        score = float(np.round(mean, decimals) if decimals is not None else mean)
         text = "".join([charset[c] for c in kept_classes[at:end]])
-        out.append(CtcText(text, score, tuple(positions[at:end]), tuple(kept_list[at:end]), steps))
+        out.append(CtcText(text, score, tuple(positions[at:end]), tuple(line_scores.tolist()), steps))
         at = end
     return out
 

@@ -15,6 +15,7 @@ import pytest
 from tests.fleet.fleet_agents import WORD, WORD_SWAPPED, default_models, swapped_digits_rec
 from tests.text_pages import FONT, text_page
 from vkocr.agent.cli.main import main
+from vkocr.agent.ocr.model_files import PPOCRV6_SMALL, missing_or_bad, models_dir
 
 pytestmark = pytest.mark.skipif(not os.path.exists(FONT),
                                 reason="fonts-dejavu-core (installed by ./test.sh) renders the test images")
@@ -85,3 +86,18 @@ def test_a_model_file_that_is_not_there_is_a_usage_error(word: Path, tmp_path: P
             main(["ocr", str(word), flag, str(tmp_path / "nothing.onnx")])
         assert stopped.value.code == 2
         assert f"argument {flag}/{flag}-path: {tmp_path / 'nothing.onnx'}: no such file" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(bool(missing_or_bad(models_dir(), PPOCRV6_SMALL.files)),
+                    reason="ppocrv6-small is not installed: scripts/fetch_models.py --all")
+def test_models_names_a_set_and_the_file_flags_replace_one_of_its_files(
+        word: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert read(capsys, str(word), "--models", "ppocrv6-small") == [WORD]
+    # v6's det and cls with the v4 recogniser whose digits trade places: the flag's file is the one read
+    swapped = swapped_digits_rec(tmp_path / "swapped")
+    assert read(capsys, str(word), "--models", "ppocrv6-small", "--rec-model", str(swapped)) == [WORD_SWAPPED]
+
+
+def test_an_unknown_set_is_a_usage_error(word: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ocr", str(word), "--models", "ppocrv5", *REC_ONLY]) == 2
+    assert "--models ppocrv5: neither a model set (ppocrv4, ppocrv6-small) nor a folder" in capsys.readouterr().err

@@ -37,7 +37,7 @@ def test_local_and_remote_ocr_take_the_same_ocr_flags() -> None:
     local_only = {name for flag in TUNING_FLAGS if not flag.remote for name in flag.names}
     models = {f"--{role}-model{path}" for role in ("det", "cls", "rec") for path in ("", "-path")}
     assert local - remote == {"--vis", "--vis-scores", "--device", "--progress", "--pdf-dpi", "--rec-keys",
-                              "--rec-keys-path", *models, *local_only}
+                              "--rec-keys-path", "--models", *models, *local_only}
 
 
 def test_the_flags_mean_the_same_options_locally_and_remotely() -> None:

@@ -73,20 +73,29 @@ def cmd_create(args: argparse.Namespace) -> int:
     from vkocr.agent.bundles.errors import BundleError
     from vkocr.agent.bundles.options import parse_assignment
     from vkocr.agent.bundles.signing import load_private_key, short_fingerprint
-    from vkocr.agent.ocr.model_files import DEFAULT_MODELS, missing_or_bad, models_dir
+    from vkocr.agent.ocr.model_files import missing_or_bad
+    from vkocr.agent.ocr.model_sets import choose_models
+    from vkocr.agent.ocr.options import OcrOptions
 
     given = {role: getattr(args, role) for role in ("det", "cls", "rec") if getattr(args, role)}
-    if args.default_models:
-        if missing_or_bad():
-            raise BundleError(f"the default models are missing or damaged in {models_dir()}; run "
-                              "scripts/fetch_models.py")
-        models = {m.role: models_dir() / m.filename for m in DEFAULT_MODELS} | given
+    set_options: dict[str, Any] = {"procedure": OcrOptions().procedure}  # the files given alone: 1.4.4's steps
+    if args.models or args.default_models:
+        chosen = choose_models(args.models)
+        known = chosen.known
+        if known is not None and missing_or_bad(chosen.paths["det"].parent, known.files):
+            raise BundleError(f"model set {known.name}: files missing or damaged in {chosen.paths['det'].parent}; "
+                              "run scripts/fetch_models.py --all")
+        if chosen.missing():
+            raise BundleError(f"model set {chosen.name}: missing {', '.join(map(str, chosen.missing()))}")
+        models = chosen.paths | given
+        set_options = chosen.options
     else:
         missing = [role for role in ("det", "cls", "rec") if role not in given]
         if missing:
-            raise BundleError(f"give --{' --'.join(missing)} (or --default-models)")
+            raise BundleError(f"give --{' --'.join(missing)} (or --models NAME|DIR)")
         models = given
-    options = dict(parse_assignment(text) for text in args.option)
+    # the set's procedure (and options) always recorded, so that an agent serves the bundle as the set is read
+    options = set_options | dict(parse_assignment(text) for text in args.option)
     key = load_private_key(args.key) if args.key else None
     manifest = create(models, args.name, args.version, args.output, options=options, self_tests=args.self_test,
                       other_files=args.file, private_key=key)
@@ -142,6 +151,7 @@ def format_inspect(report: dict[str, Any]) -> str:
         "files:",
         *(f"  {f['role']:<15} {f['path']}  {f['size']} bytes  sha256 {f['sha256'][:16]}…" for f in report["files"]),
         f"options:  preprocess {json.dumps(report['preprocess'])}, postprocess {json.dumps(report['postprocess'])}",
+        f"procedure: {report['postprocess'].get('procedure', 'rapidocr-1.4.4 (none recorded: the default)')}",
         "self-tests:",
         *(f"  {t['image']} must read {t['expect']!r}" for t in report["self_tests"]),
     ]
@@ -171,8 +181,11 @@ def add_bundle_parser(subparsers: Any) -> None:
                             "images into one bundle, signed when --key is given.")
     for role, what in (("det", "text detection"), ("cls", "direction classifier"), ("rec", "recognition")):
         create.add_argument(f"--{role}", type=Path, metavar="FILE.onnx", help=f"the {what} model")
-    create.add_argument("--default-models", action="store_true",
-                        help="use the default PP-OCR models in models/ (a --det/--cls/--rec given replaces one)")
+    create.add_argument("--models", metavar="NAME|DIR",
+                        help="a model set (ppocrv4, ppocrv6-small: `vkocr models list`) or a folder holding one: "
+                        "its files, and its procedure recorded among the options (a --det/--cls/--rec given "
+                        "replaces one file)")
+    create.add_argument("--default-models", action="store_true", help="the default set (as --models ppocrv4)")
     create.add_argument("--name", required=True, help="bundle name, e.g. ppocrv4-labels")
     create.add_argument("--version", required=True, help="version string, unique per content, e.g. 1.2.0")
     create.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",

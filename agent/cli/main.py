@@ -21,6 +21,7 @@ Commands available now:
   infer            run one ONNX model on one tensor (.npy in, .npy out)
   inspect          what the graph passes and the plan make of a model at one input shape
   debug compare    ours against onnxruntime node by node: the first node that diverges
+  models list      the model sets (ppocrv4, ppocrv6-small): which are installed, which is the default
   bench kernels    time the core kernels on the chosen device against measured ceilings
   bench models     time the PP-OCR models: ours, onnxruntime (CPU) and ncnn (Vulkan) in one run
   bench pipeline   the whole OCR pipeline per image against RapidOCR 1.4.4 (CPU)
@@ -40,6 +41,7 @@ REGISTRARS: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (("client",), "vkocr.agent.cli.client_command", "add_client_parser"),
     (("devices",), "vkocr.agent.cli.devices_report", "add_devices_parser"),
     (("infer", "inspect", "debug"), "vkocr.agent.cli.model_commands", "add_model_parsers"),
+    (("models",), "vkocr.agent.cli.models_command", "add_models_parser"),
     (("bench",), "vkocr.agent.cli.bench_command", "add_bench_parser"),
     (("bundle",), "vkocr.agent.cli.bundle_command", "add_bundle_parser"),
     (("fleet",), "vkocr.agent.cli.fleet_command", "add_fleet_parser"),
@@ -52,6 +54,7 @@ SUMMARY = {
     "infer": "run one ONNX model on one tensor",
     "inspect": "nodes, dispatches, weights and planned memory of a model",
     "debug": "debugging tools",
+    "models": "model sets: which are installed, which is the default",
     "bench": "benchmarks (run on the machine you want numbers for)",
     "bundle": "model bundles: keygen, create, sign, verify, inspect",
     "fleet": "roll a bundle out to several agents, or show their versions",

@@ -15,6 +15,7 @@ from vkocr.agent.cli.progress import Progress
 from vkocr.agent.errors import ImageError, OptionsError
 
 if TYPE_CHECKING:
+    from vkocr.agent.ocr.model_sets import ChosenModels
     from vkocr.agent.ocr.options import OcrOptions
     from vkocr.agent.ocr.pipeline import OcrPipeline
     from vkocr.postproc.result import OcrResult
@@ -22,8 +23,9 @@ if TYPE_CHECKING:
 INPUT_HELP = ("image files (JPEG, PNG, BMP, TIFF, WebP, GIF, PNM), PDFs (every page, rendered), directories "
               "(their images and PDFs, sorted by name, not recursive), or - (one image or PDF on stdin)")
 DESCRIPTION = """\
-Detect, classify and recognise text in each INPUT with the default models (RapidOCR 1.4.4's parameters) or
-those given, on the chosen Vulkan GPU, else on the CPU backend (onnxruntime; --device cpu names it, --device
+Detect, classify and recognise text in each INPUT with a model set (default ppocrv4: RapidOCR 1.4.4's models
+and procedure; --models ppocrv6-small: RapidOCR 3.10's; `vkocr models list` shows them) or the files given, on
+the chosen Vulkan GPU, else on the CPU backend (onnxruntime; --device cpu names it, --device
 numpy the reference executor). RapidOCR's own options are here under their kebab-case names (--det_thresh is
 --det-thresh); each shows the values it takes.
 """
@@ -34,6 +36,7 @@ examples:
   vkocr ocr invoice.pdf --pdf-dpi 300              # pages are named invoice.pdf#page=1, #page=2, …
   cat scan.pdf | vkocr ocr - --json                # an image or a PDF on stdin
   vkocr ocr page.png --det-limit-type max --det-limit-side-len 960 --det-thresh 0.4 --word-boxes
+  vkocr ocr page.png --models ppocrv6-small         # PP-OCRv6 small, read as RapidOCR 3.10 reads
   vkocr ocr page.png --rec-model my_rec.onnx --rec-keys my_keys.txt
 
 --version prints vkocr's version. Exit status: 0, or 1 when an input could not be read (the others are read and
@@ -76,7 +79,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pdf-dpi", type=pdf_dpi, default=DEFAULT_PDF_DPI, metavar="DPI",
                    help=f"resolution PDF pages are rendered at, {PDF_DPI_RANGE[0]:g} to {PDF_DPI_RANGE[1]:g} "
                    f"(default {DEFAULT_PDF_DPI:g})")
-    models = p.add_argument_group("models (default: the PP-OCRv4 models RapidOCR 1.4.4 ships)")
+    models = p.add_argument_group("models (default: the ppocrv4 set, the PP-OCRv4 models RapidOCR 1.4.4 ships)")
+    models.add_argument("--models", metavar="NAME|DIR",
+                        help="a model set (ppocrv4, ppocrv6-small) or a folder holding one (its modelset.toml, "
+                        "else a known set's file names); the set's procedure comes with it, and the flags below "
+                        "replace single files of it")
     for role, what in (("det", "text detection"), ("cls", "direction classifier"), ("rec", "recognition")):
         models.add_argument(f"--{role}-model", f"--{role}-model-path", dest=f"{role}_model", type=existing_file,
                             metavar="FILE.onnx", help=f"the {what} model (PaddleOCR's, exported to ONNX)")
@@ -104,12 +111,19 @@ def format_text(image: str, result: OcrResult, device: str) -> str:
     return "\n".join(out)
 
 
-def model_paths(args: argparse.Namespace) -> dict[str, Path]:
-    """The default models, with those the flags name in their place."""
-    from vkocr.agent.ocr.pipeline import default_model_paths
+def chosen_models(args: argparse.Namespace) -> ChosenModels:
+    """The set --models names (the default one without it), with the files the flags name in their place."""
+    from vkocr.agent.ocr.model_sets import choose_models
 
     given = {role: getattr(args, f"{role}_model") for role in ("det", "cls", "rec")}
-    return default_model_paths() | {role: path for role, path in given.items() if path is not None}
+    models = choose_models(args.models).with_files({role: path for role, path in given.items() if path is not None})
+    missing = models.missing()
+    if missing:
+        from vkocr.agent.errors import ModelSetError
+
+        fetch = " (scripts/fetch_models.py --all fetches the known sets)" if models.known else ""
+        raise ModelSetError(f"model set {models.name}: missing {', '.join(map(str, missing))}{fetch}")
+    return models
 
 
 def use_keys_file(ocr: OcrPipeline, charset: list[str], path: Path) -> None:
@@ -130,19 +144,19 @@ def check_batch(ocr: OcrPipeline, options: OcrOptions) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vkocr.agent.ocr.options import OcrOptions
     from vkocr.agent.ocr.pipeline import OcrPipeline
 
     if args.vis_scores and args.vis is None:
         args.usage_error("--vis-scores tags the boxes of the --vis drawing: give --vis OUT.png too")
-    options = OcrOptions().replace(**option_overrides(args))
+    models = chosen_models(args)
+    options = models.ocr_options(option_overrides(args))
     charset = None
     if args.rec_keys is not None:
         from vkocr.postproc.ctc import load_keys_file
 
         charset = load_keys_file(args.rec_keys)  # an unreadable or empty file is refused before models load
     with Inputs(args.images, dpi=args.pdf_dpi, max_pixels=options.max_pixels) as inputs, \
-            OcrPipeline.open(args.device, options=options, model_paths=model_paths(args)) as ocr:
+            OcrPipeline.open(args.device, options=options, model_paths=models.paths) as ocr:
         if charset is not None:
             use_keys_file(ocr, charset, args.rec_keys)
         check_batch(ocr, options)
@@ -173,10 +187,13 @@ def read_one(ocr: OcrPipeline, item: OcrInput, args: argparse.Namespace, progres
         progress.print(format_text(item.name, result, ocr.device_name))
     if args.vis is not None:
         from vkocr.agent.ocr.images import decode_image
+        from vkocr.agent.ocr.procedures import PROCEDURES
         from vkocr.agent.ocr.visualize import draw_result
 
         out = vis_path(args.vis, *vis_index)
-        draw_result(decode_image(source, apply_exif=ocr.options.apply_exif), result, scores=args.vis_scores).save(out)
+        opts = ocr.options
+        pixels = decode_image(source, apply_exif=opts.apply_exif, rgba=PROCEDURES[opts.procedure].rgba)
+        draw_result(pixels, result, scores=args.vis_scores).save(out)
         if not args.json:
             progress.print(f"  drawn to {out}")
     return True

@@ -51,7 +51,7 @@ from __future__ import annotations
 import io
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import BinaryIO, Final, Literal
 
@@ -91,6 +91,7 @@ def decode_image(
     channel_order: ChannelOrder = "rgb",
     apply_exif: bool = True,
     copy: bool = True,
+    rgba: str = "mask",
 ) -> U8:
     """Decode ``source`` to a new C-contiguous H×W×3 uint8 **RGB** array.
 
@@ -109,6 +110,9 @@ def decode_image(
 
     ``max_pixels``: width × height above this is refused from the header, before any pixel is decoded.
 
+    ``rgba``: how a colour image with alpha becomes RGB: ``"mask"``, RapidOCR 1.4.4's rule (``_rgba_rule``), or
+    ``"blend"``, RapidOCR 3.10's (``_rgba_blend_rule``): the procedure's (agent/ocr/procedures.py).
+
     ``copy=False``: an array that already is C-contiguous H×W×3 uint8 RGB comes back itself, not copied (for a
     caller that is done with it before its owner can change it: the pipeline copies it into GPU staging).
 
@@ -116,12 +120,15 @@ def decode_image(
     "unsupported" or "too_large". An all-black image is not an error.
     """
     _check_arguments(max_pixels, channel_order)
+    if rgba not in RGBA_RULES:
+        raise ValueError(f"rgba must be one of {', '.join(RGBA_RULES)}, not {rgba!r}")
+    rule = RGBA_RULES[rgba]
     if isinstance(source, np.ndarray):
-        return _from_array(source, max_pixels, channel_order, copy)
+        return _from_array(source, max_pixels, channel_order, copy, rule)
     if isinstance(source, Image.Image):
-        return _from_pil(source, max_pixels, apply_exif, "image")
+        return _from_pil(source, max_pixels, apply_exif, "image", rule)
     with _open(source, max_pixels) as (img, name):
-        return _from_pil(img, max_pixels, apply_exif, name)
+        return _from_pil(img, max_pixels, apply_exif, name, rule)
 
 
 def image_size(source: ImageSource, *, apply_exif: bool = True) -> tuple[int, int]:
@@ -278,7 +285,7 @@ def _oriented_size(img: Image.Image, apply_exif: bool, *, header_only: bool) -> 
     return (h, w) if _orientation(img) in (5, 6, 7, 8) else (w, h)
 
 
-def _from_pil(img: Image.Image, max_pixels: int, apply_exif: bool, name: str) -> U8:
+def _from_pil(img: Image.Image, max_pixels: int, apply_exif: bool, name: str, rgba_rule: RgbaRule) -> U8:
     _check_size(img.size, max_pixels, name)
     try:
         img.load()
@@ -294,14 +301,14 @@ def _from_pil(img: Image.Image, max_pixels: int, apply_exif: bool, name: str) ->
         if method is not None:
             img = img.transpose(method)
     try:
-        return _pil_to_rgb(img)
+        return _pil_to_rgb(img, rgba_rule)
     except ImageError:
         raise
     except Exception as e:  # noqa: BLE001 - a mode Pillow cannot convert to RGB
         raise ImageError("unsupported", f"{name}: cannot convert mode {img.mode} to RGB: {e}") from None
 
 
-def _pil_to_rgb(img: Image.Image) -> U8:
+def _pil_to_rgb(img: Image.Image, rgba_rule: RgbaRule) -> U8:
     mode = img.mode
     if mode == "RGB":
         return np.ascontiguousarray(np.asarray(img, dtype=np.uint8))
@@ -313,7 +320,7 @@ def _pil_to_rgb(img: Image.Image) -> U8:
     if mode == "LA":
         return _gray_alpha_rule(np.asarray(img, dtype=np.uint8))
     if mode == "RGBA":
-        return _rgba_rule(np.asarray(img, dtype=np.uint8))
+        return rgba_rule(np.asarray(img, dtype=np.uint8))
     if mode.startswith("I;16"):  # I;16, I;16L, I;16B, I;16N: any byte order, numpy knows it
         return _gray_to_rgb(_u16_to_u8(np.asarray(img)))
     if mode == "I":
@@ -323,10 +330,10 @@ def _pil_to_rgb(img: Image.Image) -> U8:
     if mode in ("P", "PA"):
         # Deviation: LoadImage feeds the palette *indices* to OCR as gray levels. We use the colours.
         if mode == "PA" or "transparency" in img.info:
-            return _rgba_rule(np.asarray(img.convert("RGBA"), dtype=np.uint8))
+            return rgba_rule(np.asarray(img.convert("RGBA"), dtype=np.uint8))
         return np.ascontiguousarray(np.asarray(img.convert("RGB"), dtype=np.uint8))
     if "A" in img.getbands() or "a" in img.getbands():  # RGBa, La (premultiplied), …
-        return _rgba_rule(np.asarray(img.convert("RGBA"), dtype=np.uint8))
+        return rgba_rule(np.asarray(img.convert("RGBA"), dtype=np.uint8))
     # CMYK, YCbCr, LAB, HSV, RGBX, …: Pillow's conversion (LoadImage would take the raw channels as RGB(A)).
     return np.ascontiguousarray(np.asarray(img.convert("RGB"), dtype=np.uint8))
 
@@ -347,7 +354,8 @@ def _check_array_shape(arr: npt.NDArray[np.generic]) -> None:
         raise ImageError("empty", f"array of shape {arr.shape} has no pixels")
 
 
-def _from_array(arr: npt.NDArray[np.generic], max_pixels: int, channel_order: ChannelOrder, copy: bool) -> U8:
+def _from_array(arr: npt.NDArray[np.generic], max_pixels: int, channel_order: ChannelOrder, copy: bool,
+                rgba_rule: RgbaRule) -> U8:
     _check_array_shape(arr)
     _check_size((int(arr.shape[1]), int(arr.shape[0])), max_pixels, f"array of shape {arr.shape}")
     kind, itemsize = arr.dtype.kind, arr.dtype.itemsize
@@ -376,7 +384,7 @@ def _from_array(arr: npt.NDArray[np.generic], max_pixels: int, channel_order: Ch
         if copy and np.may_share_memory(a8, arr):
             return np.array(a8, dtype=np.uint8, order="C")  # never hand back (a view of) the caller's array
         return np.ascontiguousarray(a8)
-    return _rgba_rule(a8)
+    return rgba_rule(a8)
 
 
 # --- pixel rules --------------------------------------------------------------------------------------------
@@ -432,6 +440,28 @@ def _rgba_rule(rgba: U8) -> U8:
     if not masked.any():
         return _gray_to_rgb(255 - alpha)
     return np.ascontiguousarray(255 - masked, dtype=np.uint8)
+
+
+def _rgba_blend_rule(rgba: U8) -> U8:
+    """RGBA → RGB, exactly as RapidOCR 3.10 ``LoadImage.cvt_four_to_three``: alpha blending over white when
+    the opaque pixels (alpha > 0) are dark on average (luminance 0.299 R + 0.587 G + 0.114 B below 128, or no
+    pixel is opaque), else over black; in float32, truncated to uint8."""
+    rgb = rgba[..., :3]
+    alpha = rgba[..., 3]
+    opaque = rgb[alpha > 0]
+    if opaque.size == 0:
+        background = 255
+    else:
+        luminance = 0.299 * opaque[:, 0] + 0.587 * opaque[:, 1] + 0.114 * opaque[:, 2]
+        background = 255 if np.mean(luminance) < 128 else 0
+    weight = alpha.astype(np.float32) / np.float32(255.0)
+    ground = np.full_like(rgb, background, dtype=np.uint8).astype(np.float32)
+    blended = rgb.astype(np.float32) * weight[..., None] + ground * (np.float32(1.0) - weight)[..., None]
+    return np.ascontiguousarray(blended.astype(np.uint8))
+
+
+RgbaRule = Callable[[U8], U8]
+RGBA_RULES: dict[str, RgbaRule] = {"mask": _rgba_rule, "blend": _rgba_blend_rule}
 
 
 def _check_arguments(max_pixels: int, channel_order: str) -> None:

@@ -34,25 +34,28 @@ DEFAULT_MODELS = (
 
 @dataclass(frozen=True)
 class ModelSet:
-    """A named det/cls/rec triple and the wheel (pip requirement, folder inside it) that carries its files."""
+    """A named det/cls/rec triple, the wheel (pip requirement, folder inside it) that carries its files, and the
+    procedure (agent/ocr/procedures.py) of the reference whose answers it matches."""
 
     name: str
     wheel: str
     wheel_dir: str
     files: tuple[ModelFile, ...]
+    procedure: str = "rapidocr-1.4.4"
 
     def file(self, role: str) -> ModelFile:
         return next(m for m in self.files if m.role == role)
 
 
 PPOCRV4 = ModelSet("ppocrv4", SOURCE_WHEEL, WHEEL_DIR, DEFAULT_MODELS)
-PPOCRV6_SMALL = ModelSet("ppocrv6-small", "rapidocr==3.10.0", "rapidocr/models", (
+PPOCRV6_SMALL = ModelSet("ppocrv6-small", "rapidocr==3.10.0", "rapidocr/models", procedure="rapidocr-3.10", files=(
     ModelFile("det", "PP-OCRv6_det_small.onnx", "090f04abcd9d9a7498bc4ebf677e4cb9bdce1fe4197ddb7e529f1ef44e1ff94f"),
     # the bytes of ppocrv4's cls under another name
     ModelFile("cls", "ch_ppocr_mobile_v2.0_cls_mobile.onnx",
               "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c"),
     ModelFile("rec", "PP-OCRv6_rec_small.onnx", "6f327246b50388f3c176ae304bd95767ea6dc0c9ae92153ef8cbe210b3c14884"),
 ))
+DEFAULT_SET = PPOCRV4  # the lead decides whether ppocrv6-small replaces it (issue 17)
 MODEL_SETS = {s.name: s for s in (PPOCRV4, PPOCRV6_SMALL)}
 
 

@@ -1,5 +1,6 @@
-"""Every parameter of the OCR pipeline, with RapidOCR 1.4.4's defaults (its config.yaml), overridable per
-deployment and per request.
+"""Every parameter of the OCR pipeline, with RapidOCR 1.4.4's defaults (its config.yaml; RapidOCR 3.10's are the
+same numbers), overridable per deployment and per request; ``procedure`` names the reference whose code the
+pipeline follows where the two differ (a model set sets it: agent/ocr/model_sets.py).
 
 Every option has a range (``RANGES``; the README's "Limits" lists them), checked by ``validate`` whoever sets
 it: the deployment's config, a bundle, or a request, before the request is queued. Floats must be finite.
@@ -60,13 +61,17 @@ RANGES: Final[dict[str, Range]] = {
     "max_det_pixels": Range(1024, 100_000_000),
     "plugin_budget_ms": Range(0.0, 60_000.0, low_open=True),
 }
-CHOICES: Final[dict[str, tuple[str, ...]]] = {"limit_type": ("min", "max"), "score_mode": ("fast", "slow")}
+# procedure: whose steps between the networks the pipeline follows (agent/ocr/procedures.py), the model set's
+CHOICES: Final[dict[str, tuple[str, ...]]] = {"limit_type": ("min", "max"), "score_mode": ("fast", "slow"),
+                                              "procedure": ("rapidocr-1.4.4", "rapidocr-3.10")}
 NO_LETTERBOX = -1.0  # width_height_ratio: RapidOCR's "never add a letterbox"
 WIDTH_HEIGHT_RATIO = Range(0.0, 1000.0, low_open=True)
 
 
 @dataclass(frozen=True)
 class OcrOptions:
+    # the reference whose steps between the networks the pipeline follows: the model set's (agent/ocr/procedures.py)
+    procedure: str = "rapidocr-1.4.4"
     use_det: bool = True
     use_cls: bool = True
     use_rec: bool = True

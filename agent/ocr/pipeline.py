@@ -1,7 +1,8 @@
 """The OCR pipeline: decode → prepare → det → DB boxes → crops → cls → rec → CTC → plugins.
 
-The orchestration here mirrors RapidOCR 1.4.4 step by step (its batching by aspect ratio, its crop rules, its
-filters), so that our lines match its lines; the stages themselves run on the GPU (agent/ocr/gpu_stages.py), on
+The orchestration here mirrors RapidOCR step by step (its batching by aspect ratio, its crop rules, its
+filters), so that our lines match its lines: 1.4.4's, or where 3.10's code differs the variants its procedure
+names (options.procedure, agent/ocr/procedures.py); the stages themselves run on the GPU (agent/ocr/gpu_stages.py), on
 the CPU backend (onnxruntime: agent/ocr/ort_stages.py) or on the NumPy reference executor (numpy_stages.py).
 """
 
@@ -25,10 +26,11 @@ from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.model_files import DEFAULT_MODELS, models_dir
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.prep import Prepared, preparation, to_original
+from vkocr.agent.ocr.procedures import PROCEDURES
 from vkocr.log import get_logger
 from vkocr.postproc.ctc import CtcText, ctc_decode, load_charset
 from vkocr.postproc.db import db_boxes
-from vkocr.postproc.order import sort_boxes
+from vkocr.postproc.order import sort_boxes, sort_boxes_in_lines
 from vkocr.postproc.registry import PluginChain, build_chain
 from vkocr.postproc.result import CharBox, OcrLine, OcrResult
 from vkocr.postproc.wordboxes import char_boxes
@@ -172,7 +174,8 @@ class OcrPipeline:
         UUID, name part), "cpu" (onnxruntime, `cpu_threads` intra-op threads, 0: every core), "numpy" (the
         reference executor); None: VKOCR_DEVICE, else the best ranked usable GPU, else the CPU backend, with a
         warning that says why. Models: ``model_paths`` by role (det, cls, rec), else the default file names in
-        ``model_dir``."""
+        ``model_dir``; a model set's files and the options it needs: agent/ocr/model_sets.py
+        (``choose_models(…)`` gives both: ``model_paths=chosen.paths, options=chosen.ocr_options()``)."""
         from vkocr.engine.graph.onnx_import import load_onnx
 
         paths = model_paths or default_model_paths(model_dir)
@@ -292,8 +295,10 @@ class OcrPipeline:
             if not last and stop is not None and (who := stop()) is not None:
                 raise RequestStopped(who, name)
 
+        procedure = PROCEDURES[opts.procedure]
         image = source if decoded else decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif,
-                                                    copy=False)  # stages.load copies it before this call returns
+                                                    copy=False,  # stages.load copies it before this call returns
+                                                    rgba=procedure.rgba)
         prep = preparation(*image.shape[:2], max_side_len=opts.max_side_len, min_side_len=opts.min_side_len,
                            min_height=opts.min_height, width_height_ratio=opts.width_height_ratio,
                            letterbox=opts.use_det)
@@ -337,7 +342,8 @@ class OcrPipeline:
                                   use_dilation=opts.use_dilation, score_mode=opts.score_mode,
                                   bitmap=self.stages.db_bitmap())
         lap("db")
-        return [np.asarray(b, np.float32) for b in sort_boxes(list(boxes))]
+        order = sort_boxes_in_lines if PROCEDURES[opts.procedure].box_order == "lines" else sort_boxes
+        return [np.asarray(b, np.float32) for b in order(list(boxes))]
 
     def _classify(self, slots: list[CropSlot], opts: OcrOptions
                   ) -> tuple[list[CropSlot], list[int], list[tuple[str, float]]]:
@@ -381,7 +387,8 @@ class OcrPipeline:
             lap("rec")
         for (group, max_ratio, width, _), (indices, scores) in zip(batches, outputs, strict=True):
             steps = self._rec_steps(opts.rec_height, width) if opts.return_word_box else 0
-            for i, decoded in zip(group, ctc_decode(indices, scores, self.charset)):
+            decimals = PROCEDURES[opts.procedure].score_decimals
+            for i, decoded in zip(group, ctc_decode(indices, scores, self.charset, decimals)):
                 # word boxes scale time steps by RapidOCR's width: its step count, not the padded tensor's
                 texts[i] = dataclasses.replace(decoded, steps=steps) if steps else decoded
                 batch_ratios[i] = max_ratio
@@ -409,6 +416,8 @@ class OcrPipeline:
                   chars: list[tuple[CharBox, ...] | None], verdicts: list[tuple[str, float]],
                   opts: OcrOptions) -> OcrResult:
         boxes = to_original(np.stack(quads), prep) if quads else np.zeros((0, 4, 2), np.float32)
+        # RapidOCR 3.10 drops lines that read as nothing but whitespace, when it detected them
+        drop_blank = PROCEDURES[opts.procedure].drop_blank_text and opts.use_det
         lines = []
         for i, box in enumerate(boxes):
             if texts is None:  # detection (and classification) only: boxes without text
@@ -416,6 +425,8 @@ class OcrPipeline:
                 lines.append(OcrLine("", score, box.tolist(), angles[i]))
                 continue
             text, score = texts[i].text, texts[i].score
+            if drop_blank and not text.strip():
+                continue
             if score >= opts.text_score:
                 lines.append(OcrLine(text, score, box.tolist(), angles[i], chars[i]))
         return OcrResult(lines)

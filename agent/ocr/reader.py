@@ -7,12 +7,13 @@ results are postproc/result.py's OcrResult/OcrLine/CharBox.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any, Self
 
 from vkocr.agent.ocr.images import ChannelOrder, ImageSource, decode_image
+from vkocr.agent.ocr.model_sets import choose_models
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.ocr.procedures import PROCEDURES
 from vkocr.postproc.result import OcrResult
 
 
@@ -22,8 +23,10 @@ class OCR:
 
     ``device``: None for VKOCR_DEVICE, else the best ranked usable Vulkan GPU, else the CPU backend (with a
     warning); an index, UUID or part of the name (e.g. "llvmpipe"); "cpu" for onnxruntime, "numpy" for the
-    NumPy reference executor. ``models``: the folder with the default model files
-    (default: VKOCR_MODELS, else ~/.local/share/vkocr/models). ``options``: OcrOptions fields for every read
+    NumPy reference executor. ``models``: a model set's name ("ppocrv4", the default, or "ppocrv6-small": its
+    files in VKOCR_MODELS, else ~/.local/share/vkocr/models), or a folder (agent/ocr/model_sets.py: its
+    modelset.toml, else a known set's file names); the set's procedure comes with it. ``options``: OcrOptions
+    fields for every read
     (``text_score=0.6``, ``use_cls=False``, ``return_word_box=True``, …).
 
     Raises vkocr.engine.errors.VulkanUnavailable / DeviceNotFound when there is no such device,
@@ -33,9 +36,9 @@ class OCR:
 
     def __init__(self, device: str | None = None, *, models: str | os.PathLike[str] | None = None,
                  **options: Any) -> None:
-        settings = OcrOptions().replace(**options)
-        self._pipeline: OcrPipeline | None = OcrPipeline.open(
-            device, options=settings, model_dir=Path(models) if models is not None else None)
+        chosen = choose_models(os.fspath(models) if models is not None else None)
+        settings = chosen.ocr_options(options)
+        self._pipeline: OcrPipeline | None = OcrPipeline.open(device, options=settings, model_paths=chosen.paths)
 
     @property
     def pipeline(self) -> OcrPipeline:
@@ -69,7 +72,7 @@ class OCR:
         opts = pipeline.options.replace(**options) if options else pipeline.options
         chain = pipeline.chain_for(opts)
         pixels = decode_image(image, max_pixels=opts.max_pixels, channel_order=channel_order,
-                              apply_exif=opts.apply_exif, copy=False)
+                              apply_exif=opts.apply_exif, copy=False, rgba=PROCEDURES[opts.procedure].rgba)
         return pipeline.finish(pipeline.recognize(pixels, opts, decoded=True), chain)
 
     __call__ = read

@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vkocr.agent.errors import AgentError, OptionsError
+from vkocr.agent.errors import AgentError, ModelSetError, OptionsError
+from vkocr.agent.ocr.model_files import MODEL_SETS
+from vkocr.agent.ocr.model_sets import ChosenModels, choose_models
 from vkocr.agent.ocr.options import OcrOptions
 
 ENV_PREFIX = "VKOCR_"
@@ -91,6 +93,10 @@ class DeviceConfig:
 
 @dataclass
 class ModelsConfig:
+    # the model set served when no bundle store is used: a name of agent/ocr/model_files.py's MODEL_SETS (its files
+    # in `dir`, else VKOCR_MODELS or ~/.local/share/vkocr/models); empty: `dir` as a folder (its modelset.toml, else
+    # a known set's file names: agent/ocr/model_sets.py), else the default set
+    set: str = ""
     dir: str = ""  # the three ONNX files when no bundle store is used; empty: models/ (or VKOCR_MODELS)
     store: str = ""  # model bundle store (versions, active pointer); empty: no bundles, serve `dir`
     trusted_keys: list[str] = field(default_factory=list)  # ed25519 public keys that may sign bundles
@@ -149,8 +155,23 @@ class AgentConfig:
         return bool(self.tls.cert or self.tls.key)
 
     def ocr_options(self) -> OcrOptions:
+        """The deployment's options ([ocr] over OcrOptions' defaults): what a bundle's options apply over."""
         try:
             return OcrOptions().replace(**self.ocr)
+        except OptionsError as exc:
+            raise ConfigError(f"[ocr]: {exc}") from exc
+
+    def chosen_models(self) -> ChosenModels:
+        """The model set served without a store ([models] set and dir)."""
+        try:
+            return choose_models(self.models.set or None, Path(self.models.dir) if self.models.dir else None)
+        except ModelSetError as exc:
+            raise ConfigError(f"[models]: {exc}") from exc
+
+    def served_options(self) -> OcrOptions:
+        """The options served without a store: the model set's (its procedure), then [ocr] over them."""
+        try:
+            return self.chosen_models().ocr_options(self.ocr)
         except OptionsError as exc:
             raise ConfigError(f"[ocr]: {exc}") from exc
 
@@ -173,6 +194,9 @@ class AgentConfig:
                 raise ConfigError(f"[server]: {name} must be positive, got {getattr(self.server, name)}")
         if self.server.status_interval_s < 0.05:
             raise ConfigError("[server]: status_interval_s must be at least 0.05")
+        if self.models.set and self.models.set not in MODEL_SETS:
+            raise ConfigError(f"[models]: set must be one of {', '.join(MODEL_SETS)} (or empty: the default, or "
+                              f"dir's own), got {self.models.set!r}")
         if self.models.keep < 1:
             raise ConfigError("[models]: keep must be at least 1")
         if not 0 <= self.device.cpu_threads <= 1024:

@@ -24,6 +24,7 @@ from google.rpc import status_pb2 as rpc_status_pb2
 from vkocr.agent.errors import ShutdownCancelled, StopWho, StreamIdle
 from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.procedures import PROCEDURES
 from vkocr.agent.serving import rpc_status, wire
 from vkocr.agent.serving.errors import status_for
 from vkocr.agent.serving.malformed import MalformedRequest
@@ -216,7 +217,8 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
         chain = self.chains.chain_for(opts)
         clock = time.perf_counter()
         source = wire.image_from_proto(request, opts.max_pixels)
-        image = decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif)
+        image = decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif,
+                             rgba=PROCEDURES[opts.procedure].rgba)
         decode_ms = (time.perf_counter() - clock) * 1e3
         check_resized_pixels(image.shape[0], image.shape[1], opts, overrides.keys())
         return Prepared(opts, chain, image, decode_ms)

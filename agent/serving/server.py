@@ -35,9 +35,9 @@ from vkocr.agent.bundles.activation import Activator
 from vkocr.agent.bundles.signing import TrustedKeys
 from vkocr.agent.bundles.store import ModelStore
 from vkocr.agent.bundles.uploads import UploadArea
-from vkocr.agent.ocr.model_files import DEFAULT_MODELS, missing_or_bad
+from vkocr.agent.ocr.model_files import missing_or_bad
 from vkocr.agent.ocr.options import OcrOptions
-from vkocr.agent.ocr.pipeline import OcrPipeline, default_model_paths
+from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.serving.config import AgentConfig, split_host_port
 from vkocr.agent.serving.malformed import MalformedRequests
 from vkocr.agent.serving.metrics import Metrics
@@ -77,7 +77,10 @@ class Agent:
         self.stats = RequestStats(window_s=config.server.latency_window_s)
         self.metrics = Metrics() if config.metrics.listen else None
         self.metrics_server: Any = None
-        self.options = config.ocr_options()
+        # a bundle's options apply over the deployment's, and so do those of a caller's own models; the
+        # configured set's (its procedure) come first when the agent serves that set
+        serves_set = open_pipeline is None and not config.models.store
+        self.options = config.served_options() if serves_set else config.ocr_options()
         self.store: ModelStore | None = None
         self.activator: Activator | None = None
         self.models: ModelsService | None = None
@@ -115,7 +118,7 @@ class Agent:
         self._watchdog: asyncio.Task[None] | None = None
 
     def _model_paths(self) -> dict[str, Path]:
-        return default_model_paths(Path(self.config.models.dir) if self.config.models.dir else None)
+        return self.config.chosen_models().paths
 
     def _default_factory(self) -> PipelineFactory:
         select, threads = self.config.device.select or None, self.config.device.cpu_threads
@@ -315,14 +318,16 @@ def connection_limits(config: AgentConfig) -> list[tuple[str, int]]:
 
 
 def default_model_version(config: AgentConfig) -> str:
-    """The version the agent reports when it serves model files rather than a bundle: the default models are
-    'ppocrv4-rapidocr-1.4.4'; other files are named by a hash of their contents."""
-    directory = Path(config.models.dir) if config.models.dir else None
-    if not missing_or_bad(directory):
-        return "ppocrv4-rapidocr-1.4.4"
+    """The version the agent reports when it serves model files rather than a bundle: a known set's own files
+    are '<set>-rapidocr-<release>' ('ppocrv4-rapidocr-1.4.4', 'ppocrv6-small-rapidocr-3.10.0'); other files
+    are named by a hash of their contents."""
+    chosen = config.chosen_models()
+    known = chosen.known
+    if known is not None and not missing_or_bad(chosen.paths["det"].parent, known.files):
+        return f"{known.name}-rapidocr-{known.wheel.partition('==')[2]}"
     digest = hashlib.sha256()
-    for model in DEFAULT_MODELS:
-        path = default_model_paths(directory)[model.role]
+    for role in ("det", "cls", "rec"):
+        path = chosen.paths[role]
         digest.update(path.read_bytes() if path.exists() else b"missing")
     return f"local-{digest.hexdigest()[:12]}"
 

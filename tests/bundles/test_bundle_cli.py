@@ -47,7 +47,7 @@ def test_keygen_create_sign_verify_inspect(capsys: pytest.CaptureFixture[str], t
     code, out, _ = run(capsys, "bundle", "inspect", out_path, "--json")
     report = json.loads(out)
     assert code == 0 and report["version"] == "2.1" and report["signed"] is True
-    assert report["postprocess"] == {"box_thresh": 0.6, "use_dilation": False}
+    assert report["postprocess"] == {"box_thresh": 0.6, "procedure": "rapidocr-1.4.4", "use_dilation": False}
     assert report["self_tests"] == [{"image": "selftest/label.png", "expect": "LOT 42"}]
     code, out, _ = run(capsys, "bundle", "inspect", out_path)
     assert code == 0 and "selftest/label.png must read 'LOT 42'" in out and "version:  2.1" in out
@@ -85,7 +85,7 @@ def test_create_needs_all_three_models(capsys: pytest.CaptureFixture[str], tmp_p
                                        models: dict[str, Path]) -> None:
     code, _, err = run(capsys, "bundle", "create", "--det", models["det"], "--name", "x", "--version", "1",
                        "-o", tmp_path / "x.vkb")
-    assert code == 1 and "give --cls --rec (or --default-models)" in err
+    assert code == 1 and "give --cls --rec (or --models NAME|DIR)" in err
 
 
 @pytest.mark.skipif(bool(missing_or_bad()), reason="the default models are not in models/ (scripts/fetch_models.py)")
