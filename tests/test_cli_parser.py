@@ -36,7 +36,7 @@ def test_local_and_remote_ocr_take_the_same_ocr_flags() -> None:
 
     local_only = {name for flag in TUNING_FLAGS if not flag.remote for name in flag.names}
     models = {f"--{role}-model{path}" for role in ("det", "cls", "rec") for path in ("", "-path")}
-    assert local - remote == {"--vis", "--vis-scores", "--device", "--progress", "--pdf-dpi", "--rec-keys",
+    assert local - remote == {"--vis", "--vis-scores", "--device", "--progress", "--rec-keys",
                               "--rec-keys-path", "--models", *models, *local_only}
 
 
