@@ -25,7 +25,7 @@ def cmd_bench_models(args: argparse.Namespace) -> int:
     from vkocr.agent.cli.bench_models import format_model_results, run_model_bench
 
     results = run_model_bench(args.device, runs=args.runs, peers_dir=args.peers, only=args.only,
-                              progress=not args.json)
+                              progress=not args.json, models=args.models)
     print(json.dumps(results, indent=2) if args.json else format_model_results(results))
     return 0
 
@@ -52,7 +52,7 @@ def cmd_bench_stream(args: argparse.Namespace) -> int:
         args.usage_error("no images: give image files or folders, or --rendered N with N > 0")
     results = run_stream_bench(args.device, paths, rendered=args.rendered, passes=args.passes,
                                rapid=not args.no_rapidocr, warm_sizes=[] if args.no_warm else None,
-                               rec_width_bucket=args.rec_width_bucket)
+                               rec_width_bucket=args.rec_width_bucket, models=args.models)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(format_stream_results(results))
@@ -137,6 +137,9 @@ def add_bench_parser(sub: Any) -> None:
     models.add_argument("--peers", type=Path, default=None, metavar="DIR",
                         help="folder with the ncnn models (default $VKOCR_SHARED/peers/ncnn-ppocrv4, VKOCR_SHARED "
                         "defaulting to ../shared)")
+    models.add_argument("--models", metavar="NAME|DIR", default=None,
+                        help="the model set (ppocrv4, ppocrv6-small) or a folder holding one (default: the default "
+                        "set); ncnn runs for ppocrv4 only, whose conversions it has")
     models.add_argument("--json", action="store_true", help="print results as JSON")
     add_device_option(models)
     models.set_defaults(func=cmd_bench_models)
@@ -155,14 +158,15 @@ def add_bench_parser(sub: Any) -> None:
     pipeline.set_defaults(func=cmd_bench_pipeline)
     stream = bench_sub.add_parser(
         "stream",
-        help="the whole pipeline on a stream of distinct images, each read once per pass, against RapidOCR 1.4.4",
+        help="the whole pipeline on a stream of distinct images, each read once per pass, against RapidOCR",
         description="Read a stream of distinct images (the files and folders given, then images rendered at "
         "many sizes and aspects), each once per pass, after warming up on one image outside the stream. "
         "Pass 1 meets every image's shapes for the first time: it pays for recording the det plan of each new "
         "image aspect and the rec plan of each new line-batch width, as real traffic does. Pass 2 reads the "
         "same images again with those plans cached: the steady state. Per pass: median, p99 and min wall time "
         "per image, the Python time outside GPU waits, plans built and the memory they hold; then the host "
-        "time of a new shape, and RapidOCR 1.4.4 (CPU) once over the same stream, with the share of lines "
+        "time of a new shape, and the model set's reference (RapidOCR 1.4.4 for ppocrv4, 3.10.0 for "
+        "ppocrv6-small; CPU) once over the same stream, with the share of lines "
         "identical to its lines (boxes paired by IoU >= 0.5).",
     )
     stream.add_argument("images", nargs="*", metavar="IMAGE_OR_DIR",
@@ -175,6 +179,9 @@ def add_bench_parser(sub: Any) -> None:
     stream.add_argument("--no-warm", action="store_true",
                         help="skip the warm-up the agent does before it serves (recording the plans of its default "
                         "warm_shapes): then pass 1 also grows the plans' shared memory as larger images come")
+    stream.add_argument("--models", metavar="NAME|DIR", default=None,
+                        help="the model set (ppocrv4, ppocrv6-small) or a folder holding one (default: the default "
+                        "set); its procedure names the reference run beside it: RapidOCR 1.4.4 or 3.10.0")
     stream.add_argument("--rec-width-bucket", type=int_in(1, 256), default=None, metavar="PX",
                         help="round rec batch widths up to a multiple of PX (default: the option's default; 1: "
                         "RapidOCR's widths exactly)")

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from vkocr.agent.cli.workspace import ncnn_models
-from vkocr.agent.ocr.model_files import DEFAULT_MODELS, models_dir
 
 WARMUP_S = 0.5
 NCNN_FILES = {"det": "ch_PP_OCRv4_det_infer", "cls": "ch_ppocr_mobile_v2.0_cls_infer", "rec": "ch_PP_OCRv4_rec_infer"}
@@ -54,10 +53,6 @@ def timed(fn: Callable[[], Any], runs: int) -> dict[str, float]:
     return {"min_ms": min(samples), "median_ms": statistics.median(samples)}
 
 
-def model_path(role: str) -> Path:
-    return models_dir() / next(m.filename for m in DEFAULT_MODELS if m.role == role)
-
-
 def gpu_breakdown(plan: Any, profile: Any) -> tuple[dict[str, float], list[tuple[str, str, float]]]:
     """GPU ms summed per op type, and the ten slowest nodes (name, op, ms) of one profiled replay."""
     op_of = {n.name: n.op for n in plan.spec.graph.nodes}
@@ -69,11 +64,11 @@ def gpu_breakdown(plan: Any, profile: Any) -> tuple[dict[str, float], list[tuple
     return ranked, [(t.label, op_of.get(t.label, "?"), t.ms) for t in slowest]
 
 
-def bench_ours(device: Any, case: BenchCase, x: np.ndarray, runs: int) -> dict[str, Any]:
+def bench_ours(device: Any, path: Path, x: np.ndarray, runs: int) -> dict[str, Any]:
     from vkocr.engine.graph.model import Model
     from vkocr.engine.graph.plan import Plan
 
-    model = Model.load(model_path(case.role), device)
+    model = Model.load(path, device)
     try:
         plan = model.plan(x.shape)
         assert isinstance(plan, Plan)  # a device was given, so this is a Vulkan plan
@@ -89,12 +84,12 @@ def bench_ours(device: Any, case: BenchCase, x: np.ndarray, runs: int) -> dict[s
         model.close()
 
 
-def bench_onnxruntime(case: BenchCase, x: np.ndarray, runs: int) -> dict[str, Any] | str:
+def bench_onnxruntime(path: Path, x: np.ndarray, runs: int) -> dict[str, Any] | str:
     try:
         import onnxruntime as ort
     except ImportError:
         return "onnxruntime not installed"
-    session = ort.InferenceSession(str(model_path(case.role)), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
     return timed(lambda: session.run(None, {name: x}), runs)
 
@@ -128,12 +123,17 @@ def bench_ncnn(case: BenchCase, x: np.ndarray, runs: int, peers_dir: Path) -> di
 
 
 def run_model_bench(override: str | None = None, *, runs: int = 20, peers_dir: Path | None = None,
-                    only: list[str] | None = None, progress: bool = True) -> dict[str, Any]:
+                    only: list[str] | None = None, progress: bool = True, models: str | None = None) -> dict[str, Any]:
+    """Every case on `override`'s device; `models`: a model set or folder (agent/ocr/model_sets.py; default: the
+    default set). ncnn runs ppocrv4's conversions only, so only for that set."""
+    from vkocr.agent.ocr.model_sets import choose_models
     from vkocr.engine.device import Device
+
+    chosen = choose_models(models)
 
     peers_dir = peers_dir or ncnn_models()
     rng = np.random.default_rng()
-    results: dict[str, Any] = {"cases": []}
+    results: dict[str, Any] = {"models": chosen.name, "cases": []}
     with Device(override) as device:
         results["device"] = f"{device.info.name} (driver {device.info.driver_info or device.info.driver_version})"
         for case in CASES:
@@ -144,9 +144,10 @@ def run_model_bench(override: str | None = None, *, runs: int = 20, peers_dir: P
             x = rng.uniform(-1, 1, case.shape).astype(np.float32)
             results["cases"].append({
                 "case": case.label,
-                "ours": bench_ours(device, case, x, runs),
-                "onnxruntime_cpu": bench_onnxruntime(case, x, runs),
-                "ncnn_vulkan": bench_ncnn(case, x, runs, peers_dir),
+                "ours": bench_ours(device, chosen.paths[case.role], x, runs),
+                "onnxruntime_cpu": bench_onnxruntime(chosen.paths[case.role], x, runs),
+                "ncnn_vulkan": bench_ncnn(case, x, runs, peers_dir) if chosen.name == "ppocrv4" else
+                f"no ncnn conversion of {chosen.name}",
             })
     return results
 

@@ -2,8 +2,9 @@
 traffic comes (DESIGN.md, "Performance method"). Pass 1 meets every image's shapes for the first time, so it pays
 for the det plan of each new aspect and the rec plan of each new line-batch width; pass 2 reads the same images
 again with those plans cached. Per pass: median, p99 and min wall time, the Python time outside GPU waits and
-the plans built; overall: the host time a new shape costs, the memory the plans hold, RapidOCR 1.4.4 (CPU) on
-the same stream, and how many lines are identical to RapidOCR's."""
+the plans built; overall: the host time a new shape costs, the memory the plans hold, the model set's reference
+(RapidOCR 1.4.4 for ppocrv4, 3.10.0 for ppocrv6-small; CPU) on the same stream, and how many lines are identical
+to the reference's."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from vkocr.agent.cli.reference_ocr import Reference, reference_for
 from vkocr.agent.cli.stream_images import find_font, varied_images
 from vkocr.agent.ocr.images import decode_image
 
@@ -143,26 +145,21 @@ def run_pass(ocr: Any, inputs: list[tuple[str, np.ndarray]], number: int, progre
     return detail, rows
 
 
-def run_rapidocr(inputs: list[tuple[str, np.ndarray]], warm: np.ndarray, progress: bool,
-                 det_limit_side_len: int | None = None) -> list[tuple[float, list[tuple[Any, str]]]] | None:
-    """RapidOCR 1.4.4 once over the stream after one warm-up call: wall ms and (box, text) per image; None when it
-    is not installed. One pass: onnxruntime keeps nothing per shape worth a second."""
-    try:
-        from rapidocr_onnxruntime import RapidOCR
-    except ImportError:
-        return None
-    rapid = RapidOCR(**({} if det_limit_side_len is None else {"det_limit_side_len": det_limit_side_len}))
-    rapid(np.ascontiguousarray(warm[..., ::-1]))  # it takes BGR
+def run_reference(reference: Reference, inputs: list[tuple[str, np.ndarray]], warm: np.ndarray, progress: bool
+                  ) -> list[tuple[float, list[tuple[Any, str]]]]:
+    """The reference once over the stream after one warm-up call: wall ms and (box, text) per image. One pass:
+    onnxruntime keeps nothing per shape worth a second."""
+    reference.read(np.ascontiguousarray(warm[..., ::-1]))  # it takes BGR
     rows = []
     for k, (name, rgb) in enumerate(inputs):
         bgr = np.ascontiguousarray(rgb[..., ::-1])
         start = time.perf_counter()
-        found, _ = rapid(bgr)
+        found = reference.read(bgr)
         wall = (time.perf_counter() - start) * 1e3
-        rows.append((wall, [(box, text) for box, text, _score in found or []]))
+        rows.append((wall, found))
         if progress:
-            print(f"bench stream: RapidOCR [{k + 1}/{len(inputs)}] {name}: {wall:.1f} ms, {len(rows[-1][1])} lines",
-                  file=sys.stderr, flush=True)
+            print(f"bench stream: {reference.label} [{k + 1}/{len(inputs)}] {name}: {wall:.1f} ms, "
+                  f"{len(found)} lines", file=sys.stderr, flush=True)
     return rows
 
 
@@ -194,14 +191,15 @@ def per_image_rows(inputs: list[tuple[str, np.ndarray]], per_pass: list[list[dic
 def run_stream_bench(device: str | None, paths: list[str], *, rendered: int = 24, passes: int = 2,
                      rapid: bool = True, progress: bool = True, seed: int = 0,
                      det_limit_side_len: int | None = None, warm_sizes: Sequence[tuple[int, int]] | None = None,
-                     rec_width_bucket: int | None = None) -> dict[str, Any]:
+                     rec_width_bucket: int | None = None, models: str | None = None) -> dict[str, Any]:
     """The stream: `paths` (files, or directories of images) decoded, then `rendered` images of the varied set;
     `passes` passes of our pipeline over it, then RapidOCR once (unless `rapid` is False). `det_limit_side_len`
     changes the det resize target (default 736, RapidOCR's) for ours and RapidOCR alike: the tests lower it,
     since on lavapipe one det at 736 takes tens of seconds. Before the stream the pipeline records the plans of
     `warm_sizes` ((width, height); default: the agent's default warm_shapes) as the agent does before it serves;
-    `rec_width_bucket` overrides the option of that name."""
-    from vkocr.agent.ocr.options import OcrOptions
+    `rec_width_bucket` overrides the option of that name. `models`: a model set or folder (agent/ocr/model_sets.py;
+    default: the default set), whose procedure names the reference it is compared with (RapidOCR 1.4.4 or 3.10)."""
+    from vkocr.agent.ocr.model_sets import choose_models
     from vkocr.agent.ocr.pipeline import OcrPipeline
     from vkocr.agent.serving.config import AgentConfig
     from vkocr.agent.serving.plans import warm_pipeline
@@ -219,9 +217,10 @@ def run_stream_bench(device: str | None, paths: list[str], *, rendered: int = 24
         overrides["limit_side_len"] = det_limit_side_len
     if rec_width_bucket is not None:
         overrides["rec_width_bucket"] = rec_width_bucket
-    options = OcrOptions().replace(**overrides)
+    chosen = choose_models(models)
+    options = chosen.ocr_options(overrides)
     sizes = AgentConfig().warm_sizes() if warm_sizes is None else list(warm_sizes)
-    with OcrPipeline.open(device, options=options) as ocr:
+    with OcrPipeline.open(device, options=options, model_paths=chosen.paths) as ocr:
         warmed = warm_pipeline(ocr, sizes)  # as the agent does before it reports SERVING
         before_warm_image = plan_stats(ocr)
         ocr(warm)  # device start-up, shader pipelines, first-call costs: not counted
@@ -231,7 +230,8 @@ def run_stream_bench(device: str | None, paths: list[str], *, rendered: int = 24
             per_pass.append(rows)
         final = plan_stats(ocr)
         backend, device_name = ocr.backend, ocr.device_name
-    theirs = run_rapidocr(inputs, warm, progress, det_limit_side_len) if rapid else None
+    reference = reference_for(chosen.procedure, chosen.paths, det_limit_side_len) if rapid else None
+    theirs = run_reference(reference, inputs, warm, progress) if reference is not None else None
     per_image, same_total, max_total = per_image_rows(inputs, per_pass, theirs)
     texts = [[[text for _, text in r["lines"]] for r in rows] for rows in per_pass]
     rapid_ms = [t[0] for t in theirs] if theirs is not None else []
@@ -242,6 +242,8 @@ def run_stream_bench(device: str | None, paths: list[str], *, rendered: int = 24
         "date": dt.date.today().isoformat(),
         "machine": {"host": platform.node(), "cpu": cpu_model(), "cpus": os.cpu_count(), "device": device_name},
         "backend": backend,
+        "models": chosen.name,
+        "reference": reference.label if reference is not None else None,
         "images": len(inputs),
         "files": len(inputs) - rendered,
         "rendered": rendered,
@@ -289,7 +291,8 @@ def format_stream_results(r: dict[str, Any]) -> str:
     machine = r["machine"]
     lines = [f"stream of {r['images']} distinct images ({r['files']} files, {r['rendered']} rendered), "
              f"{r['passes_run']} passes; {r['date']}",
-             f"backend: {r['backend']}; host {machine['host']}, CPU {machine['cpu']} ({machine['cpus']} cores)",
+             f"models: {r['models']}; backend: {r['backend']}; host {machine['host']}, CPU {machine['cpu']} "
+             f"({machine['cpus']} cores)",
              f"{'':<10} {'median ms':>10} {'p99':>8} {'min':>8} {'Python':>7}  {'plans built det/cls/rec':<24} "
              f"{'plan MiB':>8}"]
     for d in r["passes"]:
@@ -298,15 +301,15 @@ def format_stream_results(r: dict[str, Any]) -> str:
                      f"{d['python_median_ms']:>7.1f}  {built:<24} {_ms(d['plan_memory_mib']):>8}")
     if r["rapidocr_median_ms"] is not None:
         rapid = [row["rapidocr_ms"] for row in r["per_image"]]
-        lines.append(f"{'RapidOCR':<10} {r['rapidocr_median_ms']:>10.1f} {r['rapidocr_p99_ms']:>8.1f} "
-                     f"{min(rapid):>8.1f}")
+        lines.append(f"{r['reference'] or 'RapidOCR':<10} {r['rapidocr_median_ms']:>10.1f} "
+                     f"{r['rapidocr_p99_ms']:>8.1f} {min(rapid):>8.1f}")
         ratios = [f"pass {i} {r[f'ratio_pass{i}']:.2f}x" for i in (1, 2) if r.get(f"ratio_pass{i}") is not None]
-        lines.append("RapidOCR median / ours median: " + ", ".join(ratios))
+        lines.append(f"{r['reference']} median / ours median: " + ", ".join(ratios))
         fraction = r["lines_identical_fraction"]
-        lines.append(f"lines identical to RapidOCR: {r['lines_identical']}/{r['lines_compared']}"
+        lines.append(f"lines identical to {r['reference']}: {r['lines_identical']}/{r['lines_compared']}"
                      + (f" ({100 * fraction:.1f}%)" if fraction is not None else ""))
     else:
-        lines.append("RapidOCR: not run")
+        lines.append("reference (RapidOCR): not run")
     shapes = r["distinct_shapes"]
     if shapes["det"] is not None:
         lines.append(f"distinct shapes planned: det {shapes['det']}, cls {shapes['cls']}, rec {shapes['rec']}; "
