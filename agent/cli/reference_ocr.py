@@ -69,8 +69,9 @@ def _rapidocr_310(model_paths: Mapping[str, Path], det_limit_side_len: int | Non
 
     def read(bgr: np.ndarray) -> Lines:
         out = engine(bgr)
-        if getattr(out, "txts", None) is None or getattr(out, "boxes", None) is None:
+        boxes, texts = getattr(out, "boxes", None), getattr(out, "txts", None)  # None when it found nothing
+        if boxes is None or texts is None:
             return []
-        return list(zip(out.boxes, out.txts, strict=True))
+        return list(zip(boxes, texts, strict=True))
 
     return Reference("RapidOCR 3.10.0", read)
