@@ -23,13 +23,14 @@ from tests.rapidocr310 import lines_310, rapidocr_310
 from tests.test_rendered import CJK_FONT, LATIN_FONT, cer, render
 from vkocr.agent.ocr.model_sets import choose_models
 from vkocr.agent.ocr.pipeline import OcrPipeline
-from vkocr.engine.errors import LoweringError
 
 BACKENDS = ["llvmpipe", "cpu"]
 SAME_TEXT = 0.99
 CLOSE_BOX = 0.99
 OURS_SLACK = 0.005
 RENDERED = ("clean", "rot180", "blur", "jpeg")
+# on lavapipe: the CJK-and-digits page (18 lines) and the two transparent ones (RGBA: 3.10's blend)
+ON_LAVAPIPE = ("ch_en_num.jpg", "black_font_color_transparent.png", "white_font_color_transparent.png")
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -74,26 +75,22 @@ def test_procedure_is_rapidocr_310(ocr: OcrPipeline) -> None:
 
 @pytest.mark.skipif(not COMPAT_IMAGES.is_dir(), reason=f"{COMPAT_IMAGES} is absent (RapidOCR's images)")
 def test_compat_images_match_rapidocr_310(ocr: OcrPipeline, reference: Any) -> None:
+    """Every compat image on the CPU backend (35 lines); on lavapipe three of them (v6 on lavapipe reads all
+    eleven in about 26 minutes, more than CI can give one test). short.png cannot run on lavapipe at all:
+    letterboxed to 736x4416, v6 det's stem Concat binds 149 MiB, beyond lavapipe's 128 MiB
+    maxStorageBufferRange (an engine limit, vk/; NVIDIA binds 4 GiB)."""
     names = sorted(p.name for p in COMPAT_IMAGES.iterdir())
-    ours, theirs, too_large = [], [], []
+    if ocr.device is not None:
+        names = [n for n in names if n in ON_LAVAPIPE]
+    ours, theirs = [], []
     for name in names:
         path = COMPAT_IMAGES / name
         source: Any = np.load(path) if path.suffix == ".npy" else str(path)
-        try:
-            ours.append([(line.text, line.box) for line in ocr(source).lines])
-        except LoweringError as exc:
-            # lavapipe binds at most 128 MiB: v6 det's stem Concat at 736x4416 (the letterboxed wide image)
-            # binds 149 MiB; an engine limit (vk/), not the procedure's, and no GPU's (NVIDIA binds 4 GiB)
-            if "maxStorageBufferRange" not in str(exc) or ocr.device is None:
-                raise
-            too_large.append(name)
-            continue
+        ours.append([(line.text, line.box) for line in ocr(source).lines])
         theirs.append(lines_310(reference, source))
-    if too_large:
-        print(f"\nnot compared on {ocr.device_name}, beyond its maxStorageBufferRange: {too_large}")
-    assert len(too_large) <= 1, too_large
     lines, same, close, diffs = compare(ours, theirs)
-    assert lines >= 30, f"only {lines} lines over {len(names)} images: the comparison would say little"
+    least = 20 if ocr.device is not None else 30
+    assert lines >= least, f"only {lines} lines over {len(names)} images: the comparison would say little"
     assert same >= SAME_TEXT * lines, diffs
     assert close >= CLOSE_BOX * lines
 
