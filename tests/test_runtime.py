@@ -146,6 +146,10 @@ def test_a_closed_recorders_command_buffer_and_descriptor_pool_serve_the_next(de
     n = 777
     upload, readback = device.pool.alloc(4 * n, "upload"), device.pool.alloc(4 * n, "readback")
     x, y = device.tensor((n,)), device.tensor((n,))
+    with Recorder(device) as first, Recorder(device) as second:  # two of each kept, as after earlier tests
+        for rec in (first, second):
+            record_unary(rec, "relu", x, y)
+            rec.end()
     used = []
     for op, reference in (("relu", lambda v: np.maximum(v, 0)), ("neg", np.negative), ("abs", np.abs)):
         with Recorder(device) as rec:

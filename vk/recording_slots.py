@@ -50,10 +50,11 @@ class RecordingSlots:
 
     def take_pool(self, sets: int, descriptors: int) -> Any:
         """A reset descriptor pool for `sets` sets of `descriptors` storage buffers in all: the smallest kept one
-        that fits, else a new one (rounded up, so that it fits the next recordings too)."""
+        that fits (the newest of equals), else a new one (rounded up, so that it fits the next recordings too)."""
         vk = binding()
         with self._lock:
-            fits = [p for p in self._pools if p[1] >= sets and p[2] >= descriptors]
+            # newest first among equals, as with command buffers: the one just given back is warm in caches
+            fits = [p for p in reversed(self._pools) if p[1] >= sets and p[2] >= descriptors]
             if fits:
                 chosen = min(fits, key=lambda p: (p[1], p[2]))
                 self._pools.remove(chosen)
