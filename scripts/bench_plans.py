@@ -24,7 +24,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from vkocr.agent.ocr.gpu_stages import GpuStages
-    from vkocr.agent.ocr.pipeline import default_model_paths
+    from vkocr.agent.ocr.pipeline import ppocrv4_paths
     from vkocr.engine.device import Device
 
     n = args.shapes
@@ -34,7 +34,7 @@ def main() -> int:
     }
     results: dict[str, dict[str, float | int | str]] = {}
     with Device(args.device) as device:
-        stages = GpuStages(device, default_model_paths())
+        stages = GpuStages(device, ppocrv4_paths())
         try:
             for role in ("det", "rec"):
                 first, *rest = cases[role]

@@ -1,6 +1,6 @@
 """Set-up step: put model sets' ONNX files into models_dir() (VKOCR_MODELS, else ~/.local/share/vkocr/models), each
-taken from the PyPI wheel that carries it (agent/ocr/model_files.py MODEL_SETS): the default set, ppocrv4
-(rapidocr-onnxruntime 1.4.4), and with --all every set (ppocrv6-small: rapidocr 3.10.0), which the tests need.
+taken from the PyPI wheel that carries it (agent/ocr/model_files.py MODEL_SETS): every set, so that each is one
+flag away (`--models NAME`): ppocrv6-small, the default (rapidocr 3.10.0), and ppocrv4 (rapidocr-onnxruntime 1.4.4).
 
 Idempotent: files already present with the right sha256 are kept. A download with a wrong hash is refused
 and nothing is written.
@@ -16,7 +16,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from vkocr.agent.ocr.model_files import MODEL_SETS, PPOCRV4, ModelSet, missing_or_bad, models_dir, sha256_of
+from vkocr.agent.ocr.model_files import MODEL_SETS, ModelSet, missing_or_bad, models_dir, sha256_of
 
 
 def fetch(model_set: ModelSet, target: Path) -> int:
@@ -47,10 +47,11 @@ def fetch(model_set: ModelSet, target: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--all", action="store_true", help="every model set, not only the default one")
+    parser.add_argument("--only", choices=list(MODEL_SETS), action="append",
+                        help="this set only (repeatable); default: every set")
     args = parser.parse_args(argv)
     target = models_dir()
-    for model_set in MODEL_SETS.values() if args.all else (PPOCRV4,):
+    for model_set in (MODEL_SETS[name] for name in args.only) if args.only else MODEL_SETS.values():
         if fetch(model_set, target):
             return 1
     return 0

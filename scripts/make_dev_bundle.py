@@ -1,8 +1,8 @@
-"""Set-up step: a development signing key, a signed bundle of the default models, and a model store seeded
-with it, so `vkocr serve` has something to activate on a fresh machine.
+"""Set-up step: a development signing key, a signed bundle of the default model set (its files and procedure),
+and a model store seeded with it, so `vkocr serve` has something to activate on a fresh machine.
 
     state/keys/dev.key, dev.pub                        the development key pair (made once; never for production)
-    state/bundles/ppocrv4-default-<version>.vkb        the default models + one self-test image, signed
+    state/bundles/ppocrv6-small-default-<version>.vkb  the default set + one self-test image, signed
     state/models/                                      the model store; the bundle is activated if none is
 
 Idempotent: an existing key is kept, a bundle that still verifies is reused, a stored version is not added
@@ -33,11 +33,12 @@ from vkocr.agent.bundles.signing import (
 )
 from vkocr.agent.bundles.store import ModelStore
 from vkocr.agent.cli.logs import configure_logging
-from vkocr.agent.ocr.model_files import DEFAULT_MODELS, missing_or_bad, models_dir, sha256_of
+from vkocr.agent.ocr.model_files import DEFAULT_SET, missing_or_bad, models_dir, sha256_of
+from vkocr.agent.ocr.model_sets import known_set
 
 ROOT = Path(__file__).resolve().parent.parent
-BUNDLE_NAME = "ppocrv4-default"
-BASE_VERSION = "1.4.4"  # the RapidOCR release whose models and defaults these are
+BUNDLE_NAME = f"{DEFAULT_SET.name}-default"
+BASE_VERSION = DEFAULT_SET.wheel.partition("==")[2]  # the RapidOCR release whose models and procedure these are
 COMPAT_IMAGE, COMPAT_TEXT = "issue_170.png", "TEST"
 RENDERED_TEXT = "HELLO"
 FONTS = (Path("/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"),
@@ -77,14 +78,16 @@ def ensure_key(keys_dir: Path) -> tuple[Path, Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--state", type=Path, default=ROOT / "state", help="state directory (default state/)")
-    parser.add_argument("--models", type=Path, default=None, help="default models (default models/)")
+    parser.add_argument("--models", type=Path, default=None,
+                        help=f"folder with the default set's ({DEFAULT_SET.name}) files (default: the models folder)")
     parser.add_argument("--compat", type=Path, default=ROOT.parent / "shared" / "compat" / "rapidocr-1.4.4",
                         help="RapidOCR's compatibility images, for the self-test image")
     args = parser.parse_args(argv)
     configure_logging("warning")  # the progress lines below are the output; library events only on trouble
     models = args.models or models_dir()
     if missing_or_bad(models):
-        say(f"the default models are missing or damaged in {models}: run scripts/fetch_models.py first")
+        say(f"the default set ({DEFAULT_SET.name}) is missing or damaged in {models}: "
+            "run scripts/fetch_models.py first")
         return 1
     private, public = ensure_key(args.state / "keys")
     trusted = TrustedKeys.from_paths([public])
@@ -96,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
             image, expect = render_word(RENDERED_TEXT, Path(tmp) / "hello.png"), RENDERED_TEXT
             say(f"{args.compat} is absent: self-test is a rendered {RENDERED_TEXT!r}")
         content = hashlib.sha256()
-        for part in (*(m.sha256 for m in DEFAULT_MODELS), sha256_of(image), expect):
+        chosen = known_set(DEFAULT_SET, models)
+        options = repr(sorted(chosen.options.items()))  # the procedure: the bundle changes when it does
+        for part in (*(m.sha256 for m in DEFAULT_SET.files), sha256_of(image), expect, options):
             content.update(part.encode() + b"\n")
         version = f"{BASE_VERSION}-{content.hexdigest()[:8]}"
         bundle = args.state / "bundles" / f"{BUNDLE_NAME}-{version}{BUNDLE_SUFFIX}"
@@ -106,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         except BundleError as exc:
             if bundle.exists():
                 say(f"rebuilding {bundle.name}: {exc}")
-            create({m.role: models / m.filename for m in DEFAULT_MODELS}, BUNDLE_NAME, version, bundle,
+            create(chosen.paths, BUNDLE_NAME, version, bundle, options=chosen.options,
                    self_tests=[(image, expect)], private_key=load_private_key(private))
             say(f"built {bundle} (self-test: {image.name} must read {expect!r})")
     store = ModelStore(args.state / "models", trusted)

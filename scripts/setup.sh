@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Shared set-up for ./run.sh and ./test.sh. Idempotent: each step checks before it installs.
-#   scripts/setup.sh run    system Vulkan (loader + lavapipe if no driver), .venv with vkocr, default models
+#   scripts/setup.sh run    system Vulkan (loader + lavapipe if no driver), .venv with vkocr, the model sets
 #   scripts/setup.sh test   the same plus the Khronos validation layer, the test dependencies and helm (x86-64)
 set -euo pipefail
 mode="${1:-run}"
@@ -89,12 +89,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "$want" > "$stamp"
 fi
 
-# 4. The default models, checked by sha256; for the tests every model set (ppocrv6-small's engine tests).
-if [ "$mode" = test ]; then
-    .venv/bin/python scripts/fetch_models.py --all
-else
-    .venv/bin/python scripts/fetch_models.py
-fi
+# 4. Every model set (ppocrv6-small, the default, and ppocrv4, one flag away), checked by sha256.
+.venv/bin/python scripts/fetch_models.py
 
 # 5. A development signing key, the default models as a signed bundle (state/bundles/) and the model store
 #    (state/models/) seeded with it and, when none is active yet, activated. Development only: production

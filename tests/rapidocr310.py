@@ -20,7 +20,7 @@ def rapidocr_310() -> Any:
     if version != "3.10.0":
         pytest.skip(f"rapidocr {version} is installed; the reference is 3.10.0")
     if missing_or_bad(models_dir(), PPOCRV6_SMALL.files):
-        pytest.skip(f"ppocrv6-small absent from {models_dir()} or damaged: scripts/fetch_models.py --all")
+        pytest.skip(f"ppocrv6-small absent from {models_dir()} or damaged: scripts/fetch_models.py")
     paths = {m.role: str(models_dir() / m.filename) for m in PPOCRV6_SMALL.files}
     # every stage's engine_type is onnxruntime in its default config.yaml (it takes that key only as its Enum)
     return module.RapidOCR(params={"Global.log_level": "critical", "Det.model_path": paths["det"],

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.skipif(not os.path.exists(FONT),
                                 reason="fonts-dejavu-core (installed by ./test.sh) renders the test images")
 
 REC_ONLY = ["--no-det", "--no-cls", "--device", "cpu"]  # the whole image is one line: the cheapest real read
+V4 = "--models", "ppocrv4"  # the set whose files fleet_agents.default_models() are
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def word(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def model_dictionary() -> list[str]:
-    """The default recogniser's dictionary, from its metadata: one character per line."""
+    """ppocrv4's recogniser's dictionary, from its metadata: one character per line."""
     model = onnx.load(str(default_models()["rec"]), load_external_data=False)
     return next(p.value for p in model.metadata_props if p.key == "character").split("\n")
 
@@ -49,9 +50,9 @@ def test_the_default_models_read_the_word(word: Path, capsys: pytest.CaptureFixt
 
 def test_rec_model_names_the_recogniser(word: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     swapped = swapped_digits_rec(tmp_path / "swapped")
-    assert read(capsys, str(word), "--rec-model", str(swapped)) == [WORD_SWAPPED]
+    assert read(capsys, str(word), *V4, "--rec-model", str(swapped)) == [WORD_SWAPPED]
     models = default_models()  # det and cls named too: the same files as the defaults, so the same reading
-    assert read(capsys, str(word), "--det-model", str(models["det"]), "--cls-model-path", str(models["cls"]),
+    assert read(capsys, str(word), *V4, "--det-model", str(models["det"]), "--cls-model-path", str(models["cls"]),
                 "--rec-model-path", str(swapped)) == [WORD_SWAPPED]
 
 
@@ -62,7 +63,7 @@ def test_rec_keys_replaces_the_models_dictionary(word: Path, tmp_path: Path,
     chars[i], chars[j] = chars[j], chars[i]
     keys = tmp_path / "swapped_keys.txt"
     keys.write_text("\n".join(chars) + "\n", encoding="utf-8")
-    assert read(capsys, str(word), "--rec-keys", str(keys)) == [WORD_SWAPPED]
+    assert read(capsys, str(word), *V4, "--rec-keys", str(keys)) == [WORD_SWAPPED]
 
 
 def test_a_dictionary_that_does_not_fit_is_refused(word: Path, tmp_path: Path,
@@ -70,7 +71,7 @@ def test_a_dictionary_that_does_not_fit_is_refused(word: Path, tmp_path: Path,
     chars = model_dictionary()
     keys = tmp_path / "short_keys.txt"
     keys.write_text("\n".join(chars[:-1]) + "\n", encoding="utf-8")  # one character missing
-    code = main(["ocr", str(word), "--rec-keys", str(keys), *REC_ONLY])
+    code = main(["ocr", str(word), *V4, "--rec-keys", str(keys), *REC_ONLY])
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     n = len(chars)
@@ -89,7 +90,7 @@ def test_a_model_file_that_is_not_there_is_a_usage_error(word: Path, tmp_path: P
 
 
 @pytest.mark.skipif(bool(missing_or_bad(models_dir(), PPOCRV6_SMALL.files)),
-                    reason="ppocrv6-small is not installed: scripts/fetch_models.py --all")
+                    reason="ppocrv6-small is not installed: scripts/fetch_models.py")
 def test_models_names_a_set_and_the_file_flags_replace_one_of_its_files(
         word: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert read(capsys, str(word), "--models", "ppocrv6-small") == [WORD]
@@ -100,4 +101,4 @@ def test_models_names_a_set_and_the_file_flags_replace_one_of_its_files(
 
 def test_an_unknown_set_is_a_usage_error(word: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ocr", str(word), "--models", "ppocrv5", *REC_ONLY]) == 2
-    assert "--models ppocrv5: neither a model set (ppocrv4, ppocrv6-small) nor a folder" in capsys.readouterr().err
+    assert "--models ppocrv5: neither a model set (ppocrv6-small, ppocrv4) nor a folder" in capsys.readouterr().err

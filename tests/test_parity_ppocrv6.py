@@ -37,7 +37,7 @@ ON_LAVAPIPE = ("ch_en_num.jpg", "black_font_color_transparent.png", "white_font_
 def ocr(request: pytest.FixtureRequest) -> Iterator[OcrPipeline]:
     chosen = choose_models("ppocrv6-small")
     if chosen.missing():
-        pytest.skip("ppocrv6-small is not installed: scripts/fetch_models.py --all")
+        pytest.skip("ppocrv6-small is not installed: scripts/fetch_models.py")
     with OcrPipeline.open(request.param, options=chosen.ocr_options(), model_paths=chosen.paths) as pipeline:
         yield pipeline
 

@@ -61,7 +61,7 @@ def python(script: str, *, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def ocr() -> Iterator[vkocr.OCR]:
-    with vkocr.OCR(LAVAPIPE) as engine:
+    with vkocr.OCR(LAVAPIPE, models="ppocrv4") as engine:  # not the default set: half its time on lavapipe
         yield engine
 
 

@@ -138,7 +138,7 @@ def add_bench_parser(sub: Any) -> None:
                         help="folder with the ncnn models (default $VKOCR_SHARED/peers/ncnn-ppocrv4, VKOCR_SHARED "
                         "defaulting to ../shared)")
     models.add_argument("--models", metavar="NAME|DIR", default=None,
-                        help="the model set (ppocrv4, ppocrv6-small) or a folder holding one (default: the default "
+                        help="the model set (ppocrv6-small, ppocrv4) or a folder holding one (default: the default "
                         "set); ncnn runs for ppocrv4 only, whose conversions it has")
     models.add_argument("--json", action="store_true", help="print results as JSON")
     add_device_option(models)
@@ -180,7 +180,7 @@ def add_bench_parser(sub: Any) -> None:
                         help="skip the warm-up the agent does before it serves (recording the plans of its default "
                         "warm_shapes): then pass 1 also grows the plans' shared memory as larger images come")
     stream.add_argument("--models", metavar="NAME|DIR", default=None,
-                        help="the model set (ppocrv4, ppocrv6-small) or a folder holding one (default: the default "
+                        help="the model set (ppocrv6-small, ppocrv4) or a folder holding one (default: the default "
                         "set); its procedure names the reference run beside it: RapidOCR 1.4.4 or 3.10.0")
     stream.add_argument("--rec-width-bucket", type=int_in(1, 256), default=None, metavar="PX",
                         help="round rec batch widths up to a multiple of PX (default: the option's default; 1: "

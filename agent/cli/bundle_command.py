@@ -84,7 +84,7 @@ def cmd_create(args: argparse.Namespace) -> int:
         known = chosen.known
         if known is not None and missing_or_bad(chosen.paths["det"].parent, known.files):
             raise BundleError(f"model set {known.name}: files missing or damaged in {chosen.paths['det'].parent}; "
-                              "run scripts/fetch_models.py --all")
+                              "run scripts/fetch_models.py")
         if chosen.missing():
             raise BundleError(f"model set {chosen.name}: missing {', '.join(map(str, chosen.missing()))}")
         models = chosen.paths | given
@@ -182,10 +182,10 @@ def add_bundle_parser(subparsers: Any) -> None:
     for role, what in (("det", "text detection"), ("cls", "direction classifier"), ("rec", "recognition")):
         create.add_argument(f"--{role}", type=Path, metavar="FILE.onnx", help=f"the {what} model")
     create.add_argument("--models", metavar="NAME|DIR",
-                        help="a model set (ppocrv4, ppocrv6-small: `vkocr models list`) or a folder holding one: "
+                        help="a model set (ppocrv6-small, ppocrv4: `vkocr models list`) or a folder holding one: "
                         "its files, and its procedure recorded among the options (a --det/--cls/--rec given "
                         "replaces one file)")
-    create.add_argument("--default-models", action="store_true", help="the default set (as --models ppocrv4)")
+    create.add_argument("--default-models", action="store_true", help="the default set (as --models ppocrv6-small)")
     create.add_argument("--name", required=True, help="bundle name, e.g. ppocrv4-labels")
     create.add_argument("--version", required=True, help="version string, unique per content, e.g. 1.2.0")
     create.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",

@@ -21,7 +21,7 @@ Commands available now:
   infer            run one ONNX model on one tensor (.npy in, .npy out)
   inspect          what the graph passes and the plan make of a model at one input shape
   debug compare    ours against onnxruntime node by node: the first node that diverges
-  models list      the model sets (ppocrv4, ppocrv6-small): which are installed, which is the default
+  models list      the model sets (ppocrv6-small, ppocrv4): which are installed, which is the default
   bench kernels    time the core kernels on the chosen device against measured ceilings
   bench models     time the PP-OCR models: ours, onnxruntime (CPU) and ncnn (Vulkan) in one run
   bench pipeline   the whole OCR pipeline per image against RapidOCR 1.4.4 (CPU)

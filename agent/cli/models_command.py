@@ -36,7 +36,7 @@ def format_sets(report: list[dict[str, Any]], directory: Path) -> str:
                      f"{entry['reference']}")
         lines += [f"    {f['role']}  {f['state']:<14}  {f['path']}" for f in entry["files"]]
     if not all(e["installed"] for e in report):
-        lines.append("scripts/fetch_models.py --all installs every set (checked by sha256)")
+        lines.append("scripts/fetch_models.py installs every set (checked by sha256)")
     return "\n".join(lines)
 
 

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 INPUT_HELP = ("image files (JPEG, PNG, BMP, TIFF, WebP, GIF, PNM), PDFs (every page, rendered), directories "
               "(their images and PDFs, sorted by name, not recursive), or - (one image or PDF on stdin)")
 DESCRIPTION = """\
-Detect, classify and recognise text in each INPUT with a model set (default ppocrv4: RapidOCR 1.4.4's models
-and procedure; --models ppocrv6-small: RapidOCR 3.10's; `vkocr models list` shows them) or the files given, on
+Detect, classify and recognise text in each INPUT with a model set (default ppocrv6-small: RapidOCR 3.10's
+models and procedure; --models ppocrv4: RapidOCR 1.4.4's; `vkocr models list` shows them) or the files given, on
 the chosen Vulkan GPU, else on the CPU backend (onnxruntime; --device cpu names it, --device
 numpy the reference executor). RapidOCR's own options are here under their kebab-case names (--det_thresh is
 --det-thresh); each shows the values it takes.
@@ -79,9 +79,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pdf-dpi", type=pdf_dpi, default=DEFAULT_PDF_DPI, metavar="DPI",
                    help=f"resolution PDF pages are rendered at, {PDF_DPI_RANGE[0]:g} to {PDF_DPI_RANGE[1]:g} "
                    f"(default {DEFAULT_PDF_DPI:g})")
-    models = p.add_argument_group("models (default: the ppocrv4 set, the PP-OCRv4 models RapidOCR 1.4.4 ships)")
+    models = p.add_argument_group("models (default: the ppocrv6-small set, the PP-OCRv6 small models of RapidOCR 3.10)")
     models.add_argument("--models", metavar="NAME|DIR",
-                        help="a model set (ppocrv4, ppocrv6-small) or a folder holding one (its modelset.toml, "
+                        help="a model set (ppocrv6-small, ppocrv4) or a folder holding one (its modelset.toml, "
                         "else a known set's file names); the set's procedure comes with it, and the flags below "
                         "replace single files of it")
     for role, what in (("det", "text detection"), ("cls", "direction classifier"), ("rec", "recognition")):
@@ -121,7 +121,7 @@ def chosen_models(args: argparse.Namespace) -> ChosenModels:
     if missing:
         from vkocr.agent.errors import ModelSetError
 
-        fetch = " (scripts/fetch_models.py --all fetches the known sets)" if models.known else ""
+        fetch = " (scripts/fetch_models.py fetches the known sets)" if models.known else ""
         raise ModelSetError(f"model set {models.name}: missing {', '.join(map(str, missing))}{fetch}")
     return models
 

@@ -1,4 +1,5 @@
-"""Which models the pipeline runs: a model set by name (MODEL_SETS: `ppocrv4`, `ppocrv6-small`), or a folder.
+"""Which models the pipeline runs: a model set by name (MODEL_SETS: `ppocrv6-small`, the default, and `ppocrv4`),
+or a folder.
 
 `--models NAME|DIR` (`vkocr ocr`, `vkocr bundle create`), `[models] set` and `dir` (`vkocr serve`) and
 `vkocr.OCR(models=…)` all come here. A folder says what it holds in a `modelset.toml`:

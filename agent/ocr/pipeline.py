@@ -23,7 +23,7 @@ from vkocr.agent.ocr.backend_choice import choose_backend
 from vkocr.agent.ocr.image_kernels import CropSlot, crop_slots, padded_batch
 from vkocr.agent.ocr.image_reference import det_input_size
 from vkocr.agent.ocr.images import decode_image
-from vkocr.agent.ocr.model_files import DEFAULT_MODELS, models_dir
+from vkocr.agent.ocr.model_files import PPOCRV4_FILES, models_dir
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.prep import Prepared, preparation, to_original
 from vkocr.agent.ocr.procedures import PROCEDURES
@@ -70,9 +70,11 @@ class Stages(Protocol):
     def close(self) -> None: ...
 
 
-def default_model_paths(directory: Path | None = None) -> dict[str, Path]:
+def ppocrv4_paths(directory: Path | None = None) -> dict[str, Path]:
+    """ppocrv4's files by role, in `directory` else models_dir(): what OcrOptions()'s procedure (RapidOCR 1.4.4's)
+    reads."""
     root = directory or models_dir()
-    return {m.role: root / m.filename for m in DEFAULT_MODELS}
+    return {m.role: root / m.filename for m in PPOCRV4_FILES}
 
 
 def ratio_batches(ratios: Sequence[float], batch: int) -> list[list[int]]:
@@ -173,12 +175,13 @@ class OcrPipeline:
         """The pipeline on the backend `device` names (agent/ocr/backend_choice.py): a Vulkan device (index,
         UUID, name part), "cpu" (onnxruntime, `cpu_threads` intra-op threads, 0: every core), "numpy" (the
         reference executor); None: VKOCR_DEVICE, else the best ranked usable GPU, else the CPU backend, with a
-        warning that says why. Models: ``model_paths`` by role (det, cls, rec), else the default file names in
-        ``model_dir``; a model set's files and the options it needs: agent/ocr/model_sets.py
-        (``choose_models(…)`` gives both: ``model_paths=chosen.paths, options=chosen.ocr_options()``)."""
+        warning that says why. Models: ``model_paths`` by role (det, cls, rec), else ppocrv4's files in
+        ``model_dir``, the set whose procedure OcrOptions() follows by default. The default set (ppocrv6-small)
+        or any other, with the options it needs: agent/ocr/model_sets.py (``choose_models(…)`` gives both:
+        ``model_paths=chosen.paths, options=chosen.ocr_options()``)."""
         from vkocr.engine.graph.onnx_import import load_onnx
 
-        paths = model_paths or default_model_paths(model_dir)
+        paths = model_paths or ppocrv4_paths(model_dir)
         charset = load_charset(load_onnx(paths["rec"]).metadata)
         choice = choose_backend(device)
         if choice.kind == "vulkan":

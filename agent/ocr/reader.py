@@ -18,12 +18,13 @@ from vkocr.postproc.result import OcrResult
 
 
 class OCR:
-    """One OCR engine: PP-OCR's detection, direction classification and recognition models (RapidOCR 1.4.4's
-    defaults) on one Vulkan device. Not thread-safe; ``close()`` (or the ``with`` block) frees the device.
+    """One OCR engine: PP-OCR's detection, direction classification and recognition models (a model set, read
+    as its RapidOCR release reads it) on one Vulkan device. Not thread-safe; ``close()`` (or the ``with``
+    block) frees the device.
 
     ``device``: None for VKOCR_DEVICE, else the best ranked usable Vulkan GPU, else the CPU backend (with a
     warning); an index, UUID or part of the name (e.g. "llvmpipe"); "cpu" for onnxruntime, "numpy" for the
-    NumPy reference executor. ``models``: a model set's name ("ppocrv4", the default, or "ppocrv6-small": its
+    NumPy reference executor. ``models``: a model set's name ("ppocrv6-small", the default, or "ppocrv4": its
     files in VKOCR_MODELS, else ~/.local/share/vkocr/models), or a folder (agent/ocr/model_sets.py: its
     modelset.toml, else a known set's file names); the set's procedure comes with it. ``options``: OcrOptions
     fields for every read

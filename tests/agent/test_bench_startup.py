@@ -21,7 +21,7 @@ def test_bench_startup_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[
     image = tmp_path / "word.png"
     image.write_bytes(word_png("LOT0042"))
     config = tmp_path / "agent.toml"  # recognition only: the cheapest first answer on lavapipe
-    config.write_text("[ocr]\nuse_det = false\nuse_cls = false\nrec_batch = 1\n")
+    config.write_text("[models]\nset = \"ppocrv4\"\n[ocr]\nuse_det = false\nuse_cls = false\nrec_batch = 1\n")
     cache = tmp_path / "cache"
     assert main(["bench", "startup", str(image), "--config", str(config), "--cache-dir", str(cache),
                  "--warm-shapes", "", "--device", "llvmpipe", "--json"]) == 0

@@ -81,7 +81,7 @@ def test_client_ocr_json_matches_local_ocr(agent: BackgroundAgent, tmp_path: Pat
 
     assert main(["client", "ocr", str(path), "--target", agent.target, "--json"]) == 0
     (remote,) = json_lines(capsys.readouterr().out)
-    assert main(["ocr", str(path), "--json", "--device", "llvmpipe"]) == 0
+    assert main(["ocr", str(path), "--json", "--device", "llvmpipe", "--models", "ppocrv4"]) == 0  # the agent's
     (local,) = json_lines(capsys.readouterr().out)
 
     for record in (remote, local):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from vkocr.agent.cli.main import main
-from vkocr.agent.ocr.model_files import missing_or_bad
+from vkocr.agent.ocr.model_files import DEFAULT_SET, missing_or_bad
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
@@ -90,12 +90,12 @@ def test_create_needs_all_three_models(capsys: pytest.CaptureFixture[str], tmp_p
 
 @pytest.mark.skipif(bool(missing_or_bad()), reason="the default models are not in models/ (scripts/fetch_models.py)")
 def test_create_from_the_default_models(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, _, err = run(capsys, "bundle", "create", "--default-models", "--name", "ppocrv4", "--version", "1",
-                         "-o", tmp_path / "d.vkb")
+    code, _, err = run(capsys, "bundle", "create", "--default-models", "--name", "default", "--version", "1",
+                       "-o", tmp_path / "d.vkb")
     assert code == 0, err
     report = json.loads(run(capsys, "bundle", "inspect", tmp_path / "d.vkb", "--json")[1])
-    assert report["models"]["det"] == "ch_PP-OCRv4_det_infer.onnx"
-    assert report["total_size"] > 15_000_000
+    assert report["models"]["det"] == DEFAULT_SET.file("det").filename == "PP-OCRv6_det_small.onnx"
+    assert report["total_size"] > 30_000_000
 
 
 def test_bundle_help_names_every_command(capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,7 +19,7 @@ def create(*argv: str | Path) -> int:
 
 
 @pytest.mark.skipif(bool(missing_or_bad(models_dir(), PPOCRV6_SMALL.files)),
-                    reason="ppocrv6-small is not installed: scripts/fetch_models.py --all")
+                    reason="ppocrv6-small is not installed: scripts/fetch_models.py")
 def test_a_v6_bundle_is_served_with_rapidocr_310s_procedure(tmp_path: Path, key: KeyPair) -> None:
     bundle = tmp_path / "v6.vkb"
     assert create("--models", "ppocrv6-small", "--name", "ppocrv6-small", "--version", "3.10.0",
@@ -49,4 +49,4 @@ def test_a_folder_set_brings_its_procedure_and_options(tmp_path: Path, key: KeyP
 
 def test_an_unknown_set_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert create("--models", "ppocrv5", "--name", "x", "--version", "1", "-o", tmp_path / "x.vkb") == 1
-    assert "neither a model set (ppocrv4, ppocrv6-small) nor a folder" in capsys.readouterr().err
+    assert "neither a model set (ppocrv6-small, ppocrv4) nor a folder" in capsys.readouterr().err

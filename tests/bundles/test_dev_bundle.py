@@ -1,5 +1,5 @@
-"""The set-up step scripts/make_dev_bundle.py: key, signed bundle of the default models, seeded store;
-idempotent."""
+"""The set-up step scripts/make_dev_bundle.py: key, signed bundle of the default model set (files and procedure),
+seeded store; idempotent."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.paths import ROOT, SHARED
 from vkocr.agent.bundles.bundle import verify
 from vkocr.agent.bundles.signing import TrustedKeys
 from vkocr.agent.bundles.store import ModelStore
-from vkocr.agent.ocr.model_files import missing_or_bad
+from vkocr.agent.ocr.model_files import DEFAULT_SET, missing_or_bad
 
 pytestmark = pytest.mark.skipif(bool(missing_or_bad()), reason="the default models are not in models/")
 
@@ -31,10 +31,12 @@ def test_dev_bundle_with_a_rendered_self_test_is_idempotent(tmp_path: Path, caps
     assert script.main(args) == 0
     first = capsys.readouterr().out
     assert "new development key" in first and "self-test is a rendered 'HELLO'" in first and "activated" in first
-    [bundle] = (tmp_path / "state" / "bundles").glob("ppocrv4-default-*.vkb")
+    [bundle] = (tmp_path / "state" / "bundles").glob(f"{DEFAULT_SET.name}-default-*.vkb")
     trusted = TrustedKeys.from_paths([tmp_path / "state" / "keys" / "dev.pub"])
     manifest = verify(bundle, trusted)
     assert [t.expect for t in manifest.self_tests] == ["HELLO"]
+    assert manifest.ocr_options().procedure == DEFAULT_SET.procedure  # served as the set is read
+    assert manifest.version.startswith(DEFAULT_SET.wheel.partition("==")[2] + "-")
     store = ModelStore(tmp_path / "state" / "models", trusted)
     assert store.active() == manifest.version
     [case] = store.installed(manifest.version).self_tests

@@ -18,7 +18,7 @@ from tests.agent.agents import agent_config, word_png
 from tests.bundles.conftest import KeyPair
 from vkocr.agent.bundles import bundle
 from vkocr.agent.bundles.store import ModelStore
-from vkocr.agent.ocr.model_files import DEFAULT_MODELS, models_dir
+from vkocr.agent.ocr.model_files import PPOCRV4_FILES, models_dir
 from vkocr.agent.serving.client import OcrClient
 from vkocr.agent.serving.config import AgentConfig
 from vkocr.agent.serving.server import BackgroundAgent, start_agent
@@ -31,7 +31,7 @@ MAX_BUNDLE_BYTES = 32 << 20  # the real bundles are about 15 MiB
 
 
 def default_models() -> dict[str, Path]:
-    return {m.role: models_dir() / m.filename for m in DEFAULT_MODELS}
+    return {m.role: models_dir() / m.filename for m in PPOCRV4_FILES}
 
 
 def swapped_digits_rec(out_dir: Path, a: str = "0", b: str = "1") -> Path:

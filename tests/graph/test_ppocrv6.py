@@ -2,7 +2,7 @@
 PP-OCRv4 as small graphs, what the graph passes make of the two models, and both whole models on the real
 driver and on the NumPy executor against onnxruntime, at small shapes, on fresh random inputs.
 
-The model files come from the set-up (scripts/fetch_models.py --all, as ./test.sh runs it); without them the
+The model files come from the set-up (scripts/fetch_models.py, as ./test.sh runs it); without them the
 model tests skip and say so.
 """
 
@@ -32,7 +32,7 @@ DET_FILE, REC_FILE = PPOCRV6_SMALL.file("det"), PPOCRV6_SMALL.file("rec")
 DET, REC = MODELS / DET_FILE.filename, MODELS / REC_FILE.filename
 needs_models = pytest.mark.skipif(
     bool(missing_or_bad(MODELS, (DET_FILE, REC_FILE))),
-    reason=f"PP-OCRv6 small det/rec absent from {MODELS} or damaged: scripts/fetch_models.py --all fetches them "
+    reason=f"PP-OCRv6 small det/rec absent from {MODELS} or damaged: scripts/fetch_models.py fetches them "
            f"({PPOCRV6_SMALL.wheel})")
 BACKENDS = ("vulkan", "numpy")
 TOLERANCE = 1e-4
