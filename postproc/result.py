@@ -21,7 +21,8 @@ Quad = list[list[float]]
 
 @dataclass(frozen=True)
 class CharBox:
-    """A character (Chinese) or word (other scripts), as RapidOCR's per-character boxes group them."""
+    """One of a line's word results (``return_word_box``): a character (rapidocr-1.4.4, and rapidocr-3.10 on
+    lines with Chinese) or a word (rapidocr-3.10 on lines without), its box and its score as RapidOCR gives them."""
 
     text: str
     box: Quad

@@ -10,13 +10,11 @@ truncates them to int32).
 
 from __future__ import annotations
 
-import itertools
-import math
 from collections.abc import Sequence
 
-import cv2
 import numpy as np
 
+from vkocr.postproc.cell_geometry import separate, to_detection_box
 from vkocr.postproc.ctc import CtcText
 from vkocr.postproc.result import CharBox
 
@@ -87,77 +85,11 @@ def _cells(
     return contents, sorted(boxes, key=lambda b: b[0][0])
 
 
-def _separate(boxes: list[list[list[float]]]) -> list[list[list[float]]]:
-    """``adjust_box_overlap``: neighbours that overlap each give up half of the overlap."""
-    for cur, nxt in itertools.pairwise(boxes):
-        if cur[1][0] > nxt[0][0]:
-            d = abs(cur[1][0] - nxt[0][0])
-            cur[1][0] -= d / 2
-            cur[2][0] -= d / 2
-            nxt[0][0] += d - d / 2
-            nxt[3][0] += d - d / 2
-    return boxes
-
-
-def _order_points(box: list[list[int]]) -> list[list[int]]:
-    """RapidOCR's ``order_points`` for a mapped character box (its case analysis kept as is)."""
-    pts = np.array(box).reshape((-1, 2))
-    cx, cy = np.mean(pts[:, 0]), np.mean(pts[:, 1])
-    xs, ys = pts[:, 0], pts[:, 1]
-    if np.any(xs == cx) and np.any(ys == cy):  # a diamond
-        p1, p2 = pts[np.where(xs == np.min(xs))], pts[np.where(ys == np.min(ys))]
-        p3, p4 = pts[np.where(xs == np.max(xs))], pts[np.where(ys == np.max(ys))]
-    elif np.all(xs == cx):  # all on one vertical line
-        order = np.argsort(ys)
-        p1, p2, p3, p4 = (pts[k] for k in order[:4])
-    elif np.any(xs == cx) and np.all(ys != cy):  # two share the centre x: top pair, then bottom pair
-        top, bottom = pts[np.where(ys < cy)], pts[np.where(ys > cy)]
-        p1, p2 = top[np.where(top[:, 0] == np.min(top[:, 0]))], top[np.where(top[:, 0] == np.max(top[:, 0]))]
-        p3 = bottom[np.where(bottom[:, 0] == np.max(bottom[:, 0]))]
-        p4 = bottom[np.where(bottom[:, 0] == np.min(bottom[:, 0]))]
-    else:  # left pair, then right pair
-        left, right = pts[np.where(xs < cx)], pts[np.where(xs > cx)]
-        p1 = left[np.where(left[:, 1] == np.min(left[:, 1]))]
-        p4 = left[np.where(left[:, 1] == np.max(left[:, 1]))]
-        p2 = right[np.where(right[:, 1] == np.min(right[:, 1]))]
-        p3 = right[np.where(right[:, 1] == np.max(right[:, 1]))]
-
-    def one(p: np.ndarray) -> np.ndarray:
-        return p.reshape((1, 2)) if p.shape in ((2,), (1, 2)) else p[:1, :]
-
-    return np.array([one(p1), one(p2), one(p3), one(p4)]).reshape((-1, 2)).tolist()
-
-
-def _crop_direction(box: np.ndarray) -> str:
-    """"h" when the crop was turned 90° (height/width ≥ 1.5, sides as the crop measured them)."""
+def _turned(box: np.ndarray) -> bool:
+    """Whether the crop was turned 90° (height/width ≥ 1.5, sides as the crop measured them)."""
     width = int(max(np.linalg.norm(box[0] - box[1]), np.linalg.norm(box[2] - box[3])))
     height = int(max(np.linalg.norm(box[0] - box[3]), np.linalg.norm(box[1] - box[2])))
-    return "h" if height * 1.0 / width >= 1.5 else "w"
-
-
-def _to_image(det_box: np.ndarray, boxes: list[list[list[float]]], direction: str) -> list[list[list[int]]]:
-    """``reverse_rotate_crop_image``: crop coordinates → detection-box coordinates, truncated to ints."""
-    pts = np.array(det_box, dtype=np.float32)
-    left, top = int(np.min(pts[:, 0])), int(np.min(pts[:, 1]))
-    pts[:, 0] = pts[:, 0] - left
-    pts[:, 1] = pts[:, 1] - top
-    crop_w = int(np.linalg.norm(pts[0] - pts[1]))
-    crop_h = int(np.linalg.norm(pts[0] - pts[3]))
-    std = np.array([[0, 0], [crop_w, 0], [crop_w, crop_h], [0, crop_h]], dtype=np.float32)
-    _, inverse = cv2.invert(cv2.getPerspectiveTransform(pts, std))
-    out = []
-    for box in boxes:
-        mapped = []
-        for point in box:
-            x, y = point
-            if direction == "h":  # undo the 90° turn: rotate by -90° about the origin, shift by the width
-                a = math.radians(-90)
-                x, y = float(x * math.cos(a) + y * math.sin(a) + 0), float(y * math.cos(a) - x * math.sin(a) + 0)
-                x = x + crop_w
-            px, py, pz = np.dot(inverse, np.array([x, y, 1], dtype=np.float32))
-            mapped.append([int(px / pz + left), int(py / pz + top)])
-        out.append(_order_points(mapped))
-    return out
+    return height * 1.0 / width >= 1.5
 
 
 def char_boxes(
@@ -175,7 +107,7 @@ def char_boxes(
     columns = decoded.steps * ((crop_w * 1.0 / crop_h) / max_wh_ratio)
     groups = word_info(decoded.text, decoded.positions)
     contents, boxes = _cells(decoded.text, crop_w, crop_h, columns, groups)
-    mapped = _to_image(np.asarray(det_box), _separate(boxes), _crop_direction(np.asarray(det_box)))
+    mapped = to_detection_box(np.asarray(det_box), separate(boxes), _turned(np.asarray(det_box)), np.float32)
     return [
         CharBox(ch, [[float(x), float(y)] for x, y in box], float(score))
         for ch, box, score in zip(contents, mapped, decoded.char_scores, strict=False)

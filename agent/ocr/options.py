@@ -75,7 +75,7 @@ class OcrOptions:
     use_det: bool = True
     use_cls: bool = True
     use_rec: bool = True
-    return_word_box: bool = False  # per-character boxes
+    return_word_box: bool = False  # per-character boxes; rapidocr-3.10: per word on lines without Chinese
     text_score: float = 0.5  # lines scoring below are dropped
     # input
     max_side_len: int = 2000

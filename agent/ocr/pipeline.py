@@ -34,6 +34,7 @@ from vkocr.postproc.order import sort_boxes, sort_boxes_in_lines
 from vkocr.postproc.registry import PluginChain, build_chain
 from vkocr.postproc.result import CharBox, OcrLine, OcrResult
 from vkocr.postproc.wordboxes import char_boxes
+from vkocr.postproc.wordboxes_310 import word_boxes
 
 log = get_logger(__name__)
 
@@ -327,7 +328,9 @@ class OcrPipeline:
         if opts.use_rec:
             texts, batch_ratios = self._recognize(slots, opts, lap)
             if opts.return_word_box and opts.use_det:
-                chars = [self._chars(t, q, s, r, prep) for t, q, s, r in zip(texts, quads, slots, batch_ratios)]
+                words = procedure.word_boxes == "words"
+                chars = [self._chars(t, q, s, r, prep, words)
+                         for t, q, s, r in zip(texts, quads, slots, batch_ratios)]
         result = self._assemble(prep, quads, angles, texts, chars, cls_only, opts)
         lap("postproc", last=True)  # done: an answer nobody waits for costs nothing more
         result.timings_ms, result.gpu_wait_ms = timings, waits
@@ -405,10 +408,14 @@ class OcrPipeline:
         return self._steps[key]
 
     @staticmethod
-    def _chars(text: CtcText, quad: np.ndarray, slot: CropSlot, batch_ratio: float, prep: Prepared
+    def _chars(text: CtcText, quad: np.ndarray, slot: CropSlot, batch_ratio: float, prep: Prepared, words: bool
                ) -> tuple[CharBox, ...]:
-        """Per-character boxes in original-image pixels, truncated to integers as RapidOCR does."""
+        """Word results in original-image pixels, truncated to integers as RapidOCR does: 3.10's (``words``)
+        or 1.4.4's per-character boxes."""
         crop_w, crop_h = slot.model_size
+        if words:  # 3.10 maps the line box back first and lays the cells out in original pixels
+            return tuple(word_boxes(text, to_original(quad, prep), crop_w, crop_h, batch_ratio,
+                                    ratio_w=prep.ratio_w, ratio_h=prep.ratio_h))
         boxes = char_boxes(text, quad, crop_w, crop_h, batch_ratio)
         if not boxes:
             return ()

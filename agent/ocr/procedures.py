@@ -13,6 +13,9 @@ text_score) are the same numbers in both configs; what differs is code, read fro
   (NumPy's); 1.4.4 keeps them as computed.
 - RGBA images: 1.4.4 masks colour by alpha and inverts by the mean; 3.10 alpha-blends over white or black
   (whichever contrasts with the mean luminance of the opaque pixels).
+- word boxes (return_word_box): 1.4.4 gives one box per character (postproc/wordboxes.py); 3.10 one per word
+  on lines without Chinese, one per character on the others, laid out in original pixels
+  (postproc/wordboxes_310.py).
 
 The same in both (so no variant): the image preprocessing and letterbox, DB itself and its box filter, the
 perspective crop and its 90° turn, cls (48×192, batches of 6 sorted by aspect, label 180 above 0.9), rec
@@ -35,10 +38,11 @@ class Procedure:
     drop_blank_text: bool  # drop lines whose text is only whitespace
     score_decimals: int | None  # CTC scores rounded to this many decimals; None: not rounded
     rgba: str  # "mask" (1.4.4) or "blend" (3.10): agent/ocr/images.py
+    word_boxes: str  # "chars" (1.4.4: postproc/wordboxes.py) or "words" (3.10: postproc/wordboxes_310.py)
 
 
 RAPIDOCR_1_4_4: Final = Procedure("rapidocr-1.4.4", "rapidocr-onnxruntime==1.4.4", box_order="insertion",
-                                  drop_blank_text=False, score_decimals=None, rgba="mask")
+                                  drop_blank_text=False, score_decimals=None, rgba="mask", word_boxes="chars")
 RAPIDOCR_3_10: Final = Procedure("rapidocr-3.10", "rapidocr==3.10.0", box_order="lines", drop_blank_text=True,
-                                 score_decimals=5, rgba="blend")
+                                 score_decimals=5, rgba="blend", word_boxes="words")
 PROCEDURES: Final = {p.name: p for p in (RAPIDOCR_1_4_4, RAPIDOCR_3_10)}
