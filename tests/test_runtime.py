@@ -298,12 +298,13 @@ def test_empty_tensors_round_trip(device: Device) -> None:
 
 
 def test_dispatch_refuses_a_binding_beyond_max_storage_buffer_range(device: Device) -> None:
+    from vkocr.engine.errors import BindingTooLarge
     from vkocr.engine.memory import BufferView
 
     x = device.tensor((4,))
     too_big = BufferView(x.view.buffer, x.view.offset, device.info.max_storage_buffer_range + 4)
     pipeline = device.pipeline(UNARY, (256, 1, 1, 1, 0.0, 0.0))
-    with Recorder(device) as rec, pytest.raises(ValueError, match="maxStorageBufferRange"):
+    with Recorder(device) as rec, pytest.raises(BindingTooLarge, match="maxStorageBufferRange"):
         rec.dispatch(pipeline, [too_big, x.view], b"\0" * 4, (1, 1, 1))
     device.free(x)
 

@@ -73,6 +73,12 @@ class KernelArgumentError(EngineError):
     recorded)."""
 
 
+class BindingTooLarge(KernelArgumentError, ValueError):
+    """Raised when a tensor is larger than one descriptor may bind on this device (maxStorageBufferRange: 128 MiB
+    on lavapipe and many embedded GPUs, 4 GiB on NVIDIA's desktop driver); checked before any memory grows, so
+    the caller can run that shape elsewhere."""
+
+
 class InputError(KernelArgumentError):
     """Raised when a plan's input has the wrong rank, a wrong fixed dimension (channels) or a dtype other than
     float32; checked before any GPU work."""

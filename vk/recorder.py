@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 import numpy as np
 
-from vkocr.engine.errors import RecorderStateError, vulkan_error
+from vkocr.engine.errors import BindingTooLarge, RecorderStateError, vulkan_error
 from vkocr.engine.loader import binding, call, check
 from vkocr.engine.memory import BufferView
 from vkocr.engine.pipeline import Pipeline
@@ -186,7 +186,8 @@ class Recorder:
         alignment, max_range = self._alignment, self._max_range
         for v in views:
             if v.offset % alignment or v.size > max_range:
-                raise ValueError(f"{kernel.shader}: binding at offset {v.offset} of {v.size} B: offsets must be "
+                error = BindingTooLarge if v.size > max_range else ValueError
+                raise error(f"{kernel.shader}: binding at offset {v.offset} of {v.size} B: offsets must be "
                                  f"aligned to {alignment} and sizes at most this device's maxStorageBufferRange "
                                  f"({max_range} B)")
         self._sync(_COMPUTE_STAGE, [views[i] for i in kernel.reads], [views[i] for i in kernel.writes])

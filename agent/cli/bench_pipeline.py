@@ -191,6 +191,8 @@ def run_idle_probe(device: str | None, *, gaps_ms: tuple[float, ...] = (0, 1, 3,
                                             capacity=stages.image_capacity))
         rec = stages._plan("rec", (len(slots), 3, 48, 320), stages.rec_hooks)
         for name, plan in (("det", det), ("rec", rec)):
+            if plan is None:
+                raise SystemExit(f"bench: the {name} plan is too large for this device's bindings")
             for _ in range(warm):
                 plan.profile()  # warm: recording made, clocks up
             for gap in gaps_ms:

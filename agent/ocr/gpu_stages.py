@@ -10,6 +10,10 @@ network, and after it the db_bitmap shader thresholds and dilates the probabilit
 (agent/ocr/db_bitmap.py): the map comes back for the box scores and the bitmap for OpenCV's contours; cls
 and rec sample their crops out of the same image buffer with the warp shader; rec reduces its probabilities to
 argmax and max on the GPU, so T×2 values per line come back instead of T×6625.
+
+A shape whose tensors are larger than the device binds (BindingTooLarge: lavapipe and many embedded GPUs bind
+at most 128 MiB, and PP-OCRv6's det stem on a 736×4352 input holds 149 MiB) runs on the CPU backend
+(onnxruntime) instead: the same answer, slower, logged once per shape.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from vkocr.agent.ocr.image_kernels import (
 from vkocr.agent.ocr.image_reference import resize_linear_u8
 from vkocr.agent.ocr.prep import Prepared, prepared_image, unchanged
 from vkocr.engine.device import Device
-from vkocr.engine.errors import KernelArgumentError, OutOfMemory, VulkanError
+from vkocr.engine.errors import BindingTooLarge, KernelArgumentError, OutOfMemory, VulkanError
 from vkocr.engine.graph.model import Model
 from vkocr.engine.graph.plan import Plan, StageHooks
 from vkocr.engine.kernels.reduce import record_argmax
@@ -233,6 +237,7 @@ class GpuStages:
                  image_capacity: int = DEFAULT_IMAGE_CAPACITY, max_staging_bytes: int = DEFAULT_MAX_STAGING) -> None:
         self.device = device
         self.backend = f"vulkan ({device.info.name})"
+        self.model_paths = dict(model_paths)
         self.models = {role: Model.load(path, device) for role, path in model_paths.items()}
         self.max_batch = max_batch
         self.image_capacity = image_capacity
@@ -251,6 +256,10 @@ class GpuStages:
         self.rec_hooks = StageHooks(lambda rec, x: record_crop_warp(rec, self.image.tensor, self.rec_params.tensor, x),
                                     self._rec_epilogue, read_outputs=False)
         self._image_hw: tuple[int, int] = (0, 0)
+        self._host_image: tuple[np.ndarray, Prepared] | None = None  # this request's, for a shape run on the CPU
+        self._cpu: Any = None  # OrtStages, made when a shape first needs it
+        self._cpu_image: np.ndarray | None = None  # the image _cpu has loaded
+        self._on_cpu: set[tuple[str, tuple[int, ...]]] = set()  # shapes too large for this device's bindings
 
     def _det_epilogue(self, rec: Recorder, outputs: dict[str, Tensor]) -> None:
         (prob,) = outputs.values()
@@ -276,11 +285,38 @@ class GpuStages:
         else:
             self.image.copy(image)
         self._image_hw = (h, w)
+        self._host_image, self._cpu_image = (image, prep), None
 
-    def _plan(self, role: str, shape: tuple[int, ...], hooks: StageHooks) -> Plan:
-        plan = self.models[role].plan(shape, hooks=hooks)
+    def _plan(self, role: str, shape: tuple[int, ...], hooks: StageHooks) -> Plan | None:
+        """The plan, or None when this shape's tensors are larger than the device binds (the CPU runs it)."""
+        if (role, shape) in self._on_cpu:
+            return None
+        try:
+            plan = self.models[role].plan(shape, hooks=hooks)
+        except BindingTooLarge as exc:
+            log.warning("shape_on_cpu", model=role, shape=list(shape), reason=str(exc))
+            self._on_cpu.add((role, shape))
+            return None
         assert isinstance(plan, Plan)
         return plan
+
+    @property
+    def shapes_on_cpu(self) -> list[tuple[str, tuple[int, ...]]]:
+        """(model role, input shape) of the shapes run on the CPU: too large for this device's bindings."""
+        return sorted(self._on_cpu)
+
+    def _cpu_stages(self) -> Any:
+        """The CPU backend's stages with this request's image loaded (sessions made on first use)."""
+        from vkocr.agent.ocr.ort_stages import OrtStages
+
+        if self._cpu is None:
+            self._cpu = OrtStages(self.model_paths)
+        assert self._host_image is not None, "load() first"
+        image, prep = self._host_image
+        if self._cpu_image is not image:
+            self._cpu.load(image, prep)
+            self._cpu_image = image
+        return self._cpu
 
     def detect(self, det_h: int, det_w: int, thresh: float = 0.3, use_dilation: bool = True) -> np.ndarray:
         """The probability map (a read-only view of the readback mapping, valid until the next detect); DB's
@@ -289,6 +325,9 @@ class GpuStages:
         self.det_params.write(image_params(h, w, det_h, det_w, capacity=self.image_capacity))
         self.db_params.write(db_bitmap_params(thresh, use_dilation))
         plan = self._plan("det", (1, 3, det_h, det_w), self.det_hooks)
+        if plan is None:
+            self._last_bitmap = None  # DB thresholds the map on the host
+            return self._cpu_stages().detect(det_h, det_w, thresh, use_dilation)
         prob = plan.run(copy=False)[plan.output_names[0]][0, 0]
         map_h, map_w = prob.shape
         self._last_bitmap = self._bitmap.read(map_h, map_w) if self._bitmap.fits(map_h, map_w) else None
@@ -310,6 +349,8 @@ class GpuStages:
         batch = padded_batch(len(crops), self.max_batch)
         self.cls_params.write(self._crop_params(crops, batch, height, width))
         plan = self._plan("cls", (batch, 3, height, width), self.cls_hooks)
+        if plan is None:
+            return self._cpu_stages().classify(crops, height, width)
         return plan.run()[plan.output_names[0]][: len(crops)]
 
     def recognize(self, crops: Sequence[CropSlot], height: int, width: int, batch: int = 0
@@ -319,6 +360,8 @@ class GpuStages:
         batch = min(self.max_batch, padded_batch(len(crops), batch))
         self.rec_params.write(self._crop_params(crops, batch, height, width))
         plan = self._plan("rec", (batch, 3, height, width), self.rec_hooks)
+        if plan is None:
+            return self._cpu_stages().recognize(crops, height, width)
         plan.run()
         out_shape = plan.spec.shape(plan.output_names[0])
         indices, values = self._argmax.read(tuple(out_shape[:-1]))
@@ -344,10 +387,12 @@ class GpuStages:
     def prepare(self, role: str, shape: tuple[int, ...]) -> None:
         """Record the plan of model `role` ("det", "cls", "rec") for this input shape now, without running it
         (warm start); shapes are what detect/classify/recognize pass: det (1, 3, h, w), cls and rec
-        (batch, 3, height, width)."""
+        (batch, 3, height, width); one too large for the device's bindings is left to the CPU."""
         self._plan(role, shape, self._hooks(role))
 
     def close(self) -> None:
+        if self._cpu is not None:
+            self._cpu.close()
         for model in self.models.values():
             model.close()
         self._argmax.close()

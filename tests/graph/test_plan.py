@@ -460,3 +460,23 @@ def test_a_constant_that_depends_on_the_shape_is_uploaded_by_its_plan(device: De
             assert isinstance(plan, Plan) and plan.local_constant_bytes == 4
             x = np.arange(1, width + 1, dtype=np.float32).reshape(1, width)
             np.testing.assert_allclose(plan.run(x)["y"], x / width, rtol=1e-6)
+
+
+def test_a_shape_beyond_the_devices_binding_limit_is_refused_before_memory_grows(device: Device) -> None:
+    """y = relu(x) + 1 on an input one row larger than maxStorageBufferRange allows (128 MiB on lavapipe):
+    BindingTooLarge, naming the value and the limit, with the shared memory as it was; a shape within the
+    limit still plans and runs."""
+    from vkocr.engine.errors import BindingTooLarge
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "one"], ["y"])]
+    proto = tiny_model(nodes, [1, "h", 1024], "y", [1, "h", 1024], (("one", np.array(1.0, np.float32)),))
+    limit = device.info.max_storage_buffer_range
+    rows = limit // (1024 * 4) + 1
+    with Model.load(proto, device) as model:
+        x = np.random.default_rng().standard_normal((1, 3, 1024)).astype(np.float32)
+        np.testing.assert_allclose(model.run(x), np.maximum(x, 0) + 1, rtol=1e-6)
+        before = model.plan_memory_bytes
+        with pytest.raises(BindingTooLarge, match=r"maxStorageBufferRange") as refused:
+            model.plan((1, rows, 1024))
+        assert f"({limit / 2**20:.0f} MiB" in str(refused.value)
+        assert model.plan_memory_bytes == before and model.cached_shapes == [(1, 3, 1024)]

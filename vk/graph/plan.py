@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
-from vkocr.engine.errors import EngineError, LoweringError
+from vkocr.engine.errors import BindingTooLarge, EngineError, LoweringError
 from vkocr.engine.errors import InputError as InputError  # re-exported: importable from here too
 from vkocr.engine.graph import passes
 from vkocr.engine.graph.constants import ConstantArena
@@ -197,6 +197,7 @@ class Plan:
         self._check_graph()
         self.memory: MemoryPlan
         self.memory, upload, readback = memory_needs(self.spec, self.output_names, hooks, device.alignment)
+        self._check_binding_sizes()
         self._own_memory = memory is None
         self.shared = memory if memory is not None else SharedMemory(device)
         self._local: ConstantArena | None = None
@@ -257,6 +258,16 @@ class Plan:
         for name in self.output_names:
             if name not in self.spec.shapes or name in g.constants:
                 raise LoweringError(f"output {name} is not computed at runtime for input shape {self.input_shape}")
+
+    def _check_binding_sizes(self) -> None:
+        """Every value is bound whole by the dispatches that use it: one beyond the device's limit could not run."""
+        limit, shapes = self.device.info.max_storage_buffer_range, self.spec.shapes
+        for name in self.memory.offsets:
+            nbytes = math.prod(shapes[name]) * FLOAT32.itemsize
+            if nbytes > limit:
+                raise BindingTooLarge(
+                    f"input {self.input_shape}: {name} {tuple(shapes[name])} takes {nbytes / 2**20:.1f} MiB, more "
+                    f"than this device binds ({limit / 2**20:.0f} MiB, maxStorageBufferRange)")
 
     def _place_tensors(self, arena: Allocation) -> dict[str, Tensor]:
         shapes = self.spec.shapes
