@@ -262,6 +262,8 @@ class Plan:
     def _check_binding_sizes(self) -> None:
         """Every value is bound whole by the dispatches that use it: one beyond the device's limit could not run."""
         limit, shapes = self.device.info.max_storage_buffer_range, self.spec.shapes
+        if self.memory.naive_bytes <= limit:  # all values together fit: so does each (the common case, no loop)
+            return
         for name in self.memory.offsets:
             nbytes = math.prod(shapes[name]) * FLOAT32.itemsize
             if nbytes > limit:
