@@ -32,9 +32,12 @@ def test_a_full_queue_is_retried_as_the_agent_says_and_then_served() -> None:
         taken = threading.Event()  # a job left the queue for the worker (which waits for the hold)
         worker.add_room_listener(taken.set)
         with worker.held():
-            busy = [patient.ocr_stub.Recognize.future(ocr_pb2.RecognizeRequest(
-                encoded=word_png(lot_number(i)), options=REC_ONLY), timeout=120) for i in (2, 3)]
-            wait_for(lambda: taken.is_set() and worker.queue_depth() == 1)  # one on the worker, one queued
+            busy = []
+            for i, (on_worker, queued) in ((2, (True, 0)), (3, (True, 1))):  # one at a time: no race for the slot
+                busy.append(patient.ocr_stub.Recognize.future(ocr_pb2.RecognizeRequest(
+                    encoded=word_png(lot_number(i)), options=REC_ONLY), timeout=120))
+                wait_for(lambda on_worker=on_worker, queued=queued:
+                         taken.is_set() is on_worker and worker.queue_depth() == queued)
             with pytest.raises(grpc.RpcError) as refused:
                 read(hasty, 4)
             assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED  # no retries: refused at once
