@@ -12,7 +12,7 @@ and rec sample their crops out of the same image buffer with the warp shader; re
 argmax and max on the GPU, so T×2 values per line come back instead of T×6625.
 
 A shape whose tensors are larger than the device binds (BindingTooLarge: lavapipe and many embedded GPUs bind
-at most 128 MiB, and PP-OCRv6's det stem on a 736×4352 input holds 149 MiB) runs on the CPU backend
+at most 128 MiB, and PP-OCRv6's det stem on a 736×4416 input holds 149 MiB) runs on the CPU backend
 (onnxruntime) instead: the same answer, slower, logged once per shape.
 """
 
