@@ -127,5 +127,6 @@ def test_the_installed_command_runs_outside_the_checkout(installed: Installed) -
     image.save(installed.outside / "page.png")
     ocr = checked(installed.run(vkocr, "ocr", "page.png", "--json", "--device", "llvmpipe"))
     (record,) = [json.loads(line) for line in ocr.stdout.splitlines() if line.strip()]
-    assert [line["text"] for line in record["lines"]] == [WORDS]
+    # the default set (PP-OCRv6) may read the two words as two boxes ("Packaged ", "77"), as RapidOCR 3.10 does
+    assert " ".join(line["text"].strip() for line in record["lines"]) == WORDS
     assert record["device"].startswith("llvmpipe") and ocr.stderr == ""
