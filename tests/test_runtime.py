@@ -173,6 +173,51 @@ def test_a_closed_recorders_command_buffer_and_descriptor_pool_serve_the_next(de
     device.pool.free(readback)
 
 
+def test_recordings_borrow_a_fence_only_while_they_run(device: Device) -> None:
+    """A recording holds no fence of its own: each submission borrows one from the device and gives it back
+    once waited on, so many cached plans cost no more fences than the submissions running at once (two here)."""
+    rng, seed = fresh_rng()
+    n = 513
+    upload, readback = device.pool.alloc(4 * n, "upload"), device.pool.alloc(4 * n, "readback")
+    x, y = device.tensor((n,)), device.tensor((n,))
+    recs = []
+    try:
+        for op in ("relu", "neg", "abs", "relu", "neg"):
+            rec = Recorder(device)
+            recs.append(rec)
+            rec.copy(upload.view, x.view)
+            record_unary(rec, op, x, y)
+            rec.copy(y.view, readback.view)
+            rec.end()
+        first, second = recs[0], recs[1]
+        first.submit()
+        second.submit()  # both in flight: two fences lent
+        lent = {vk_handle(first._fences[0]), vk_handle(second._fences[0])}
+        assert len(lent) == 2, "submissions in flight at once each hold their own fence"
+        first.wait()
+        second.wait()
+        assert first._fences is None and second._fences is None, "a fence goes back once its submission is done"
+        kept = len(device.slots._fences)
+        assert kept >= 2
+        for rec, reference in zip(recs, (lambda v: np.maximum(v, 0), np.negative, np.abs) * 2):
+            data = rng.standard_normal(n).astype(np.float32)
+            upload.array()[:] = data
+            upload.flush()
+            readback.array()[:] = np.nan
+            rec.run()
+            readback.invalidate()
+            np.testing.assert_array_equal(readback.array(), reference(data), err_msg=f"seed {seed}")
+            assert vk_handle(rec._submit_cmds[0]) == vk_handle(rec.cmd)
+        assert len(device.slots._fences) == kept, "one submission at a time takes a kept fence and gives it back"
+    finally:
+        for rec in recs:
+            rec.close()
+        for t in (x, y):
+            device.free(t)
+        device.pool.free(upload)
+        device.pool.free(readback)
+
+
 def vk_handle(handle: object) -> int:
     from vkocr.engine.loader import binding
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -26,18 +26,13 @@ KINDS = ("device", "upload", "readback")
 DEFAULT_ARENA_BYTES = 64 << 20
 
 
-@dataclass(frozen=True)
-class BufferView:
-    """A byte range of one VkBuffer: what a descriptor binds and what a copy reads or writes."""
+class BufferView(NamedTuple):
+    """A byte range of one VkBuffer: what a descriptor binds and what a copy reads or writes. A NamedTuple: a
+    plan makes several per value on the request path, and a frozen dataclass costs twice as much to build."""
 
     buffer: Any
     offset: int
     size: int
-
-    @property
-    def key(self) -> int:
-        """Identity of the underlying VkBuffer, for hazard tracking."""
-        return int(binding().ffi.cast("uintptr_t", self.buffer))
 
 
 @dataclass(frozen=True)
@@ -49,6 +44,8 @@ class MemoryStats:
 
 class Allocation:
     """One sub-range of an arena. Host-visible allocations expose `array()` over the mapped bytes."""
+
+    __slots__ = ("arena", "offset", "size", "nbytes", "view")
 
     def __init__(self, arena: Arena, offset: int, size: int, nbytes: int) -> None:
         self.arena = arena

@@ -109,12 +109,10 @@ class Recorder:
         info = device.info  # read once: dispatch() checks every command against them
         self._group_limit = tuple(info.max_workgroup_count)
         self._alignment, self._max_range = device.alignment, info.max_storage_buffer_range
-        spare = device.slots.take_commands()  # a closed Recorder's command buffer and fence, when one is kept
-        if spare is not None:
-            self._submit_cmds, self._fences = spare
-        else:
-            self._submit_cmds, self._fences = _new_commands(device)
-        self.cmd, self.fence = self._submit_cmds[0], self._fences[0]
+        spare = device.slots.take_commands()  # a closed Recorder's command buffer, when one is kept
+        self._submit_cmds = spare if spare is not None else _new_commands(device)
+        self.cmd = self._submit_cmds[0]
+        self._fences: Any = None  # VkFence[1], the device's, held from submit() until wait() sees it signalled
         device.live["recorder"] += 1
         # Replays re-read and re-write the same ranges: order this submission after everything before it.
         self._ops.append(_Barrier(vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
@@ -330,9 +328,16 @@ class Recorder:
             result, self.device.fail_next_submit = self.device.fail_next_submit, None
             raise vulkan_error("vkQueueSubmit", f"{result} (injected)")
         # Raw calls: the binding's wrappers convert their arguments anew on every call, and a request submits
-        # several times; the fence array and submit info were built once, in __init__.
-        check(vk.lib.vkResetFences(self.device.handle, 1, self._fences), "vkResetFences")
-        check(vk.lib.vkQueueSubmit(self.device.queue, 1, self._submit_ptr, self.fence), "vkQueueSubmit")
+        # several times; the submit info was built once, in __init__. The fence is lent for this submission only:
+        # creating one costs NVIDIA's driver ~0.3 ms (a kernel object), and a recording is made per new shape.
+        fences = self.device.slots.take_fence()
+        try:
+            check(vk.lib.vkResetFences(self.device.handle, 1, fences), "vkResetFences")
+            check(vk.lib.vkQueueSubmit(self.device.queue, 1, self._submit_ptr, fences[0]), "vkQueueSubmit")
+        except BaseException:
+            self.device.slots.give_fence(fences)  # not submitted: nothing will signal it, and reset clears it
+            raise
+        self._fences = fences
         self._in_flight = True
 
     def wait(self, timeout_s: float = 60.0) -> None:
@@ -342,9 +347,11 @@ class Recorder:
             return
         started = time.perf_counter()
         result = vk.lib.vkWaitForFences(self.device.handle, 1, self._fences, vk.VK_TRUE, int(timeout_s * 1e9))
-        check(result, "vkWaitForFences")
+        check(result, "vkWaitForFences")  # a timeout raises here: the fence stays with the running submission
         self.device.wait_seconds += time.perf_counter() - started
         self._in_flight = False
+        self.device.slots.give_fence(self._fences)
+        self._fences = None
 
     def run(self) -> None:
         self.submit()
@@ -366,7 +373,7 @@ class Recorder:
         return [Timing(self._labels[i], (stamps[i] - stamps[i - 1]) * period / 1e6) for i in range(1, len(stamps))]
 
     def close(self) -> None:
-        """Wait for any submission, then hand the command buffer, fence and descriptor pool back to the device
+        """Wait for any submission, then hand the command buffer and descriptor pool back to the device
         (vk/recording_slots.py) and free the query pool."""
         vk = binding()
         if self.cmd is None:
@@ -374,7 +381,7 @@ class Recorder:
         dev = self.device.handle
         if self._in_flight:
             self.wait()
-        self.device.slots.give_commands(self._submit_cmds, self._fences)
+        self.device.slots.give_commands(self._submit_cmds)
         if self._descriptor_pool is not None:
             self.device.slots.give_pool(self._descriptor_pool)
         if self._query_pool is not None:
@@ -390,10 +397,9 @@ class Recorder:
         self.close()
 
 
-def _new_commands(device: Device) -> tuple[Any, Any]:
-    """A primary command buffer of the device's pool and an unsignalled fence, each in a one-element array (what
-    vkQueueSubmit and vkWaitForFences take). Raw calls with structs filled by cffi: the binding's wrappers cost
-    more than the driver."""
+def _new_commands(device: Device) -> Any:
+    """A primary command buffer of the device's pool, in a one-element array (what vkQueueSubmit takes). A raw
+    call with the struct filled by cffi: the binding's wrappers cost more than the driver."""
     vk = binding()
     ffi, lib, dev = vk.ffi, vk.lib, device.handle
     alloc_info = ffi.new("VkCommandBufferAllocateInfo*", {
@@ -401,11 +407,4 @@ def _new_commands(device: Device) -> tuple[Any, Any]:
         "level": vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1})
     cmds = ffi.new("VkCommandBuffer[1]")
     check(lib.vkAllocateCommandBuffers(dev, alloc_info, cmds), "vkAllocateCommandBuffers")
-    fence_info = ffi.new("VkFenceCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
-    fences = ffi.new("VkFence[1]")
-    try:
-        check(lib.vkCreateFence(dev, fence_info, ffi.NULL, fences), "vkCreateFence")
-    except BaseException:
-        lib.vkFreeCommandBuffers(dev, device.command_pool, 1, cmds)
-        raise
-    return cmds, fences
+    return cmds

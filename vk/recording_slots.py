@@ -1,7 +1,9 @@
-"""What a closed Recorder hands back for the next one to take: its command buffer with its fence, and its
-descriptor pool. Creating them costs the driver more than filling them (on NVIDIA about 0.5 ms a recording for
-the command buffer and fence, and as much again to create and destroy the pool), and a plan is recorded per new
-input shape while an evicted plan is closed, on the request path. A device keeps a few of each.
+"""What a closed Recorder hands back for the next one to take: its command buffer and its descriptor pool; and
+the fences every submission borrows until it is seen done. Creating them costs the driver more than filling
+them (on the H200 host a fence 0.29 ms, a kernel object; a descriptor pool about as much to create and destroy),
+and a plan is recorded per new input shape while an evicted plan is closed, on the request path. A device keeps
+a few of each; a fence is only held while a submission runs, so a cache of hundreds of plans needs no more
+fences than submissions in flight.
 
 Taken objects are reused as they are: a command buffer from a pool made with RESET_COMMAND_BUFFER is reset by
 its next vkBeginCommandBuffer, a fence is reset before every submission, and a descriptor pool is reset
@@ -32,21 +34,42 @@ class RecordingSlots:
     def __init__(self, device: Device, keep: int = KEEP) -> None:
         self.device, self.keep = device, keep
         self._lock = threading.Lock()
-        self._commands: list[tuple[Any, Any]] = []  # (VkCommandBuffer[1], VkFence[1]) cdata arrays
+        self._commands: list[Any] = []  # VkCommandBuffer[1] cdata arrays
+        self._fences: list[Any] = []  # VkFence[1] cdata arrays, not in flight
         self._pools: list[tuple[Any, int, int]] = []  # (VkDescriptorPool, max sets, descriptors)
 
-    def take_commands(self) -> tuple[Any, Any] | None:
-        """A spare (command buffer array, fence array), or None: the caller allocates."""
+    def take_commands(self) -> Any | None:
+        """A spare command buffer array, or None: the caller allocates."""
         with self._lock:
             return self._commands.pop() if self._commands else None
 
-    def give_commands(self, cmds: Any, fences: Any) -> None:
-        """Keep them for the next Recorder (they must not be in flight), or free them when enough are kept."""
+    def give_commands(self, cmds: Any) -> None:
+        """Keep it for the next Recorder (it must not be in flight), or free it when enough are kept."""
         with self._lock:
             if len(self._commands) < self.keep:
-                self._commands.append((cmds, fences))
+                self._commands.append(cmds)
                 return
-        _free_commands(self.device, cmds, fences)
+        binding().lib.vkFreeCommandBuffers(self.device.handle, self.device.command_pool, 1, cmds)
+
+    def take_fence(self) -> Any:
+        """A fence (VkFence[1]) for one submission, not in flight and in any state (the caller resets it): a
+        kept one, else a new one."""
+        with self._lock:
+            if self._fences:
+                return self._fences.pop()
+        vk = binding()
+        info = vk.ffi.new("VkFenceCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
+        fences = vk.ffi.new("VkFence[1]")
+        check(vk.lib.vkCreateFence(self.device.handle, info, vk.ffi.NULL, fences), "vkCreateFence")
+        return fences
+
+    def give_fence(self, fences: Any) -> None:
+        """Back from a submission that is done (or never started); kept, or destroyed when enough are kept."""
+        with self._lock:
+            if len(self._fences) < self.keep:
+                self._fences.append(fences)
+                return
+        binding().lib.vkDestroyFence(self.device.handle, fences[0], binding().ffi.NULL)
 
     def take_pool(self, sets: int, descriptors: int) -> Any:
         """A reset descriptor pool for `sets` sets of `descriptors` storage buffers in all: the smallest kept one
@@ -84,15 +107,12 @@ class RecordingSlots:
         """Free everything kept (before the device's command pool goes)."""
         vk = binding()
         with self._lock:
-            commands, pools = self._commands, self._pools
-            self._commands, self._pools = [], []
-        for cmds, fences in commands:
-            _free_commands(self.device, cmds, fences)
+            commands, fences, pools = self._commands, self._fences, self._pools
+            self._commands, self._fences, self._pools = [], [], []
+        for cmds in commands:
+            vk.lib.vkFreeCommandBuffers(self.device.handle, self.device.command_pool, 1, cmds)
+        for fence in fences:
+            vk.lib.vkDestroyFence(self.device.handle, fence[0], vk.ffi.NULL)
         for pool, _, _ in pools:
             vk.lib.vkDestroyDescriptorPool(self.device.handle, pool, vk.ffi.NULL)
 
-
-def _free_commands(device: Device, cmds: Any, fences: Any) -> None:
-    lib, null = binding().lib, binding().ffi.NULL
-    lib.vkFreeCommandBuffers(device.handle, device.command_pool, 1, cmds)
-    lib.vkDestroyFence(device.handle, fences[0], null)

@@ -3,27 +3,38 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from vkocr.engine.memory import Allocation, BufferView
 
 
-@dataclass(frozen=True)
 class Tensor:
+    """Immutable once made. A slotted class rather than a frozen dataclass: a plan makes one per value and per
+    view on the request path, and the dataclass's field-by-field set-up cost twice as much."""
+
+    __slots__ = ("alloc", "shape", "dtype", "numel", "nbytes", "view")
     alloc: Allocation
     shape: tuple[int, ...]
     dtype: np.dtype
+    numel: int
+    nbytes: int
+    view: BufferView  # the bytes a descriptor binds: numel elements from the allocation's start
 
-    numel: int = field(init=False, repr=False, compare=False)
-    nbytes: int = field(init=False, repr=False, compare=False)
-    view: BufferView = field(init=False, repr=False, compare=False)
+    def __init__(self, alloc: Allocation, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        numel = math.prod(shape)
+        nbytes = numel * dtype.itemsize
+        init = object.__setattr__
+        init(self, "alloc", alloc)
+        init(self, "shape", shape)
+        init(self, "dtype", dtype)
+        init(self, "numel", numel)
+        init(self, "nbytes", nbytes)
+        init(self, "view", BufferView(alloc.view.buffer, alloc.offset, nbytes))
 
-    def __post_init__(self) -> None:
-        # Derived once: kernels read them many times while a plan is recorded, which is on the request path.
-        numel = math.prod(self.shape)
-        nbytes = numel * self.dtype.itemsize
-        object.__setattr__(self, "numel", numel)
-        object.__setattr__(self, "nbytes", nbytes)
-        object.__setattr__(self, "view", BufferView(self.alloc.view.buffer, self.alloc.offset, nbytes))
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"Tensor is immutable: cannot set {name}")
+
+    def __repr__(self) -> str:
+        return f"Tensor(shape={self.shape}, dtype={self.dtype}, offset={self.alloc.offset})"
