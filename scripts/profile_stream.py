@@ -1,7 +1,7 @@
 """Where the host time of the pipeline goes on a stream of distinct images: cProfile over pass 1 (new shapes)
 and pass 2 (cached), the top functions by own time, and the stages' Python time outside GPU waits.
 
-Usage: python scripts/profile_stream.py [--device NAME] [--rendered N] [--top N]
+Usage: python scripts/profile_stream.py [--device NAME] [--models NAME|DIR] [--rendered N] [--top N]
 """
 
 from __future__ import annotations
@@ -20,17 +20,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default=None, help="Vulkan device (index, UUID or name part)")
+    parser.add_argument("--models", default=None, help="model set or folder (default: the default set)")
     parser.add_argument("--rendered", type=int, default=48, help="rendered images in the stream (default 48)")
     parser.add_argument("--top", type=int, default=30, help="functions listed per pass (default 30)")
     args = parser.parse_args()
 
     from vkocr.agent.cli.stream_images import varied_images
+    from vkocr.agent.ocr.model_sets import choose_models
     from vkocr.agent.ocr.pipeline import OcrPipeline
     from vkocr.agent.serving.config import AgentConfig
     from vkocr.agent.serving.plans import warm_pipeline
 
     images = varied_images(args.rendered, seed=1)
-    with OcrPipeline.open(args.device) as ocr:
+    chosen = choose_models(args.models)
+    with OcrPipeline.open(args.device, model_paths=chosen.paths, options=chosen.ocr_options()) as ocr:
         warm_pipeline(ocr, AgentConfig().warm_sizes())
         ocr(images[0][1])
         for number in (1, 2):

@@ -64,6 +64,7 @@ def test_many_shapes_share_one_arena_and_are_recorded_once(device: Device, net: 
         outputs = [first] + [run_poisoned(model, x) for x in inputs[1:]]
         assert device.pool.stats().in_use == in_use, "later, smaller shapes allocate no device memory"
         assert model.recordings == len(SHAPES) and model.plan_count == len(SHAPES)
+        assert model.layouts_reused == len(SHAPES) - 1, "every later shape fits in the first one's placement"
         plans = [model.plan(shape) for shape in SHAPES]
         assert model.recordings == len(SHAPES), "a cached shape is not recorded again"
         largest = max(p.arena_bytes for p in plans if isinstance(p, Plan))

@@ -9,6 +9,10 @@ upload them once, at load.
 
 Views (Reshape, Squeeze, Unsqueeze, Flatten, Identity, View, float→float Cast) record nothing: the plan gives
 the output the input's bytes. Everything else is one or a few dispatches.
+
+A model records each node again for every new input shape, so what does not depend on the shape is worked out
+once: `prepare()` gives a node's `Emit`, which records it for any input shape. Rules with a `prepare` hook (Conv,
+the most common node) check and pack their attributes and weights there; the others record from scratch.
 """
 
 from __future__ import annotations
@@ -36,9 +40,9 @@ from vkocr.engine.graph.opset import (
     transpose_perm,
     unary_params,
 )
-from vkocr.engine.kernels.conv import record_conv2d
+from vkocr.engine.kernels.conv import Conv2d
 from vkocr.engine.kernels.conv_transpose import record_conv_transpose2d
-from vkocr.engine.kernels.depthwise import record_conv2d_depthwise
+from vkocr.engine.kernels.depthwise import DepthwiseConv2d, record_conv2d_depthwise
 from vkocr.engine.kernels.elementwise import record_binary, record_unary
 from vkocr.engine.kernels.layout import record_concat, record_copy, record_slice, record_transpose
 from vkocr.engine.kernels.matmul import record_gemm, record_matmul
@@ -62,6 +66,10 @@ class NodeConstants:
 
 Values = Sequence[np.ndarray | None]
 Record = Callable[[Recorder, Node, list[Tensor | None], list[Tensor], NodeConstants], None]
+Emit = Callable[[Recorder, list[Tensor | None], list[Tensor]], None]  # one node's recording, for any input shape
+# a rule's once-per-node work, from the node's constant device tensors (None where an input is a runtime value);
+# None: the node needs its input shapes for that, so it records from scratch every time
+Prepare = Callable[[Node, list[Tensor | None], NodeConstants], Emit | None]
 HostInputs = Callable[[Node, Values], frozenset[int]]
 Derive = Callable[[Node, Values], dict[str, np.ndarray]]
 
@@ -79,18 +87,19 @@ class Rule:
     record: Record
     host_inputs: HostInputs = no_host_inputs
     derive: Derive | None = None
+    prepare: Prepare | None = None
 
 
 RULES: dict[str, Rule] = {}
 
 
-def lowers(*ops: str, host_inputs: HostInputs = no_host_inputs, derive: Derive | None = None
-           ) -> Callable[[Record], Record]:
+def lowers(*ops: str, host_inputs: HostInputs = no_host_inputs, derive: Derive | None = None,
+           prepare: Prepare | None = None) -> Callable[[Record], Record]:
     """Register `record` as the lowering of these op types."""
 
     def register(record: Record) -> Record:
         for name in ops:
-            RULES[name] = Rule(record, host_inputs, derive)
+            RULES[name] = Rule(record, host_inputs, derive, prepare)
         return record
 
     return register
@@ -166,9 +175,31 @@ def record_node(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[
 
 def record_checked(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor],
                    consts: NodeConstants) -> None:
-    """record_node for a caller that has already checked the node's host constants (a plan, once per node)."""
+    """record_node for a caller that has already checked the node's host constants."""
+    record_emit(rec, node, prepare(node, [None] * len(ins), consts), ins, outs)
+
+
+def prepare(node: Node, static: list[Tensor | None], consts: NodeConstants) -> Emit:
+    """The recording of `node` for any input shape, given its constant device tensors (`static`: None where an
+    input is a runtime value) and host constants; LoweringError (naming the node) for bad attributes."""
+    rule = RULES[node.op]
+    if rule.prepare is not None:
+        try:
+            emit = rule.prepare(node, static, consts)
+        except KernelArgumentError as exc:
+            raise fail(node, str(exc)) from exc
+        except (ValueError, KeyError, IndexError) as exc:
+            raise fail(node, f"{type(exc).__name__}: {exc}") from exc
+        if emit is not None:
+            return emit
+    record = rule.record
+    return lambda rec, ins, outs: record(rec, node, ins, outs, consts)
+
+
+def record_emit(rec: Recorder, node: Node, emit: Emit, ins: list[Tensor | None], outs: list[Tensor]) -> None:
+    """Run a prepared recording; its argument errors become LoweringErrors naming the node."""
     try:
-        RULES[node.op].record(rec, node, ins, outs, consts)
+        emit(rec, ins, outs)
     except KernelArgumentError as exc:
         raise fail(node, str(exc)) from exc
     except (ValueError, KeyError, IndexError) as exc:  # bad attributes surface from the opset helpers
@@ -212,23 +243,36 @@ def scalar(value: np.ndarray | None) -> float | None:
 # -- convolution and pooling -----------------------------------------------------------------------------------
 
 
-def is_depthwise(x: Tensor, w: Tensor, group: int) -> bool:
-    channels = x.shape[1] if len(x.shape) == 4 else -1
-    return group == channels and len(w.shape) == 4 and tuple(w.shape[:2]) == (channels, 1)
-
-
-@lowers("Conv")
-def _conv(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor], consts: NodeConstants) -> None:
-    x, w, b = operand(node, ins, 0), operand(node, ins, 1), optional(ins, 2)
-    attrs = conv_attrs(node, x.shape, w.shape[2:])
+def conv_kernel(node: Node, w: Tensor, has_bias: bool, x_shape: Sequence[int] | None) -> Conv2d | DepthwiseConv2d:
+    """The kernel of a Conv node with weights `w`: the depthwise one where each channel is its own group. Pads
+    come from the attributes (`x_shape` resolves auto_pad SAME; None where it is not SAME)."""
+    attrs = conv_attrs(node, x_shape, w.shape[2:])
     kind, alpha, beta = activation(node)
     post = post_affine(node)
-    if is_depthwise(x, w, attrs["group"]):
-        record_conv2d_depthwise(rec, x, w, outs[0], b, strides=attrs["strides"], pads=attrs["pads"],
-                                dilations=attrs["dilations"], activation=kind, alpha=alpha, beta=beta,
-                                post_affine=post)
-    else:
-        record_conv2d(rec, x, w, outs[0], b, **attrs, activation=kind, alpha=alpha, beta=beta, post_affine=post)
+    group = attrs["group"]
+    if len(w.shape) == 4 and w.shape[1] == 1 and w.shape[0] == group:  # Cin = group · 1 = Cout
+        return DepthwiseConv2d(w.shape, has_bias=has_bias, strides=attrs["strides"], pads=attrs["pads"],
+                               dilations=attrs["dilations"], activation=kind, alpha=alpha, beta=beta,
+                               post_affine=post)
+    return Conv2d(w.shape, has_bias=has_bias, **attrs, activation=kind, alpha=alpha, beta=beta, post_affine=post)
+
+
+def _prepare_conv(node: Node, static: list[Tensor | None], consts: NodeConstants) -> Emit | None:
+    w = static[1] if len(static) > 1 else None
+    if w is None or node.attrs.get("auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER"):
+        return None  # weights computed at runtime, or pads that follow the input shape
+    kernel = conv_kernel(node, w, optional(static, 2) is not None, None)
+
+    def emit(rec: Recorder, ins: list[Tensor | None], outs: list[Tensor]) -> None:
+        kernel.record(rec, operand(node, ins, 0), operand(node, ins, 1), outs[0], optional(ins, 2))
+
+    return emit
+
+
+@lowers("Conv", prepare=_prepare_conv)
+def _conv(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor], consts: NodeConstants) -> None:
+    x, w, b = operand(node, ins, 0), operand(node, ins, 1), optional(ins, 2)
+    conv_kernel(node, w, b is not None, x.shape).record(rec, x, w, outs[0], b)
 
 
 @lowers("ConvTranspose")

@@ -7,6 +7,11 @@ source's offset, and its source stays live until the view's last use.
 
 Placement is the greedy-by-size heuristic (TFLite's and others'): largest values first, each at the lowest
 aligned offset where it overlaps no already placed value that is live at the same time. Pure Python, no Vulkan.
+
+A model's plans at different shapes have the same values and lifetimes, only other sizes: `LayoutCache` reuses
+the placement of an earlier, larger shape when every value of the new one fits in the bytes it had there (the
+same offsets then overlap nothing live at the same time), so a new shape mostly costs a size check, not a
+placement.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
+
+import numpy as np
 
 
 class Lifetime(NamedTuple):
@@ -127,3 +134,61 @@ def plan_memory(
             offsets[v.name] = offsets[resolve_alias(v.name, aliases)]
     naive = sum(aligned(v.nbytes, alignment) for v in owned.values())
     return MemoryPlan(offsets, arena, naive, alignment)
+
+
+KEPT_LAYOUTS = 8  # placements kept per graph structure; the largest ones, which the most shapes fit in
+
+
+@dataclass(frozen=True)
+class _Layout:
+    sizes: np.ndarray  # aligned bytes of each owned value (in the structure's order) it was placed for
+    offsets: np.ndarray  # their offsets
+    plan: MemoryPlan
+
+
+@dataclass
+class _Structure:
+    owned: list[str]  # the values that own bytes (views excluded), in a fixed order
+    layouts: list[_Layout]
+
+
+class LayoutCache:
+    """`plan_memory` for the plans of one model, reusing an earlier placement where the new sizes fit in it.
+
+    A reused placement's offsets are exact for the values it placed; the arena it reports is what the new
+    sizes reach at those offsets, never more than the placement's own. Keyed by the values' names and
+    lifetimes (and the aliases and alignment), so a graph that specialises differently for some shape gets
+    placements of its own."""
+
+    def __init__(self, keep: int = KEPT_LAYOUTS) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be ≥ 1, got {keep}")
+        self.keep = keep
+        self.reused = 0  # placements served from a kept layout (statistics, tests)
+        self._structures: dict[tuple[object, ...], _Structure] = {}
+
+    def plan(self, values: list[Lifetime], aliases: Mapping[str, str], alignment: int = 64) -> MemoryPlan:
+        key = (tuple((v.name, v.first, v.last) for v in values), tuple(aliases.items()), alignment)
+        nbytes = {v.name: v.nbytes for v in values}
+        found = self._structures.get(key)
+        if found is not None:
+            sizes = np.array([aligned(nbytes[name], alignment) for name in found.owned], np.int64)
+            for layout in found.layouts:
+                if bool(np.all(sizes <= layout.sizes)):
+                    self.reused += 1
+                    kept = layout.plan
+                    return MemoryPlan(kept.offsets, int((layout.offsets + sizes).max(initial=0)), int(sizes.sum()),
+                                      alignment)
+        plan = plan_memory(values, aliases, alignment)
+        if found is None:
+            found = self._structures[key] = _Structure([v.name for v in values if v.name not in aliases], [])
+        sizes = np.array([aligned(nbytes[name], alignment) for name in found.owned], np.int64)
+        offsets = np.array([plan.offsets[name] for name in found.owned], np.int64)
+        found.layouts.append(_Layout(sizes, offsets, plan))
+        found.layouts.sort(key=lambda layout: layout.plan.arena_bytes)  # the tightest that fits is tried first
+        if len(found.layouts) > self.keep:
+            del found.layouts[0]  # the smallest: a larger placement holds more shapes
+        return plan
+
+    def clear(self) -> None:
+        self._structures.clear()

@@ -23,6 +23,7 @@ from vkocr.engine.graph import passes
 from vkocr.engine.graph.constants import ConstantArena
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.lower import check_lowerable, device_constants, host_inputs
+from vkocr.engine.graph.memory_plan import LayoutCache
 from vkocr.engine.graph.onnx_import import from_onnx
 from vkocr.engine.graph.plan import (
     Binding,
@@ -153,6 +154,7 @@ class Model:
         self._weights: ConstantArena | None = None
         self._generation = 0
         self._bindings: dict[str, Binding] = {}  # per node, what every plan binds alike (Plan._bind_steps)
+        self._layouts = LayoutCache()  # activation placements the plans of other shapes reuse
         if device is not None:
             nodes = runtime_nodes(self.graph)
             for node in nodes:
@@ -193,6 +195,11 @@ class Model:
 
     def _own_bytes(self) -> int:
         return sum(getattr(p, "memory_bytes", 0) for p in self._plans.values())
+
+    @property
+    def layouts_reused(self) -> int:
+        """Plans whose activations took an earlier, larger shape's placement instead of a new one."""
+        return self._layouts.reused
 
     @property
     def cached_shapes(self) -> list[tuple[int, ...]]:
@@ -255,7 +262,7 @@ class Model:
             return NumpyPlan(self.graph, shape, extra_outputs=extra_outputs)
         assert self._weights is not None
         return Plan(self.device, self.graph, self._weights, shape, extra_outputs=extra_outputs, hooks=hooks,
-                    memory=self.shared, bindings=self._bindings)
+                    memory=self.shared, bindings=self._bindings, layouts=self._layouts)
 
     def output_shape(self, input_shape: Sequence[int]) -> tuple[int, ...]:
         """The (first) output's shape for this input shape (shape inference only: nothing is recorded)."""
@@ -275,6 +282,7 @@ class Model:
             self._weights.close()
             self._weights = None
         self._bindings.clear()
+        self._layouts.clear()
         if self.shared is not None:
             self.shared.close()
 

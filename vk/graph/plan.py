@@ -24,16 +24,18 @@ from vkocr.engine.graph import passes
 from vkocr.engine.graph.constants import ConstantArena
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.lower import (
+    Emit,
     NodeConstants,
     check_lowerable,
     derived_key,
     device_constants,
     host_inputs,
     is_view,
-    record_checked,
+    prepare,
+    record_emit,
     require_host_constants,
 )
-from vkocr.engine.graph.memory_plan import Lifetime, MemoryPlan, aligned, plan_memory
+from vkocr.engine.graph.memory_plan import LayoutCache, Lifetime, MemoryPlan, aligned, plan_memory
 from vkocr.engine.graph.numpy_executor import run_numpy
 from vkocr.engine.graph.shared_memory import SharedMemory
 from vkocr.engine.graph.specialize import Specialized, specialize
@@ -80,10 +82,13 @@ def staged_bytes(spec: Specialized, names: Sequence[str], alignment: int) -> int
     return sum(aligned(max(1, math.prod(spec.shapes[n])) * FLOAT32.itemsize, alignment) for n in names)
 
 
-def memory_needs(spec: Specialized, outputs: Sequence[str], hooks: StageHooks | None, alignment: int
-                 ) -> tuple[MemoryPlan, int, int]:
-    """The activation placement of a plan, and the bytes of its upload and readback staging."""
-    memory = plan_memory(lifetimes(spec, outputs), view_sources(spec.graph.nodes), alignment)
+def memory_needs(spec: Specialized, outputs: Sequence[str], hooks: StageHooks | None, alignment: int,
+                 layouts: LayoutCache | None = None) -> tuple[MemoryPlan, int, int]:
+    """The activation placement of a plan (an earlier one's from `layouts` where it fits), and the bytes of
+    its upload and readback staging."""
+    values, aliases = lifetimes(spec, outputs), view_sources(spec.graph.nodes)
+    memory = layouts.plan(values, aliases, alignment) if layouts is not None else plan_memory(values, aliases,
+                                                                                               alignment)
     upload = staged_bytes(spec, [spec.graph.inputs[0]], alignment) if hooks is None else 0
     readback = staged_bytes(spec, outputs, alignment) if hooks is None or hooks.read_outputs else 0
     return memory, upload, readback
@@ -162,12 +167,14 @@ class StageHooks:
 @dataclass(frozen=True)
 class Binding:
     """What a node reads besides activations, for one set of constant inputs: their values, which positions
-    are read on the host, the device tensors of the others, and the node's derived constants."""
+    are read on the host, the device tensors of the others, the node's derived constants, and its prepared
+    recording (lower.prepare)."""
 
     values: list[np.ndarray | None]
     host: frozenset[int]
     constants: dict[str, Tensor]
     consts: NodeConstants
+    emit: Emit
 
 
 @dataclass(frozen=True)
@@ -175,7 +182,7 @@ class _Step:
     node: Node
     ins: list[Tensor | None]
     outs: list[Tensor]
-    consts: NodeConstants
+    emit: Emit
 
 
 class Plan:
@@ -183,9 +190,11 @@ class Plan:
 
     def __init__(self, device: Device, graph: Graph, weights: ConstantArena, input_shape: Sequence[int], *,
                  extra_outputs: Sequence[str] = (), hooks: StageHooks | None = None,
-                 memory: SharedMemory | None = None, bindings: dict[str, Binding] | None = None) -> None:
+                 memory: SharedMemory | None = None, bindings: dict[str, Binding] | None = None,
+                 layouts: LayoutCache | None = None) -> None:
         """`memory`: the regions this plan shares with the other plans of its model (reserved large enough here;
-        a plan of its own when None); `bindings`: the model's memo of node bindings (see `_bind_steps`)."""
+        a plan of its own when None); `bindings`: the model's memo of node bindings (see `_bind_steps`);
+        `layouts`: the model's activation placements, reused where this shape fits."""
         started = time.perf_counter()
         self.device = device
         self.input_shape = tuple(int(d) for d in input_shape)
@@ -196,7 +205,8 @@ class Plan:
         self.hooks = hooks
         self._check_graph()
         self.memory: MemoryPlan
-        self.memory, upload, readback = memory_needs(self.spec, self.output_names, hooks, device.alignment)
+        self.memory, upload, readback = memory_needs(self.spec, self.output_names, hooks, device.alignment,
+                                                        layouts)
         self._check_binding_sizes()
         self._own_memory = memory is None
         self.shared = memory if memory is not None else SharedMemory(device)
@@ -314,14 +324,16 @@ class Plan:
         require_host_constants(node, values, host)
         prefix = derived_key(node, "")
         derived = {k[len(prefix):]: t for k, t in constants.items() if k.startswith(prefix)} if constants else {}
-        return Binding(values, host, constants, NodeConstants(values, derived))
+        consts = NodeConstants(values, derived)
+        static = [constants.get(name) if name and i not in host else None for i, name in enumerate(node.inputs)]
+        return Binding(values, host, constants, consts, prepare(node, static, consts))
 
     def _step(self, node: Node, bound: Binding) -> _Step:
         tensors, host, constants = self._tensors, bound.host, bound.constants
         ins: list[Tensor | None] = [None if not name or i in host else tensors[name] if name in tensors
                                     else constants[name] for i, name in enumerate(node.inputs)]
         outs = [tensors[name] for name in node.outputs if name]
-        return _Step(node, ins, outs, bound.consts)
+        return _Step(node, ins, outs, bound.emit)
 
     def _stage(self, names: Sequence[str], kind: str) -> dict[str, tuple[Allocation, np.ndarray]]:
         """Host-visible staging for these values in the shared `kind` region, and NumPy views of the mapping."""
@@ -350,7 +362,7 @@ class Plan:
             spans = [("input", rec.command_count)]
             for step in self._steps:
                 before = rec.command_count
-                record_checked(rec, step.node, step.ins, step.outs, step.consts)
+                record_emit(rec, step.node, step.emit, step.ins, step.outs)
                 spans.append((step.node.name, rec.command_count - before))
             if self.hooks is not None and self.hooks.epilogue is not None:
                 self.hooks.epilogue(rec, {name: self._tensors[name] for name in self.output_names})

@@ -41,6 +41,71 @@ def conv_output_shape(
     return n, cout, oh, ow
 
 
+class Conv2d:
+    """record_conv2d in two parts: what the weights and attributes decide, checked and packed once here, and
+    `record()`, what each input shape adds. A model prepares each Conv node once and records it for every new
+    input shape (vk/graph/lower.py, `prepare`)."""
+
+    def __init__(
+        self,
+        w_shape: Sequence[int],
+        *,
+        has_bias: bool = False,
+        strides: Sequence[int] = (1, 1),
+        pads: Sequence[int] = (0, 0, 0, 0),
+        dilations: Sequence[int] = (1, 1),
+        group: int = 1,
+        activation: str = "none",
+        alpha: float = 0.0,
+        beta: float = 0.0,
+        post_affine: tuple[float, float] | None = None,
+    ) -> None:
+        if len(w_shape) != 4:
+            raise KernelArgumentError(f"conv2d needs 4-D w, got {tuple(w_shape)}")
+        cout, cin_g, kh, kw = (int(d) for d in w_shape)
+        if group < 1 or cout % group:
+            raise KernelArgumentError(f"conv2d: w {tuple(w_shape)} inconsistent with group={group}")
+        if min(cout, cin_g, kh, kw) <= 0:
+            raise KernelArgumentError(f"conv2d: empty kernel {tuple(w_shape)}")
+        (sh, sw), (dh, dw) = pair(strides, "conv2d strides"), pair(dilations, "conv2d dilations")
+        pt, pl, pb, pr = four_pads(pads)
+        act = activation_id(activation)
+        self.w_shape = (cout, cin_g, kh, kw)
+        self.has_bias = has_bias
+        self.group = group
+        self._strides, self._pads, self._dilations = (sh, sw), (pt, pl, pb, pr), (dh, dw)
+        self.cout_g = cout // group
+        pointwise = kh == kw == sh == sw == 1 and pt == pl == pb == pr == 0
+        # the kernel size is specialised (constant division); shapes and the rest travel as push constants
+        self._constants = (int(pointwise), kh, kw, int(post_affine is not None))
+        scale, shift = post_affine if post_affine is not None else (1.0, 0.0)
+        self._push_head = pack("3I", group, cin_g, self.cout_g)
+        self._push_tail = pack("6I2I4f", sh, sw, dh, dw, pt, pl, int(has_bias), act, float(alpha), float(beta),
+                               float(scale), float(shift))
+
+    def record(self, rec: Recorder, x: Tensor, w: Tensor, out: Tensor, b: Tensor | None = None, *,
+               tile: str | None = None) -> None:
+        """One GEMM per (image, group) for input x (N, Cin, H, W); `tile` forces a tile config."""
+        require_float32(x, w, out, *([b] if b is not None else []))
+        if tuple(w.shape) != self.w_shape or (b is not None) != self.has_bias:
+            raise KernelArgumentError(f"conv2d prepared for w {self.w_shape} (bias: {self.has_bias}), given "
+                                      f"{tuple(w.shape)} (bias: {b is not None})")
+        shape = conv_output_shape(x.shape, self.w_shape, strides=self._strides, pads=self._pads,
+                                  dilations=self._dilations, group=self.group)
+        require_shape(out, shape, "conv2d output")
+        n, cout, oh, ow = shape
+        if b is not None:
+            require_shape(b, (cout,), "conv2d bias")
+        h, wd = x.shape[2], x.shape[3]
+        chosen = pick_tile(self.cout_g, oh * ow, n * self.group, tile)
+        groups = chosen.groups(self.cout_g, oh * ow, n * self.group)
+        check_groups(rec, groups, "conv2d")
+        pipeline = rec.device.pipeline(CONV2D, (*chosen.constants(), *self._constants))
+        push = self._push_head + pack("4I", h, wd, oh, ow) + self._push_tail
+        views = [x.view, w.view, (b if b is not None else w).view, out.view]
+        rec.dispatch(pipeline, views, push, groups, label="conv2d")
+
+
 def record_conv2d(
     rec: Recorder,
     x: Tensor,
@@ -62,27 +127,6 @@ def record_conv2d(
     H, W), w (Cout, Cin/group, kh, kw), b (Cout,), pads (top, left, bottom, right). One GEMM per (image,
     group); `tile` forces a tile config."""
     require_float32(x, w, out, *([b] if b is not None else []))
-    shape = conv_output_shape(x.shape, w.shape, strides=strides, pads=pads, dilations=dilations, group=group)
-    require_shape(out, shape, "conv2d output")
-    n, cout, oh, ow = shape
-    _, _, h, wd = x.shape
-    _, cin_g, kh, kw = w.shape
-    if b is not None:
-        require_shape(b, (cout,), "conv2d bias")
-    act = activation_id(activation)
-    (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilations, pads
-    pointwise = kh == kw == sh == sw == 1 and pt == pl == pb == pr == 0
-    cout_g = cout // group
-    chosen = pick_tile(cout_g, oh * ow, n * group, tile)
-    groups = chosen.groups(cout_g, oh * ow, n * group)
-    check_groups(rec, groups, "conv2d")
-    # the kernel size is specialised (constant division); shapes and the rest travel as push constants
-    constants = (*chosen.constants(), int(pointwise), kh, kw, int(post_affine is not None))
-    pipeline = rec.device.pipeline(CONV2D, constants)
-    scale, shift = post_affine if post_affine is not None else (1.0, 0.0)
-    push = pack(
-        "13I2I4f", group, cin_g, cout_g, h, wd, oh, ow, sh, sw, dh, dw, pt, pl,
-        int(b is not None), act, float(alpha), float(beta), float(scale), float(shift),
-    )
-    views = [x.view, w.view, (b if b is not None else w).view, out.view]
-    rec.dispatch(pipeline, views, push, groups, label="conv2d")
+    Conv2d(w.shape, has_bias=b is not None, strides=strides, pads=pads, dilations=dilations, group=group,
+           activation=activation, alpha=alpha, beta=beta, post_affine=post_affine).record(rec, x, w, out, b,
+                                                                                           tile=tile)

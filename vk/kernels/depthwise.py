@@ -43,6 +43,67 @@ def choose_tiling(kernel_w: int, stride_w: int) -> Tiling:
     return Tiling(4, 4, (8, 8))
 
 
+class DepthwiseConv2d:
+    """record_conv2d_depthwise in two parts: what the weights and attributes decide, checked once here, and
+    `record()`, what each input shape adds (a model prepares each depthwise Conv node once)."""
+
+    def __init__(
+        self,
+        w_shape: Sequence[int],
+        *,
+        has_bias: bool = False,
+        strides: Sequence[int] = (1, 1),
+        pads: Sequence[int] = (0, 0, 0, 0),
+        dilations: Sequence[int] = (1, 1),
+        activation: str = "none",
+        alpha: float = 0.0,
+        beta: float = 0.0,
+        post_affine: tuple[float, float] | None = None,
+    ) -> None:
+        if len(w_shape) != 4 or int(w_shape[1]) != 1:
+            raise KernelArgumentError(f"depthwise conv weights must be (C, 1, kh, kw), got {tuple(w_shape)}")
+        c, kh, kw = int(w_shape[0]), int(w_shape[2]), int(w_shape[3])
+        if c < 1 or kh < 1 or kw < 1:
+            raise KernelArgumentError(f"depthwise conv kernel must be non-empty, got {tuple(w_shape)}")
+        (sh, sw), (dh, dw) = pair(strides, "strides"), pair(dilations, "dilations")
+        pt, pl, pb, pr = four_pads(pads)
+        act = activation_id(activation)
+        self.w_shape = (c, 1, kh, kw)
+        self.has_bias = has_bias
+        self._window = (kh, sh, dh, pt + pb, kw, sw, dw, pl + pr)
+        self._pads = (pt, pl)
+        self.tiling = choose_tiling(kw, sw)
+        self._local = (*self.tiling.local, 1)
+        self._constants = (*self._local, kh, kw, sh, sw, dh, dw, self.tiling.rows, self.tiling.cols,
+                           int(has_bias), act, float(alpha), float(beta), int(post_affine is not None))
+        scale, shift = post_affine if post_affine is not None else (1.0, 0.0)
+        self._push_tail = pack("2f", float(scale), float(shift))
+
+    def record(self, rec: Recorder, x: Tensor, w: Tensor, out: Tensor, b: Tensor | None = None) -> None:
+        """For input x (N, C, H, W)."""
+        require_float32(x, w, out, *([b] if b is not None else []))
+        n, c, h, wd = require_nchw(x, "depthwise conv input")
+        if tuple(w.shape) != self.w_shape or c != self.w_shape[0]:
+            raise KernelArgumentError(f"depthwise conv weights must be ({c}, 1, kh, kw) for {c} channels, "
+                                      f"prepared for {self.w_shape}, given {tuple(w.shape)}")
+        if (b is not None) != self.has_bias:
+            raise KernelArgumentError(f"depthwise conv prepared with bias {self.has_bias}, given {b is not None}")
+        if b is not None:
+            require_shape(b, (c,), "depthwise conv bias")
+        kh, sh, dh, pad_h, kw, sw, dw, pad_w = self._window
+        oh, ow = conv_out_len(h, kh, sh, dh, pad_h), conv_out_len(wd, kw, sw, dw, pad_w)
+        out_shape = (n, c, oh, ow)
+        require_positive_output(out_shape, "depthwise conv")
+        require_shape(out, out_shape, "depthwise conv output")
+        tiling = self.tiling
+        groups = dispatch_groups((-(-ow // tiling.cols), -(-oh // tiling.rows), n * c), self._local)
+        require_group_count(max(groups), "depthwise conv")
+        pipeline = rec.device.pipeline(DEPTHWISE, self._constants)
+        push = pack("IIiiiiii", n * c, c, h, wd, oh, ow, *self._pads) + self._push_tail
+        bias_view = (b if b is not None else w).view
+        rec.dispatch(pipeline, [x.view, w.view, bias_view, out.view], push, groups, label="conv2d_depthwise")
+
+
 def record_conv2d_depthwise(
     rec: Recorder,
     x: Tensor,
@@ -65,27 +126,5 @@ def record_conv2d_depthwise(
     if len(w.shape) != 4 or tuple(w.shape[:2]) != (c, 1):
         raise KernelArgumentError(f"depthwise conv weights must be ({c}, 1, kh, kw) for {c} channels, "
                                   f"got {w.shape}")
-    kh, kw = int(w.shape[2]), int(w.shape[3])
-    if kh < 1 or kw < 1:
-        raise KernelArgumentError(f"depthwise conv kernel must be non-empty, got {w.shape}")
-    if b is not None:
-        require_shape(b, (c,), "depthwise conv bias")
-    (sh, sw), (dh, dw) = pair(strides, "strides"), pair(dilations, "dilations")
-    pt, pl, pb, pr = four_pads(pads)
-    out_shape = (n, c, conv_out_len(h, kh, sh, dh, pt + pb), conv_out_len(wd, kw, sw, dw, pl + pr))
-    require_positive_output(out_shape, "depthwise conv")
-    require_shape(out, out_shape, "depthwise conv output")
-    act = activation_id(activation)
-
-    tiling = choose_tiling(kw, sw)
-    oh, ow = out_shape[2], out_shape[3]
-    local = (*tiling.local, 1)
-    groups = dispatch_groups((-(-ow // tiling.cols), -(-oh // tiling.rows), n * c), local)
-    require_group_count(max(groups), "depthwise conv")
-    constants = (*local, kh, kw, sh, sw, dh, dw, tiling.rows, tiling.cols, int(b is not None), act,
-                 float(alpha), float(beta), int(post_affine is not None))
-    pipeline = rec.device.pipeline(DEPTHWISE, constants)
-    scale, shift = post_affine if post_affine is not None else (1.0, 0.0)
-    push = pack("IIiiiiii2f", n * c, c, h, wd, oh, ow, pt, pl, float(scale), float(shift))
-    bias_view = (b if b is not None else w).view
-    rec.dispatch(pipeline, [x.view, w.view, bias_view, out.view], push, groups, label="conv2d_depthwise")
+    DepthwiseConv2d(w.shape, has_bias=b is not None, strides=strides, pads=pads, dilations=dilations,
+                    activation=activation, alpha=alpha, beta=beta, post_affine=post_affine).record(rec, x, w, out, b)
