@@ -102,6 +102,8 @@ class Recorder:
         self._pending: list[_Access] = []
         self._in_flight = False
         self.ended = False
+        self._kernel_names: frozenset[str] = frozenset()  # set by end(), which drops _ops
+        self._op_count = 0
         self.profile = profile and device.info.timestamps_supported
         self.dispatch_count = 0
         self.command_count = 0  # dispatches and copies: with profile=True, one timestamp each
@@ -126,7 +128,8 @@ class Recorder:
     @property
     def host_bytes_estimate(self) -> int:
         """Driver memory this recording holds (command buffer and descriptors), estimated."""
-        return COMMAND_BYTES_ESTIMATE * len(self._ops) + DESCRIPTOR_BYTES_ESTIMATE * self.descriptor_count
+        commands = self._op_count if self.ended else len(self._ops)
+        return COMMAND_BYTES_ESTIMATE * commands + DESCRIPTOR_BYTES_ESTIMATE * self.descriptor_count
 
     # -- collecting -------------------------------------------------------------------------------------------
 
@@ -198,7 +201,9 @@ class Recorder:
 
     @property
     def kernels(self) -> set[str]:
-        """The shaders this recording dispatches (empty once closed)."""
+        """The shaders this recording dispatches."""
+        if self.ended:
+            return set(self._kernel_names)
         return {op.pipeline.kernel.shader for op in self._ops if isinstance(op, _Dispatch)}
 
     def copy(self, src: BufferView, dst: BufferView, label: str = "copy") -> None:
@@ -226,6 +231,11 @@ class Recorder:
         self._pending.clear()
         sets = self._write_descriptor_sets()
         self._encode(sets)
+        # The command buffer holds the commands now. Dropping their Python records leaves a cached plan a
+        # handful of objects for the cycle collector to walk, not one per command and binding.
+        self._kernel_names = frozenset(op.pipeline.kernel.shader for op in self._ops if isinstance(op, _Dispatch))
+        self._op_count = len(self._ops)
+        self._ops = []
 
     # -- encoding ---------------------------------------------------------------------------------------------
 

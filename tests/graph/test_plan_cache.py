@@ -4,6 +4,7 @@ recorded against the old one, and a plan made among many computes what a fresh m
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import numpy as np
@@ -151,3 +152,32 @@ def test_reserving_for_the_largest_shape_records_nothing_and_no_later_plan_grows
             run_poisoned(model, rng.uniform(-1, 1, shape).astype(np.float32))
         assert model.shared.bytes_of("device") == reserved and model.shared.generation == generation
         assert model.plan_count == len(SHAPES)
+
+
+def test_a_cached_plan_leaves_the_collector_a_few_objects_not_one_per_node(device: Device, tmp_path: Path) -> None:
+    """A plan keeps its command buffer, not its Python records of values, bindings and commands: a cache of
+    hundreds of plans must not be hundreds of thousands of objects that every full collection walks."""
+    rng, seed = fresh_rng()
+    depth = 40
+    nodes = [helper.make_node("Conv", [f"h{i}", f"w{i}"], [f"h{i + 1}"], kernel_shape=[1, 1]) for i in range(depth)]
+    nodes[0].input[0] = "x"
+    model_proto = tiny_model(nodes, ["n", 4, "h", "w"], f"h{depth}", ["n", 4, "h", "w"],
+                             [const(rng, f"w{i}", 4, 4, 1, 1) for i in range(depth)])
+    path = tmp_path / "conv_chain.onnx"
+    onnx.save(model_proto, path)
+    shapes = [(1, 4, 24, 24 - i) for i in range(10)]  # the largest first: no arena grows, no plan is dropped
+    with Model.load(path, device, plan_cache_size=len(shapes)) as model:
+        for shape in shapes[:2]:  # the model's memos (bindings, placements) fill on the first plans
+            model.plan(shape)
+        gc.collect()
+        before = len(gc.get_objects())
+        for shape in shapes[2:]:
+            plan = model.plan(shape)
+            assert isinstance(plan, Plan) and plan.dispatch_count >= depth
+        gc.collect()
+        per_plan = (len(gc.get_objects()) - before) / (len(shapes) - 2)
+        assert model.plan_count == len(shapes)
+        assert per_plan < depth, f"{per_plan:.0f} tracked objects per cached plan of {depth} nodes; seed {seed}"
+        x = rng.uniform(-1, 1, shapes[-1]).astype(np.float32)
+        out = run_poisoned(model, x)
+        assert rel_err(out, reference(path, x, [model.output])[model.output]) <= 1e-5, f"seed {seed}"

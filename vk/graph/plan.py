@@ -216,13 +216,14 @@ class Plan:
         try:
             self.shared.reserve(self.memory.arena_bytes, upload, readback)
             self.generation = self.shared.generation
-            self._tensors = self._place_tensors(self.shared.region("device"))
-            self._steps = self._bind_steps(weights, bindings)
+            self._weights, self._bindings = weights, bindings
+            self._tensors, self._steps = self._build_steps()
             self._upload: Allocation | None = None
             if hooks is None:
                 self._upload, self._input_host = self._stage([self.input_name], "upload")[self.input_name]
             self._readback = self._stage(self.output_names, "readback") if readback else {}
             self._recorder, self._spans = self._record(profile=False)
+            self._release_steps()
         except BaseException:
             self.close()
             raise
@@ -281,6 +282,16 @@ class Plan:
                     f"input {self.input_shape}: {name} {tuple(shapes[name])} takes {nbytes / 2**20:.1f} MiB, more "
                     f"than this device binds ({limit / 2**20:.0f} MiB, maxStorageBufferRange)")
 
+    def _build_steps(self) -> tuple[dict[str, Tensor], list[_Step]]:
+        """Every value's tensor and every node's bindings: what a recording reads. Made for the recording, then
+        released (`_release_steps`): a cached plan keeps its command buffer, not a Python object per value and
+        per node for the cycle collector to walk on every full collection."""
+        self._tensors = self._place_tensors(self.shared.region("device"))
+        return self._tensors, self._bind_steps(self._weights, self._bindings)
+
+    def _release_steps(self) -> None:
+        self._tensors, self._steps = {}, []
+
     def _place_tensors(self, arena: Allocation) -> dict[str, Tensor]:
         shapes = self.spec.shapes
         return {name: Tensor(arena.sub(offset, max(1, math.prod(shapes[name])) * FLOAT32.itemsize), shapes[name],
@@ -302,7 +313,9 @@ class Plan:
             else:
                 work.append((node, values, None, device_constants(node, values)))
         missing = {k: a for _, _, _, needed in work for k, a in needed.items() if weights.lookup(k, a) is None}
-        local = self._local = ConstantArena(self.device, missing) if missing else None
+        if missing and self._local is None:  # (a rebuild for profile() finds them uploaded)
+            self._local = ConstantArena(self.device, missing)
+        local = self._local
 
         def device_tensor(key: str, array: np.ndarray) -> Tensor:
             found = local.tensors[key] if local is not None and key in missing else weights.lookup(key, array)
@@ -346,9 +359,6 @@ class Plan:
             offset += aligned(tensor.nbytes, alignment)
         return staged
 
-    def input_tensor(self) -> Tensor:
-        return self._tensors[self.input_name]
-
     def _record(self, *, profile: bool) -> tuple[Recorder, list[tuple[str, int]]]:
         """One command buffer for the whole plan; the command count of the input step, every node, and the
         output step, in order (the profile splits timestamps by these counts)."""
@@ -356,9 +366,9 @@ class Plan:
         try:
             if self.hooks is None:
                 assert self._upload is not None
-                rec.copy(self._upload.view, self.input_tensor().view, label="upload")
+                rec.copy(self._upload.view, self._tensors[self.input_name].view, label="upload")
             else:
-                self.hooks.prologue(rec, self.input_tensor())
+                self.hooks.prologue(rec, self._tensors[self.input_name])
             spans = [("input", rec.command_count)]
             for step in self._steps:
                 before = rec.command_count
@@ -424,7 +434,11 @@ class Plan:
         if self.stale:
             raise EngineError("plan recorded against memory its model has since replaced: make it again")
         if self._profiler is None:
-            self._profiler, _ = self._record(profile=True)
+            self._tensors, self._steps = self._build_steps()
+            try:
+                self._profiler, _ = self._record(profile=True)
+            finally:
+                self._release_steps()
         if not self._profiler.profile:
             raise EngineError(f"{self.device.info.name} has no timestamp queries on its compute queue")
         self._replay(self._profiler, x, timeout_s)
