@@ -2,10 +2,12 @@
 # Run the benchmarks (and the tests, with validation) on a machine that has a GPU driver but no Vulkan loader
 # and no package registry, such as the GPU benchmark machine. Bring, from a Debian machine:
 #   .gl/     apt-get download libvulkan1 libglvnd0 libegl1 libgl1 libglx0 libopengl0 libgles2 vulkan-validationlayers
+#            fonts-wqy-microhei (the rendered stream images draw Chinese with it)
 #   .whl/    vkocr's own wheel (.venv/bin/pip wheel --no-deps -w .whl .) and
 #            pip download --no-deps --only-binary=:all: --python-version 3.12 ... vulkan cffi pycparser structlog
-#            pyclipper shapely rapidocr-onnxruntime==1.4.4 pyyaml six ncnn (the default models come from the
-#            rapidocr-onnxruntime wheel: its files are the ones the set-up checks by sha256); for `startup` also
+#            pyclipper shapely rapidocr-onnxruntime==1.4.4 rapidocr==3.10.0 omegaconf colorlog tqdm requests
+#            pyyaml six google-re2 ncnn (the model files come from the two rapidocr wheels: they are the ones the
+#            set-up checks by sha256, ppocrv4's and the default ppocrv6-small's); for `startup` also
 #            prometheus-client cryptography, and grpcio-health-checking and grpcio-reflection of the machine's own
 #            grpcio version (1.84.0 on the H200 host: their generated code refuses an older grpcio)
 #   .peers/  the ncnn models of ../shared/peers/ncnn-ppocrv4 (for `bench models`)
@@ -17,13 +19,15 @@ set -uo pipefail
 out="${1:-/tmp}"
 shift || true
 what="${*:-tests kernels models}"
-for f in .gl/lib*.deb; do dpkg -x "$f" /; done
+for f in .gl/lib*.deb .gl/fonts-*.deb; do [ -e "$f" ] && dpkg -x "$f" /; done
 ldconfig
 mkdir -p /tmp/vl && dpkg -x .gl/vulkan-validationlayers*.deb /tmp/vl
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl || exit 1
 # vkocr from its wheel (/tmp/site); the checkout only for tests/ and scripts/
-export PYTHONPATH=/tmp/site:$PWD VKOCR_MODELS=/tmp/site/rapidocr_onnxruntime/models VKOCR_SHARED=$PWD/.bench/shared
+# both model sets in one folder, as the set-up lays them out
+mkdir -p /tmp/models && ln -sf /tmp/site/rapidocr_onnxruntime/models/*.onnx /tmp/site/rapidocr/models/*.onnx /tmp/models/
+export PYTHONPATH=/tmp/site:$PWD VKOCR_MODELS=/tmp/models VKOCR_SHARED=$PWD/.bench/shared
 python3 -m vkocr.agent.cli.main devices | tee "$out/devices.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv 2>/dev/null | tee -a "$out/devices.txt"
 lscpu 2>/dev/null | grep -E "Model name|^CPU\(s\)" | tee -a "$out/devices.txt"
