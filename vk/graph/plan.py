@@ -217,7 +217,9 @@ class Plan:
             self.shared.reserve(self.memory.arena_bytes, upload, readback)
             self.generation = self.shared.generation
             self._weights, self._bindings = weights, bindings
-            self._tensors, self._steps = self._build_steps()
+            self._tensors: dict[str, Tensor] = {}
+            self._steps: list[_Step] = []
+            self._build_steps()
             self._upload: Allocation | None = None
             if hooks is None:
                 self._upload, self._input_host = self._stage([self.input_name], "upload")[self.input_name]
@@ -282,12 +284,12 @@ class Plan:
                     f"input {self.input_shape}: {name} {tuple(shapes[name])} takes {nbytes / 2**20:.1f} MiB, more "
                     f"than this device binds ({limit / 2**20:.0f} MiB, maxStorageBufferRange)")
 
-    def _build_steps(self) -> tuple[dict[str, Tensor], list[_Step]]:
+    def _build_steps(self) -> None:
         """Every value's tensor and every node's bindings: what a recording reads. Made for the recording, then
         released (`_release_steps`): a cached plan keeps its command buffer, not a Python object per value and
         per node for the cycle collector to walk on every full collection."""
-        self._tensors = self._place_tensors(self.shared.region("device"))
-        return self._tensors, self._bind_steps(self._weights, self._bindings)
+        self._tensors = self._place_tensors(self.shared.region("device"))  # (_bind_steps reads them)
+        self._steps = self._bind_steps(self._weights, self._bindings)
 
     def _release_steps(self) -> None:
         self._tensors, self._steps = {}, []
@@ -434,7 +436,7 @@ class Plan:
         if self.stale:
             raise EngineError("plan recorded against memory its model has since replaced: make it again")
         if self._profiler is None:
-            self._tensors, self._steps = self._build_steps()
+            self._build_steps()
             try:
                 self._profiler, _ = self._record(profile=True)
             finally:
