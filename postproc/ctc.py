@@ -99,19 +99,19 @@ def ctc_decode(indices: np.ndarray, scores: np.ndarray, charset: Sequence[str], 
     steps = int(indices.shape[1])
     rows, cols = np.nonzero(keep)  # row-major: each line's kept steps together, in order
     kept_scores = scores[rows, cols].astype(np.float64)
-    kept_classes, kept_list, positions = indices[rows, cols].tolist(), kept_scores.tolist(), cols.tolist()
+    kept_classes, positions = indices[rows, cols].tolist(), cols.tolist()
+    if decimals is not None:  # Python's round (exact decimal rounding) of every kept step, in one list
+        kept_scores = np.array([round(v, decimals) for v in kept_scores.tolist()], dtype=np.float64)
+    kept_list = kept_scores.tolist()
     out = []
     at = 0
     for count in np.bincount(rows, minlength=indices.shape[0]).tolist():
         end = at + count
-        line_scores = kept_scores[at:end]
-        if decimals is not None:
-            line_scores = np.array([round(v, decimals) for v in kept_list[at:end]], dtype=np.float64)
         # np.mean's own steps (its pairwise sum, then the division), as RapidOCR takes the mean
-        mean = np.add.reduce(line_scores) / count if count else np.float64(0.0)
+        mean = np.add.reduce(kept_scores[at:end]) / count if count else np.float64(0.0)
         score = float(np.round(mean, decimals) if decimals is not None else mean)
         text = "".join([charset[c] for c in kept_classes[at:end]])
-        out.append(CtcText(text, score, tuple(positions[at:end]), tuple(line_scores.tolist()), steps))
+        out.append(CtcText(text, score, tuple(positions[at:end]), tuple(kept_list[at:end]), steps))
         at = end
     return out
 
