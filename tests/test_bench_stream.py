@@ -36,13 +36,16 @@ def test_a_two_pass_stream_on_lavapipe() -> None:
     first, second = r["passes"]
     assert first["plans_built"]["det"] == 2  # two aspects, new to pass 1
     assert second["plans_built"] == {"det": 0, "cls": 0, "rec": 0}  # the same shapes again: cached
+    stages = second["python_stage_median_ms"]
+    assert {"decode", "det", "db", "rec"} <= set(stages) and all(ms >= 0 for ms in stages.values())
     assert r["distinct_shapes"]["det"] == 4  # the warm size's, the warm-up image's and the stream's two
     assert r["warm_up"]["plans_recorded"] > 0
     assert r["new_shape_ms_summary"]["det"]["count"] == 2 and r["new_shape_ms"]["det"] > 0
     assert 0.0 <= r["lines_identical_fraction"] <= 1.0
     assert r["passes_agree"]
     assert r["ratio_pass2"] == pytest.approx(r["rapidocr_median_ms"] / r["ours_pass2_median_ms"])
-    assert "pass 2" in format_stream_results(r)
+    table = format_stream_results(r)
+    assert "pass 2" in table and "by stage" in table
 
 
 def test_folders_give_their_images_sorted(tmp_path: Path) -> None:

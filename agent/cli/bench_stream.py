@@ -127,15 +127,20 @@ def run_pass(ocr: Any, inputs: list[tuple[str, np.ndarray]], number: int, progre
         wall = (time.perf_counter() - start) * 1e3
         python = wall - sum(result.gpu_wait_ms.values())
         lines = [(line.box, line.text) for line in result.lines]
-        rows.append({"wall_ms": wall, "python_ms": python, "lines": lines})
+        stages = {name: ms - result.gpu_wait_ms.get(name, 0.0) for name, ms in result.timings_ms.items()}
+        rows.append({"wall_ms": wall, "python_ms": python, "stages": stages, "lines": lines})
         if progress:
             print(f"bench stream: pass {number} [{k + 1}/{len(inputs)}] {name}: {wall:.1f} ms "
                   f"(Python {python:.1f} ms), {len(lines)} lines", file=sys.stderr, flush=True)
     after = plan_stats(ocr)
     walls = [r["wall_ms"] for r in rows]
+    stage_names = dict.fromkeys(name for r in rows for name in r["stages"])  # in the pipeline's order
     detail: dict[str, Any] = {
         "pass": number, "median_ms": statistics.median(walls), "p99_ms": percentile(walls, 99), "min_ms": min(walls),
         "python_median_ms": statistics.median(r["python_ms"] for r in rows),
+        # per stage over the images that ran it (a stage an image skips, rec on an image without text, is not 0)
+        "python_stage_median_ms": {name: statistics.median(r["stages"][name] for r in rows if name in r["stages"])
+                                   for name in stage_names},
         "plans_built": None, "build_ms": None, "plan_memory_mib": None,
     }
     if before is not None and after is not None:
@@ -319,6 +324,9 @@ def format_stream_results(r: dict[str, Any]) -> str:
         lines.append("new shape in pass 1, host ms per plan built (median): " + ("; ".join(news) or "none built"))
     lines.append(f"Python outside GPU waits per image (median, pass {min(2, r['passes_run'])}): "
                  f"{r['python_outside_waits_median_ms']:.1f} ms; passes agree: {'yes' if r['passes_agree'] else 'NO'}")
+    stages = r["passes"][min(2, r["passes_run"]) - 1].get("python_stage_median_ms")
+    if stages:
+        lines.append("  by stage (median ms): " + ", ".join(f"{name} {ms:.2f}" for name, ms in stages.items()))
     if r["backend"].startswith("vulkan") and "llvmpipe" in machine["device"]:
         lines.append("note: a CPU Vulkan driver (lavapipe): these numbers are not speed claims")
     return "\n".join(lines)
