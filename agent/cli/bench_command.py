@@ -164,10 +164,10 @@ def add_bench_parser(sub: Any) -> None:
         "Pass 1 meets every image's shapes for the first time: it pays for recording the det plan of each new "
         "image aspect and the rec plan of each new line-batch width, as real traffic does. Pass 2 reads the "
         "same images again with those plans cached: the steady state. Per pass: median, p99 and min wall time "
-        "per image, the Python time outside GPU waits, plans built and the memory they hold; then the host "
-        "time of a new shape, and the model set's reference (RapidOCR 1.4.4 for ppocrv4, 3.10.0 for "
-        "ppocrv6-small; CPU) once over the same stream, with the share of lines "
-        "identical to its lines (boxes paired by IoU >= 0.5).",
+        "per image, the Python time outside GPU waits (in all and per stage), plans built and the memory they "
+        "hold; then the host time of a new shape, and the model set's reference (RapidOCR 1.4.4 for ppocrv4, "
+        "3.10.0 for ppocrv6-small; CPU) once over the same stream, with the share of lines identical to its "
+        "lines (boxes paired by IoU >= 0.5).",
     )
     stream.add_argument("images", nargs="*", metavar="IMAGE_OR_DIR",
                         help="image files, or folders (their .jpg/.jpeg/.png/.bmp/.webp files, sorted)")

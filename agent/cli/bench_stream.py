@@ -1,10 +1,10 @@
 """`vkocr bench stream`: the whole pipeline on a stream of distinct images, each read once per pass, as real
 traffic comes (DESIGN.md, "Performance method"). Pass 1 meets every image's shapes for the first time, so it pays
 for the det plan of each new aspect and the rec plan of each new line-batch width; pass 2 reads the same images
-again with those plans cached. Per pass: median, p99 and min wall time, the Python time outside GPU waits and
-the plans built; overall: the host time a new shape costs, the memory the plans hold, the model set's reference
-(RapidOCR 1.4.4 for ppocrv4, 3.10.0 for ppocrv6-small; CPU) on the same stream, and how many lines are identical
-to the reference's."""
+again with those plans cached. Per pass: median, p99 and min wall time, the Python time outside GPU waits (in all
+and per stage) and the plans built; overall: the host time a new shape costs, the memory the plans hold, the model
+set's reference (RapidOCR 1.4.4 for ppocrv4, 3.10.0 for ppocrv6-small; CPU) on the same stream, and how many lines
+are identical to the reference's."""
 
 from __future__ import annotations
 
