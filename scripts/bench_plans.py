@@ -9,7 +9,12 @@ what is left is the shape arithmetic (specialisation, placement, binding, each k
 counts), which any design that runs this code per new shape pays, one recording shared by many shapes included.
 Those plans are never run, and the process ends after them.
 
-Usage: python scripts/bench_plans.py [--device NAME] [--models SET] [--shapes N] [--seed S] [--floor] [--json PATH]
+Plans are made as the pipeline makes them, by shape classes (vk/graph/shape_classes.py): the first shape of a
+class is traced, the others come from the class's compiled function; the two are timed apart. --no-classes
+works every plan out in full (--floor implies it: it times that full work).
+
+Usage: python scripts/bench_plans.py [--device NAME] [--models SET] [--shapes N] [--seed S] [--floor]
+       [--no-classes] [--json PATH]
 """
 
 from __future__ import annotations
@@ -41,6 +46,14 @@ def shapes_for(role: str, n: int, seed: int) -> list[tuple[int, int, int, int]]:
 
 
 MAX_SHAPES = 180  # rec has 180 widths to choose from
+
+
+def summary(times: list[float]) -> dict[str, float] | None:
+    return {"min": min(times), "median": statistics.median(times), "max": max(times)} if times else None
+
+
+def fmt(s: dict[str, float] | None) -> str:
+    return "-" if s is None else f"{s['min']:.2f} / {s['median']:.2f} / {s['max']:.2f}"
 
 
 def timed(prepare: Callable[[str, Any], None], role: str, shapes: list[tuple[int, int, int, int]]) -> list[float]:
@@ -76,6 +89,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0, help="the order of the shapes (default 0)")
     parser.add_argument("--floor", action="store_true",
                         help="then as many new shapes again with recording turned off: the shape arithmetic alone")
+    parser.add_argument("--no-classes", action="store_true",
+                        help="work every plan out in full instead of by its shape class (vk/graph/shape_classes.py: "
+                             "a trace per class, then one compiled function per shape, the two timed apart)")
     parser.add_argument("--json", type=Path, default=None, help="write the results here too")
     args = parser.parse_args()
     most = MAX_SHAPES // 2 if args.floor else MAX_SHAPES
@@ -92,6 +108,9 @@ def main() -> int:
                for role in ("det", "rec")}
     with Device(args.device) as device:
         stages = GpuStages(device, chosen.paths)
+        if args.no_classes or args.floor:
+            for model in stages.models.values():
+                model.shape_classes = None
         try:
             gc.collect()
             gc.freeze()
@@ -100,7 +119,13 @@ def main() -> int:
                 stages.prepare(role, first)
                 gc.collect()
                 tracked = len(gc.get_objects())
-                times = timed(stages.prepare, role, rest)
+                classes = stages.models[role].shape_classes
+                traced_before = classes.traced if classes is not None else 0
+                times, traced = [], []
+                for shape in rest:  # (one by one: a class hit and a trace are told apart)
+                    before = classes.traced if classes is not None else 0
+                    times += timed(stages.prepare, role, [shape])
+                    traced.append(classes is not None and classes.traced > before)
                 gc.collect()
                 per_plan = (len(gc.get_objects()) - tracked) / len(rest)
                 started = time.perf_counter()
@@ -111,6 +136,12 @@ def main() -> int:
                                  "max_ms": max(times), "plans": model.plan_count,
                                  "plan_memory_mib": model.plan_memory_bytes / 2**20,
                                  "tracked_objects_per_plan": per_plan, "full_collection_ms": full_ms}
+                if classes is not None:
+                    hits = [t for t, new in zip(times, traced) if not new]
+                    traces = [t for t, new in zip(times, traced) if new]
+                    results[role]["classes"] = {
+                        "traced": classes.traced - traced_before, "hits": len(hits),
+                        "hit_ms": summary(hits), "trace_ms": summary(traces)}
             if args.floor:  # last: the plans made here record nothing
                 with recording_nothing():
                     for role in ("det", "rec"):
@@ -127,6 +158,10 @@ def main() -> int:
               f"max over {r['shapes']}), {r['plans']} plans in {r['plan_memory_mib']:.1f} MiB, "
               f"{r['tracked_objects_per_plan']:.0f} tracked objects per plan, full collection "
               f"{r['full_collection_ms']:.1f} ms")
+        if "classes" in r:
+            c = r["classes"]
+            print(f"{role}: {c['traced']} shapes traced a new class ({fmt(c['trace_ms'])} ms), {c['hits']} made by "
+                  f"a class's function ({fmt(c['hit_ms'])} ms), min / median / max")
         if "arithmetic_only" in r:
             a = r["arithmetic_only"]
             print(f"{role}: shape arithmetic alone {a['min_ms']:.2f} / {a['median_ms']:.2f} / {a['max_ms']:.2f} ms "

@@ -33,6 +33,7 @@ class BufferView(NamedTuple):
     buffer: Any
     offset: int
     size: int
+    extent: int | None = None  # bytes barriers are worked out over (a tensor's whole slot): `size` when None
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Allocation:
         self.offset = offset
         self.size = size  # aligned size actually reserved
         self.nbytes = nbytes  # size asked for
-        self.view = BufferView(arena.buffer, offset, nbytes)
+        self.view = BufferView(arena.buffer, offset, nbytes, size)
 
     def array(self, dtype: Any = np.float32, shape: tuple[int, ...] | None = None) -> np.ndarray:
         """A NumPy view of the mapped bytes (host-visible arenas only); writes go straight to the GPU's memory."""
@@ -63,14 +64,23 @@ class Allocation:
         arr = np.frombuffer(self.arena.mapped, dtype=dt, count=count, offset=self.offset)
         return arr.reshape(shape) if shape is not None else arr
 
-    def sub(self, offset: int, nbytes: int) -> Allocation:
-        """Bytes [offset, offset + nbytes) of this allocation, e.g. one tensor of a planned arena. Free the
+    def sub(self, offset: int, nbytes: int, reserved: int | None = None) -> Allocation:
+        """Bytes [offset, offset + nbytes) of this allocation, e.g. one tensor of a planned arena, owning
+        `reserved` bytes there when given (its slot in the placement: barriers are worked out over them). Free the
         parent allocation, never a sub-range (the arena does not know it)."""
-        if offset < 0 or nbytes < 0 or offset + nbytes > self.size or offset % self.arena.alignment:
+        if offset < 0 or nbytes < 0 or offset + nbytes > self.size or offset % self.arena.alignment != 0:
             raise ValueError(f"sub-range [{offset}, {offset + nbytes}) outside this {self.size} B allocation "
                              f"or not aligned to {self.arena.alignment}")
+        if reserved is not None:
+            if reserved < nbytes or offset + reserved > self.size:
+                raise ValueError(f"slot of {reserved} B at {offset} for {nbytes} B in a {self.size} B allocation")
+            return Allocation(self.arena, self.offset + offset, reserved, nbytes)
         alignment = self.arena.alignment
-        size = min(self.size - offset, max(alignment, math.ceil(nbytes / alignment) * alignment))
+        rounded = math.ceil(max(nbytes, 1) / alignment) * alignment  # at least one block, as Arena.alloc reserves
+        room = self.size - offset
+        # A room of whole aligned blocks holds the rounded size whenever it holds nbytes (checked above): only a
+        # short last block clamps it. (So a symbolic size is not compared with the allocation's end.)
+        size = rounded if room >= alignment and room % alignment == 0 else min(room, rounded)
         return Allocation(self.arena, self.offset + offset, size, nbytes)
 
     def flush(self) -> None:

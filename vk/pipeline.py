@@ -124,7 +124,7 @@ class Pipeline:
 def dispatch_groups(total: tuple[int, ...], local: tuple[int, ...]) -> tuple[int, int, int]:
     """Workgroups needed to cover `total` invocations per axis with `local`-sized groups."""
     t = (*total, 1, 1)[:3]
-    x, y, z = (max(1, -(-t[i] // local[i])) for i in range(3))
+    x, y, z = (-(-t[i] // local[i]) if t[i] > 0 else 1 for i in range(3))  # (max(1, ...) guards against 1)
     return x, y, z
 
 

@@ -42,7 +42,7 @@ def _conflicts(views: Sequence[BufferView], pending: Sequence[_Access], *, write
     read needs no barrier)."""
     for v in views:
         lo = v.offset
-        hi = lo + v.size
+        hi = lo + (v.size if v.extent is None else v.extent)  # a tensor's slot: the same barriers for every shape
         buffer = v.buffer
         for p_buffer, p_lo, p_hi, _stage, p_write in pending:
             if p_lo < hi and lo < p_hi and (p_write or not writes_only) and p_buffer == buffer:
@@ -53,7 +53,7 @@ def _conflicts(views: Sequence[BufferView], pending: Sequence[_Access], *, write
 class _Dispatch(NamedTuple):
     pipeline: Pipeline
     views: tuple[BufferView, ...]
-    push: bytes  # padded to the kernel's push-constant size
+    push: bytes  # padded to the kernel's push-constant size (a symbolic.Packed while a shape class is traced)
     groups: tuple[int, int, int]
 
 
@@ -71,6 +71,17 @@ class _Copy(NamedTuple):
 
 class _Timestamp(NamedTuple):
     stage: int
+
+
+class Commands(NamedTuple):
+    """What a Recorder collected, ready to encode: its commands in order, the timestamp labels (profiling
+    only) and the counts."""
+
+    ops: list[_Dispatch | _Barrier | _Copy | _Timestamp]
+    labels: tuple[str, ...]
+    dispatch_count: int
+    command_count: int
+    descriptor_count: int
 
 
 @cache
@@ -155,9 +166,9 @@ class Recorder:
             self._ops.append(_Barrier(src_stage, stage, src_access, dst_access))
             pending.clear()
         for v in reads:
-            pending.append((v.buffer, v.offset, v.offset + v.size, stage, False))
+            pending.append((v.buffer, v.offset, v.offset + (v.size if v.extent is None else v.extent), stage, False))
         for v in writes:
-            pending.append((v.buffer, v.offset, v.offset + v.size, stage, True))
+            pending.append((v.buffer, v.offset, v.offset + (v.size if v.extent is None else v.extent), stage, True))
 
     def _timestamp(self, label: str, stage: int) -> None:
         self._ops.append(_Timestamp(stage))
@@ -186,7 +197,7 @@ class Recorder:
             raise ValueError(f"{kernel.shader}: workgroup count {groups} outside 1..{limit}")
         alignment, max_range = self._alignment, self._max_range
         for v in views:
-            if v.offset % alignment or v.size > max_range:
+            if v.offset % alignment != 0 or v.size > max_range:  # (comparisons: a symbolic offset stays one)
                 error = BindingTooLarge if v.size > max_range else ValueError
                 raise error(f"{kernel.shader}: binding at offset {v.offset} of {v.size} B: offsets must be "
                                  f"aligned to {alignment} and sizes at most this device's maxStorageBufferRange "
@@ -221,6 +232,11 @@ class Recorder:
 
     def end(self) -> None:
         """Finish recording: make every write visible to the host and to the next replay."""
+        self._encode_commands(self.take_commands())
+
+    def take_commands(self) -> Commands:
+        """Finish collecting and hand the commands over instead of encoding them (a plan's recipe, which
+        another Recorder encodes with `end_with`); this Recorder records nothing more."""
         vk = binding()
         self._require_recording()
         self._ops.append(_Barrier(vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
@@ -229,6 +245,25 @@ class Recorder:
                                   vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_MEMORY_READ_BIT))
         self.ended = True
         self._pending.clear()
+        commands = Commands(self._ops, tuple(self._labels), self.dispatch_count, self.command_count,
+                            self.descriptor_count)
+        self._ops = []
+        return commands
+
+    def end_with(self, commands: Commands) -> None:
+        """Encode commands collected by another Recorder of this device (`take_commands`), in place of any of
+        this one's own: their checks and barriers were worked out when they were collected."""
+        self._require_recording()
+        if bool(commands.labels) != self.profile:
+            raise RecorderStateError("timestamped commands need a profiling Recorder, and only those")
+        self.ended = True
+        self._pending.clear()
+        self._encode_commands(commands)
+
+    def _encode_commands(self, commands: Commands) -> None:
+        self._ops, self._labels = commands.ops, list(commands.labels)
+        self.dispatch_count, self.command_count = commands.dispatch_count, commands.command_count
+        self.descriptor_count = commands.descriptor_count
         sets = self._write_descriptor_sets()
         self._encode(sets)
         # The command buffer holds the commands now. Dropping their Python records leaves a cached plan a

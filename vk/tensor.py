@@ -20,7 +20,7 @@ class Tensor:
     dtype: np.dtype
     numel: int
     nbytes: int
-    view: BufferView  # the bytes a descriptor binds: numel elements from the allocation's start
+    view: BufferView  # the bytes a descriptor binds: numel elements from the allocation's start (over its slot)
 
     def __init__(self, alloc: Allocation, shape: tuple[int, ...], dtype: np.dtype) -> None:
         numel = math.prod(shape)
@@ -31,7 +31,7 @@ class Tensor:
         init(self, "dtype", dtype)
         init(self, "numel", numel)
         init(self, "nbytes", nbytes)
-        init(self, "view", BufferView(alloc.view.buffer, alloc.offset, nbytes))
+        init(self, "view", BufferView(alloc.view.buffer, alloc.offset, nbytes, alloc.size))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"Tensor is immutable: cannot set {name}")

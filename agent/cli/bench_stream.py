@@ -141,10 +141,12 @@ def run_pass(ocr: Any, inputs: list[tuple[str, np.ndarray]], number: int, progre
         # per stage over the images that ran it (a stage an image skips, rec on an image without text, is not 0)
         "python_stage_median_ms": {name: statistics.median(r["stages"][name] for r in rows if name in r["stages"])
                                    for name in stage_names},
-        "plans_built": None, "build_ms": None, "plan_memory_mib": None,
+        "plans_built": None, "classes_traced": None, "build_ms": None, "plan_memory_mib": None,
     }
     if before is not None and after is not None:
         detail["plans_built"] = {role: after[role]["recordings"] - before[role]["recordings"] for role in after}
+        detail["classes_traced"] = {role: after[role]["classes_traced"] - before[role]["classes_traced"]
+                                    for role in after}
         detail["build_ms"] = {role: after[role]["build_ms"][len(before[role]["build_ms"]):] for role in after}
         detail["plan_memory_mib"] = sum(s["plan_memory_bytes"] for s in after.values()) / 2**20
     return detail, rows
@@ -299,11 +301,12 @@ def format_stream_results(r: dict[str, Any]) -> str:
              f"models: {r['models']}; backend: {r['backend']}; host {machine['host']}, CPU {machine['cpu']} "
              f"({machine['cpus']} cores)",
              f"{'':<10} {'median ms':>10} {'p99':>8} {'min':>8} {'Python':>7}  {'plans built det/cls/rec':<24} "
-             f"{'plan MiB':>8}"]
+             f"{'classes traced':<15} {'plan MiB':>8}"]
     for d in r["passes"]:
         built = "/".join(str(d["plans_built"][role]) for role in ROLES) if d["plans_built"] else "n/a"
+        traced = "/".join(str(d["classes_traced"][role]) for role in ROLES) if d.get("classes_traced") else "n/a"
         lines.append(f"{'pass ' + str(d['pass']):<10} {d['median_ms']:>10.1f} {d['p99_ms']:>8.1f} {d['min_ms']:>8.1f} "
-                     f"{d['python_median_ms']:>7.1f}  {built:<24} {_ms(d['plan_memory_mib']):>8}")
+                     f"{d['python_median_ms']:>7.1f}  {built:<24} {traced:<15} {_ms(d['plan_memory_mib']):>8}")
     if r["rapidocr_median_ms"] is not None:
         rapid = [row["rapidocr_ms"] for row in r["per_image"]]
         lines.append(f"{r['reference'] or 'RapidOCR':<10} {r['rapidocr_median_ms']:>10.1f} "

@@ -18,6 +18,7 @@ from vkocr.engine.kernels.launch import flat_groups, pack, require_float32
 from vkocr.engine.memory import BufferView
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
+from vkocr.engine.symbolic import dim
 from vkocr.engine.tensor import Tensor
 
 DB_BITMAP = KernelDef("ocr/db_bitmap", ("r", "r", "w"), 8)
@@ -36,7 +37,7 @@ def map_size(prob: Tensor) -> tuple[int, int]:
     shape = tuple(prob.shape)
     if len(shape) < 2 or any(d != 1 for d in shape[:-2]):
         raise KernelArgumentError(f"db_bitmap needs a (1, ..., H, W) map, got {shape}")
-    return int(shape[-2]), int(shape[-1])
+    return dim(shape[-2]), dim(shape[-1])
 
 
 def record_db_bitmap(rec: Recorder, prob: Tensor, params: Tensor, bitmap: BufferView) -> None:
@@ -44,7 +45,7 @@ def record_db_bitmap(rec: Recorder, prob: Tensor, params: Tensor, bitmap: Buffer
     a multiple of 4 (the detector's maps are multiples of 32)."""
     require_float32(prob)
     h, w = map_size(prob)
-    if w % 4:
+    if w % 4 != 0:
         raise KernelArgumentError(f"db_bitmap writes four pixels a word: map width {w} is not a multiple of 4")
     if bitmap.size < h * w:
         raise KernelArgumentError(f"db_bitmap: {bitmap.size} bytes for a {h}x{w} map")

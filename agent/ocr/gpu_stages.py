@@ -18,6 +18,7 @@ at most 128 MiB, and PP-OCRv6's det stem on a 736×4416 input holds 149 MiB) run
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -210,7 +211,7 @@ class ArgmaxReadback:
 
     def record(self, rec: Recorder, probs: Tensor) -> None:
         shape = tuple(probs.shape[:-1])
-        count = int(np.prod(shape))
+        count = math.prod(shape)
         if count > self.capacity:
             raise KernelArgumentError(f"recogniser output of {shape} time steps exceeds the {self.capacity} "
                                       "that the argmax buffers hold")
@@ -363,7 +364,7 @@ class GpuStages:
         if plan is None:
             return self._cpu_stages().recognize(crops, height, width)
         plan.run()
-        out_shape = plan.spec.shape(plan.output_names[0])
+        out_shape = plan.output_shapes[plan.output_names[0]]
         indices, values = self._argmax.read(tuple(out_shape[:-1]))
         return indices[:len(crops)], values[:len(crops)]
 
@@ -372,9 +373,11 @@ class GpuStages:
 
     def plan_stats(self) -> dict[str, dict[str, Any]]:
         """Per model role: plans cached, plans built so far, distinct input shapes planned, the memory the plans
-        hold, and the host time of every plan built (ms, in order)."""
+        hold, the host time of every plan built (ms, in order), and the shape classes traced so far (each
+        new plan of another shape came from one's compiled function: vk/graph/shape_classes.py)."""
         return {role: {"plans": m.plan_count, "recordings": m.recordings, "distinct_shapes": len(m.shapes_seen),
-                       "plan_memory_bytes": m.plan_memory_bytes, "build_ms": list(m.build_ms)}
+                       "plan_memory_bytes": m.plan_memory_bytes, "build_ms": list(m.build_ms),
+                       "classes_traced": m.shape_classes.traced if m.shape_classes is not None else 0}
                 for role, m in self.models.items()}
 
     def reserve(self, role: str, shape: tuple[int, ...]) -> None:

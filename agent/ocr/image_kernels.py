@@ -265,7 +265,8 @@ def _check_output(out: Tensor, what: str) -> None:
 
 def _groups(total: tuple[int, int, int], local: tuple[int, int, int], what: str) -> tuple[int, int, int]:
     groups = (-(-total[0] // local[0]), -(-total[1] // local[1]), -(-total[2] // local[2]))
-    if max(groups) > MAX_GROUPS_X:
+    # each axis on its own: max() would compare symbolic counts with each other
+    if groups[0] > MAX_GROUPS_X or groups[1] > MAX_GROUPS_X or groups[2] > MAX_GROUPS_X:
         raise KernelArgumentError(f"{what}: {groups} workgroups exceed {MAX_GROUPS_X} per axis")
     return groups
 

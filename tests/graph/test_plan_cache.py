@@ -55,17 +55,22 @@ def run_poisoned(model: Model, x: np.ndarray) -> np.ndarray:
     return plan.run(x)[model.output]
 
 
-def test_many_shapes_share_one_arena_and_are_recorded_once(device: Device, net: tuple[Path, int]) -> None:
+@pytest.mark.parametrize("shape_classes", [True, False])
+def test_many_shapes_share_one_arena_and_are_recorded_once(device: Device, net: tuple[Path, int],
+                                                          shape_classes: bool) -> None:
     path, seed = net
     rng = np.random.default_rng(seed)
     inputs = [rng.uniform(-1, 1, shape).astype(np.float32) for shape in SHAPES]
-    with Model.load(path, device) as model:
+    with Model.load(path, device, shape_classes=shape_classes) as model:
         first = run_poisoned(model, inputs[0])
         in_use = device.pool.stats().in_use
         outputs = [first] + [run_poisoned(model, x) for x in inputs[1:]]
         assert device.pool.stats().in_use == in_use, "later, smaller shapes allocate no device memory"
         assert model.recordings == len(SHAPES) and model.plan_count == len(SHAPES)
-        assert model.layouts_reused == len(SHAPES) - 1, "every later shape fits in the first one's placement"
+        # a shape of a traced class takes the placement its class's trace took (here the first shape's)
+        from_classes = model.shape_classes.reused if model.shape_classes is not None else 0
+        assert model.shape_classes is None or not model.shape_classes._untraceable, "no fallback to full plans"
+        assert model.layouts_reused + from_classes == len(SHAPES) - 1, "every later shape fits the first placement"
         plans = [model.plan(shape) for shape in SHAPES]
         assert model.recordings == len(SHAPES), "a cached shape is not recorded again"
         largest = max(p.arena_bytes for p in plans if isinstance(p, Plan))

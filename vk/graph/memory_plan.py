@@ -16,12 +16,14 @@ placement.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
+
+from vkocr.engine.symbolic import concrete, is_symbolic
 
 
 class Lifetime(NamedTuple):
@@ -41,11 +43,12 @@ class MemoryPlan:
     arena_bytes: int
     naive_bytes: int
     alignment: int
+    slots: dict[str, int] | None = None  # bytes each value owns at its offset (a view: its source's); None: its own
 
 
 def aligned(nbytes: int, alignment: int) -> int:
     """The bytes a value reserves: rounded up to the alignment, never zero (Vulkan binds no empty range)."""
-    return max(alignment, -(-nbytes // alignment) * alignment)
+    return -(-max(nbytes, 1) // alignment) * alignment  # (max(alignment, ...) would guard a size against it)
 
 
 def resolve_alias(name: str, aliases: Mapping[str, str]) -> str:
@@ -133,7 +136,8 @@ def plan_memory(
         if v.name in aliases:
             offsets[v.name] = offsets[resolve_alias(v.name, aliases)]
     naive = sum(aligned(v.nbytes, alignment) for v in owned.values())
-    return MemoryPlan(offsets, arena, naive, alignment)
+    slots = {v.name: placed[resolve_alias(v.name, aliases)][1] - offsets[v.name] for v in lifetimes}
+    return MemoryPlan(offsets, arena, naive, alignment, slots)
 
 
 KEPT_LAYOUTS = 8  # placements kept per graph structure; the largest ones, which the most shapes fit in
@@ -152,13 +156,23 @@ class _Structure:
     layouts: list[_Layout]
 
 
+def _fits(sizes: Sequence[int], layout: _Layout) -> bool:
+    """Whether every (aligned) size fits the bytes its value had in `layout`; for symbolic sizes, a guard each."""
+    return all(size <= slot for size, slot in zip(sizes, layout.sizes.tolist()))
+
+
 class LayoutCache:
     """`plan_memory` for the plans of one model, reusing an earlier placement where the new sizes fit in it.
 
     A reused placement's offsets are exact for the values it placed; the arena it reports is what the new
     sizes reach at those offsets, never more than the placement's own. Keyed by the values' names and
     lifetimes (and the aliases and alignment), so a graph that specialises differently for some shape gets
-    placements of its own."""
+    placements of its own.
+
+    Sizes that are symbolic (vk/symbolic.py) are checked against a kept placement one by one (a guard each:
+    the size fits its slot); a new placement is made for their values in the traced shape, kept, and served
+    the same way. Either reports the placement's own arena (its offsets hold every shape that passes those
+    guards), never an expression that compares the values' ends with each other. Nothing symbolic is kept."""
 
     def __init__(self, keep: int = KEPT_LAYOUTS) -> None:
         if keep < 1:
@@ -171,6 +185,8 @@ class LayoutCache:
         key = (tuple((v.name, v.first, v.last) for v in values), tuple(aliases.items()), alignment)
         nbytes = {v.name: v.nbytes for v in values}
         found = self._structures.get(key)
+        if is_symbolic(list(nbytes.values())):
+            return self._plan_symbolic(values, aliases, alignment, key, found)
         if found is not None:
             sizes = np.array([aligned(nbytes[name], alignment) for name in found.owned], np.int64)
             for layout in found.layouts:
@@ -178,17 +194,45 @@ class LayoutCache:
                     self.reused += 1
                     kept = layout.plan
                     return MemoryPlan(kept.offsets, int((layout.offsets + sizes).max(initial=0)), int(sizes.sum()),
-                                      alignment)
+                                      alignment, kept.slots)
         plan = plan_memory(values, aliases, alignment)
+        self._keep(values, aliases, alignment, key, found, plan)
+        return plan
+
+    def _keep(self, values: list[Lifetime], aliases: Mapping[str, str], alignment: int, key: tuple[object, ...],
+              found: _Structure | None, plan: MemoryPlan) -> _Layout:
+        """Keep `plan`, the placement of `values` (concrete sizes), for later shapes of this structure."""
         if found is None:
             found = self._structures[key] = _Structure([v.name for v in values if v.name not in aliases], [])
+        nbytes = {v.name: v.nbytes for v in values}
         sizes = np.array([aligned(nbytes[name], alignment) for name in found.owned], np.int64)
         offsets = np.array([plan.offsets[name] for name in found.owned], np.int64)
-        found.layouts.append(_Layout(sizes, offsets, plan))
+        kept = _Layout(sizes, offsets, plan)
+        found.layouts.append(kept)
         found.layouts.sort(key=lambda layout: layout.plan.arena_bytes)  # the tightest that fits is tried first
         if len(found.layouts) > self.keep:
             del found.layouts[0]  # the smallest: a larger placement holds more shapes
-        return plan
+        return kept
+
+    def _plan_symbolic(self, values: list[Lifetime], aliases: Mapping[str, str], alignment: int,
+                       key: tuple[object, ...], found: _Structure | None) -> MemoryPlan:
+        """`plan` for symbolic sizes: the first kept placement each size fits in (one guard per value), else a
+        new one made for the traced shape's sizes and kept."""
+        nbytes = {v.name: v.nbytes for v in values}
+        owned = found.owned if found is not None else [v.name for v in values if v.name not in aliases]
+        sizes = [aligned(nbytes[name], alignment) for name in owned]
+        naive = sum(sizes)
+        for layout in reversed(found.layouts) if found is not None else []:  # the largest first: the widest class
+            if _fits(sizes, layout):
+                self.reused += 1
+                kept = layout.plan
+                return MemoryPlan(kept.offsets, kept.arena_bytes, naive, alignment, kept.slots)
+        traced = [v._replace(nbytes=concrete(v.nbytes)) for v in values]
+        plan = plan_memory(traced, aliases, alignment)
+        # its offsets hold the shapes whose values fit where the traced shape's do: those guards
+        fits = _fits(sizes, self._keep(traced, aliases, alignment, key, found, plan))
+        assert fits, "the traced shape fits its own placement"
+        return MemoryPlan(plan.offsets, plan.arena_bytes, naive, alignment, plan.slots)
 
     def clear(self) -> None:
         self._structures.clear()

@@ -34,7 +34,10 @@ from vkocr.engine.graph.plan import (
     plan_needs,
     specialize_for,
 )
+from vkocr.engine.graph.plan_recipe import Recipe, describe
+from vkocr.engine.graph.shape_classes import ShapeClasses
 from vkocr.engine.graph.shared_memory import SharedMemory
+from vkocr.engine.symbolic import Sym
 from vkocr.log import get_logger
 
 if TYPE_CHECKING:
@@ -128,9 +131,11 @@ class Model:
 
     def __init__(self, graph: Graph, device: Device | None, *, input_spec: InputSpec | None = None,
                  plan_cache_size: int = DEFAULT_PLAN_CACHE_SIZE,
-                 plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES) -> None:
+                 plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES, shape_classes: bool = True) -> None:
         """`plan_cache_size` and `plan_cache_bytes` bound the cache by count and by the memory the plans hold
-        of their own (recordings and plan-local constants; the shared regions are the model's)."""
+        of their own (recordings and plan-local constants; the shared regions are the model's);
+        `shape_classes`: a new shape's plan comes from the compiled function of its shape class
+        (vk/graph/shape_classes.py); False works every shape's plan out in full (for comparisons)."""
         if len(graph.inputs) != 1:
             raise ModelError(f"model {graph.name} has inputs {graph.inputs}: vkocr plans take exactly one")
         if plan_cache_size < 1:
@@ -155,6 +160,7 @@ class Model:
         self._generation = 0
         self._bindings: dict[str, Binding] = {}  # per node, what every plan binds alike (Plan._bind_steps)
         self._layouts = LayoutCache()  # activation placements the plans of other shapes reuse
+        self.shape_classes = ShapeClasses() if shape_classes else None
         if device is not None:
             nodes = runtime_nodes(self.graph)
             for node in nodes:
@@ -165,12 +171,12 @@ class Model:
 
     @classmethod
     def load(cls, source: str | Path | onnx.ModelProto | Graph, device: Device | None, *,
-             plan_cache_size: int = DEFAULT_PLAN_CACHE_SIZE, plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES
-             ) -> Model:
+             plan_cache_size: int = DEFAULT_PLAN_CACHE_SIZE, plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES,
+             shape_classes: bool = True) -> Model:
         """Import (ONNX file, ModelProto or IR graph), optimise once and, on a device, upload the weights."""
         graph, spec = read_model(source)
         return cls(graph, device, input_spec=spec, plan_cache_size=plan_cache_size,
-                   plan_cache_bytes=plan_cache_bytes)
+                   plan_cache_bytes=plan_cache_bytes, shape_classes=shape_classes)
 
     @property
     def backend(self) -> str:
@@ -260,9 +266,18 @@ class Model:
             if hooks is not None:
                 raise ModelError("stage hooks record GPU work: the CPU backend has none")
             return NumpyPlan(self.graph, shape, extra_outputs=extra_outputs)
-        assert self._weights is not None
-        return Plan(self.device, self.graph, self._weights, shape, extra_outputs=extra_outputs, hooks=hooks,
-                    memory=self.shared, bindings=self._bindings, layouts=self._layouts)
+        assert self._weights is not None and self.shared is not None
+        device, weights, shared = self.device, self._weights, self.shared
+        recipe = None
+        if self.shape_classes is not None:
+            def traced(dims: Sequence[Sym]) -> Recipe:
+                return describe(device, self.graph, weights, dims, shared=shared, extra_outputs=extra_outputs,
+                                hooks=hooks, bindings=self._bindings, layouts=self._layouts)[0]
+
+            recipe = self.shape_classes.recipe((tuple(extra_outputs), hooks), shape, lambda: shared.generation,
+                                               traced)
+        return Plan(device, self.graph, weights, shape, extra_outputs=extra_outputs, hooks=hooks, memory=shared,
+                    bindings=self._bindings, layouts=self._layouts, recipe=recipe)
 
     def output_shape(self, input_shape: Sequence[int]) -> tuple[int, ...]:
         """The (first) output's shape for this input shape (shape inference only: nothing is recorded)."""
@@ -283,6 +298,8 @@ class Model:
             self._weights = None
         self._bindings.clear()
         self._layouts.clear()
+        if self.shape_classes is not None:
+            self.shape_classes.clear()
         if self.shared is not None:
             self.shared.close()
 

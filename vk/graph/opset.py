@@ -7,6 +7,7 @@ references in vk/ops; it serves the NumPy executor and constant folding. The Vul
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -20,6 +21,7 @@ from vkocr.engine.kernels.conv_transpose import conv_transpose_output_shape
 from vkocr.engine.kernels.launch import broadcast_shape
 from vkocr.engine.kernels.layout import slice_output_shape
 from vkocr.engine.kernels.pool import pool_output_shape
+from vkocr.engine.symbolic import dim
 
 Shape = tuple[int, ...]
 Infer = Callable[[Node, list[Shape], list[np.ndarray | None]], list[Shape]]
@@ -246,7 +248,10 @@ ONNX_DTYPES = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 10: np.floa
 
 @op("Cast", infer=same_shape)
 def _run_cast(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
-    return [x[0].astype(ONNX_DTYPES[int(node.attrs["to"])])]
+    dtype = np.dtype(ONNX_DTYPES[int(node.attrs["to"])])
+    if x[0].dtype == object and dtype.kind in "iu":  # a folded shape with symbolic dimensions: they stay symbolic
+        return [np.array([dim(d) for d in x[0].flat], dtype=object).reshape(x[0].shape)]
+    return [x[0].astype(dtype)]
 
 
 # -- shape and layout -----------------------------------------------------------------------------------------
@@ -261,13 +266,13 @@ def reshape_target(node: Node, in_shape: Shape, target: np.ndarray | None) -> Sh
     """ONNX Reshape: 0 copies the input dimension (unless allowzero), -1 is inferred."""
     if target is None:
         raise ValueError(f"{node.name}: Reshape target shape is not a constant for this input shape")
-    dims = [int(d) for d in target]
+    dims = [dim(d) for d in target]
     if not node.attrs.get("allowzero", 0):
         dims = [in_shape[i] if d == 0 else d for i, d in enumerate(dims)]
     if -1 in dims:
-        known = int(np.prod([d for d in dims if d != -1]))
-        dims[dims.index(-1)] = int(np.prod(in_shape)) // max(known, 1)
-    if int(np.prod(dims)) != int(np.prod(in_shape)):
+        known = math.prod([d for d in dims if d != -1])
+        dims[dims.index(-1)] = math.prod(in_shape) // max(known, 1)
+    if math.prod(dims) != math.prod(in_shape):
         raise ValueError(f"{node.name}: cannot reshape {in_shape} to {dims}")
     return tuple(dims)
 
@@ -315,7 +320,7 @@ def _run_unsqueeze(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
 
 def _infer_flatten(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
     axis = _norm_axis(int(node.attrs.get("axis", 1)), len(shapes[0]))
-    return [(int(np.prod(shapes[0][:axis])), int(np.prod(shapes[0][axis:])))]
+    return [(math.prod(shapes[0][:axis]), math.prod(shapes[0][axis:]))]
 
 
 @op("Flatten", infer=_infer_flatten)
@@ -344,7 +349,7 @@ def slice_args(node: Node, consts: Sequence[np.ndarray | None]) -> tuple[list[in
     def ints(i: int) -> list[int] | None:
         if len(consts) <= i or consts[i] is None:
             return None
-        return [int(v) for v in np.asarray(consts[i]).reshape(-1)]
+        return [dim(v) for v in np.asarray(consts[i]).reshape(-1)]
 
     starts, ends = ints(1), ints(2)
     if starts is None or ends is None:
@@ -381,11 +386,11 @@ def resize_args(node: Node, in_shape: Shape, consts: Sequence[np.ndarray | None]
     scales = consts[2] if len(consts) > 2 and consts[2] is not None and np.size(consts[2]) else None
     sizes = consts[3] if len(consts) > 3 and consts[3] is not None and np.size(consts[3]) else None
     if sizes is not None:
-        return tuple(int(s) for s in sizes), None
+        return tuple(dim(s) for s in sizes), None
     if scales is None:
         raise ValueError(f"{node.name}: Resize needs constant scales or sizes")
     sc = [float(np.float32(s)) for s in scales]
-    return tuple(int(np.floor(d * s)) for d, s in zip(in_shape, sc)), sc
+    return tuple(dim(np.floor(d * s)) for d, s in zip(in_shape, sc)), sc
 
 
 class ResizeModes(TypedDict):

@@ -29,13 +29,13 @@ def conv_output_shape(
         raise KernelArgumentError(f"conv2d needs 4-D x and w, got {tuple(x_shape)} and {tuple(w_shape)}")
     n, cin, h, wd = x_shape
     cout, cin_g, kh, kw = w_shape
-    if group < 1 or cin % group or cout % group or cin_g != cin // group:
+    if group < 1 or cin % group != 0 or cout % group != 0 or cin_g != cin // group:
         raise KernelArgumentError(f"conv2d: x {tuple(x_shape)} / w {tuple(w_shape)} inconsistent with group={group}")
     (sh, sw), (dh, dw) = pair(strides, "conv2d strides"), pair(dilations, "conv2d dilations")
     pt, pl, pb, pr = four_pads(pads)
     oh = conv_out_len(h, kh, sh, dh, pt + pb)
     ow = conv_out_len(wd, kw, sw, dw, pl + pr)
-    if min(n, cout, oh, ow, kh, kw, cin_g) <= 0:
+    if n <= 0 or cout <= 0 or oh <= 0 or ow <= 0 or kh <= 0 or kw <= 0 or cin_g <= 0:
         raise KernelArgumentError(f"conv2d: empty output or kernel: x {tuple(x_shape)}, w {tuple(w_shape)}, "
                                   f"output ({n}, {cout}, {oh}, {ow})")
     return n, cout, oh, ow
@@ -75,7 +75,7 @@ class Conv2d:
         self.group = group
         self._strides, self._pads, self._dilations = (sh, sw), (pt, pl, pb, pr), (dh, dw)
         self.cout_g = cout // group
-        pointwise = kh == kw == sh == sw == 1 and pt == pl == pb == pr == 0
+        pointwise = kh == kw == sh == sw == 1 and pt == 0 and pl == 0 and pb == 0 and pr == 0  # (pads may be symbolic)
         # the kernel size is specialised (constant division); shapes and the rest travel as push constants
         self._constants = (int(pointwise), kh, kw, int(post_affine is not None))
         scale, shift = post_affine if post_affine is not None else (1.0, 0.0)

@@ -9,6 +9,7 @@ from vkocr.engine.kernels.launch import activation_id, flat_groups, pack, requir
 from vkocr.engine.kernels.spatial import four_pads, pair, require_nchw, require_positive_output
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
+from vkocr.engine.symbolic import dim
 from vkocr.engine.tensor import Tensor
 
 CONV_TRANSPOSE = KernelDef("conv_transpose", ("r", "r", "r", "w"), 48)
@@ -30,9 +31,9 @@ def conv_transpose_output_shape(
     if len(x_shape) != 4 or len(w_shape) != 4 or 0 in x_shape or 0 in w_shape:
         raise KernelArgumentError(f"conv transpose needs non-empty NCHW input and 4-D weights, "
                                   f"got {x_shape}, {w_shape}")
-    n, cin, h, wd = (int(s) for s in x_shape)
+    n, cin, h, wd = dim(x_shape[0]), dim(x_shape[1]), dim(x_shape[2]), dim(x_shape[3])
     cin_w, cog, kh, kw = (int(s) for s in w_shape)
-    if group < 1 or cin % group or cin_w != cin:
+    if group < 1 or cin % group != 0 or cin_w != cin:
         raise KernelArgumentError(f"conv transpose: input {tuple(x_shape)} / weights {tuple(w_shape)} "
                                   f"inconsistent with group={group} (weights are (Cin, Cout/group, kh, kw))")
     (sh, sw), (dh, dw) = pair(strides, "strides"), pair(dilations, "dilations")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.launch import activation_id, pack, require_float32, require_shape
+from vkocr.engine.kernels.launch import MAX_GROUPS_X, activation_id, pack, require_float32, require_shape
 from vkocr.engine.kernels.spatial import (
     conv_out_len,
     four_pads,
@@ -97,7 +97,9 @@ class DepthwiseConv2d:
         require_shape(out, out_shape, "depthwise conv output")
         tiling = self.tiling
         groups = dispatch_groups((-(-ow // tiling.cols), -(-oh // tiling.rows), n * c), self._local)
-        require_group_count(max(groups), "depthwise conv")
+        # each axis on its own: max() would compare symbolic counts with each other
+        if groups[0] > MAX_GROUPS_X or groups[1] > MAX_GROUPS_X or groups[2] > MAX_GROUPS_X:
+            require_group_count(max(groups), "depthwise conv")
         pipeline = rec.device.pipeline(DEPTHWISE, self._constants)
         push = pack("IIiiiiii", n * c, c, h, wd, oh, ow, *self._pads) + self._push_tail
         bias_view = (b if b is not None else w).view

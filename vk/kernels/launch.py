@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
+from vkocr.engine import symbolic
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.tensor import Tensor
 
@@ -21,7 +22,7 @@ ACTIVATION_IDS = {"none": 0, "relu": 1, "clip": 2, "hardsigmoid": 3, "hardswish"
 
 def flat_groups(n: int, local: int = FLAT_LOCAL) -> tuple[int, int, int]:
     """Groups for n invocations of a 1-D kernel, folded into 2-D when n needs more than 65535 groups."""
-    groups = max(1, -(-n // local))
+    groups = -(-n // local) if n > 0 else 1  # (not max(1, ...): a symbolic count would be guarded against 1)
     if groups <= MAX_GROUPS_X:
         return groups, 1, 1
     return MAX_GROUPS_X, -(-groups // MAX_GROUPS_X), 1
@@ -46,8 +47,10 @@ def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
 
 
 def pack(fmt: str, *values: float) -> bytes:
-    """Little-endian push constants; `I` = uint, `i` = int, `f` = float."""
-    return struct.pack("<" + fmt, *values)
+    """Little-endian push constants; `I` = uint, `i` = int, `f` = float. Under a trace, a `symbolic.Packed`
+    where a value is a symbolic dimension: it joins with bytes and pads as bytes do, and the recorder keeps it
+    for the compiled program to pack (typed as bytes until Recorder.dispatch's `push` names both)."""
+    return cast(bytes, symbolic.pack("<" + fmt, values))
 
 
 def padded(values: Sequence[int], length: int, fill: int = 0) -> list[int]:

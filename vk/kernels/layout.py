@@ -12,6 +12,7 @@ from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.launch import FLAT_LOCAL, flat_groups, pack, padded, require_shape
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
+from vkocr.engine.symbolic import dim
 from vkocr.engine.tensor import Tensor
 
 COPY_STRIDED = KernelDef("copy_strided", ("r", "w"), 88)
@@ -80,7 +81,7 @@ def record_copy_strided(
     dims, ins, outs = merge_axes(shape, in_strides, out_strides)
     if len(dims) > MAX_RANK:
         raise KernelArgumentError(f"{label}: index space of rank {len(dims)} > {MAX_RANK} after merging axes")
-    if max(x.numel, out.numel) > INT32_MAX:
+    if x.numel > INT32_MAX or out.numel > INT32_MAX:
         raise KernelArgumentError(f"{label}: tensors over {INT32_MAX} elements exceed 32-bit indexing")
     push = pack("IIiI6I6i6I", n, len(dims), in_offset, out_offset, *padded(dims, MAX_RANK, 1),
                 *padded(ins, MAX_RANK), *padded(outs, MAX_RANK))
@@ -164,7 +165,7 @@ def slice_plan(
         raise KernelArgumentError(f"slice: axes {axes} repeat or exceed rank {rank}")
     plan = [(0, 1, dim) for dim in shape]
     for start, end, axis, step in zip(starts, ends, axes, steps):
-        first, count = slice_axis(int(start), int(end), step, shape[axis])
+        first, count = slice_axis(dim(start), dim(end), step, shape[axis])
         plan[axis] = (first, step, count)
     return plan
 
@@ -194,7 +195,7 @@ def record_slice(
     plan = slice_plan(x.shape, starts, ends, axes, steps)
     require_shape(out, tuple(count for _, _, count in plan), "slice output")
     x_strides = contiguous_strides(x.shape)
-    in_offset = sum(first * stride for (first, _, count), stride in zip(plan, x_strides) if count)
+    in_offset = sum(first * stride for (first, _, count), stride in zip(plan, x_strides) if count != 0)
     in_strides = [step * stride for (_, step, _), stride in zip(plan, x_strides)]
     record_copy_strided(rec, x, out, out.shape, in_strides, contiguous_strides(out.shape),
                         in_offset=in_offset, label="slice")

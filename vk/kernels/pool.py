@@ -10,6 +10,7 @@ from vkocr.engine.kernels.reduce import row_groups, row_local_size
 from vkocr.engine.kernels.spatial import four_pads, pair, require_nchw, require_positive_output
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
+from vkocr.engine.symbolic import dim
 from vkocr.engine.tensor import Tensor
 
 POOL = KernelDef("pool", ("r", "w"), 52)
@@ -34,10 +35,10 @@ def pool_output_shape(
     """(N, C, OH, OW) of a 2-D pool; pads must be smaller than the kernel, as ONNX requires."""
     if len(x_shape) != 4:
         raise KernelArgumentError(f"pooling needs an NCHW input, got shape {tuple(x_shape)}")
-    n, c, h, w = (int(s) for s in x_shape)
+    n, c, h, w = dim(x_shape[0]), dim(x_shape[1]), dim(x_shape[2]), dim(x_shape[3])
     (kh, kw), (sh, sw) = pair(kernel, "kernel_shape"), pair(strides, "strides")
     pt, pl, pb, pr = four_pads(pads)
-    if max(pt, pb) >= kh or max(pl, pr) >= kw:
+    if pt >= kh or pb >= kh or pl >= kw or pr >= kw:  # (pads may be symbolic: each against the kernel)
         raise KernelArgumentError(f"pads {tuple(pads)} must be smaller than the kernel {(kh, kw)}")
     shape = (n, c, pooled_len(h, kh, sh, pt, pb, ceil_mode), pooled_len(w, kw, sw, pl, pr, ceil_mode))
     require_positive_output(shape, "pool")

@@ -8,9 +8,8 @@ one invocation per row (softmax, reduce-mean, argmax).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-
-import numpy as np
 
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.launch import FLAT_LOCAL, flat_groups, pack, require_float32, require_shape
@@ -61,7 +60,7 @@ def contiguous_axes(axes: Sequence[int] | None, rank: int) -> tuple[int, int]:
 
 def row_view(shape: Sequence[int], first: int, last: int) -> tuple[int, int, int]:
     """(outer, length, inner): products of the axes before, inside and after [first, last)."""
-    return int(np.prod(shape[:first])), int(np.prod(shape[first:last])), int(np.prod(shape[last:]))
+    return math.prod(shape[:first]), math.prod(shape[first:last]), math.prod(shape[last:])
 
 
 def reduced_shape(shape: Sequence[int], first: int, last: int, keepdims: bool) -> tuple[int, ...]:
@@ -81,9 +80,12 @@ def row_per_invocation(length: int, inner: int) -> bool:
 
 
 def softmax_cache(length: int) -> int:
-    """Elements each invocation of a workgroup row keeps in registers (0: the row is too long, re-read it)."""
+    """Elements each invocation of a workgroup row keeps in registers (0: the row is too long, re-read it).
+
+    A specialisation constant of softmax.comp (CACHE): a symbolic length is pinned here (an escape) to its
+    number, ceil(length / workgroup size), which is 1 for every row up to 256 and then changes every 256."""
     per_invocation = -(-length // row_local_size(length))
-    return per_invocation if per_invocation <= SOFTMAX_MAX_CACHE else 0
+    return int(per_invocation) if per_invocation <= SOFTMAX_MAX_CACHE else 0
 
 
 def _dispatch_rows(rec: Recorder, kernel: KernelDef, views: list[BufferView], outer: int, length: int,

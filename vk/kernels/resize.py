@@ -20,33 +20,38 @@ from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.launch import FLAT_LOCAL, flat_groups, pack, require_float32
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
+from vkocr.engine.symbolic import is_symbolic
 from vkocr.engine.tensor import Tensor
 
 RESIZE = KernelDef("resize", ("r", "w"), 84)
 MODE_IDS = {"nearest": 0, "linear": 1}
 NEAREST_IDS = {"round_prefer_floor": 0, "round_prefer_ceil": 1, "floor": 2, "ceil": 3}
 COORDINATE_MODES = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel")
-INT32 = range(-(2**31), 2**31)
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
 def source_map(in_len: int, out_len: int, scale: Fraction, mode: str) -> tuple[Fraction, Fraction]:
     """(alpha, beta) with x_original = alpha * y + beta for output index y, as ONNX defines it.
 
     `scale` is the ONNX scale (out/in when only sizes are known); align_corners and pytorch_half_pixel
-    use the length scale * in, which differs from out_len when scales were given.
+    use the length scale * in, which differs from out_len when scales were given. Only those two read the
+    length: a symbolic one (vk/symbolic.py) is pinned there, as exact fractions need its value.
     """
-    length = scale * in_len
-    if mode == "half_pixel" or (mode == "pytorch_half_pixel" and length != 1):
+    if mode == "half_pixel":
         return 1 / scale, 1 / (2 * scale) - Fraction(1, 2)
-    if mode == "pytorch_half_pixel":
-        return Fraction(0), Fraction(-1, 2)
     if mode == "asymmetric":
         return 1 / scale, Fraction(0)
-    if mode == "align_corners":
-        alpha = Fraction(0) if length == 1 else Fraction(in_len - 1) / (length - 1)
-        return alpha, Fraction(0)
-    known = ", ".join(COORDINATE_MODES)
-    raise KernelArgumentError(f"unknown coordinate_transformation_mode {mode!r}; known: {known}")
+    if mode not in COORDINATE_MODES:
+        known = ", ".join(COORDINATE_MODES)
+        raise KernelArgumentError(f"unknown coordinate_transformation_mode {mode!r}; known: {known}")
+    n = int(in_len)
+    length = scale * n
+    if mode == "pytorch_half_pixel":
+        if length != 1:
+            return 1 / scale, 1 / (2 * scale) - Fraction(1, 2)
+        return Fraction(0), Fraction(-1, 2)
+    alpha = Fraction(0) if length == 1 else Fraction(n - 1) / (length - 1)  # align_corners
+    return alpha, Fraction(0)
 
 
 def axis_words(alpha: Fraction, beta: Fraction, out_len: int) -> list[int]:
@@ -54,9 +59,11 @@ def axis_words(alpha: Fraction, beta: Fraction, out_len: int) -> list[int]:
     d = math.lcm(alpha.denominator, beta.denominator)
     qa, ra = divmod(int(alpha * d), d)
     qb, rb = divmod(int(beta * d), d)
-    if d.bit_length() + out_len.bit_length() > 63:  # the shader's 64-bit remainders stay below D * out
+    # the shader's 64-bit remainders stay below D * out: d.bit_length() + out_len.bit_length() <= 63
+    if d.bit_length() > 63 or out_len >= 1 << (63 - d.bit_length()):
         raise KernelArgumentError(f"resize: scale too fine for exact coordinates (denominator {d})")
-    if (abs(qa) + 1) * out_len + abs(qb) not in INT32:  # bounds base = y*qa + qb + quotient (<= y)
+    bound = (abs(qa) + 1) * out_len + abs(qb)  # bounds base = y*qa + qb + quotient (<= y)
+    if not INT32_MIN <= bound <= INT32_MAX:
         raise KernelArgumentError(f"resize: source coordinates leave int32 (alpha {alpha}, beta {beta})")
     words = [qa, qb]
     for v in (ra, rb, d):
@@ -65,20 +72,24 @@ def axis_words(alpha: Fraction, beta: Fraction, out_len: int) -> list[int]:
 
 
 def exact_scale(scale: float | None, in_len: int, out_len: int) -> Fraction:
-    """The scale ONNX uses: the given one rounded to float32 (its tensor type), else out / in."""
+    """The scale ONNX uses: the given one rounded to float32 (its tensor type), else out / in (symbolic lengths
+    pinned: exact fractions need their values)."""
     if scale is None:
-        return Fraction(out_len, in_len)
+        return Fraction(int(out_len), int(in_len))
     s = float(np.float32(scale))
     if not math.isfinite(s) or s <= 0:
         raise KernelArgumentError(f"resize: scales must be finite and positive, got {scale}")
     return Fraction(s)
 
 
-@lru_cache(maxsize=1024)
-def _axis_push(n_in: int, n_out: int, scale: float | None, ctm: str) -> tuple[int, ...]:
-    """axis_words of one axis. Exact fractions cost ~50 µs an axis, and the plans of one model at different
-    shapes mostly repeat an axis (det's fixed side): computed once per (lengths, scale, mode)."""
+def axis_push(n_in: int, n_out: int, scale: float | None, ctm: str) -> tuple[int, ...]:
+    """axis_words of one axis."""
     return tuple(axis_words(*source_map(n_in, n_out, exact_scale(scale, n_in, n_out), ctm), n_out))
+
+
+# Exact fractions cost ~50 µs an axis, and the plans of one model at different shapes mostly repeat an axis (det's
+# fixed side): computed once per (lengths, scale, mode). Not for symbolic lengths: a cache would keep a trace's Syms.
+_cached_axis_push = lru_cache(maxsize=1024)(axis_push)
 
 
 def check_resize_args(x: Tensor, out: Tensor, mode: str, ctm: str, nearest_mode: str,
@@ -92,7 +103,7 @@ def check_resize_args(x: Tensor, out: Tensor, mode: str, ctm: str, nearest_mode:
     require_float32(x, out)
     if len(x.shape) != 4 or len(out.shape) != 4 or x.shape[:2] != out.shape[:2]:
         raise KernelArgumentError(f"resize scales H and W of NCHW: input {x.shape}, output {out.shape}")
-    if min(x.shape) == 0 and out.numel:
+    if 0 in x.shape and out.numel != 0:
         raise KernelArgumentError(f"resize of an empty input {x.shape} into {out.shape}")
     if scales is not None and len(scales) != 2:
         raise KernelArgumentError(f"resize: scales are (h, w), got {scales}")
@@ -117,7 +128,8 @@ def record_resize(
         return
     words: list[int] = []
     for axis in (2, 3):
-        words += _axis_push(x.shape[axis], out.shape[axis], None if scales is None else float(scales[axis - 2]),
+        push_words = axis_push if is_symbolic((x.shape[axis], out.shape[axis])) else _cached_axis_push
+        words += push_words(x.shape[axis], out.shape[axis], None if scales is None else float(scales[axis - 2]),
                             ctm)
     n, c, in_h, in_w = x.shape
     push = pack("ii6Iii6I5I", *words, n * c, in_h, in_w, out.shape[2], out.shape[3])

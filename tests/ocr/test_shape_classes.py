@@ -1,0 +1,88 @@
+"""Shape classes on the real models (vk/graph/shape_classes.py): a new shape of a traced class gets, by one
+compiled function, exactly the recipe that describing it in full gives (placement, staging, every command's
+pipeline, bindings, push constants, group counts and barriers), classes are shared by many shapes, no model
+falls back to describing shape by shape, and a plan so made computes what a fresh model's plan computes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from tests.kernels.harness import fresh_rng
+from vkocr.agent.ocr.gpu_stages import GpuStages
+from vkocr.agent.ocr.model_sets import choose_models
+from vkocr.engine.device import Device
+from vkocr.engine.graph.memory_plan import LayoutCache
+from vkocr.engine.graph.model import Model
+from vkocr.engine.graph.plan import Plan
+from vkocr.engine.graph.plan_recipe import describe
+
+LARGEST = {"det": (1, 3, 960, 960), "cls": (8, 3, 48, 192), "rec": (6, 3, 48, 1600)}
+
+
+def new_shapes(role: str, rng: np.random.Generator, count: int) -> list[tuple[int, int, int, int]]:
+    """Distinct shapes of the kinds the pipeline asks for: det sides in 32 px steps, cls batches, rec batches
+    of any width."""
+    if role == "det":
+        sides = {(32 * int(rng.integers(15, 30)), 32 * int(rng.integers(15, 30))) for _ in range(4 * count)}
+        return [(1, 3, h, w) for h, w in sorted(sides)[:count]]
+    if role == "cls":
+        return [(b, 3, 48, 192) for b in (1, 2, 4)]
+    widths = {int(rng.integers(160, 1600)) for _ in range(4 * count)}
+    return [(int(rng.choice([1, 2, 4, 6])), 3, 48, w) for w in sorted(widths)[:count]]
+
+
+@pytest.fixture(scope="module")
+def stages(device: Device) -> Iterator[GpuStages]:
+    stages = GpuStages(device, choose_models(None).paths)
+    for role, model in stages.models.items():
+        model._layouts = LayoutCache(keep=1)  # one placement, the largest's: a full description takes it too
+        stages.prepare(role, LARGEST[role])
+    yield stages
+    stages.close()
+
+
+@pytest.mark.parametrize("role", ["det", "cls", "rec"])
+def test_a_class_s_function_gives_the_recipe_a_full_description_gives(stages: GpuStages, role: str) -> None:
+    rng, seed = fresh_rng()
+    model = stages.models[role]
+    classes = model.shape_classes
+    assert classes is not None
+    hooks = stages._hooks(role)
+    shapes = new_shapes(role, rng, 12)
+    traced_before = classes.traced
+    for shape in shapes:
+        stages.prepare(role, shape)
+        from_class = classes.recipe(((), hooks), shape, lambda: model.shared.generation, lambda dims: None)
+        assert from_class is not None, f"seed {seed}: {shape} was just planned, its class is kept"
+        assert model.shared is not None and model._weights is not None
+        in_full, _ = describe(stages.device, model.graph, model._weights, shape, shared=model.shared, hooks=hooks,
+                              bindings=model._bindings, layouts=model._layouts)
+        # A reused placement's arena is reported as the placement's own under a trace (its bytes hold every shape
+        # of the class), as what this shape reaches in full: the region is at least the former already.
+        assert from_class._replace(arena_bytes=0) == in_full._replace(arena_bytes=0), f"seed {seed}: {role} {shape}"
+        assert from_class.arena_bytes >= in_full.arena_bytes
+    assert not classes._untraceable, f"seed {seed}: {role} fell back to describing every shape"
+    if role == "rec":
+        assert classes.traced - traced_before < len(shapes), f"seed {seed}: every {role} shape needed a class"
+
+
+def test_a_plan_made_by_a_class_computes_what_a_fresh_model_computes(stages: GpuStages, device: Device) -> None:
+    rng, seed = fresh_rng()
+    model = stages.models["rec"]
+    fresh = Model.load(choose_models(None).paths["rec"], device, shape_classes=False)
+    try:
+        for width in sorted({int(rng.integers(160, 640)) for _ in range(3)}):
+            shape = (2, 3, 48, width)
+            x = rng.standard_normal(shape, dtype=np.float32)
+            plan = model.plan(shape)  # no hooks: the network alone, its input uploaded
+            assert isinstance(plan, Plan)
+            plan.fill_arena(np.nan)
+            got = plan.run(x)[model.output]
+            want = fresh.plan(shape).run(x)[fresh.output]
+            np.testing.assert_array_equal(got, want, err_msg=f"seed {seed}, shape {shape}")
+        assert model.shape_classes is not None and model.shape_classes.reused > 0
+    finally:
+        fresh.close()

@@ -1,0 +1,390 @@
+"""Symbolic dimensions: a plan is built once per shape class, then made for every new shape of the class by
+evaluating one compiled function.
+
+Building a plan for a new input shape re-runs the same Python for every shape: shape inference, placement,
+each kernel's push constants and group counts. Under a `Trace`, the input's dimensions are `Sym`s: numbers
+that carry the concrete value of the shape being built (so every line of that code runs as usual) and the
+expression that made them. Every comparison made on a Sym is a *guard*: the branch it took holds for the
+shapes whose comparison comes out the same. `compile_program` turns the guards and the expressions behind a
+result (any structure of tuples, lists, dicts, named tuples and constants with Syms inside) into one Python
+function of the input dimensions: it returns the result for another shape, or None when a guard fails (the
+shape belongs to another class, which is traced in turn).
+
+A Sym that leaves for a place that needs a real int (`int()`, an index, NumPy's int64, `struct.pack`) is an
+*escape*: the value is pinned by an equality guard, which is always correct but makes the class that one
+value. The code a plan runs keeps dimensions symbolic (`dim()` instead of `int()`, `pack()` of
+vk/kernels/launch.py, object arrays for folded shapes), and the tests check that a traced build escapes
+nowhere.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import struct
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+_active = threading.local()
+
+BINARY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "floordiv": operator.floordiv,
+          "mod": operator.mod, "truediv": operator.truediv}
+COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+INFIX = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%", "truediv": "/"}
+NUMBER = (int, float)
+
+
+class Trace:
+    """The guards of one traced build, in the order they were made (with the expressions, by serial number)."""
+
+    def __init__(self) -> None:
+        self.guards: list[tuple[int, str, Any, Any, bool]] = []  # (serial, comparison, left, right, outcome)
+        self.escapes: list[str] = []  # where a Sym was pinned to its value (for tests and diagnostics)
+        self.serial = 0
+
+    def next_serial(self) -> int:
+        self.serial += 1
+        return self.serial
+
+    def guard(self, op: str, a: Any, b: Any, outcome: bool) -> None:
+        self.guards.append((self.next_serial(), op, a, b, outcome))
+
+    def inputs(self, values: Sequence[int], prefix: str = "d") -> tuple[Sym, ...]:
+        """One Sym per value: the input dimensions of the build."""
+        with tracing(self):
+            return tuple(Sym(int(v), f"{prefix}{i}") for i, v in enumerate(values))
+
+
+def active() -> Trace:
+    trace: Trace | None = getattr(_active, "trace", None)
+    if trace is None:
+        raise RuntimeError("a symbolic dimension was used outside its trace")
+    return trace
+
+
+@contextmanager
+def tracing(trace: Trace) -> Iterator[Trace]:
+    """Make `trace` collect the guards of the Syms used in this thread until the block ends."""
+    previous = getattr(_active, "trace", None)
+    _active.trace = trace
+    try:
+        yield trace
+    finally:
+        _active.trace = previous
+
+
+def _value(x: Any) -> Any:
+    return x.value if isinstance(x, Sym) else x
+
+
+def _binary(name: str, reflected: bool) -> Callable[[Sym, Any], Any]:
+    fn = BINARY[name]
+
+    def method(self: Sym, other: Any) -> Any:
+        if isinstance(other, Sym):
+            value = other.value
+        elif isinstance(other, NUMBER) and not isinstance(other, bool):
+            value = other
+            if type(value) is int and type(self.value) is int:
+                same = _identity(name, reflected, value)
+                if same is not None:  # x * 1, x // 1, x + 0, x % 1 ...: no expression (nor guard) for them
+                    return self if same is _SELF else same
+        else:
+            return NotImplemented
+        if reflected:
+            return Sym(fn(value, self.value), (name, other, self))
+        return Sym(fn(self.value, value), (name, self, other))
+
+    return method
+
+
+_SELF = object()
+
+
+def _identity(name: str, reflected: bool, c: int) -> Any:
+    """What an integer operation with the constant `c` comes to whatever the integer x: _SELF (x itself), a
+    constant, or None (a real operation). Kernels compute x * 1 and x // 1 often (strides, unit kernels)."""
+    if c == 1 and (name == "mul" or (name == "floordiv" and not reflected)):
+        return _SELF
+    if c == 0 and (name == "add" or (name == "sub" and not reflected)):
+        return _SELF
+    if (c == 1 and name == "mod" and not reflected) or (c == 0 and name == "mul"):
+        return 0
+    return None
+
+
+def _compare(name: str) -> Callable[[Sym, Any], Any]:
+    fn = getattr(operator, name)
+
+    def method(self: Sym, other: Any) -> Any:
+        if not isinstance(other, (Sym, *NUMBER)) or isinstance(other, bool):
+            return NotImplemented
+        outcome = bool(fn(self.value, _value(other)))
+        active().guard(name, self, other, outcome)
+        return outcome
+
+    return method
+
+
+class Sym:
+    """A number of the traced shape, with the expression that computed it from the input dimensions."""
+
+    __slots__ = ("value", "expr", "serial")
+
+    def __init__(self, value: int | float, expr: tuple[Any, ...] | str) -> None:
+        self.value = value
+        self.expr = expr  # an input's name, or (operation, operands...)
+        self.serial = active().next_serial()
+
+    __add__, __radd__ = _binary("add", False), _binary("add", True)
+    __sub__, __rsub__ = _binary("sub", False), _binary("sub", True)
+    __mul__, __rmul__ = _binary("mul", False), _binary("mul", True)
+    __floordiv__, __rfloordiv__ = _binary("floordiv", False), _binary("floordiv", True)
+    __mod__, __rmod__ = _binary("mod", False), _binary("mod", True)
+    __truediv__, __rtruediv__ = _binary("truediv", False), _binary("truediv", True)
+    __lt__, __le__, __gt__, __ge__ = _compare("lt"), _compare("le"), _compare("gt"), _compare("ge")
+    __eq__, __ne__ = _compare("eq"), _compare("ne")
+
+    def __neg__(self) -> Sym:
+        if isinstance(self.expr, tuple) and self.expr[0] == "neg":
+            return self.expr[1]  # type: ignore[no-any-return]  # -(-x): x
+        return Sym(-self.value, ("neg", self))
+
+    def __pos__(self) -> Sym:
+        return self
+
+    def __floor__(self) -> Sym:
+        return Sym(math.floor(self.value), ("floor", self))
+
+    def __ceil__(self) -> Sym:
+        return Sym(math.ceil(self.value), ("ceil", self))
+
+    def floor(self) -> Sym:  # what NumPy calls for np.floor of an object array
+        return self.__floor__()
+
+    def ceil(self) -> Sym:
+        return self.__ceil__()
+
+    def to_int(self) -> Sym:
+        return self if isinstance(self.value, int) else Sym(int(self.value), ("int", self))
+
+    # Unhashable: a Sym keying a cache (an lru_cache, a dict) would hand this trace's expressions to the next
+    # trace, or pin nothing where it should guard. Such code must take concrete values or no cache.
+    __hash__ = None  # type: ignore[assignment]
+
+    def _pin(self, why: str) -> Any:
+        trace = active()
+        trace.guard("eq", self, self.value, True)
+        caller = sys._getframe(2)
+        trace.escapes.append(f"{why} at {caller.f_code.co_filename}:{caller.f_lineno}")
+        return self.value
+
+    def __index__(self) -> int:
+        return int(self._pin("index"))
+
+    def __int__(self) -> int:
+        return int(self._pin("int"))
+
+    def __float__(self) -> float:
+        return float(self._pin("float"))
+
+    def __bool__(self) -> bool:
+        return bool(self._pin("bool"))
+
+    def __format__(self, spec: str) -> str:
+        return format(self._pin("format"), spec)
+
+    def __repr__(self) -> str:  # the value, as messages and logs print it (repr decides nothing)
+        return repr(self.value)
+
+
+def dim(x: Any) -> Any:
+    """`int(x)`, except that a Sym stays symbolic (as an int: a float-valued one is truncated symbolically)."""
+    return x.to_int() if isinstance(x, Sym) else int(x)
+
+
+def concrete(x: Any) -> Any:
+    """The value of `x` in the traced shape, without a guard: only for what does not change the result (a size
+    to reserve ahead, a log line)."""
+    return x.value if isinstance(x, Sym) else x
+
+
+def is_symbolic(values: Sequence[Any]) -> bool:
+    for v in values:
+        if isinstance(v, Sym):
+            return True
+    return False
+
+
+class Packed:
+    """Push-constant bytes with Syms among the values: `struct.pack` deferred to the compiled program. Joins
+    with bytes and with other Packed as bytes do."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: tuple[bytes | tuple[str, tuple[Any, ...]], ...]) -> None:
+        self.parts = parts  # bytes, or (struct format, values)
+
+    def __len__(self) -> int:
+        return sum(len(p) if isinstance(p, bytes) else struct.calcsize(p[0]) for p in self.parts)
+
+    def __add__(self, other: bytes | Packed) -> Packed:
+        return Packed(self.parts + (other.parts if isinstance(other, Packed) else (bytes(other),)))
+
+    def __radd__(self, other: bytes) -> Packed:
+        return Packed((bytes(other), *self.parts))
+
+    def ljust(self, width: int, fill: bytes) -> Packed:
+        missing = width - len(self)
+        return self if missing <= 0 else Packed((*self.parts, fill * missing))
+
+    def realize(self) -> bytes:
+        return b"".join(p if isinstance(p, bytes) else struct.pack(p[0], *(_value(v) for v in p[1]))
+                        for p in self.parts)
+
+
+def pack(fmt: str, values: Sequence[Any]) -> bytes | Packed:
+    """struct.pack(fmt, *values), deferred when a value is symbolic."""
+    if is_symbolic(values):
+        return Packed(((fmt, tuple(values)),))
+    return struct.pack(fmt, *values)
+
+
+# -- compiling ---------------------------------------------------------------------------------------------------
+
+
+class _Emitter:
+    """Straight-line Python for the guards and the expressions a result needs, common subexpressions shared."""
+
+    def __init__(self, inputs: Sequence[Sym]) -> None:
+        self.names: dict[int, str] = {}  # id(Sym) → local name
+        self.by_key: dict[tuple[Any, ...], str] = {}
+        self.lines: dict[str, list[Any]] = {}  # local or guard → [serial, line]: placed by the earliest serial
+        self.constants: dict[int, tuple[str, Any]] = {}  # id(object) → (global name, object)
+        self.holds: dict[int, bool] = {}  # id(object) → whether a Sym is inside
+        self.params = []
+        for s in inputs:
+            assert isinstance(s.expr, str)
+            self.names[id(s)] = s.expr
+            self.by_key[("input", s.expr)] = s.expr
+            self.params.append(s.expr)
+
+    def constant(self, obj: Any) -> str:
+        if isinstance(obj, (bool, type(None))) or (isinstance(obj, int) and not isinstance(obj, bool)):
+            return repr(obj)
+        if isinstance(obj, float) and math.isfinite(obj):
+            return repr(obj)
+        entry = self.constants.get(id(obj))
+        if entry is None:
+            entry = self.constants[id(obj)] = (f"_k{len(self.constants)}", obj)
+        return entry[0]
+
+    def operand(self, x: Any) -> str:
+        return self.sym(x) if isinstance(x, Sym) else self.constant(x)
+
+    def sym(self, s: Sym) -> str:
+        """The local holding `s` (emitting its computation, operands first; iteratively: traces are deep)."""
+        stack = [s]
+        while stack:
+            top = stack[-1]
+            if id(top) in self.names:
+                stack.pop()
+                continue
+            if isinstance(top.expr, str):
+                raise RuntimeError(f"input {top.expr} of another trace reached this one: something cached a Sym")
+            pending = [a for a in top.expr[1:] if isinstance(a, Sym) and id(a) not in self.names]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            op, *args = top.expr
+            operands = [self.operand(a) for a in args]
+            key = (op, *operands)
+            name = self.by_key.get(key)
+            if name is not None:  # the same arithmetic again: computed once, as early as it first was
+                line = self.lines.get(name)
+                if line is not None and top.serial < line[0]:
+                    line[0] = top.serial
+            else:
+                name = self.by_key[key] = f"v{len(self.by_key)}"
+                if op in INFIX:
+                    code = f"{operands[0]} {INFIX[op]} {operands[1]}"
+                elif op == "neg":
+                    code = f"-{operands[0]}"
+                else:  # floor, ceil, int
+                    code = f"_{op}({operands[0]})"
+                self.lines[name] = [top.serial, f"    {name} = {code}"]
+            self.names[id(top)] = name
+        return self.names[id(s)]
+
+    def guard(self, serial: int, op: str, a: Any, b: Any, outcome: bool) -> None:
+        test = f"{'not ' if outcome else ''}({self.operand(a)} {COMPARE[op]} {self.operand(b)})"
+        line = self.lines.get(test)
+        if line is None:
+            self.lines[test] = [serial, f"    if {test}: return None"]
+        elif serial < line[0]:
+            line[0] = serial
+
+    def symbolic(self, obj: Any) -> bool:
+        """Whether `obj` holds a Sym anywhere (memoised: a recipe shares many sub-structures)."""
+        key = id(obj)
+        found = self.holds.get(key)
+        if found is None:
+            if isinstance(obj, Sym):
+                found = True
+            elif isinstance(obj, Packed):
+                found = any(not isinstance(p, bytes) for p in obj.parts)
+            elif isinstance(obj, (tuple, list)):
+                found = any(self.symbolic(v) for v in obj)
+            elif isinstance(obj, dict):
+                found = any(self.symbolic(v) or self.symbolic(k) for k, v in obj.items())
+            else:
+                found = False
+            self.holds[key] = found
+        return found
+
+    def rebuild(self, obj: Any) -> str:
+        """An expression that rebuilds `obj` with its Syms evaluated (a part without Syms is a constant: tuples
+        shared, lists and dicts copied)."""
+        if isinstance(obj, Sym):
+            return self.sym(obj)
+        if isinstance(obj, (tuple, list, dict)) and not self.symbolic(obj):
+            name = self.constant(obj)
+            return name if isinstance(obj, tuple) else f"{name}.copy()"
+        if isinstance(obj, Packed):
+            parts = [self.constant(p) if isinstance(p, bytes) else
+                     f"_pack({p[0]!r}, {', '.join(self.rebuild(v) for v in p[1])})" for p in obj.parts]
+            return " + ".join(parts)
+        if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a NamedTuple
+            return f"{self.constant(type(obj))}({', '.join(self.rebuild(v) for v in obj)})"
+        if isinstance(obj, tuple):
+            return f"({''.join(self.rebuild(v) + ', ' for v in obj)})"
+        if isinstance(obj, list):
+            return f"[{', '.join(self.rebuild(v) for v in obj)}]"
+        if isinstance(obj, dict):
+            return "{" + ", ".join(f"{self.rebuild(k)}: {self.rebuild(v)}" for k, v in obj.items()) + "}"
+        return self.constant(obj)
+
+
+def compile_program(trace: Trace, inputs: Sequence[Sym], result: Any, name: str = "program"
+                    ) -> Callable[..., Any]:
+    """One function of the input dimensions: `result` rebuilt for those dimensions, or None when one of the
+    trace's guards comes out otherwise. Every line runs in the order of the trace, so a guard that protected an
+    expression (a divisor checked positive, say) still comes before it."""
+    emit = _Emitter(inputs)
+    returned = emit.rebuild(result)
+    for serial, op, a, b, outcome in trace.guards:
+        emit.guard(serial, op, a, b, outcome)
+    body = [line for _, line in sorted(emit.lines.values(), key=lambda item: item[0])]
+    source = "\n".join([f"def {name}({', '.join(emit.params)}):", *body, f"    return {returned}", ""])
+    namespace: dict[str, Any] = {"_floor": math.floor, "_ceil": math.ceil, "_int": int,
+                                 "_pack": lambda fmt, *values: struct.pack(fmt, *values)}
+    namespace.update(emit.constants.values())
+    exec(compile(source, f"<{name}>", "exec"), namespace)  # noqa: S102  # our own generated arithmetic
+    program: Callable[..., Any] = namespace[name]
+    program.source = source  # type: ignore[attr-defined]  # for tests and diagnostics
+    program.guard_count = sum(line.startswith("    if ") for line in body)  # type: ignore[attr-defined]
+    return program
