@@ -38,19 +38,20 @@ NUMBER = (int, float)
 
 
 class Trace:
-    """The guards of one traced build, in the order they were made (with the expressions, by serial number)."""
+    """What one traced build did with its Syms, in order: every Sym made and every guard, so that a compiled
+    program runs them in the same order (a guard that protected an expression, a divisor checked positive, say,
+    still comes before it)."""
 
     def __init__(self) -> None:
-        self.guards: list[tuple[int, str, Any, Any, bool]] = []  # (serial, comparison, left, right, outcome)
+        self.events: list[Sym | tuple[str, Any, Any, bool]] = []  # Syms, and guards: (comparison, l, r, outcome)
         self.escapes: list[str] = []  # where a Sym was pinned to its value (for tests and diagnostics)
-        self.serial = 0
 
-    def next_serial(self) -> int:
-        self.serial += 1
-        return self.serial
+    @property
+    def guards(self) -> list[tuple[str, Any, Any, bool]]:
+        return [e for e in self.events if isinstance(e, tuple)]
 
     def guard(self, op: str, a: Any, b: Any, outcome: bool) -> None:
-        self.guards.append((self.next_serial(), op, a, b, outcome))
+        self.events.append((op, a, b, outcome))
 
     def inputs(self, values: Sequence[int], prefix: str = "d") -> tuple[Sym, ...]:
         """One Sym per value: the input dimensions of the build."""
@@ -132,12 +133,12 @@ def _compare(name: str) -> Callable[[Sym, Any], Any]:
 class Sym:
     """A number of the traced shape, with the expression that computed it from the input dimensions."""
 
-    __slots__ = ("value", "expr", "serial")
+    __slots__ = ("value", "expr")
 
     def __init__(self, value: int | float, expr: tuple[Any, ...] | str) -> None:
         self.value = value
         self.expr = expr  # an input's name, or (operation, operands...)
-        self.serial = active().next_serial()
+        active().events.append(self)
 
     __add__, __radd__ = _binary("add", False), _binary("add", True)
     __sub__, __rsub__ = _binary("sub", False), _binary("sub", True)
@@ -261,15 +262,12 @@ class _Emitter:
 
     def __init__(self, inputs: Sequence[Sym]) -> None:
         self.names: dict[int, str] = {}  # id(Sym) → local name
-        self.by_key: dict[tuple[Any, ...], str] = {}
-        self.lines: dict[str, list[Any]] = {}  # local or guard → [serial, line]: placed by the earliest serial
         self.constants: dict[int, tuple[str, Any]] = {}  # id(object) → (global name, object)
         self.holds: dict[int, bool] = {}  # id(object) → whether a Sym is inside
         self.params = []
         for s in inputs:
             assert isinstance(s.expr, str)
             self.names[id(s)] = s.expr
-            self.by_key[("input", s.expr)] = s.expr
             self.params.append(s.expr)
 
     def constant(self, obj: Any) -> str:
@@ -283,50 +281,53 @@ class _Emitter:
         return entry[0]
 
     def operand(self, x: Any) -> str:
-        return self.sym(x) if isinstance(x, Sym) else self.constant(x)
+        if not isinstance(x, Sym):
+            return self.constant(x)
+        name = self.names.get(id(x))
+        if name is None:
+            raise RuntimeError(f"a Sym of another trace ({x.expr if isinstance(x.expr, str) else x.expr[0]}) reached "
+                               "this one: something cached a Sym")
+        return name
 
-    def sym(self, s: Sym) -> str:
-        """The local holding `s` (emitting its computation, operands first; iteratively: traces are deep)."""
-        stack = [s]
-        while stack:
-            top = stack[-1]
-            if id(top) in self.names:
-                stack.pop()
-                continue
-            if isinstance(top.expr, str):
-                raise RuntimeError(f"input {top.expr} of another trace reached this one: something cached a Sym")
-            pending = [a for a in top.expr[1:] if isinstance(a, Sym) and id(a) not in self.names]
-            if pending:
-                stack.extend(pending)
-                continue
-            stack.pop()
-            op, *args = top.expr
-            operands = [self.operand(a) for a in args]
-            key = (op, *operands)
-            name = self.by_key.get(key)
-            if name is not None:  # the same arithmetic again: computed once, as early as it first was
-                line = self.lines.get(name)
-                if line is not None and top.serial < line[0]:
-                    line[0] = top.serial
+    def body(self, trace: Trace, roots: list[Sym]) -> list[str]:
+        """The lines, in the trace's order, of every guard and of the Syms that they and `roots` need."""
+        needed = {id(r) for r in roots}
+        for event in reversed(trace.events):  # operands come before the Syms made from them
+            if isinstance(event, tuple):
+                args: Any = event[1:3]
+            elif id(event) in needed and not isinstance(event.expr, str):
+                args = event.expr[1:]
             else:
-                name = self.by_key[key] = f"v{len(self.by_key)}"
-                if op in INFIX:
-                    code = f"{operands[0]} {INFIX[op]} {operands[1]}"
-                elif op == "neg":
-                    code = f"-{operands[0]}"
-                else:  # floor, ceil, int
-                    code = f"_{op}({operands[0]})"
-                self.lines[name] = [top.serial, f"    {name} = {code}"]
-            self.names[id(top)] = name
-        return self.names[id(s)]
-
-    def guard(self, serial: int, op: str, a: Any, b: Any, outcome: bool) -> None:
-        test = f"{'not ' if outcome else ''}({self.operand(a)} {COMPARE[op]} {self.operand(b)})"
-        line = self.lines.get(test)
-        if line is None:
-            self.lines[test] = [serial, f"    if {test}: return None"]
-        elif serial < line[0]:
-            line[0] = serial
+                continue
+            for a in args:
+                if isinstance(a, Sym):
+                    needed.add(id(a))
+        lines: list[str] = []
+        by_key: dict[tuple[Any, ...], str] = {}
+        tests: set[str] = set()
+        for event in trace.events:
+            if isinstance(event, tuple):
+                op, a, b, outcome = event
+                test = f"{'not ' if outcome else ''}({self.operand(a)} {COMPARE[op]} {self.operand(b)})"
+                if test not in tests:
+                    tests.add(test)
+                    lines.append(f"    if {test}: return None")
+            elif id(event) in needed and not isinstance(event.expr, str):
+                op, *operands = event.expr
+                names = [self.operand(a) for a in operands]
+                key = (op, *names)
+                name = by_key.get(key)
+                if name is None:  # else the same arithmetic again: computed once
+                    name = by_key[key] = f"v{len(by_key)}"
+                    if op in INFIX:
+                        code = f"{names[0]} {INFIX[op]} {names[1]}"
+                    elif op == "neg":
+                        code = f"-{names[0]}"
+                    else:  # floor, ceil, int
+                        code = f"_{op}({names[0]})"
+                    lines.append(f"    {name} = {code}")
+                self.names[id(event)] = name
+        return lines
 
     def symbolic(self, obj: Any) -> bool:
         """Whether `obj` holds a Sym anywhere (memoised: a recipe shares many sub-structures)."""
@@ -346,11 +347,26 @@ class _Emitter:
             self.holds[key] = found
         return found
 
+    def roots(self, obj: Any, found: list[Sym]) -> list[Sym]:
+        """The Syms inside `obj`."""
+        if isinstance(obj, Sym):
+            found.append(obj)
+        elif isinstance(obj, Packed):
+            for p in obj.parts:
+                if not isinstance(p, bytes):
+                    self.roots(p[1], found)
+        elif isinstance(obj, (tuple, list, dict)) and self.symbolic(obj):
+            for v in (obj.values() if isinstance(obj, dict) else obj):
+                self.roots(v, found)
+            if isinstance(obj, dict):
+                self.roots(list(obj), found)
+        return found
+
     def rebuild(self, obj: Any) -> str:
         """An expression that rebuilds `obj` with its Syms evaluated (a part without Syms is a constant: tuples
         shared, lists and dicts copied)."""
         if isinstance(obj, Sym):
-            return self.sym(obj)
+            return self.operand(obj)
         if isinstance(obj, (tuple, list, dict)) and not self.symbolic(obj):
             name = self.constant(obj)
             return name if isinstance(obj, tuple) else f"{name}.copy()"
@@ -375,10 +391,8 @@ def compile_program(trace: Trace, inputs: Sequence[Sym], result: Any, name: str 
     trace's guards comes out otherwise. Every line runs in the order of the trace, so a guard that protected an
     expression (a divisor checked positive, say) still comes before it."""
     emit = _Emitter(inputs)
+    body = emit.body(trace, emit.roots(result, []))
     returned = emit.rebuild(result)
-    for serial, op, a, b, outcome in trace.guards:
-        emit.guard(serial, op, a, b, outcome)
-    body = [line for _, line in sorted(emit.lines.values(), key=lambda item: item[0])]
     source = "\n".join([f"def {name}({', '.join(emit.params)}):", *body, f"    return {returned}", ""])
     namespace: dict[str, Any] = {"_floor": math.floor, "_ceil": math.ceil, "_int": int,
                                  "_pack": lambda fmt, *values: struct.pack(fmt, *values)}
