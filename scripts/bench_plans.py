@@ -141,7 +141,8 @@ def main() -> int:
                     traces = [t for t, new in zip(times, traced) if new]
                     results[role]["classes"] = {
                         "traced": classes.traced - traced_before, "hits": len(hits),
-                        "hit_ms": summary(hits), "trace_ms": summary(traces)}
+                        "hit_ms": summary(hits), "trace_ms": summary(traces),
+                        "each_ms": [round(t, 3) for t in times], "each_traced": traced}
             if args.floor:  # last: the plans made here record nothing
                 with recording_nothing():
                     for role in ("det", "rec"):

@@ -148,6 +148,8 @@ def run_pass(ocr: Any, inputs: list[tuple[str, np.ndarray]], number: int, progre
         detail["classes_traced"] = {role: after[role]["classes_traced"] - before[role]["classes_traced"]
                                     for role in after}
         detail["build_ms"] = {role: after[role]["build_ms"][len(before[role]["build_ms"]):] for role in after}
+        detail["build_traced"] = {role: after[role]["build_traced"][len(before[role]["build_traced"]):]
+                                  for role in after}
         detail["plan_memory_mib"] = sum(s["plan_memory_bytes"] for s in after.values()) / 2**20
     return detail, rows
 
@@ -245,6 +247,9 @@ def run_stream_bench(device: str | None, paths: list[str], *, rendered: int = 24
     first = details[0]
     second = details[1] if passes >= 2 else None
     first_builds = first["build_ms"] or {}
+    first_traced = first.get("build_traced") or {}
+    class_hits = {role: [ms for ms, new in zip(first_builds.get(role, []), first_traced.get(role, [])) if not new]
+                  for role in ROLES}
     results: dict[str, Any] = {
         "date": dt.date.today().isoformat(),
         "machine": {"host": platform.node(), "cpu": cpu_model(), "cpus": os.cpu_count(), "device": device_name},
@@ -269,6 +274,9 @@ def run_stream_bench(device: str | None, paths: list[str], *, rendered: int = 24
         "rapidocr_p99_ms": percentile(rapid_ms, 99) if rapid_ms else None,
         "ratio_pass1": None, "ratio_pass2": None,
         "new_shape_ms_summary": {role: summary(first_builds.get(role, [])) for role in ROLES} if final else
+        {role: None for role in ROLES},
+        # the plans of pass 1 that a traced shape class made (the rest traced a new class)
+        "class_hit_ms_summary": {role: summary(class_hits[role]) for role in ROLES} if final else
         {role: None for role in ROLES},
         "plan_memory_mib": max(d["plan_memory_mib"] for d in details) if final else None,
         "python_outside_waits_median_ms": (second or first)["python_median_ms"],
@@ -325,6 +333,10 @@ def format_stream_results(r: dict[str, Any]) -> str:
         news = [f"{role} {s['median']:.1f} (min {s['min']:.1f}, max {s['max']:.1f}, n={s['count']})"
                 for role, s in r["new_shape_ms_summary"].items() if s]
         lines.append("new shape in pass 1, host ms per plan built (median): " + ("; ".join(news) or "none built"))
+        hits = [f"{role} {s['median']:.1f} (n={s['count']})" for role, s in r.get("class_hit_ms_summary", {}).items()
+                if s]
+        if hits:
+            lines.append("  of those, made by a traced shape class (median ms): " + "; ".join(hits))
     lines.append(f"Python outside GPU waits per image (median, pass {min(2, r['passes_run'])}): "
                  f"{r['python_outside_waits_median_ms']:.1f} ms; passes agree: {'yes' if r['passes_agree'] else 'NO'}")
     stages = r["passes"][min(2, r["passes_run"]) - 1].get("python_stage_median_ms")

@@ -377,6 +377,7 @@ class GpuStages:
         new plan of another shape came from one's compiled function: vk/graph/shape_classes.py)."""
         return {role: {"plans": m.plan_count, "recordings": m.recordings, "distinct_shapes": len(m.shapes_seen),
                        "plan_memory_bytes": m.plan_memory_bytes, "build_ms": list(m.build_ms),
+                       "build_traced": list(m.build_traced),
                        "classes_traced": m.shape_classes.traced if m.shape_classes is not None else 0}
                 for role, m in self.models.items()}
 

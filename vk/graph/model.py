@@ -153,6 +153,7 @@ class Model:
         self.shared = SharedMemory(device) if device is not None else None
         self.recordings = 0  # plans built (on Vulkan: recorded); a cache hit builds nothing
         self.build_ms: deque[float] = deque(maxlen=MAX_BUILD_TIMES)  # host ms of the latest plans built, in order
+        self.build_traced: deque[bool] = deque(maxlen=MAX_BUILD_TIMES)  # each of those traced a new shape class
         self.shapes_seen: set[tuple[int, ...]] = set()  # input shapes planned so far (the first MAX_SHAPES_SEEN)
         self._plans: OrderedDict[tuple[tuple[int, ...], tuple[str, ...], StageHooks | None], Plan | NumpyPlan] = (
             OrderedDict())
@@ -225,12 +226,14 @@ class Model:
                 return cached
             self._plans.pop(key).close()  # recorded against memory since replaced: recorded again below
         started = time.perf_counter()
+        traced = self.shape_classes.traced if self.shape_classes is not None else 0
         try:
             plan = self._build(shape, extra_outputs, hooks)
         except BaseException:
             self._drop_stale()  # a build that failed after growing the shared memory leaves the others stale
             raise
         self.build_ms.append((time.perf_counter() - started) * 1e3)
+        self.build_traced.append(self.shape_classes is not None and self.shape_classes.traced > traced)
         if len(self.shapes_seen) < MAX_SHAPES_SEEN:  # a long-running agent meets new shapes forever
             self.shapes_seen.add(shape)
         self.recordings += 1
