@@ -148,8 +148,8 @@ def run_pass(ocr: Any, inputs: list[tuple[str, np.ndarray]], number: int, progre
         detail["classes_traced"] = {role: after[role]["classes_traced"] - before[role]["classes_traced"]
                                     for role in after}
         detail["build_ms"] = {role: after[role]["build_ms"][len(before[role]["build_ms"]):] for role in after}
-        detail["build_traced"] = {role: after[role]["build_traced"][len(before[role]["build_traced"]):]
-                                  for role in after}
+        detail["build_kinds"] = {role: after[role]["build_kinds"][len(before[role]["build_kinds"]):]
+                                 for role in after}
         detail["plan_memory_mib"] = sum(s["plan_memory_bytes"] for s in after.values()) / 2**20
     return detail, rows
 
@@ -247,9 +247,9 @@ def run_stream_bench(device: str | None, paths: list[str], *, rendered: int = 24
     first = details[0]
     second = details[1] if passes >= 2 else None
     first_builds = first["build_ms"] or {}
-    first_traced = first.get("build_traced") or {}
-    class_hits = {role: [ms for ms, new in zip(first_builds.get(role, []), first_traced.get(role, [])) if not new]
-                  for role in ROLES}
+    first_kinds = first.get("build_kinds") or {}
+    class_hits = {role: [ms for ms, kind in zip(first_builds.get(role, []), first_kinds.get(role, []))
+                         if kind == "class"] for role in ROLES}
     results: dict[str, Any] = {
         "date": dt.date.today().isoformat(),
         "machine": {"host": platform.node(), "cpu": cpu_model(), "cpus": os.cpu_count(), "device": device_name},

@@ -377,7 +377,7 @@ class GpuStages:
         new plan of another shape came from one's compiled function: vk/graph/shape_classes.py)."""
         return {role: {"plans": m.plan_count, "recordings": m.recordings, "distinct_shapes": len(m.shapes_seen),
                        "plan_memory_bytes": m.plan_memory_bytes, "build_ms": list(m.build_ms),
-                       "build_traced": list(m.build_traced),
+                       "build_kinds": list(m.build_kinds),
                        "classes_traced": m.shape_classes.traced if m.shape_classes is not None else 0}
                 for role, m in self.models.items()}
 
@@ -393,6 +393,11 @@ class GpuStages:
         (warm start); shapes are what detect/classify/recognize pass: det (1, 3, h, w), cls and rec
         (batch, 3, height, width); one too large for the device's bindings is left to the CPU."""
         self._plan(role, shape, self._hooks(role))
+
+    def learn_shape_class(self, role: str, shape: tuple[int, ...]) -> bool:
+        """Trace the shape class of model `role`'s plans for this shape unless one is kept (recording nothing);
+        True when one was traced."""
+        return self.models[role].learn_shape_class(shape, hooks=self._hooks(role))
 
     def close(self) -> None:
         if self._cpu is not None:

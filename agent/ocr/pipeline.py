@@ -153,6 +153,22 @@ def rec_warm_shapes(opts: OcrOptions) -> list[tuple[int, ...]]:
     return [reserve, *((batch, 3, opts.rec_height, w) for w in widths for batch in batches)]
 
 
+REC_CLASS_STEP = 8  # px between the rec widths whose shape classes a warm-up learns
+
+
+def rec_class_shapes(opts: OcrOptions) -> list[tuple[int, ...]]:
+    """Rec shapes across the width range at every batch size, for a warm-up to learn their shape classes
+    (vk/graph/shape_classes.py; no plan is recorded): a rec model's classes split along the width where a GEMM
+    changes tile, about ten per batch size, and a line width the warm-up did not learn would trace on the request
+    path."""
+    first = rec_tensor_width(opts.rec_width, opts)
+    last = rec_tensor_width(max(first, REC_RESERVE_WIDTH), opts)
+    step = max(REC_CLASS_STEP, opts.rec_width_bucket)
+    batches = sorted({padded_batch(n, opts.rec_batch) for n in range(1, opts.rec_batch + 1)})
+    return [(batch, 3, opts.rec_height, rec_tensor_width(w, opts)) for batch in batches
+            for w in range(first, last + 1, step)]
+
+
 class OcrPipeline:
     """One OCR engine: the three models on one backend, options, and a plugin chain. Not thread-safe: one
     worker drives it (the agent's GPU worker)."""

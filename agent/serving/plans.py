@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vkocr.agent.ocr.pipeline import OcrPipeline, reserve_shapes, warm_plan_shapes
+from vkocr.agent.ocr.pipeline import OcrPipeline, rec_class_shapes, reserve_shapes, warm_plan_shapes
 from vkocr.engine.errors import DeviceLost
 from vkocr.log import get_logger
 
@@ -125,12 +125,34 @@ def warm_pipeline(pipeline: OcrPipeline, sizes: Sequence[tuple[int, int]], *,
         except Exception as exc:  # noqa: BLE001 - one shape that cannot be recorded now is recorded on demand
             skipped += 1
             log.warning("plan_warm_failed", model=role, shape=list(shape), error=f"{type(exc).__name__}: {exc}")
+    classes = learn_rec_classes(pipeline, stopping)
     ms = (time.perf_counter() - started) * 1e3
     recorded = recordings(pipeline) - before
     held = {role: int(s.get("plans", 0)) for role, s in plan_stats_of(pipeline).items()}
     log.info("plans_warmed", count=prepared, recorded=recorded, skipped=skipped, sizes=len(sizes), plans=held,
-             ms=round(ms, 1))
+             rec_classes_traced=classes, ms=round(ms, 1))
     return WarmReport(len(shapes), prepared, recorded, skipped, ms)
+
+
+def learn_rec_classes(pipeline: OcrPipeline, stopping: Callable[[], bool]) -> int:
+    """Learn the rec model's shape classes across the line widths (recording no plan): about ten per batch size,
+    each a trace of ~60-110 ms on the H200 host, so that a new line width costs a function call and a recording
+    on the request path instead of a trace. The number traced; a failure ends it (the classes are then traced on
+    demand)."""
+    learn: Callable[[str, tuple[int, ...]], bool] | None = getattr(pipeline.stages, "learn_shape_class", None)
+    if learn is None or not pipeline.options.use_rec:
+        return 0
+    traced = 0
+    for shape in rec_class_shapes(pipeline.options):
+        if stopping():
+            break
+        try:
+            traced += learn("rec", shape)
+        except Exception as exc:  # noqa: BLE001 - a class not learnt now is traced when a request brings it
+            log.warning("shape_classes_not_learnt", model="rec", shape=list(shape),
+                        error=f"{type(exc).__name__}: {exc}")
+            break
+    return traced
 
 
 class PlanLedger:

@@ -86,3 +86,19 @@ def test_a_plan_made_by_a_class_computes_what_a_fresh_model_computes(stages: Gpu
         assert model.shape_classes is not None and model.shape_classes.reused > 0
     finally:
         fresh.close()
+
+
+def test_a_learnt_class_makes_the_plan_of_its_shapes_without_a_trace(stages: GpuStages) -> None:
+    rng, seed = fresh_rng()
+    model = stages.models["rec"]
+    assert model.shape_classes is not None
+    shape = (4, 3, 48, int(rng.integers(200, 1500)))
+    while shape in model.cached_shapes:  # a plan the tests before made: not a new shape
+        shape = (4, 3, 48, int(rng.integers(200, 1500)))
+    recordings = model.recordings
+    stages.learn_shape_class("rec", shape)
+    assert model.recordings == recordings, "learning a class records no plan"
+    assert not stages.learn_shape_class("rec", shape), f"seed {seed}: the class of {shape} is kept"
+    traced = model.shape_classes.traced
+    stages.prepare("rec", shape)
+    assert model.shape_classes.traced == traced and model.build_kinds[-1] == "class", f"seed {seed}: {shape}"

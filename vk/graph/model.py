@@ -153,7 +153,9 @@ class Model:
         self.shared = SharedMemory(device) if device is not None else None
         self.recordings = 0  # plans built (on Vulkan: recorded); a cache hit builds nothing
         self.build_ms: deque[float] = deque(maxlen=MAX_BUILD_TIMES)  # host ms of the latest plans built, in order
-        self.build_traced: deque[bool] = deque(maxlen=MAX_BUILD_TIMES)  # each of those traced a new shape class
+        # how each of those was made: "class" (a traced shape class's function), "traced" (it traced a new class)
+        # or "full" (worked out in full: classes off, or the model cannot be traced)
+        self.build_kinds: deque[str] = deque(maxlen=MAX_BUILD_TIMES)
         self.shapes_seen: set[tuple[int, ...]] = set()  # input shapes planned so far (the first MAX_SHAPES_SEEN)
         self._plans: OrderedDict[tuple[tuple[int, ...], tuple[str, ...], StageHooks | None], Plan | NumpyPlan] = (
             OrderedDict())
@@ -162,6 +164,7 @@ class Model:
         self._bindings: dict[str, Binding] = {}  # per node, what every plan binds alike (Plan._bind_steps)
         self._layouts = LayoutCache()  # activation placements the plans of other shapes reuse
         self.shape_classes = ShapeClasses() if shape_classes else None
+        self._last_kind = "full"
         if device is not None:
             nodes = runtime_nodes(self.graph)
             for node in nodes:
@@ -233,7 +236,8 @@ class Model:
             self._drop_stale()  # a build that failed after growing the shared memory leaves the others stale
             raise
         self.build_ms.append((time.perf_counter() - started) * 1e3)
-        self.build_traced.append(self.shape_classes is not None and self.shape_classes.traced > traced)
+        self.build_kinds.append(self._last_kind if self.shape_classes is None or self.shape_classes.traced == traced
+                                else "traced")
         if len(self.shapes_seen) < MAX_SHAPES_SEEN:  # a long-running agent meets new shapes forever
             self.shapes_seen.add(shape)
         self.recordings += 1
@@ -265,22 +269,45 @@ class Model:
 
     def _build(self, shape: tuple[int, ...], extra_outputs: Sequence[str], hooks: StageHooks | None
                ) -> Plan | NumpyPlan:
+        self._last_kind = "full"
         if self.device is None:
             if hooks is not None:
                 raise ModelError("stage hooks record GPU work: the CPU backend has none")
             return NumpyPlan(self.graph, shape, extra_outputs=extra_outputs)
         assert self._weights is not None and self.shared is not None
-        device, weights, shared = self.device, self._weights, self.shared
-        recipe = None
-        if self.shape_classes is not None:
-            def traced(dims: Sequence[Sym]) -> Recipe:
-                return describe(device, self.graph, weights, dims, shared=shared, extra_outputs=extra_outputs,
-                                hooks=hooks, bindings=self._bindings, layouts=self._layouts)[0]
+        recipe = self._class_recipe(shape, extra_outputs, hooks)
+        self._last_kind = "full" if recipe is None else "class"
+        return Plan(self.device, self.graph, self._weights, shape, extra_outputs=extra_outputs, hooks=hooks,
+                    memory=self.shared, bindings=self._bindings, layouts=self._layouts, recipe=recipe)
 
-            recipe = self.shape_classes.recipe((tuple(extra_outputs), hooks), shape, lambda: shared.generation,
-                                               traced)
-        return Plan(device, self.graph, weights, shape, extra_outputs=extra_outputs, hooks=hooks, memory=shared,
-                    bindings=self._bindings, layouts=self._layouts, recipe=recipe)
+    def _class_recipe(self, shape: tuple[int, ...], extra_outputs: Sequence[str], hooks: StageHooks | None
+                      ) -> Recipe | None:
+        """This shape's recipe from its shape class (traced now if no kept class holds it); None without
+        classes."""
+        if self.shape_classes is None or self.device is None:
+            return None
+        assert self._weights is not None and self.shared is not None
+        device, weights, shared = self.device, self._weights, self.shared
+
+        def traced(dims: Sequence[Sym]) -> Recipe:
+            return describe(device, self.graph, weights, dims, shared=shared, extra_outputs=extra_outputs,
+                            hooks=hooks, bindings=self._bindings, layouts=self._layouts)[0]
+
+        return self.shape_classes.recipe((tuple(extra_outputs), hooks), shape, lambda: shared.generation, traced)
+
+    def learn_shape_class(self, input_shape: Sequence[int], *, extra_outputs: Sequence[str] = (),
+                          hooks: StageHooks | None = None) -> bool:
+        """Trace the shape class of this input shape unless a kept class holds it already, recording no plan
+        (a warm-up learns the classes of the shapes traffic will bring: then each new shape costs one function
+        call and a recording). True when a class was traced; False without classes too."""
+        if self.shape_classes is None or self.device is None:
+            return False
+        before = self.shape_classes.traced
+        self._class_recipe(self.input.check_shape(input_shape), extra_outputs, hooks)
+        if self.shared is not None and self.shared.generation != self._generation:
+            self._drop_stale()  # the trace grew the shared memory
+            self._generation = self.shared.generation
+        return self.shape_classes.traced > before
 
     def output_shape(self, input_shape: Sequence[int]) -> tuple[int, ...]:
         """The (first) output's shape for this input shape (shape inference only: nothing is recorded)."""
