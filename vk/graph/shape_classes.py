@@ -24,7 +24,9 @@ from vkocr.log import get_logger
 
 log = get_logger(__name__)
 
-MAX_CLASSES = 32  # functions kept per key; a shape no kept guard accepts costs a trace (about 3-5 plans' time)
+# Functions kept per key. A rec model has 11-15 classes per batch size along the width (the warm-up learns them
+# all); a shape that misses costs each kept function's early guards (tens of µs), then a trace (60-130 ms).
+MAX_CLASSES = 96
 
 
 class ShapeClasses:
