@@ -1,5 +1,7 @@
 """A loaded model: the optimised graph, its weights on the device (uploaded once), and an LRU cache of plans,
-one per input shape, whose activations and staging share one set of regions (vk/graph/shared_memory.py).
+one per input shape, whose activations and staging share one set of regions (vk/graph/shared_memory.py). A new
+shape's plan comes from the compiled function of its shape class (vk/graph/shape_classes.py), traced the first
+time a shape of the class comes.
 
 `Model.load(path, device)` runs on Vulkan; `Model.load(path, None)` is the explicit CPU fallback, the NumPy
 executor (`model.backend` says which). One thread drives a model (the agent's GPU worker): the cache is not
