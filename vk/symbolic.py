@@ -13,8 +13,8 @@ shape belongs to another class, which is traced in turn).
 A Sym that leaves for a place that needs a real int (`int()`, an index, NumPy's int64, `struct.pack`) is an
 *escape*: the value is pinned by an equality guard, which is always correct but makes the class that one
 value. The code a plan runs keeps dimensions symbolic (`dim()` instead of `int()`, `pack()` of
-vk/kernels/launch.py, object arrays for folded shapes), and the tests check that a traced build escapes
-nowhere.
+vk/kernels/launch.py, object arrays for folded shapes), and the tests check that a traced plan of the real
+models escapes only where a value really picks a kernel variant (softmax's cache length).
 """
 
 from __future__ import annotations

@@ -102,3 +102,19 @@ def test_a_learnt_class_makes_the_plan_of_its_shapes_without_a_trace(stages: Gpu
     traced = model.shape_classes.traced
     stages.prepare("rec", shape)
     assert model.shape_classes.traced == traced and model.build_kinds[-1] == "class", f"seed {seed}: {shape}"
+
+
+@pytest.mark.parametrize("role", ["det", "cls", "rec"])
+def test_a_traced_plan_pins_no_dimension_but_softmax_s_cache(stages: GpuStages, role: str) -> None:
+    """An escape pins a value (a class of one value): the only one allowed is softmax's CACHE specialisation
+    constant, a real per-length variant whose guard holds for every length of its 256-wide bracket."""
+    from vkocr.engine.symbolic import Trace, tracing
+
+    model = stages.models[role]
+    assert model.shared is not None and model._weights is not None
+    trace = Trace()
+    dims = trace.inputs(new_shapes(role, fresh_rng()[0], 1)[0])
+    with tracing(trace):
+        describe(stages.device, model.graph, model._weights, dims, shared=model.shared, hooks=stages._hooks(role),
+                 bindings=model._bindings, layouts=model._layouts)
+    assert all("reduce.py" in escape for escape in trace.escapes), trace.escapes
