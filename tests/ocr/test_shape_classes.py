@@ -34,9 +34,10 @@ def new_shapes(role: str, rng: np.random.Generator, count: int) -> list[tuple[in
     return [(int(rng.choice([1, 2, 4, 6])), 3, 48, w) for w in sorted(widths)[:count]]
 
 
-@pytest.fixture(scope="module")
-def stages(device: Device) -> Iterator[GpuStages]:
-    stages = GpuStages(device, choose_models(None).paths)
+@pytest.fixture(scope="module", params=["ppocrv6-small", "ppocrv4"])
+def stages(device: Device, request: pytest.FixtureRequest) -> Iterator[GpuStages]:
+    """Both model generations' stages, each model's largest plan made first."""
+    stages = GpuStages(device, choose_models(request.param).paths)
     for role, model in stages.models.items():
         model._layouts = LayoutCache(keep=1)  # one placement, the largest's: a full description takes it too
         stages.prepare(role, LARGEST[role])
@@ -72,7 +73,7 @@ def test_a_class_s_function_gives_the_recipe_a_full_description_gives(stages: Gp
 def test_a_plan_made_by_a_class_computes_what_a_fresh_model_computes(stages: GpuStages, device: Device) -> None:
     rng, seed = fresh_rng()
     model = stages.models["rec"]
-    fresh = Model.load(choose_models(None).paths["rec"], device, shape_classes=False)
+    fresh = Model.load(stages.model_paths["rec"], device, shape_classes=False)
     try:
         for width in sorted({int(rng.integers(160, 640)) for _ in range(3)}):
             shape = (2, 3, 48, width)
