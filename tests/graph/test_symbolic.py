@@ -114,3 +114,23 @@ def test_a_sym_of_another_trace_is_refused_when_compiling() -> None:
         mixed = d + stale  # what a cache that kept an earlier trace's values would hand over
     with pytest.raises(RuntimeError, match="another trace"):
         compile_program(trace, (d,), mixed)
+
+
+def test_a_trace_that_breaks_falls_back_to_full_plans_and_a_refused_shape_stays_refused() -> None:
+    from vkocr.engine.errors import BindingTooLarge
+    from vkocr.engine.graph.shape_classes import ShapeClasses
+
+    def broken(dims: Any) -> Any:
+        return {dims[0]: 1}  # a Sym keying a dict: a bug of ours, found by the trace
+
+    def too_large(dims: Any) -> Any:
+        raise BindingTooLarge("too large to bind")
+
+    classes = ShapeClasses()
+    assert classes.recipe("a", (2, 3), lambda: 0, broken) is None
+    assert classes.recipe("a", (4, 3), lambda: 0, broken) is None, "the key is described in full from then on"
+    assert classes.traced == 0
+    with pytest.raises(BindingTooLarge):
+        classes.recipe("b", (2, 3), lambda: 0, too_large)
+    assert classes.recipe("c", (5,), lambda: 0, lambda dims: (dims[0] * 2,)) == (10,)
+    assert classes.recipe("c", (7,), lambda: 0, broken) == (14,), "a kept class makes it: no trace"

@@ -69,6 +69,10 @@ class ShapeClasses:
         try:
             with tracing(trace):
                 symbolic = describe(dims)
+            function = compile_program(trace, dims, symbolic, name="recipe")
+            recipe: Recipe | None = function(*shape)
+            if recipe is None:
+                raise RuntimeError("a traced shape fails its own guards")
         except NotTraceable as exc:
             log.info("shape_classes_off", reason=str(exc))
             self._untraceable.add(key)
@@ -79,9 +83,6 @@ class ShapeClasses:
             log.warning("shape_classes_off", reason=f"{type(exc).__name__}: {exc}", shape=list(shape))
             self._untraceable.add(key)
             return None
-        function = compile_program(trace, dims, symbolic, name="recipe")
-        recipe: Recipe | None = function(*shape)
-        assert recipe is not None, "a traced shape fails its own guards"
         self._forget_if_replaced(generation())  # the trace grew the shared memory: the other classes are stale
         functions = self._functions.setdefault(key, [])
         functions.insert(0, function)
