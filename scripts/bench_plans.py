@@ -119,13 +119,8 @@ def main() -> int:
                 stages.prepare(role, first)
                 gc.collect()
                 tracked = len(gc.get_objects())
-                classes = stages.models[role].shape_classes
-                traced_before = classes.traced if classes is not None else 0
-                times, traced = [], []
-                for shape in rest:  # (one by one: a class hit and a trace are told apart)
-                    before = classes.traced if classes is not None else 0
-                    times += timed(stages.prepare, role, [shape])
-                    traced.append(classes is not None and classes.traced > before)
+                times = timed(stages.prepare, role, rest)
+                kinds = list(stages.models[role].build_kinds)[-len(rest):]  # how each plan was made
                 gc.collect()
                 per_plan = (len(gc.get_objects()) - tracked) / len(rest)
                 started = time.perf_counter()
@@ -136,13 +131,12 @@ def main() -> int:
                                  "max_ms": max(times), "plans": model.plan_count,
                                  "plan_memory_mib": model.plan_memory_bytes / 2**20,
                                  "tracked_objects_per_plan": per_plan, "full_collection_ms": full_ms}
-                if classes is not None:
-                    hits = [t for t, new in zip(times, traced) if not new]
-                    traces = [t for t, new in zip(times, traced) if new]
+                if model.shape_classes is not None:
+                    hits = [t for t, kind in zip(times, kinds) if kind == "class"]
+                    traces = [t for t, kind in zip(times, kinds) if kind == "traced"]
                     results[role]["classes"] = {
-                        "traced": classes.traced - traced_before, "hits": len(hits),
-                        "hit_ms": summary(hits), "trace_ms": summary(traces),
-                        "each_ms": [round(t, 3) for t in times], "each_traced": traced}
+                        "traced": len(traces), "hits": len(hits), "hit_ms": summary(hits), "trace_ms": summary(traces),
+                        "each_ms": [round(t, 3) for t in times], "each_kind": kinds}
             if args.floor:  # last: the plans made here record nothing
                 with recording_nothing():
                     for role in ("det", "rec"):

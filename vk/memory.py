@@ -35,6 +35,11 @@ class BufferView(NamedTuple):
     size: int
     extent: int | None = None  # bytes barriers are worked out over (a tensor's whole slot): `size` when None
 
+    @property
+    def end(self) -> int:
+        """Where the bytes barriers are worked out over end."""
+        return self.offset + (self.size if self.extent is None else self.extent)
+
 
 @dataclass(frozen=True)
 class MemoryStats:

@@ -42,7 +42,7 @@ def _conflicts(views: Sequence[BufferView], pending: Sequence[_Access], *, write
     read needs no barrier)."""
     for v in views:
         lo = v.offset
-        hi = lo + (v.size if v.extent is None else v.extent)  # a tensor's slot: the same barriers for every shape
+        hi = v.end  # over a tensor's slot: the same barriers for every shape of a class
         buffer = v.buffer
         for p_buffer, p_lo, p_hi, _stage, p_write in pending:
             if p_lo < hi and lo < p_hi and (p_write or not writes_only) and p_buffer == buffer:
@@ -166,9 +166,9 @@ class Recorder:
             self._ops.append(_Barrier(src_stage, stage, src_access, dst_access))
             pending.clear()
         for v in reads:
-            pending.append((v.buffer, v.offset, v.offset + (v.size if v.extent is None else v.extent), stage, False))
+            pending.append((v.buffer, v.offset, v.end, stage, False))
         for v in writes:
-            pending.append((v.buffer, v.offset, v.offset + (v.size if v.extent is None else v.extent), stage, True))
+            pending.append((v.buffer, v.offset, v.end, stage, True))
 
     def _timestamp(self, label: str, stage: int) -> None:
         self._ops.append(_Timestamp(stage))

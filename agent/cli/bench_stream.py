@@ -145,11 +145,10 @@ def run_pass(ocr: Any, inputs: list[tuple[str, np.ndarray]], number: int, progre
     }
     if before is not None and after is not None:
         detail["plans_built"] = {role: after[role]["recordings"] - before[role]["recordings"] for role in after}
-        detail["classes_traced"] = {role: after[role]["classes_traced"] - before[role]["classes_traced"]
-                                    for role in after}
         detail["build_ms"] = {role: after[role]["build_ms"][len(before[role]["build_ms"]):] for role in after}
         detail["build_kinds"] = {role: after[role]["build_kinds"][len(before[role]["build_kinds"]):]
                                  for role in after}
+        detail["classes_traced"] = {role: kinds.count("traced") for role, kinds in detail["build_kinds"].items()}
         detail["plan_memory_mib"] = sum(s["plan_memory_bytes"] for s in after.values()) / 2**20
     return detail, rows
 

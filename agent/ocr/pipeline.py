@@ -148,9 +148,13 @@ def rec_warm_shapes(opts: OcrOptions) -> list[tuple[int, ...]]:
     first = rec_tensor_width(opts.rec_width, opts)
     widths = [first] if opts.rec_width_bucket == 1 else range(first, max(first, REC_WARM_MAX_WIDTH) + 1,
                                                               opts.rec_width_bucket)
-    batches = sorted({padded_batch(n, opts.rec_batch) for n in range(1, opts.rec_batch + 1)})
     reserve = (opts.rec_batch, 3, opts.rec_height, rec_tensor_width(max(first, REC_RESERVE_WIDTH), opts))
-    return [reserve, *((batch, 3, opts.rec_height, w) for w in widths for batch in batches)]
+    return [reserve, *((batch, 3, opts.rec_height, w) for w in widths for batch in rec_batch_sizes(opts))]
+
+
+def rec_batch_sizes(opts: OcrOptions) -> list[int]:
+    """The rec batch sizes the GPU stages round a request's lines to."""
+    return sorted({padded_batch(n, opts.rec_batch) for n in range(1, opts.rec_batch + 1)})
 
 
 REC_CLASS_STEP = 8  # px between the rec widths whose shape classes a warm-up learns
@@ -164,8 +168,7 @@ def rec_class_shapes(opts: OcrOptions) -> list[tuple[int, ...]]:
     first = rec_tensor_width(opts.rec_width, opts)
     last = rec_tensor_width(max(first, REC_RESERVE_WIDTH), opts)
     step = max(REC_CLASS_STEP, opts.rec_width_bucket)
-    batches = sorted({padded_batch(n, opts.rec_batch) for n in range(1, opts.rec_batch + 1)})
-    return [(batch, 3, opts.rec_height, rec_tensor_width(w, opts)) for batch in batches
+    return [(batch, 3, opts.rec_height, rec_tensor_width(w, opts)) for batch in rec_batch_sizes(opts)
             for w in range(first, last + 1, step)]
 
 

@@ -166,7 +166,6 @@ class Model:
         self._bindings: dict[str, Binding] = {}  # per node, what every plan binds alike (Plan._bind_steps)
         self._layouts = LayoutCache()  # activation placements the plans of other shapes reuse
         self.shape_classes = ShapeClasses() if shape_classes else None
-        self._last_kind = "full"
         if device is not None:
             nodes = runtime_nodes(self.graph)
             for node in nodes:
@@ -233,13 +232,13 @@ class Model:
         started = time.perf_counter()
         traced = self.shape_classes.traced if self.shape_classes is not None else 0
         try:
-            plan = self._build(shape, extra_outputs, hooks)
+            plan, kind = self._build(shape, extra_outputs, hooks)
         except BaseException:
             self._drop_stale()  # a build that failed after growing the shared memory leaves the others stale
             raise
         self.build_ms.append((time.perf_counter() - started) * 1e3)
-        self.build_kinds.append(self._last_kind if self.shape_classes is None or self.shape_classes.traced == traced
-                                else "traced")
+        self.build_kinds.append("traced" if self.shape_classes is not None and self.shape_classes.traced > traced
+                                else kind)
         if len(self.shapes_seen) < MAX_SHAPES_SEEN:  # a long-running agent meets new shapes forever
             self.shapes_seen.add(shape)
         self.recordings += 1
@@ -270,17 +269,17 @@ class Model:
             self._plans.pop(key).close()
 
     def _build(self, shape: tuple[int, ...], extra_outputs: Sequence[str], hooks: StageHooks | None
-               ) -> Plan | NumpyPlan:
-        self._last_kind = "full"
+               ) -> tuple[Plan | NumpyPlan, str]:
+        """The plan, and "class" when a shape class's function gave its recipe, else "full"."""
         if self.device is None:
             if hooks is not None:
                 raise ModelError("stage hooks record GPU work: the CPU backend has none")
-            return NumpyPlan(self.graph, shape, extra_outputs=extra_outputs)
+            return NumpyPlan(self.graph, shape, extra_outputs=extra_outputs), "full"
         assert self._weights is not None and self.shared is not None
         recipe = self._class_recipe(shape, extra_outputs, hooks)
-        self._last_kind = "full" if recipe is None else "class"
-        return Plan(self.device, self.graph, self._weights, shape, extra_outputs=extra_outputs, hooks=hooks,
+        plan = Plan(self.device, self.graph, self._weights, shape, extra_outputs=extra_outputs, hooks=hooks,
                     memory=self.shared, bindings=self._bindings, layouts=self._layouts, recipe=recipe)
+        return plan, "full" if recipe is None else "class"
 
     def _class_recipe(self, shape: tuple[int, ...], extra_outputs: Sequence[str], hooks: StageHooks | None
                       ) -> Recipe | None:
