@@ -269,6 +269,25 @@ def test_validation_layer_reports_a_missing_barrier(device: Device) -> None:
     device.free(y)
 
 
+def test_a_shader_then_a_copy_read_a_write_after_one_barrier(device: Device) -> None:
+    """A write read by a shader and then by a copy: the barrier before the shader retires the write for both
+    stages (the validation layer reports a copy that reads it unsynchronised), and both see its values."""
+    rng, seed = fresh_rng()
+    data = rng.standard_normal(256).astype(np.float32)
+    x, y, z = device.upload(data), poisoned(device, (256,)), poisoned(device, (256,))
+    copied = device.tensor((256,))
+    with Recorder(device) as rec:
+        record_unary(rec, "relu", x, y)  # writes y
+        record_unary(rec, "neg", y, z)  # reads y after a barrier
+        rec.copy(y.view, copied.view)  # reads y again, in the transfer stage
+        rec.run()
+    relu = np.maximum(data, 0)
+    assert np.array_equal(device.download(copied), relu), f"seed {seed}"
+    assert np.array_equal(device.download(z), -relu), f"seed {seed}"
+    for t in (x, y, z, copied):
+        device.free(t)
+
+
 def _live_vulkan_objects(device: Device) -> dict[str, int]:
     return {k: v for k, v in device.live.items() if v}
 

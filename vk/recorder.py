@@ -159,11 +159,12 @@ class Recorder:
                 src_stage |= p[3]
                 if p[4]:
                     src_access |= vk.VK_ACCESS_TRANSFER_WRITE_BIT if p[3] == transfer else vk.VK_ACCESS_SHADER_WRITE_BIT
-            if stage == transfer:
-                dst_access = vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
-            else:
-                dst_access = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
-            self._ops.append(_Barrier(src_stage, stage, src_access, dst_access))
+            # to both stages, whichever this command is: the barrier retires every pending access, and a later
+            # command of the other stage may touch what this one does not (a shader reading a buffer, then a
+            # copy of it)
+            dst_access = (vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+                          | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+            self._ops.append(_Barrier(src_stage, _COMPUTE_STAGE | transfer, src_access, dst_access))
             pending.clear()
         for v in reads:
             pending.append((v.buffer, v.offset, v.end, stage, False))
