@@ -4,7 +4,8 @@ construction.
 
 1. bitmap = prob > thresh, dilated by ``cv2.dilate`` with the 2×2 all-ones kernel (``db_bitmap``; the GPU
    pipeline makes it in a shader and passes it in, ``bitmap=``).
-2. ``cv2.findContours(RETR_LIST, CHAIN_APPROX_SIMPLE)`` (``db_contours``, ``bitmap_contours``); the first
+2. ``cv2.findContours(RETR_LIST, CHAIN_APPROX_SIMPLE)`` (``db_contours``, ``bitmap_contours``: with the GPU's
+   row spans, only over the boxes around the foreground, with the same contours in the same order); the first
    ``max_candidates`` are kept.
 3. ``cv2.minAreaRect`` + ``cv2.boxPoints`` of each contour, corners ordered as ``get_mini_boxes``
    (``minrect``); shorter side < min_size → dropped.
@@ -26,7 +27,7 @@ import numpy as np
 
 from vkocr.postproc.detfilter import clip_quads, keep_boxes, order_points_clockwise
 from vkocr.postproc.minrect import min_area_rects, mini_boxes, rect_boxes
-from vkocr.postproc.score import box_score_fast, box_score_slow
+from vkocr.postproc.score import box_score_slow, box_scores_fast
 from vkocr.postproc.unclip import unclip_boxes, unclip_distances
 
 DILATION_KERNEL = np.array([[1, 1], [1, 1]])  # RapidOCR's, as it passes it
@@ -53,11 +54,48 @@ def db_contours(prob: np.ndarray, thresh: float, use_dilation: bool) -> Sequence
     return cv2.findContours(bitmap, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE, offset=(0, top))[-2]
 
 
-def bitmap_contours(bitmap: np.ndarray) -> Sequence[np.ndarray]:
-    """``db_contours``' contours from a ready bitmap (db_bitmap's, made on the GPU). The whole bitmap goes to
-    findContours: tracing only the box of its foreground (cv2.boundingRect first, then a copy of the box) costs
-    more than the scan it saves (OpenCV 5, H200 host: DB 2.0-2.2 ms per image against 2.4-2.5, BENCHMARKS.md)."""
-    return cv2.findContours(bitmap, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)[-2]
+MAX_BANDS = 32  # boxes of foreground findContours traces at most, split at the widest gaps between rows
+
+
+def foreground_bands(row_spans: np.ndarray, height: int, width: int, max_bands: int = MAX_BANDS
+                     ) -> list[tuple[int, int, int, int]]:
+    """(top, bottom, left, right) boxes, top to bottom, that hold every set pixel of a height × width bitmap
+    whose rows hold theirs in ``row_spans`` ((height, 2) [start, stop) columns, start ≥ stop for an empty row):
+    the runs of rows with set pixels, split where one or more empty rows lie between them (at the widest such
+    gaps, when there are more than max_bands runs), each with the columns of its rows, and one empty row and
+    column kept around it where the bitmap has them."""
+    starts, stops = row_spans[:, 0], row_spans[:, 1]
+    live = np.flatnonzero(stops > starts)
+    if not live.size:
+        return []
+    gaps = np.diff(live)
+    cuts = np.flatnonzero(gaps > 1)  # an empty row between live[k] and live[k + 1]
+    if len(cuts) >= max_bands:
+        cuts = np.sort(cuts[np.argsort(gaps[cuts], kind="stable")[len(cuts) - (max_bands - 1):]])
+    first = np.concatenate(([0], cuts + 1))  # each band's first live row, as an index into live
+    last = np.concatenate((cuts, [len(live) - 1]))
+    left = np.minimum.reduceat(starts[live], first).tolist()  # Python ints from here: no unsigned wrap below
+    right = np.maximum.reduceat(stops[live], first).tolist()
+    return [(max(top - 1, 0), min(bottom + 2, height), max(x0 - 1, 0), min(x1 + 1, width))
+            for top, bottom, x0, x1 in zip(live[first].tolist(), live[last].tolist(), left, right, strict=True)]
+
+
+def bitmap_contours(bitmap: np.ndarray, row_spans: np.ndarray | None = None, max_bands: int = MAX_BANDS
+                    ) -> Sequence[np.ndarray]:
+    """``db_contours``' contours from a ready bitmap (db_bitmap's, made on the GPU). With the columns of each
+    row that hold its set pixels (``row_spans``, made on the GPU too), findContours traces only the boxes around
+    the foreground (``foreground_bands``), and the box contours come out as those of the whole bitmap: no
+    contour crosses the empty rows between two boxes, OpenCV sees zeros beyond a box's edge as it does beyond
+    the bitmap's, and it lists the contours of a raster scan last found first, so the boxes' lists go
+    bottom box first. Most of a map is empty: this reads a third of the bitmap on the median map."""
+    if row_spans is None:
+        return cv2.findContours(bitmap, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)[-2]
+    contours: list[np.ndarray] = []
+    height, width = bitmap.shape
+    for top, bottom, left, right in reversed(foreground_bands(row_spans, height, width, max_bands)):
+        contours += cv2.findContours(bitmap[top:bottom, left:right], cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE,
+                                     offset=(left, top))[-2]
+    return contours
 
 
 def _to_dest(boxes: np.ndarray, width: int, height: int, dest_w: int, dest_h: int) -> np.ndarray:
@@ -82,9 +120,11 @@ def db_boxes(
     score_mode: str = "fast",
     min_size: int = 3,
     bitmap: np.ndarray | None = None,
+    row_spans: np.ndarray | None = None,
 ) -> tuple[np.ndarray, list[float]]:
     """Text boxes from a DB probability map (H×W float32; leading axes of size 1 are dropped). `bitmap`: the
-    map's ``db_bitmap(prob, thresh, use_dilation)`` when it was made elsewhere (on the GPU), H×W uint8.
+    map's ``db_bitmap(prob, thresh, use_dilation)`` when it was made elsewhere (on the GPU), H×W uint8;
+    `row_spans`: with it, the columns of each of its rows that hold the row's set pixels (H×2, ``bitmap_contours``).
 
     Returns (N, 4, 2) float32 quads in destination pixels, corners clockwise from the top-left, in RapidOCR's
     (unsorted) order, and each box's score. Defaults are RapidOCR 1.4.4's as vkocr configures it.
@@ -102,13 +142,15 @@ def db_boxes(
         contours = db_contours(prob, thresh, use_dilation)[:max_candidates]
     elif bitmap.shape != prob.shape:
         raise ValueError(f"bitmap of shape {bitmap.shape} for a map of shape {prob.shape}")
+    elif row_spans is not None and np.shape(row_spans) != (bitmap.shape[0], 2):
+        raise ValueError(f"row spans of shape {np.shape(row_spans)} for a bitmap of {bitmap.shape[0]} rows")
     else:
-        contours = bitmap_contours(bitmap)[:max_candidates]
+        contours = bitmap_contours(bitmap, row_spans)[:max_candidates]
     rects, ssides = min_area_rects(contours)
     kept = [i for i, sside in enumerate(ssides) if sside >= min_size]
     boxes = rect_boxes([rects[i] for i in kept])  # only boxes that are kept need their corners
     if score_mode == "fast":
-        scores = [box_score_fast(prob, box) for box in boxes]
+        scores = box_scores_fast(prob, boxes)
     else:
         scores = [box_score_slow(prob, contours[i]) for i in kept]
     passed = [i for i, score in enumerate(scores) if not box_thresh > score]

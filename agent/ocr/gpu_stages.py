@@ -249,7 +249,7 @@ class GpuStages:
         self._argmax = ArgmaxReadback(device, max_batch * MAX_REC_STEPS)
         self.db_params = HostBuffer(device, DB_BITMAP_PARAMS_WORDS)
         self._bitmap = BitmapReadback(device)
-        self._last_bitmap: np.ndarray | None = None
+        self._last_bitmap: tuple[np.ndarray, np.ndarray] | None = None  # the bitmap and its row spans
         self.det_hooks = StageHooks(
             lambda rec, x: record_image_preprocess(rec, self.image.tensor, self.det_params.tensor, x),
             self._det_epilogue)
@@ -337,7 +337,12 @@ class GpuStages:
     def db_bitmap(self) -> np.ndarray | None:
         """The last detection's bitmap (H×W uint8, read-only, valid until the next detect), None when its map
         was too large for the GPU's bitmap buffer (DB then thresholds the map itself)."""
-        return self._last_bitmap
+        return self._last_bitmap[0] if self._last_bitmap is not None else None
+
+    def db_row_spans(self) -> np.ndarray | None:
+        """The columns of each row of that bitmap that hold its set pixels (H×2 uint32, [start, stop), start ≥
+        stop for an empty row; read-only, valid until the next detect), None without a bitmap."""
+        return self._last_bitmap[1] if self._last_bitmap is not None else None
 
     def _crop_params(self, crops: Sequence[CropSlot], batch: int, height: int, width: int) -> np.ndarray:
         if len(crops) > self.max_batch:

@@ -39,6 +39,9 @@ class HostStages:
         """None: DB thresholds and dilates the map on the host, as RapidOCR does."""
         return None
 
+    def db_row_spans(self) -> np.ndarray | None:
+        return None
+
     def _batch(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
         items = []
         for c in crops:

@@ -57,6 +57,10 @@ class Stages(Protocol):
     def db_bitmap(self) -> np.ndarray | None:
         """DB's bitmap of the last map (H×W uint8), when the stage made it (the GPU's); None: DB makes it."""
 
+    def db_row_spans(self) -> np.ndarray | None:
+        """With that bitmap, the columns of each of its rows that hold its set pixels (H×2, [start, stop)); None:
+        DB traces contours over the whole bitmap."""
+
     def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
         """(n, 2) class probabilities of the crops (0°, 180°)."""
 
@@ -365,7 +369,7 @@ class OcrPipeline:
         boxes, _scores = db_boxes(prob, w, h, thresh=opts.thresh, box_thresh=opts.box_thresh,
                                   max_candidates=opts.max_candidates, unclip_ratio=opts.unclip_ratio,
                                   use_dilation=opts.use_dilation, score_mode=opts.score_mode,
-                                  bitmap=self.stages.db_bitmap())
+                                  bitmap=self.stages.db_bitmap(), row_spans=self.stages.db_row_spans())
         lap("db")
         order = sort_boxes_in_lines if PROCEDURES[opts.procedure].box_order == "lines" else sort_boxes
         return [np.asarray(b, np.float32) for b in order(list(boxes))]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.kernels.harness import fresh_rng, poisoned, release, run
-from vkocr.agent.ocr.db_bitmap import DB_BITMAP_PARAMS_WORDS, db_bitmap_params, record_db_bitmap
+from vkocr.agent.ocr.db_bitmap import DB_BITMAP_PARAMS_WORDS, db_bitmap_params, record_db_bitmap, record_db_rows
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.postproc.db import DILATION_KERNEL, db_boxes
@@ -64,6 +64,54 @@ def test_boxes_from_the_bitmap_are_the_boxes_from_the_map(device: Device) -> Non
         assert np.array_equal(ours, ref) and our_scores == ref_scores, f"dilate={dilate}; seed {seed}"
 
 
+def numpy_row_spans(bitmap: np.ndarray) -> np.ndarray:
+    """db_rows.comp's spans: per row the first and one past the last column of its non-zero 4-pixel words."""
+    h, w = bitmap.shape
+    words = bitmap.reshape(h, w // 4, 4).any(axis=2)
+    spans = np.zeros((h, 2), np.uint32)
+    spans[:, 0] = w
+    for y in np.flatnonzero(words.any(axis=1)):
+        on = np.flatnonzero(words[y])
+        spans[y] = 4 * on[0], 4 * (on[-1] + 1)
+    return spans
+
+
+@pytest.mark.parametrize(("h", "w"), [(1, 4), (3, 8), (37, 1000), (200, 2048), (70000, 4)])
+def test_row_spans_are_the_rows_set_words(device: Device, h: int, w: int) -> None:
+    """Sparse and dense rows, pixels in a row's first or last word only, empty rows, and more rows than one
+    dispatch axis holds (70000: the grid folds)."""
+    rng, seed = fresh_rng()
+    bitmap = (rng.random((h, w)) < rng.choice([0.001, 0.02, 0.5])).astype(np.uint8)
+    bitmap[rng.random(h) < 0.3] = 0
+    edge = rng.random(h) < 0.1
+    bitmap[edge] = 0
+    bitmap[edge, rng.choice([0, w - 1])] = 1
+    x = device.upload(bitmap.reshape(-1).view(np.uint32))
+    out = poisoned(device, (2 * h,), np.int32)
+    run(device, lambda rec: record_db_rows(rec, x.view, h, w, out.view))
+    got = device.download(out).view(np.uint32).reshape(h, 2)
+    release(device, x, out)
+    expected = numpy_row_spans(bitmap)
+    differ = int((got != expected).any(axis=1).sum())
+    assert np.array_equal(got, expected), f"{h}x{w}: {differ} rows differ; seed {seed}"
+
+
+def test_boxes_from_the_bitmap_and_its_spans_are_the_boxes_from_the_map(device: Device) -> None:
+    rng, seed = fresh_rng()
+    prob = random_map(rng, 416, 640, 0.3)
+    prob[::3] = 0.0  # empty rows between the blobs' rows: many bands
+    bitmap = gpu_bitmap(device, prob, 0.3, True)
+    x = device.upload(bitmap.reshape(-1).view(np.uint32))
+    out = poisoned(device, (2 * 416,), np.int32)
+    run(device, lambda rec: record_db_rows(rec, x.view, 416, 640, out.view))
+    spans = device.download(out).view(np.uint32).reshape(416, 2)
+    release(device, x, out)
+    ours, our_scores = db_boxes(prob, 960, 640, bitmap=bitmap, row_spans=spans)
+    ref, ref_scores = db_boxes(prob, 960, 640)
+    assert len(ref) > 3, "the map should hold boxes"
+    assert np.array_equal(ours, ref) and our_scores == ref_scores, f"seed {seed}"
+
+
 def test_bad_arguments(device: Device) -> None:
     x = device.upload(np.zeros((1, 1, 4, 6), np.float32))
     params = device.upload(np.zeros(DB_BITMAP_PARAMS_WORDS, np.uint32))
@@ -73,3 +121,12 @@ def test_bad_arguments(device: Device) -> None:
     release(device, x, params, out)
     with pytest.raises(ValueError, match="bitmap of shape"):
         db_boxes(np.zeros((8, 8), np.float32), 8, 8, bitmap=np.zeros((8, 4), np.uint8))
+    with pytest.raises(ValueError, match="row spans of shape"):
+        db_boxes(np.zeros((8, 8), np.float32), 8, 8, bitmap=np.zeros((8, 8), np.uint8),
+                 row_spans=np.zeros((7, 2), np.uint32))
+    bitmap, spans = device.upload(np.zeros(16, np.uint32)), device.upload(np.zeros(8, np.uint32))
+    with pytest.raises(KernelArgumentError, match="4-pixel words"):
+        run(device, lambda rec: record_db_rows(rec, bitmap.view, 4, 6, spans.view))
+    with pytest.raises(KernelArgumentError, match="spans of 8 rows"):
+        run(device, lambda rec: record_db_rows(rec, bitmap.view, 8, 8, spans.view))
+    release(device, bitmap, spans)

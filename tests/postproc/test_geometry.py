@@ -9,7 +9,7 @@ import numpy as np
 from rapidocr_onnxruntime.ch_ppocr_det.utils import DBPostProcess
 
 from tests.postproc.reference import rapid_db, synthetic_map
-from vkocr.postproc.db import bitmap_contours, db_boxes, db_contours
+from vkocr.postproc.db import bitmap_contours, db_bitmap, db_boxes, db_contours, foreground_bands
 from vkocr.postproc.minrect import mini_boxes
 from vkocr.postproc.unclip import unclip_boxes, unclip_distances
 
@@ -109,3 +109,40 @@ def test_contours_of_a_read_only_bitmap_are_findcontours_of_it(rng: np.random.Ge
         for mine, theirs in zip(ours, ref, strict=True):
             np.testing.assert_array_equal(mine, theirs, err_msg=f"case {case}")
     assert edges == {"top", "bottom", "left", "right"}
+
+
+def test_contours_of_the_foreground_boxes_are_the_whole_bitmaps(rng: np.random.Generator) -> None:
+    """Spans as the GPU gives them (4-pixel words) and wider ones, blobs touching every edge, rows of blobs with
+    one empty row or none between them, holes, and more runs of rows than bands (merged at the widest gaps)."""
+    merged = edges = 0
+    for case in range(300):
+        h, w = (int(v) for v in rng.integers(1, 120, 2))
+        prob = np.ascontiguousarray(synthetic_map(rng, max(h, 8), max(w, 8))[:h, :w])
+        if case % 2:
+            prob[rng.random(h) < 0.4] = 0  # many runs, some one row apart
+        bitmap = db_bitmap(prob, float(rng.choice([0.3, 0.5])), bool(case % 3)).copy()
+        rows = bitmap.any(axis=1)
+        spans = np.zeros((h, 2), np.int64)
+        spans[:, 0] = w
+        for y in np.flatnonzero(rows):
+            on = np.flatnonzero(bitmap[y])
+            spans[y] = (on[0] // 4 * 4, -(-(on[-1] + 1) // 4) * 4) if case % 4 else (
+                on[0] - rng.integers(0, 3), on[-1] + 1 + rng.integers(0, 3))  # words, or any superset
+        spans[:, 1] = np.minimum(spans[:, 1], w)
+        spans[:, 0] = np.maximum(spans[:, 0], 0)
+        max_bands = int(rng.choice([1, 2, 32]))
+        bands = foreground_bands(spans, h, w, max_bands)
+        merged += len(bands) == max_bands < int(np.sum(np.diff(np.flatnonzero(rows)) > 1)) + 1
+        edges += bool(rows.any()) and (rows[0] or rows[-1] or bitmap[:, 0].any() or bitmap[:, -1].any())
+        ref = cv2.findContours(bitmap, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)[0]
+        bitmap.flags.writeable = False
+        ours = bitmap_contours(bitmap, spans.astype(np.uint32), max_bands)
+        assert len(ours) == len(ref), f"case {case}"
+        for mine, theirs in zip(ours, ref, strict=True):
+            assert mine.dtype == theirs.dtype
+            np.testing.assert_array_equal(mine, theirs, err_msg=f"case {case}")
+        covered = np.zeros((h, w), bool)
+        for top, bottom, left, right in bands:
+            covered[top:bottom, left:right] = True
+        assert not (bitmap.astype(bool) & ~covered).any(), f"case {case}: a set pixel outside every band"
+    assert merged > 20 and edges > 50
