@@ -84,6 +84,25 @@ def _validate(indices: np.ndarray, scores: np.ndarray, charset: Sequence[str]) -
         )
 
 
+def python_round(values: np.ndarray, decimals: int) -> np.ndarray:
+    """Python's ``round(v, decimals)`` of every float64 value, vectorised. Python rounds the exact binary value
+    to the nearest multiple of 10^-decimals (half to even) and returns the double nearest that decimal: the
+    integer ``rint(v · 10^decimals)`` divided by 10^decimals, both exact, is that double once the integer is
+    the right one. It is, unless the scaled value lies within a rounding error of a half: those values (and any
+    too large for the margin) go through Python's round itself."""
+    values = np.asarray(values, np.float64)
+    if not 0 <= decimals <= 15:
+        return np.array([round(v, decimals) for v in values.tolist()], np.float64)
+    scale = 10.0**decimals  # exact
+    scaled = values * scale
+    nearest = np.rint(scaled)
+    out = nearest / scale
+    unsure = ~(np.abs(np.abs(scaled - nearest) - 0.5) > 1e-6) | ~(np.abs(scaled) < 2.0**40)
+    for i in np.flatnonzero(unsure).tolist():
+        out[i] = round(float(values[i]), decimals)
+    return out
+
+
 def ctc_decode(indices: np.ndarray, scores: np.ndarray, charset: Sequence[str], decimals: int | None = None
                ) -> list[CtcText]:
     """Greedy CTC decoding of (B, T) argmax classes and their (B, T) probabilities, with positions.
@@ -100,16 +119,22 @@ def ctc_decode(indices: np.ndarray, scores: np.ndarray, charset: Sequence[str], 
     rows, cols = np.nonzero(keep)  # row-major: each line's kept steps together, in order
     kept_scores = scores[rows, cols].astype(np.float64)
     kept_classes, positions = indices[rows, cols].tolist(), cols.tolist()
-    if decimals is not None:  # Python's round (exact decimal rounding) of every kept step, in one list
-        kept_scores = np.array([round(v, decimals) for v in kept_scores.tolist()], dtype=np.float64)
+    if decimals is not None:
+        kept_scores = python_round(kept_scores, decimals)
     kept_list = kept_scores.tolist()
+    counts = np.bincount(rows, minlength=indices.shape[0]).tolist()
+    means = []
+    at = 0
+    for count in counts:
+        # np.mean's own steps (its pairwise sum, then the division), as RapidOCR takes the mean
+        means.append(np.add.reduce(kept_scores[at:at + count]) / count if count else 0.0)
+        at += count
+    line_scores = (np.round(np.array(means, np.float64), decimals) if decimals is not None
+                   else np.array(means, np.float64)).tolist()
     out = []
     at = 0
-    for count in np.bincount(rows, minlength=indices.shape[0]).tolist():
+    for count, score in zip(counts, line_scores, strict=True):
         end = at + count
-        # np.mean's own steps (its pairwise sum, then the division), as RapidOCR takes the mean
-        mean = np.add.reduce(kept_scores[at:end]) / count if count else np.float64(0.0)
-        score = float(np.round(mean, decimals) if decimals is not None else mean)
         text = "".join([charset[c] for c in kept_classes[at:end]])
         out.append(CtcText(text, score, tuple(positions[at:end]), tuple(kept_list[at:end]), steps))
         at = end

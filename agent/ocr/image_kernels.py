@@ -223,24 +223,23 @@ def crop_params(src_h: int, src_w: int, slots: Sequence[CropSlot], batch: int, o
     words[4] = len(slots)
     if not slots:
         return words
-    matrices = np.array([np.asarray(s.inverse, np.float64).reshape(9) for s in slots]).astype(np.float32)
-    finite = np.isfinite(matrices).sum(axis=1) == 9  # all nine entries of each matrix
-    sizes = np.array([(*s.model_size, s.resized_w) for s in slots], np.int64)
-    rw, rh, resized = sizes.T
-    axes_fit = ((rw >= 1) & (rw <= MAX_SIDE) & (resized >= 1) & (resized <= min(out_w, MAX_SIDE)) & (rh >= 1)
-                & (rh <= MAX_SIDE) & ((2 * resized + 1) * rw < 2**31) & ((2 * out_h + 1) * rh < 2**31))
-    if not (axes_fit.all() and finite.all() and 1 <= out_h <= MAX_SIDE):
-        for b, s in enumerate(slots):  # the first bad crop, with its own message
-            if not 1 <= s.resized_w <= out_w:
-                raise KernelArgumentError(f"crop {b}: resized width {s.resized_w} outside 1..{out_w}")
-            _check_axis(f"crop {b} width", s.model_size[0], s.resized_w)
-            _check_axis(f"crop {b} height", s.model_size[1], out_h)
-            if not finite[b]:
-                raise KernelArgumentError(f"crop {b}: matrix {s.inverse.tolist()} is not finite in float32")
+    # the checks in plain Python: a request has a few crops, and NumPy's per-call cost is what they would cost
+    limit_w = min(out_w, MAX_SIDE)
     rows = []
-    for s, (w, h, r) in zip(slots, sizes.tolist(), strict=True):
+    for b, s in enumerate(slots):
+        (w, h), r = s.model_size, s.resized_w
+        if not (1 <= w <= MAX_SIDE and 1 <= h <= MAX_SIDE and 1 <= r <= limit_w and (2 * r + 1) * w < 2**31
+                and (2 * out_h + 1) * h < 2**31 and 1 <= out_h <= MAX_SIDE):
+            if not 1 <= r <= out_w:
+                raise KernelArgumentError(f"crop {b}: resized width {r} outside 1..{out_w}")
+            _check_axis(f"crop {b} width", w, r)
+            _check_axis(f"crop {b} height", h, out_h)
         flags = (ROT90 if s.rotate90 else 0) | (ROT180 if s.rotate180 else 0)
         rows.append([s.width, s.height, flags, r, _tie_bits(w, r), _tie_bits(h, out_h)])
+    matrices = np.array([s.inverse for s in slots], np.float64).reshape(len(slots), 9).astype(np.float32)
+    if not np.isfinite(matrices).all():
+        bad = int(np.flatnonzero(~np.isfinite(matrices).all(axis=1))[0])  # the first bad crop, with its own message
+        raise KernelArgumentError(f"crop {bad}: matrix {slots[bad].inverse.tolist()} is not finite in float32")
     table = words[CROP_HEADER_WORDS:CROP_HEADER_WORDS + CROP_SLOT_WORDS * len(slots)].reshape(len(slots), -1)
     table[:, :9] = matrices.view(np.uint32)
     table[:, 9:15] = rows

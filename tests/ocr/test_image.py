@@ -238,6 +238,11 @@ def test_argument_errors(device: Device) -> None:
         crop_params(20, 20, [slot], 2, 48, 20)
     with pytest.raises(KernelArgumentError, match="3 crops"):
         crop_params(20, 20, [slot] * 3, 2, 48, 40)
+    huge = CropSlot(np.full((3, 3), 1e39), 10, 5, False, False, 30)  # infinite in float32
+    with pytest.raises(KernelArgumentError, match="crop 1: matrix .* not finite"):
+        crop_params(20, 20, [slot, huge], 2, 48, 40)
+    with pytest.raises(KernelArgumentError, match="crop 0 height"):
+        crop_params(20, 20, [slot], 2, 0, 40)
     with pytest.raises(ValueError, match="empty"):
         crop_geometry(np.array([[1, 1], [1.5, 1], [1.5, 1.5], [1, 1.5]], np.float32))
     release(device, image, params, floats, out, crops)

@@ -7,7 +7,7 @@ import pytest
 from rapidocr_onnxruntime.ch_ppocr_rec.utils import CTCLabelDecode
 
 from tests.paths import MODELS
-from vkocr.postproc.ctc import BLANK, ctc_decode, ctc_greedy_decode, load_charset
+from vkocr.postproc.ctc import BLANK, ctc_decode, ctc_greedy_decode, load_charset, python_round
 from vkocr.postproc.errors import CharsetError
 
 
@@ -71,3 +71,15 @@ def test_charset_and_index_errors() -> None:
         ctc_greedy_decode(np.array([[5]]), np.array([[1.0]]), [BLANK, "a", " "])
     with pytest.raises(ValueError, match="B, T"):
         ctc_greedy_decode(np.zeros((2, 3), int), np.zeros((2, 4)), [BLANK, "a", " "])
+
+
+@pytest.mark.parametrize("decimals", [0, 2, 5, 9, 17])
+def test_python_round_is_pythons_round(rng: np.random.Generator, decimals: int) -> None:
+    halves = (np.arange(20000) + 0.5) / 10.0**min(decimals, 12)  # decimal halves, nearest doubles
+    values = np.concatenate([
+        rng.random(20000), rng.random(20000).astype(np.float32).astype(np.float64),  # scores as the GPU gives them
+        halves, halves.astype(np.float32).astype(np.float64), np.arange(256) / 256,  # ties and near-ties
+        -rng.random(500), rng.random(500) * 1e14, [0.0, -0.0, 1.0]])
+    ours = python_round(values, decimals)
+    theirs = np.array([round(v, decimals) for v in values.tolist()])
+    assert np.array_equal(ours, theirs) and np.array_equal(np.signbit(ours), np.signbit(theirs))
