@@ -236,7 +236,8 @@ def crop_params(src_h: int, src_w: int, slots: Sequence[CropSlot], batch: int, o
             _check_axis(f"crop {b} height", h, out_h)
         flags = (ROT90 if s.rotate90 else 0) | (ROT180 if s.rotate180 else 0)
         rows.append([s.width, s.height, flags, r, _tie_bits(w, r), _tie_bits(h, out_h)])
-    matrices = np.array([s.inverse for s in slots], np.float64).reshape(len(slots), 9).astype(np.float32)
+    with np.errstate(over="ignore"):  # a matrix too large for float32 is refused just below
+        matrices = np.array([s.inverse for s in slots], np.float64).reshape(len(slots), 9).astype(np.float32)
     if not np.isfinite(matrices).all():
         bad = int(np.flatnonzero(~np.isfinite(matrices).all(axis=1))[0])  # the first bad crop, with its own message
         raise KernelArgumentError(f"crop {bad}: matrix {slots[bad].inverse.tolist()} is not finite in float32")

@@ -392,9 +392,9 @@ class GpuWorker:
         try:
             result = self._recognize_with_recovery(job)
         except RequestStopped as stopped:  # the worker is free for the next job now, not after the last stage
-            self.stopped[stopped.who] += 1
             log.info("request_stopped", request_id=job.request_id, who=stopped.who, after=stopped.after,
                      ran_ms=round((time.monotonic() - started) * 1e3, 1))
+            self.stopped[stopped.who] += 1  # after the log line: whoever watches the count finds the line
             self._plans.publish(self.pipeline)
             settle(job.future, error=stopped)
             return
