@@ -40,6 +40,7 @@ class HostStages:
         return None
 
     def db_row_spans(self) -> np.ndarray | None:
+        """None: no bitmap comes from here, so DB has no row spans of one."""
         return None
 
     def _batch(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:

@@ -64,6 +64,17 @@ def test_boxes_from_the_bitmap_are_the_boxes_from_the_map(device: Device) -> Non
         assert np.array_equal(ours, ref) and our_scores == ref_scores, f"dilate={dilate}; seed {seed}"
 
 
+def gpu_row_spans(device: Device, bitmap: np.ndarray) -> np.ndarray:
+    """db_rows.comp's spans of an H×W uint8 bitmap, the output poisoned first (-1: a row left unwritten shows)."""
+    h, w = bitmap.shape
+    x = device.upload(np.ascontiguousarray(bitmap).reshape(-1).view(np.uint32))
+    out = poisoned(device, (2 * h,), np.int32)
+    run(device, lambda rec: record_db_rows(rec, x.view, h, w, out.view))
+    spans = device.download(out).view(np.uint32).reshape(h, 2)
+    release(device, x, out)
+    return spans
+
+
 def numpy_row_spans(bitmap: np.ndarray) -> np.ndarray:
     """db_rows.comp's spans: per row the first and one past the last column of its non-zero 4-pixel words."""
     h, w = bitmap.shape
@@ -86,11 +97,7 @@ def test_row_spans_are_the_rows_set_words(device: Device, h: int, w: int) -> Non
     edge = rng.random(h) < 0.1
     bitmap[edge] = 0
     bitmap[edge, rng.choice([0, w - 1])] = 1
-    x = device.upload(bitmap.reshape(-1).view(np.uint32))
-    out = poisoned(device, (2 * h,), np.int32)
-    run(device, lambda rec: record_db_rows(rec, x.view, h, w, out.view))
-    got = device.download(out).view(np.uint32).reshape(h, 2)
-    release(device, x, out)
+    got = gpu_row_spans(device, bitmap)
     expected = numpy_row_spans(bitmap)
     differ = int((got != expected).any(axis=1).sum())
     assert np.array_equal(got, expected), f"{h}x{w}: {differ} rows differ; seed {seed}"
@@ -101,11 +108,7 @@ def test_boxes_from_the_bitmap_and_its_spans_are_the_boxes_from_the_map(device: 
     prob = random_map(rng, 416, 640, 0.3)
     prob[::3] = 0.0  # empty rows between the blobs' rows: many bands
     bitmap = gpu_bitmap(device, prob, 0.3, True)
-    x = device.upload(bitmap.reshape(-1).view(np.uint32))
-    out = poisoned(device, (2 * 416,), np.int32)
-    run(device, lambda rec: record_db_rows(rec, x.view, 416, 640, out.view))
-    spans = device.download(out).view(np.uint32).reshape(416, 2)
-    release(device, x, out)
+    spans = gpu_row_spans(device, bitmap)
     ours, our_scores = db_boxes(prob, 960, 640, bitmap=bitmap, row_spans=spans)
     ref, ref_scores = db_boxes(prob, 960, 640)
     assert len(ref) > 3, "the map should hold boxes"
