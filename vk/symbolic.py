@@ -19,6 +19,7 @@ models escapes only where a value really picks a kernel variant (softmax's cache
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import struct
@@ -93,6 +94,8 @@ def _binary(name: str, reflected: bool) -> Callable[[Sym, Any], Any]:
                 same = _identity(name, reflected, value)
                 if same is not None:  # x * 1, x // 1, x + 0, x % 1 ...: no expression (nor guard) for them
                     return self if same is _SELF else same
+                if name == "add" or (name == "sub" and not reflected):
+                    return _shifted(self, value if name == "add" else -value)
         else:
             return NotImplemented
         if reflected:
@@ -103,6 +106,27 @@ def _binary(name: str, reflected: bool) -> Callable[[Sym, Any], Any]:
 
 
 _SELF = object()
+
+
+def _shifted(x: Sym, c: int) -> Any:
+    """x + c for an integer x, folded into x's own constant term when it has one: shape code adds and subtracts
+    constants in long chains (pads, kernel sizes, strides), and a program that computes (d - 1) + 1 computes
+    and guards every step of it; folded, it is d again."""
+    expr = x.expr
+    if isinstance(expr, tuple) and len(expr) == 3:
+        op, a, b = expr
+        if op == "add" and type(b) is int and isinstance(a, Sym):
+            base, k = a, b
+        elif op == "add" and type(a) is int and isinstance(b, Sym):
+            base, k = b, a
+        elif op == "sub" and type(b) is int and isinstance(a, Sym):
+            base, k = a, -b
+        else:
+            return Sym(x.value + c, ("add", x, c))
+        if k + c == 0:
+            return base
+        return Sym(x.value + c, ("add", base, k + c))
+    return Sym(x.value + c, ("add", x, c))
 
 
 def _identity(name: str, reflected: bool, c: int) -> Any:
@@ -247,6 +271,12 @@ class Packed:
                         for p in self.parts)
 
 
+@functools.cache
+def packer(fmt: str) -> Callable[..., bytes]:
+    """`struct.pack` for one format, compiled once (a program packs every dispatch's push constants)."""
+    return struct.Struct(fmt).pack
+
+
 def pack(fmt: str, values: Sequence[Any]) -> bytes | Packed:
     """struct.pack(fmt, *values), deferred when a value is symbolic."""
     if is_symbolic(values):
@@ -308,7 +338,10 @@ class _Emitter:
         for event in trace.events:
             if isinstance(event, tuple):
                 op, a, b, outcome = event
-                test = f"{'not ' if outcome else ''}({self.operand(a)} {COMPARE[op]} {self.operand(b)})"
+                left, right = self.operand(a), self.operand(b)
+                if left == right:  # x == x, x <= x ...: decided whatever the shape (folding makes such tests)
+                    continue
+                test = f"{'not ' if outcome else ''}({left} {COMPARE[op]} {right})"
                 if test not in tests:
                     tests.add(test)
                     lines.append(f"    if {test}: return None")
@@ -372,7 +405,7 @@ class _Emitter:
             return name if isinstance(obj, tuple) else f"{name}.copy()"
         if isinstance(obj, Packed):
             parts = [self.constant(p) if isinstance(p, bytes) else
-                     f"_pack({p[0]!r}, {', '.join(self.rebuild(v) for v in p[1])})" for p in obj.parts]
+                     f"{self.constant(packer(p[0]))}({', '.join(self.rebuild(v) for v in p[1])})" for p in obj.parts]
             return " + ".join(parts)
         if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a NamedTuple
             return f"{self.constant(type(obj))}({', '.join(self.rebuild(v) for v in obj)})"
@@ -394,8 +427,7 @@ def compile_program(trace: Trace, inputs: Sequence[Sym], result: Any, name: str 
     body = emit.body(trace, emit.roots(result, []))
     returned = emit.rebuild(result)
     source = "\n".join([f"def {name}({', '.join(emit.params)}):", *body, f"    return {returned}", ""])
-    namespace: dict[str, Any] = {"_floor": math.floor, "_ceil": math.ceil, "_int": int,
-                                 "_pack": lambda fmt, *values: struct.pack(fmt, *values)}
+    namespace: dict[str, Any] = {"_floor": math.floor, "_ceil": math.ceil, "_int": int}
     namespace.update(emit.constants.values())
     exec(compile(source, f"<{name}>", "exec"), namespace)  # noqa: S102  # our own generated arithmetic
     program: Callable[..., Any] = namespace[name]

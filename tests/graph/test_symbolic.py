@@ -72,6 +72,34 @@ def test_a_guarded_division_is_never_evaluated_past_its_guard() -> None:
     assert program(1, 3, 30, 100) is None  # h - 30 == 0: refused before the division, not ZeroDivisionError
 
 
+def chained_offsets(h: Any, w: Any) -> tuple[Any, ...]:
+    """Constant terms added and taken away in chains, as pads, kernel sizes and strides make them."""
+    same = ((h - 1) + 2) - 1  # h again
+    shifted = 5 + (w + 3) - 11  # w - 3
+    conv = ((h + 2) - 3) // 2 + 1
+    back = (conv - 1) + 1  # conv's expression again: computed once
+    steps = 0 + (7 - (w - 2)) + 4  # a constant minus w: not folded into w's terms
+    flag = (h - 1) + 1 >= h  # h >= h: decided whatever h is
+    return same, shifted, conv, back, steps, flag, (h + 4) * 2 - 8
+
+
+def test_constant_terms_fold_and_the_results_stay_exact() -> None:
+    rng, seed = fresh_rng()
+    traced_at = (int(rng.integers(8, 500)), int(rng.integers(8, 500)))
+    trace = Trace()
+    dims = trace.inputs(traced_at)
+    with tracing(trace):
+        symbolic = chained_offsets(*dims)
+    assert symbolic[0] is dims[0], "a chain of constant terms that cancels is its operand itself"
+    program = compile_program(trace, dims, symbolic)
+    assert program.source.count("// 2") == 1 and program.source.count(" - 1") == 0, program.source
+    assert "d0 >= d0" not in program.source, "a test of a value against itself is decided, not emitted"
+    assert "    v0 = d1 + -3\n" in program.source, f"5 + (w + 3) - 11 is one addition:\n{program.source}"
+    for _ in range(200):
+        shape = (int(rng.integers(-50, 2000)), int(rng.integers(-50, 2000)))
+        assert program(*shape) == chained_offsets(*shape), f"seed {seed}, traced at {traced_at}, shape {shape}"
+
+
 def test_an_escape_pins_the_value() -> None:
     trace = Trace()
     (n,) = trace.inputs((5,))

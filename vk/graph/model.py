@@ -54,6 +54,8 @@ MAX_BUILD_TIMES = 4096  # plan build times kept for statistics
 MAX_SHAPES_SEEN = 1 << 16  # distinct input shapes counted for statistics; beyond, the count stops
 ONNX_FLOAT = 1
 
+PlanKey = tuple[tuple[int, ...], tuple[str, ...], StageHooks | None]  # input shape, extra outputs, hooks
+
 
 @dataclass(frozen=True)
 class InputSpec:
@@ -159,8 +161,11 @@ class Model:
         # or "full" (worked out in full: classes off, or the model cannot be traced)
         self.build_kinds: deque[str] = deque(maxlen=MAX_BUILD_TIMES)
         self.shapes_seen: set[tuple[int, ...]] = set()  # input shapes planned so far (the first MAX_SHAPES_SEEN)
-        self._plans: OrderedDict[tuple[tuple[int, ...], tuple[str, ...], StageHooks | None], Plan | NumpyPlan] = (
-            OrderedDict())
+        self._plans: OrderedDict[PlanKey, Plan | NumpyPlan] = OrderedDict()
+        # each cached plan's own bytes, fixed once it is recorded, and their sum: the cache checks its bound on
+        # every new plan, and summing over hundreds of plans each time cost 0.2 ms of it
+        self._plan_bytes: dict[PlanKey, int] = {}
+        self._own_total = 0
         self._weights: ConstantArena | None = None
         self._generation = 0
         self._bindings: dict[str, Binding] = {}  # per node, what every plan binds alike (Plan._bind_steps)
@@ -202,10 +207,16 @@ class Model:
         """Memory of the cached plans: the shared regions (activations, staging) and what each plan holds of
         its own (recordings, estimated, and plan-local constants)."""
         shared = self.shared.nbytes if self.shared is not None else 0
-        return shared + self._own_bytes()
+        return shared + self._own_total
 
-    def _own_bytes(self) -> int:
-        return sum(getattr(p, "memory_bytes", 0) for p in self._plans.values())
+    def _keep(self, key: PlanKey, plan: Plan | NumpyPlan) -> None:
+        self._plans[key] = plan
+        self._plan_bytes[key] = own = getattr(plan, "memory_bytes", 0)
+        self._own_total += own
+
+    def _close_plan(self, key: PlanKey) -> None:
+        self._own_total -= self._plan_bytes.pop(key)
+        self._plans.pop(key).close()
 
     @property
     def layouts_reused(self) -> int:
@@ -228,7 +239,7 @@ class Model:
             if not (isinstance(cached, Plan) and cached.stale):
                 self._plans.move_to_end(key)
                 return cached
-            self._plans.pop(key).close()  # recorded against memory since replaced: recorded again below
+            self._close_plan(key)  # recorded against memory since replaced: recorded again below
         started = time.perf_counter()
         traced = self.shape_classes.traced if self.shape_classes is not None else 0
         try:
@@ -245,11 +256,10 @@ class Model:
         if isinstance(plan, Plan) and plan.generation != self._generation:
             self._drop_stale()  # the shared regions grew for this plan: every plan before it names freed buffers
             self._generation = plan.generation
-        self._plans[key] = plan
+        self._keep(key, plan)
         while len(self._plans) > 1 and (len(self._plans) > self.plan_cache_size
-                                        or self._own_bytes() > self.plan_cache_bytes):
-            _, evicted = self._plans.popitem(last=False)
-            evicted.close()
+                                        or self._own_total > self.plan_cache_bytes):
+            self._close_plan(next(iter(self._plans)))  # the least recently used
         return plan
 
     def reserve(self, input_shape: Sequence[int], *, extra_outputs: Sequence[str] = (),
@@ -266,7 +276,7 @@ class Model:
 
     def _drop_stale(self) -> None:
         for key in [k for k, p in self._plans.items() if isinstance(p, Plan) and p.stale]:
-            self._plans.pop(key).close()
+            self._close_plan(key)
 
     def _build(self, shape: tuple[int, ...], extra_outputs: Sequence[str], hooks: StageHooks | None
                ) -> tuple[Plan | NumpyPlan, str]:
@@ -322,8 +332,7 @@ class Model:
     def close(self) -> None:
         """Free every plan and the weights."""
         while self._plans:
-            _, plan = self._plans.popitem()
-            plan.close()
+            self._close_plan(next(reversed(self._plans)))
         if self._weights is not None:
             self._weights.close()
             self._weights = None
