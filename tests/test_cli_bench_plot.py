@@ -35,7 +35,7 @@ def test_the_shadow_really_breaks_the_import(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", [["bench", "stream", "--rendered", "1", "--no-rapidocr"],
-                                     ["bench", "agent", "--pages", "1", "--requests", "1"]], ids=" ".join)
+                                     ["bench", "agent", "--rendered", "1", "--clients", "1"]], ids=" ".join)
 def test_plot_without_matplotlib_stops_before_the_bench_naming_the_extra(command: list[str], tmp_path: Path) -> None:
     done = without_matplotlib(tmp_path, "-c", MAIN, *command, "--plot", str(tmp_path / "chart.png"))
     assert done.returncode == 2, done.stderr

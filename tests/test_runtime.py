@@ -238,6 +238,33 @@ def test_profiled_recorder_times_every_command(device: Device) -> None:
     device.free(y)
 
 
+def test_every_submission_adds_its_gpu_time_to_the_device_s_busy_time(device: Device) -> None:
+    """Two timestamps around each recording: the device's busy time grows by each run's span (positive, and
+    at most the wall time the host waited), and a closed recording's pair of queries serves the next one."""
+    rng, seed = fresh_rng()
+    x = device.upload(rng.standard_normal(1 << 16).astype(np.float32))
+    y = poisoned(device, (1 << 16,))
+    try:
+        with Recorder(device) as rec:
+            for _ in range(8):
+                record_unary(rec, "sigmoid", x, y)
+            pair = rec._busy
+            assert pair is not None, "lavapipe's compute queue has timestamps"
+            for _ in range(3):
+                busy, waited = device.gpu_busy_seconds, device.wait_seconds
+                rec.run()
+                spent = device.gpu_busy_seconds - busy
+                assert 0 < spent, f"seed {seed}: a run that dispatched added no busy time"
+                assert spent <= device.wait_seconds - waited + 0.005, "the GPU was busy longer than the host waited"
+        np.testing.assert_allclose(device.download(y), 1 / (1 + np.exp(-device.download(x))), rtol=1e-5,
+                                   err_msg=f"seed {seed}")
+        with Recorder(device) as again:
+            assert again._busy is not None and again._busy[1] == pair[1], "the closed recording's pair is reused"
+    finally:
+        device.free(x)
+        device.free(y)
+
+
 def test_recorder_refuses_use_out_of_order(device: Device) -> None:
     x, y = device.tensor((8,)), device.tensor((8,))
     with Recorder(device) as rec:

@@ -43,6 +43,10 @@ class Device:
         vk = binding()
         self.live: Counter[str] = Counter()
         self.wait_seconds = 0.0  # time the host spent blocked on fences: what is not Python overhead
+        # time the GPU spent on this device's submissions, from a timestamp at each one's start and end (zero
+        # on a queue without timestamps): over wall time, how busy the GPU was
+        self.gpu_busy_seconds = 0.0
+        self.timestamp_bits = 0  # valid bits of the queue's timestamps (they wrap there)
         self.fail_next_submit: str | None = None  # fault injection: the VkResult the next submission fails with
         self.instance = Instance(validation=validation)
         self.handle = None
@@ -87,7 +91,9 @@ class Device:
         if not compute:
             raise VulkanUnavailable(f"{self.info.name} has no compute queue: {INSTALL_HINT}")
         with_timestamps = [i for i in compute if families[i].timestampValidBits > 0]
-        return (with_timestamps or compute)[0]
+        family = (with_timestamps or compute)[0]
+        self.timestamp_bits = int(families[family].timestampValidBits)
+        return family
 
     def _create_device(self) -> Any:
         vk = binding()

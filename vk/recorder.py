@@ -126,6 +126,10 @@ class Recorder:
         self._submit_cmds = spare if spare is not None else _new_commands(device)
         self.cmd = self._submit_cmds[0]
         self._fences: Any = None  # VkFence[1], the device's, held from submit() until wait() sees it signalled
+        # two timestamps around the whole recording, for the device's GPU busy time (a profiling Recorder has
+        # its own per command)
+        self._busy = None if self.profile else device.slots.take_busy_queries()
+        self._stamps = vk.ffi.new("uint64_t[2]") if self._busy is not None else None
         device.live["recorder"] += 1
         # Replays re-read and re-write the same ranges: order this submission after everything before it.
         self._ops.append(_Barrier(vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
@@ -319,6 +323,10 @@ class Recorder:
         ffi, lib, cmd = vk.ffi, vk.lib, self.cmd
         begin = ffi.new("VkCommandBufferBeginInfo*", {"sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO})
         check(lib.vkBeginCommandBuffer(cmd, begin), "vkBeginCommandBuffer")  # never ONE_TIME_SUBMIT: replayed
+        if self._busy is not None:
+            busy_pool, first = self._busy
+            lib.vkCmdResetQueryPool(cmd, busy_pool, first, 2)
+            lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, busy_pool, first)
         if self._labels:
             info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=len(self._labels))
             self._query_pool = call(vk.vkCreateQueryPool, self.device.handle, info, None)
@@ -358,6 +366,8 @@ class Recorder:
             else:
                 lib.vkCmdWriteTimestamp(cmd, op.stage, self._query_pool, n_query)
                 n_query += 1
+        if self._busy is not None:
+            lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, busy_pool, first + 1)
         check(lib.vkEndCommandBuffer(cmd), "vkEndCommandBuffer")
         del keep, pushes
 
@@ -398,6 +408,20 @@ class Recorder:
         self._in_flight = False
         self.device.slots.give_fence(self._fences)
         self._fences = None
+        if self._busy is not None:
+            self._count_busy_time()
+
+    def _count_busy_time(self) -> None:
+        """Add the finished submission's span, start to end timestamp, to the device's GPU busy time."""
+        vk = binding()
+        assert self._busy is not None and self._stamps is not None
+        busy_pool, first = self._busy
+        stamps = self._stamps
+        if vk.lib.vkGetQueryPoolResults(self.device.handle, busy_pool, first, 2, 16, stamps, 8,
+                                        vk.VK_QUERY_RESULT_64_BIT) != vk.VK_SUCCESS:
+            return  # not available (a driver that reports late): this submission goes uncounted
+        ticks = (stamps[1] - stamps[0]) & ((1 << self.device.timestamp_bits) - 1)  # the counter wraps there
+        self.device.gpu_busy_seconds += ticks * self.device.info.timestamp_period_ns * 1e-9
 
     def run(self) -> None:
         self.submit()
@@ -428,6 +452,9 @@ class Recorder:
         if self._in_flight:
             self.wait()
         self.device.slots.give_commands(self._submit_cmds)
+        if self._busy is not None:
+            self.device.slots.give_busy_queries(self._busy[1])
+            self._busy = None
         if self._descriptor_pool is not None:
             self.device.slots.give_pool(self._descriptor_pool)
         if self._query_pool is not None:

@@ -1,5 +1,6 @@
-"""What a closed Recorder hands back for the next one to take: its command buffer and its descriptor pool; and
-the fences every submission borrows until it is seen done. Creating them costs the driver more than filling
+"""What a closed Recorder hands back for the next one to take: its command buffer and its descriptor pool; the
+fences every submission borrows until it is seen done; and the pairs of timestamps that time each recording's
+execution (the device's GPU busy time). Creating them costs the driver more than filling
 them (on the H200 host a fence 0.29 ms, a kernel object; a descriptor pool about as much to create and destroy),
 and a plan is recorded per new input shape while an evicted plan is closed, on the request path. A device keeps
 a few of each; a fence is only held while a submission runs, so a cache of hundreds of plans needs no more
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from vkocr.engine.device import Device
 
 KEEP = 16  # of each kind: more than a worker's plans in flight between two evictions
+BUSY_QUERIES = 8192  # two timestamps per live recording (its start and end): 4,096 recordings, 64 KiB
 SET_STEP, DESCRIPTOR_STEP = 64, 256  # pools are made in these steps, so that one fits many recordings
 
 
@@ -37,6 +39,8 @@ class RecordingSlots:
         self._commands: list[Any] = []  # VkCommandBuffer[1] cdata arrays
         self._fences: list[Any] = []  # VkFence[1] cdata arrays, not in flight
         self._pools: list[tuple[Any, int, int]] = []  # (VkDescriptorPool, max sets, descriptors)
+        self._busy_pool: Any = None  # VkQueryPool of BUSY_QUERIES timestamps, made on first use
+        self._busy_free: list[int] = []  # first query of each free pair
 
     def take_commands(self) -> Any | None:
         """A spare command buffer array, or None: the caller allocates."""
@@ -70,6 +74,31 @@ class RecordingSlots:
                 self._fences.append(fences)
                 return
         binding().lib.vkDestroyFence(self.device.handle, fences[0], binding().ffi.NULL)
+
+    def take_busy_queries(self) -> tuple[Any, int] | None:
+        """A pair of timestamp queries for one recording's start and end: (VkQueryPool, first index), from one
+        pool of the device (a pool per recording would cost the driver a kernel object per new shape); None
+        on a queue without timestamps, or when every pair is taken (that recording is then not timed)."""
+        if self.device.timestamp_bits == 0:
+            return None
+        with self._lock:
+            if self._busy_pool is None:
+                vk = binding()
+                info = vk.ffi.new("VkQueryPoolCreateInfo*", {
+                    "sType": vk.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, "queryType": vk.VK_QUERY_TYPE_TIMESTAMP,
+                    "queryCount": BUSY_QUERIES})
+                pools = vk.ffi.new("VkQueryPool[1]")
+                check(vk.lib.vkCreateQueryPool(self.device.handle, info, vk.ffi.NULL, pools), "vkCreateQueryPool")
+                self._busy_pool = pools[0]
+                self._busy_free = list(range(BUSY_QUERIES - 2, -1, -2))  # the lowest pair is taken first
+            if not self._busy_free:
+                return None
+            return self._busy_pool, self._busy_free.pop()
+
+    def give_busy_queries(self, first: int) -> None:
+        """The pair of a closed recording (its command buffer no longer runs)."""
+        with self._lock:
+            self._busy_free.append(first)
 
     def take_pool(self, sets: int, descriptors: int) -> Any:
         """A reset descriptor pool for `sets` sets of `descriptors` storage buffers in all: the smallest kept one
@@ -109,10 +138,13 @@ class RecordingSlots:
         with self._lock:
             commands, fences, pools = self._commands, self._fences, self._pools
             self._commands, self._fences, self._pools = [], [], []
+            busy, self._busy_pool, self._busy_free = self._busy_pool, None, []
         for cmds in commands:
             vk.lib.vkFreeCommandBuffers(self.device.handle, self.device.command_pool, 1, cmds)
         for fence in fences:
             vk.lib.vkDestroyFence(self.device.handle, fence[0], vk.ffi.NULL)
         for pool, _, _ in pools:
             vk.lib.vkDestroyDescriptorPool(self.device.handle, pool, vk.ffi.NULL)
+        if busy is not None:
+            vk.lib.vkDestroyQueryPool(self.device.handle, busy, vk.ffi.NULL)
 

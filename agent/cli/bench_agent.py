@@ -1,28 +1,31 @@
-"""`vkocr bench agent`: the agent as its clients see it. An in-process agent on a loopback port, N concurrent
-gRPC clients (one channel each) sending unary Recognize calls: throughput (answered images per second) and the
-clients' p50/p99 latency at each client count, after one warm-up pass over every image (which records the
-plans).
+"""`vkocr bench agent`: the agent as its clients see it, on a stream of distinct images. An in-process agent on a
+loopback port; its clients in another process (one channel each, so their Python does not share the agent's
+GIL). After one warm-up pass over every image (which records the plans and gives each image's expected
+texts), every level sends every image exactly once, no image twice, from N clients: unary Recognize calls, or
+one RecognizeStream per client with one frame in flight (a camera that sends the next frame once it has the
+answer). Per level: answered images per second, the clients' p50/p99 latency, errors by status code, answers
+whose texts are not their image's (mixed up or reordered), the GPU's busy fraction (its timestamps over the
+level's wall time) and the agent process's CPU time over wall time (cores in use).
 
-Then what the CPU/GPU overlap buys: the same levels against an agent whose deployment runs a plugin chain
-(regex_fields, merge_lines), once with `server.overlap = true` (plugins on the postprocessing threads, beside
-the next request's device stages) and once with `false` (plugins on the GPU worker). The default deployment
-has no plugins, so there the switch changes nothing.
-
-The clients share the agent's process (and its GIL); the numbers are the agent's plus that client cost.
+The runs: the default deployment, then one with a plugin chain (regex_fields, merge_lines), once with
+`server.overlap = true` (plugins on the postprocessing threads, beside the next request's device stages) and
+once with `false` (on the GPU worker): what the overlap buys.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import io
-import itertools
+import multiprocessing
 import os
+import pickle
 import platform
 import statistics
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,11 +34,15 @@ from vkocr.agent.cli.workspace import compat_images
 from vkocr.agent.errors import AgentError
 
 if TYPE_CHECKING:
-    from vkocr.agent.serving.client import OcrClient
+    from multiprocessing.connection import Connection
+
     from vkocr.agent.serving.server import BackgroundAgent
     from vkocr.v1 import ocr_pb2
 
-DEFAULT_CLIENTS = (1, 4, 16)
+DEFAULT_CLIENTS = (1, 4, 16, 64)
+MODES = ("unary", "stream")
+MISMATCH = "WRONG_TEXTS"  # an answer whose texts are not its image's: counted with the errors
+CLIENT_START_S = 120.0  # the client process imports gRPC and connects every channel within this
 PLUGINS = ("regex_fields", "merge_lines")
 PLUGIN_OPTIONS: dict[str, Any] = {  # fields a label reader would pull out of the lines, then paragraphs
     "regex_fields": {
@@ -68,7 +75,7 @@ RUNS = (
 @dataclass(frozen=True)
 class BenchImage:
     name: str
-    data: bytes  # what a client sends: the file's bytes, or a PNG of a rendered page
+    data: bytes  # what a client sends: the file's bytes, or a PNG of a rendered image
     width: int
     height: int
 
@@ -81,32 +88,43 @@ def parse_clients(text: str) -> tuple[int, ...]:
         levels = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected client counts such as 1,4,16") from None
-    if not levels or min(levels) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: client counts must be positive")
+    if not levels or min(levels) < 1 or max(levels) > 1024:
+        raise argparse.ArgumentTypeError(f"{text!r}: client counts must be 1..1024")
     return levels
 
 
-def load_images(paths: list[str], pages: int) -> list[BenchImage]:
-    """The given files (default: RapidOCR's compat images) plus `pages` rendered A4 pages."""
+def parse_modes(text: str) -> tuple[str, ...]:
+    """``"unary,stream"`` → ``("unary", "stream")``; argparse type of ``--modes``."""
+    import argparse
+
+    modes = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not modes or any(m not in MODES for m in modes) or len(set(modes)) != len(modes):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected {', '.join(MODES)} or both, comma-separated")
+    return modes
+
+
+def load_images(items: list[str], rendered: int, seed: int = 0) -> list[BenchImage]:
+    """The stream `vkocr bench stream` reads: the files and folders given (none: RapidOCR's compat images),
+    then `rendered` images of the varied set, each sent as a PNG."""
     from PIL import Image
 
-    from vkocr.agent.cli.bench_pipeline import rendered_pages
+    from vkocr.agent.cli.bench_stream import stream_paths
+    from vkocr.agent.cli.stream_images import varied_images
     from vkocr.agent.ocr.images import decode_image
 
     compat = compat_images()
-    if not paths and compat.is_dir():
-        paths = sorted(str(p) for p in compat.iterdir() if p.suffix.lower() in (".jpg", ".png"))
+    paths = stream_paths(items if items else ([str(compat)] if compat.is_dir() else []))
     images = []
     for path in paths:
         data = Path(path).read_bytes()
         height, width = decode_image(data).shape[:2]
         images.append(BenchImage(Path(path).name, data, width, height))
-    for name, pixels in rendered_pages(pages):
+    for name, pixels in varied_images(rendered, seed):
         out = io.BytesIO()
         Image.fromarray(pixels).save(out, format="PNG")
         images.append(BenchImage(name, out.getvalue(), pixels.shape[1], pixels.shape[0]))
     if not images:
-        raise AgentError(f"no images: give IMAGE files or --pages N ({compat} has none)")
+        raise AgentError(f"no images: give IMAGE files or folders, or --rendered N ({compat} has none)")
     return images
 
 
@@ -125,192 +143,285 @@ def machine_info() -> dict[str, Any]:
             "python": platform.python_version(), "grpc": grpc.__version__}
 
 
-def run_agent_bench(device: str | None, images: list[BenchImage], *,
-                    clients: tuple[int, ...] = DEFAULT_CLIENTS, requests: int = 64,
-                    request_options: dict[str, Any] | None = None, progress: bool = True) -> dict[str, Any]:
-    """Every run of RUNS at every client count; `requests` calls per count (at least one per client)."""
-    from vkocr.agent.serving.config import load_config
-    from vkocr.agent.serving.server import start_agent
-    from vkocr.agent.serving.wire import options_to_proto
-
-    request_options = dict(request_options or {})
-    options = options_to_proto(**request_options) if request_options else None
-    machine = machine_info()
-    rows: list[dict[str, Any]] = []
-    lines: dict[str, int] = {}
-    for run in RUNS:
-        # no warm start: the warm-up pass below records the plans these images need, and no others
-        overrides: dict[str, Any] = {"server.listen": "127.0.0.1:0", "server.overlap": run.overlap,
-                                     "plans.warm_shapes": []}
-        if device:
-            overrides["device.select"] = device
-        if run.plugins:
-            overrides["ocr.plugins"] = list(PLUGINS)
-            overrides["ocr.plugin_options"] = PLUGIN_OPTIONS
-        note(progress, f"{run.name}: starting an agent (overlap {'on' if run.overlap else 'off'})")
-        background = start_agent(load_config(None, env={}, overrides=overrides))
-        try:
-            snapshot = background.agent.state.get()
-            machine.update(device=snapshot.device, backend=snapshot.backend)
-            lines.update(warm_up(background, images, options, run.name, progress))
-            levels = []
-            for count in clients:
-                level = measure_level(background.target, images, options, count, max(requests, count))
-                note(progress, f"{run.name}: {count} clients: {level['ok']}/{level['requests']} answered, "
-                     f"{level['images_per_s']:.2f} images/s, p50 {level['p50_ms']:.1f} ms, "
-                     f"p99 {level['p99_ms']:.1f} ms")
-                levels.append(level)
-        finally:
-            background.stop()
-        rows.append({"name": run.name, "overlap": run.overlap,
-                     "plugins": list(PLUGINS) if run.plugins else [], "levels": levels})
-    return {
-        "date": dt.date.today().isoformat(),
-        "machine": machine,
-        "images": [{"image": i.name, "size": f"{i.width}x{i.height}", "bytes": len(i.data),
-                    "lines": lines.get(i.name)} for i in images],
-        "request_options": request_options,
-        "requests_per_level": requests,
-        "clients": list(clients),
-        "plugin_options": PLUGIN_OPTIONS,
-        "runs": rows,
-        "overlap": overlap_gain(rows),
-    }
-
-
 def note(progress: bool, message: str) -> None:
     if progress:
         print(f"bench agent: {message}", file=sys.stderr, flush=True)
 
 
-def request_for(image: BenchImage, request_id: str,
-                options: ocr_pb2.Options | None) -> ocr_pb2.RecognizeRequest:
+def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tuple[int, ...] = DEFAULT_CLIENTS,
+                    modes: tuple[str, ...] = MODES, request_options: dict[str, Any] | None = None,
+                    progress: bool = True) -> dict[str, Any]:
+    """Every run of RUNS, in every mode, at every client count; each level sends every image once."""
+    from vkocr.agent.serving.config import load_config
+    from vkocr.agent.serving.server import start_agent
+    from vkocr.agent.serving.wire import options_to_proto
+
+    if max(clients) > len(images):
+        raise AgentError(f"{max(clients)} clients need at least as many distinct images, got {len(images)}: add "
+                         "--rendered N")
+    request_options = dict(request_options or {})
+    options = options_to_proto(**request_options) if request_options else None
+    machine = machine_info()
+    rows: list[dict[str, Any]] = []
+    texts: dict[str, list[str]] = {}
+    with tempfile.TemporaryDirectory(prefix="vkocr-bench-agent-") as scratch:
+        requests = Path(scratch) / "requests.pickle"  # what the client process sends, written once
+        requests.write_bytes(pickle.dumps([request_for(image, str(k), options).SerializeToString()
+                                           for k, image in enumerate(images)]))
+        for run in RUNS:
+            # no warm start: the warm-up pass below records the plans these images need, and no others
+            overrides: dict[str, Any] = {"server.listen": "127.0.0.1:0", "server.overlap": run.overlap,
+                                         "plans.warm_shapes": []}
+            if device:
+                overrides["device.select"] = device
+            if run.plugins:
+                overrides["ocr.plugins"] = list(PLUGINS)
+                overrides["ocr.plugin_options"] = PLUGIN_OPTIONS
+            note(progress, f"{run.name}: starting an agent (overlap {'on' if run.overlap else 'off'})")
+            background = start_agent(load_config(None, env={}, overrides=overrides))
+            try:
+                snapshot = background.agent.state.get()
+                machine.update(device=snapshot.device, backend=snapshot.backend)
+                expected = warm_up(background, images, options, run.name, progress)
+                texts.update({image.name: expected[k] for k, image in enumerate(images)})
+                for mode in modes:
+                    levels = []
+                    for count in clients:
+                        level = measure_level(background, requests, expected, count, mode)
+                        note(progress, f"{run.name}, {mode}: {count} clients: {level['ok']}/{level['requests']} "
+                             f"answered, {level['images_per_s']:.2f} images/s, p50 {level['p50_ms']:.1f} ms, p99 "
+                             f"{level['p99_ms']:.1f} ms, GPU busy {100 * level['gpu_busy_fraction']:.0f}%")
+                        levels.append(level)
+                    rows.append({"name": f"{run.name}, {mode}", "run": run.name, "mode": mode,
+                                 "overlap": run.overlap, "plugins": list(PLUGINS) if run.plugins else [],
+                                 "levels": levels})
+            finally:
+                background.stop()
+    headline = rows[0]["levels"]
+    at_16 = [level for level in headline if level["clients"] == 16] or headline[-1:]
+    return {
+        "date": dt.date.today().isoformat(),
+        "machine": machine,
+        "images": len(images),
+        "image_list": [{"image": i.name, "size": f"{i.width}x{i.height}", "bytes": len(i.data),
+                        "lines": len(texts.get(i.name, []))} for i in images],
+        "request_options": request_options,
+        "clients": list(clients),
+        "modes": list(modes),
+        "plugin_options": PLUGIN_OPTIONS,
+        "levels": headline,  # the default deployment, the first mode: the headline figures
+        "gpu_busy_fraction": at_16[0]["gpu_busy_fraction"],
+        "runs": rows,
+        "overlap": overlap_gain(rows),
+    }
+
+
+def request_for(image: BenchImage, request_id: str, options: ocr_pb2.Options | None) -> ocr_pb2.RecognizeRequest:
     from vkocr.v1 import ocr_pb2
 
     return ocr_pb2.RecognizeRequest(request_id=request_id, encoded=image.data, options=options)
 
 
 def warm_up(background: BackgroundAgent, images: list[BenchImage], options: ocr_pb2.Options | None, name: str,
-            progress: bool) -> dict[str, int]:
-    """One call per image, one at a time: plans recorded, line counts known. A failure stops the bench."""
+            progress: bool) -> list[list[str]]:
+    """One call per image, one at a time: plans recorded, and each image's texts (what every later answer for
+    it must say). A failure stops the bench."""
     from vkocr.agent.serving.client import OcrClient
 
-    lines = {}
+    texts = []
     with OcrClient(background.target) as client:
         for k, image in enumerate(images, start=1):
             note(progress, f"{name}: warm-up {k}/{len(images)} {image.name}")
             response = client.ocr_stub.Recognize(request_for(image, f"warm-{k}", options))
-            lines[image.name] = len(response.lines)
-    return lines
+            texts.append([line.text for line in response.lines])
+    return texts
 
 
-def measure_level(target: str, images: list[BenchImage], options: ocr_pb2.Options | None, clients: int,
-                  requests: int) -> dict[str, Any]:
-    """`clients` threads, one channel each, take the next of `requests` calls (images in turn) until none is
-    left. Latency is each call's wall time at its client; throughput is answered calls over the level's wall
-    time, from a common start."""
-    import grpc
-
+def measure_level(background: BackgroundAgent, requests: Path, expected: list[list[str]], clients: int,
+                  mode: str) -> dict[str, Any]:
+    """One level: the client process connects, then sends every request once; meanwhile this process reads
+    the GPU's busy time and its own CPU time."""
     from vkocr.agent.cli.bench_pipeline import percentile
-    from vkocr.agent.serving.client import OcrClient
-    from vkocr.agent.serving.durations import ms_of
 
-    prepared = [request_for(images[k % len(images)], f"r{k}", options) for k in range(requests)]
-    order = itertools.count()
-    take = threading.Lock()
-    start = threading.Barrier(clients + 1)
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no agent, no Vulkan, its own GIL
+    ours, theirs = context.Pipe()
+    process = context.Process(target=client_process, args=(theirs, background.target, str(requests), clients, mode),
+                              name="vkocr-bench-clients", daemon=True)
+    process.start()
+    theirs.close()
+    try:
+        if not ours.poll(CLIENT_START_S) or ours.recv() != "ready":
+            raise AgentError(f"the client process did not connect within {CLIENT_START_S:.0f} s")
+        device = getattr(background.agent.worker.pipeline, "device", None)
+        busy = device.gpu_busy_seconds if device is not None else 0.0
+        cpu = sum(os.times()[:2])
+        ours.send("go")
+        answers, wall = ours.recv()
+        cpu = sum(os.times()[:2]) - cpu
+        busy = (device.gpu_busy_seconds if device is not None else 0.0) - busy
+    finally:
+        ours.close()
+        process.join(30)
+        if process.is_alive():
+            process.kill()
     latencies: list[float] = []
     stages: list[dict[str, float]] = []
-    errors: dict[str, int] = {}
-    record = threading.Lock()
-
-    def client_loop(client: OcrClient) -> None:
-        start.wait()
-        while True:
-            with take:
-                k = next(order)
-            if k >= requests:
-                return
-            began = time.perf_counter()
-            try:
-                response = client.ocr_stub.Recognize(prepared[k])
-            except grpc.RpcError as err:
-                with record:
-                    name = err.code().name if isinstance(err, grpc.Call) else "UNKNOWN"
-                    errors[name] = errors.get(name, 0) + 1
-                continue
-            took = (time.perf_counter() - began) * 1e3
-            with record:
-                latencies.append(took)
-                stages.append({stage: ms_of(spent) for stage, spent in response.timings.items()})
-
-    channels = [OcrClient(target) for _ in range(clients)]
-    try:
-        for client in channels:
-            client.health(timeout=60)  # connected before the clock starts
-        wall = run_clients(channels, client_loop, start)
-    finally:
-        for client in channels:
-            client.close()
+    errors: Counter[str] = Counter()
+    for index, took_ms, code, texts, timings in answers:
+        if code is not None:
+            errors[code] += 1
+        elif texts != expected[index]:
+            errors[MISMATCH] += 1
+        else:
+            latencies.append(took_ms)
+            stages.append(timings)
     keys = sorted({key for s in stages for key in s}, key=lambda k: (k == "total", k))
     return {
-        "clients": clients, "requests": requests, "ok": len(latencies), "errors": errors, "wall_s": wall,
-        "images_per_s": len(latencies) / wall if wall > 0 else 0.0,
+        "clients": clients, "mode": mode, "requests": len(expected), "ok": len(latencies), "errors": dict(errors),
+        "wall_s": wall, "images_per_s": len(latencies) / wall if wall > 0 else 0.0,
         "p50_ms": percentile(latencies, 50) if latencies else 0.0,
         "p99_ms": percentile(latencies, 99) if latencies else 0.0,
+        "gpu_busy_fraction": busy / wall if wall > 0 else 0.0,
+        "agent_cpu_cores": cpu / wall if wall > 0 else 0.0,
         "server_median_ms": {k: statistics.median(s.get(k, 0.0) for s in stages) for k in keys},
     }
 
 
-def run_clients(channels: list[OcrClient], loop: Callable[[OcrClient], None], start: threading.Barrier) -> float:
-    """One thread per client, released together; the seconds until the last one is done."""
-    threads = [threading.Thread(target=loop, args=(c,), daemon=True) for c in channels]
-    for thread in threads:
-        thread.start()
-    start.wait()
-    began = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    return time.perf_counter() - began
+Answer = tuple[int, float, str | None, list[str] | None, dict[str, float]]  # index, ms, error code, texts, stages
+
+
+def client_process(conn: Connection, target: str, requests_path: str, clients: int, mode: str) -> None:
+    """The clients of one level (another process): connect `clients` channels, say "ready", wait for "go",
+    then take the requests in turn until none is left; send back every answer and the wall time from "go"."""
+    from vkocr.agent.serving.client import OcrClient
+    from vkocr.v1 import ocr_pb2
+
+    requests = [ocr_pb2.RecognizeRequest.FromString(b) for b in pickle.loads(Path(requests_path).read_bytes())]
+    channels = [OcrClient(target) for _ in range(clients)]
+    try:
+        for client in channels:
+            client.health(timeout=60)  # connected before the clock starts
+        taken = iter(range(len(requests)))
+        take = threading.Lock()
+        answers: list[Answer] = []
+
+        def next_index() -> int | None:
+            with take:
+                return next(taken, None)
+
+        loop = unary_client if mode == "unary" else stream_client
+        threads = [threading.Thread(target=loop, args=(c, requests, next_index, answers), daemon=True)
+                   for c in channels]
+        conn.send("ready")
+        conn.recv()
+        began = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        conn.send((answers, time.perf_counter() - began))
+    finally:
+        for client in channels:
+            client.close()
+        conn.close()
+
+
+def answer_of(index: int, took_ms: float, response: ocr_pb2.RecognizeResponse) -> Answer:
+    from vkocr.agent.serving.durations import ms_of
+
+    return (index, took_ms, None, [line.text for line in response.lines],
+            {stage: ms_of(spent) for stage, spent in response.timings.items()})
+
+
+def unary_client(client: Any, requests: list[Any], next_index: Any, answers: list[Answer]) -> None:
+    import grpc
+
+    while (index := next_index()) is not None:
+        began = time.perf_counter()
+        try:
+            response = client.ocr_stub.Recognize(requests[index])
+        except grpc.RpcError as err:
+            code = err.code().name if isinstance(err, grpc.Call) else "UNKNOWN"
+            answers.append((index, 0.0, code, None, {}))
+            continue
+        answers.append(answer_of(index, (time.perf_counter() - began) * 1e3, response))
+
+
+def stream_client(client: Any, requests: list[Any], next_index: Any, answers: list[Answer]) -> None:
+    """One RecognizeStream; the next frame goes once the last one's answer is in."""
+    import queue
+
+    import grpc
+    from google.rpc import code_pb2
+
+    from vkocr.v1 import ocr_pb2
+
+    turn: queue.Queue[None] = queue.Queue()
+    sent: list[tuple[int, float]] = []  # (index, send time) of each frame, in order
+
+    def frames() -> Any:
+        while (index := next_index()) is not None:
+            sent.append((index, time.perf_counter()))
+            yield ocr_pb2.RecognizeStreamRequest(request=requests[index])
+            turn.get()  # its answer came
+
+    try:
+        for n, frame in enumerate(client.ocr_stub.RecognizeStream(frames())):
+            index, began = sent[n]
+            took = (time.perf_counter() - began) * 1e3
+            if frame.HasField("error"):
+                answers.append((index, took, code_pb2.Code.Name(frame.error.code), None, {}))
+            else:
+                answers.append(answer_of(index, took, frame.response))
+            turn.put(None)
+    except grpc.RpcError as err:  # the stream broke: its frames without an answer count as its code
+        code = err.code().name if isinstance(err, grpc.Call) else "UNKNOWN"
+        answered = {a[0] for a in answers}
+        answers.extend((index, 0.0, code, None, {}) for index, _ in sent if index not in answered)
 
 
 def overlap_gain(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Throughput with the overlap on against off, per client count (the plugin-chain runs)."""
-    by_name = {row["name"]: row for row in rows}
-    on, off = by_name.get("plugins, overlap on"), by_name.get("plugins, overlap off")
-    if on is None or off is None:
-        return []
+    """Throughput with the overlap on against off, per mode and client count (the plugin-chain runs)."""
     out = []
-    for a, b in zip(on["levels"], off["levels"], strict=True):
-        ratio = a["images_per_s"] / b["images_per_s"] if b["images_per_s"] else None
-        out.append({"clients": a["clients"], "on_images_per_s": a["images_per_s"],
-                    "off_images_per_s": b["images_per_s"], "on_p50_ms": a["p50_ms"],
-                    "off_p50_ms": b["p50_ms"], "throughput_ratio": ratio})
+    for on in (r for r in rows if r["run"] == "plugins, overlap on"):
+        off = next((r for r in rows if r["run"] == "plugins, overlap off" and r["mode"] == on["mode"]), None)
+        if off is None:
+            continue
+        for a, b in zip(on["levels"], off["levels"], strict=True):
+            ratio = a["images_per_s"] / b["images_per_s"] if b["images_per_s"] else None
+            out.append({"mode": on["mode"], "clients": a["clients"], "on_images_per_s": a["images_per_s"],
+                        "off_images_per_s": b["images_per_s"], "on_p50_ms": a["p50_ms"],
+                        "off_p50_ms": b["p50_ms"], "throughput_ratio": ratio})
     return out
 
 
 def format_agent_results(r: dict[str, Any]) -> str:
     m = r["machine"]
     what = ", ".join(f"{k}={v}" for k, v in r["request_options"].items()) or "whole pipeline"
-    header = (f"{'run':<22} {'clients':>7} {'answered':>8} {'errors':>6} {'images/s':>9} {'p50 ms':>9} "
-              f"{'p99 ms':>9} {'queue ms':>9} {'plugins ms':>10}")
+    header = (f"{'run':<30} {'clients':>7} {'answered':>8} {'errors':>6} {'images/s':>9} {'p50 ms':>9} "
+              f"{'p99 ms':>9} {'GPU busy':>8} {'cores':>5} {'queue ms':>9}")
     device = f"{m.get('device', '?')} ({m.get('backend', '?')})"
     lines = [f"machine: {m['cpu']} ({m['cores']} cores); device: {device}",
-             (f"images: {len(r['images'])} ({', '.join(i['image'] for i in r['images'])}); {what}; "
-              f"{r['requests_per_level']} requests per level"),
-             header]
+             f"images: {r['images']} distinct, each sent once per level; {what}", header]
     for row in r["runs"]:
         for level in row["levels"]:
             server = level["server_median_ms"]
             errors = sum(level["errors"].values())
             lines.append(
-                f"{row['name']:<22} {level['clients']:>7} {level['ok']:>8} {errors:>6} "
+                f"{row['name']:<30} {level['clients']:>7} {level['ok']:>8} {errors:>6} "
                 f"{level['images_per_s']:>9.2f} {level['p50_ms']:>9.1f} {level['p99_ms']:>9.1f} "
-                f"{server.get('queue', 0.0):>9.1f} {server.get('plugins', 0.0):>10.2f}")
+                f"{100 * level['gpu_busy_fraction']:>7.0f}% {level['agent_cpu_cores']:>5.2f} "
+                f"{server.get('queue', 0.0):>9.1f}")
+    failed: Counter[str] = Counter()
+    for row in r["runs"]:
+        for level in row["levels"]:
+            failed.update(level["errors"])
+    if failed:
+        lines.append("errors by code: " + ", ".join(f"{code} {n}" for code, n in sorted(failed.items())))
     if r["overlap"]:
         lines.append(f"overlap with plugins {', '.join(PLUGINS)} (throughput, on ÷ off):")
         for g in r["overlap"]:
-            head = f"  {g['clients']:>3} clients: "
+            head = f"  {g['mode']:<6} {g['clients']:>3} clients: "
             lines.append(head + (f"{g['on_images_per_s']:.2f} vs {g['off_images_per_s']:.2f} images/s = "
                                  f"{g['throughput_ratio']:.2f}x" if g["throughput_ratio"] else
                                  "no answers with the overlap off"))

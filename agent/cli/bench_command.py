@@ -93,8 +93,14 @@ def cmd_bench_agent(args: argparse.Namespace) -> int:
     if args.plot:
         require_matplotlib()  # before the run, not after it
     options = {**({"use_det": False} if args.no_det else {}), **({"use_cls": False} if args.no_cls else {})}
-    results = run_agent_bench(args.device, load_images(args.images, args.pages), clients=args.clients,
-                              requests=args.requests, request_options=options)
+    try:
+        images = load_images(args.images, args.rendered, args.seed)
+    except FileNotFoundError as exc:
+        args.usage_error(str(exc))
+    if max(args.clients) > len(images):
+        args.usage_error(f"{max(args.clients)} clients need at least {max(args.clients)} distinct images (no image "
+                         f"is sent twice in a level), got {len(images)}: add --rendered N")
+    results = run_agent_bench(args.device, images, clients=args.clients, modes=args.modes, request_options=options)
     print(json.dumps(results, indent=2, ensure_ascii=False) if args.json else format_agent_results(results))
     write_plot(args.plot, results)
     return 0
@@ -193,22 +199,33 @@ def add_bench_parser(sub: Any) -> None:
                         "pip install 'vkocr[plots]'; scripts/plot_benchmarks.py draws it from a saved --json)")
     add_device_option(stream, cpu=True)
     stream.set_defaults(func=cmd_bench_stream, usage_error=stream.error)
-    from vkocr.agent.cli.bench_agent import DEFAULT_CLIENTS, parse_clients
+    from vkocr.agent.cli.bench_agent import DEFAULT_CLIENTS, MODES, parse_clients, parse_modes
 
     agent_bench = bench_sub.add_parser(
         "agent",
-        help="the gRPC agent over loopback: images/s and p50/p99 at 1, 4, 16 clients; what the overlap buys",
-        description="Start an agent in this process on a loopback port and send it unary Recognize calls "
-        "from N concurrent clients (one channel each), after one warm-up pass over every image: throughput "
-        "and the clients' p50/p99 latency per client count. Then the same with a plugin chain configured "
-        "(regex_fields, merge_lines), server.overlap on and off. Default images: RapidOCR's compat images.",
+        help="the gRPC agent over loopback on a stream of distinct images: images/s, p50/p99, errors, GPU busy "
+        "at 1, 4, 16, 64 clients, unary and streaming",
+        description="Start an agent in this process on a loopback port; its clients run in another process, one "
+        "channel each. After one warm-up pass over every image (plans recorded, each image's texts noted), "
+        "every level sends every image exactly once from N concurrent clients: unary Recognize calls, or one "
+        "RecognizeStream per client with one frame in flight. Per level: answered images/s, p50/p99 latency "
+        "at the client, errors by status code (an answer whose texts are not its image's counts as "
+        "WRONG_TEXTS), the GPU's busy fraction from its timestamps, and the agent's CPU cores in use. Then the "
+        "same with a plugin chain (regex_fields, merge_lines), server.overlap on and off. Images: the files "
+        "and folders given (default: RapidOCR's compat images) plus the varied rendered set of `vkocr bench "
+        "stream`.",
     )
-    agent_bench.add_argument("images", nargs="*", metavar="IMAGE")
-    agent_bench.add_argument("--pages", type=int, default=0, help="rendered A4 pages to add (default 0)")
+    agent_bench.add_argument("images", nargs="*", metavar="IMAGE_OR_DIR",
+                             help="image files, or folders (their .jpg/.jpeg/.png/.bmp/.webp files, sorted)")
+    agent_bench.add_argument("--rendered", type=int_in(0, 4000), default=96, metavar="N",
+                             help="images of the varied rendered set to add, sent as PNG (default 96; 0 = none)")
+    agent_bench.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0, metavar="S",
+                             help="the rendered set's seed (default 0, the one `vkocr bench stream` renders)")
     agent_bench.add_argument("--clients", type=parse_clients, default=DEFAULT_CLIENTS, metavar="N,N,…",
-                             help="concurrent client counts (default 1,4,16)")
-    agent_bench.add_argument("--requests", type=int, default=64,
-                             help="calls per client count, at least one per client (default 64)")
+                             help=f"concurrent client counts, each ≤ the number of images (default "
+                             f"{','.join(map(str, DEFAULT_CLIENTS))})")
+    agent_bench.add_argument("--modes", type=parse_modes, default=MODES, metavar="MODE,…",
+                             help=f"unary, stream or both (default {','.join(MODES)})")
     agent_bench.add_argument("--no-det", action="store_true",
                              help="no detection: the whole image is one line")
     agent_bench.add_argument("--no-cls", action="store_true", help="no direction classification")
@@ -218,7 +235,7 @@ def add_bench_parser(sub: Any) -> None:
                              "client count, a line per run (needs matplotlib: pip install 'vkocr[plots]'; "
                              "scripts/plot_benchmarks.py draws it from saved --json output)")
     add_device_option(agent_bench, cpu=True)
-    agent_bench.set_defaults(func=cmd_bench_agent)
+    agent_bench.set_defaults(func=cmd_bench_agent, usage_error=agent_bench.error)
     startup = bench_sub.add_parser(
         "startup",
         help="`vkocr serve` from process start to SERVING and to the first answer, cold and with the cache",

@@ -1,18 +1,31 @@
-"""`vkocr bench agent` with the smallest settings: a real in-process agent per configuration, one rendered
-word, recognition only, one client level of two calls. Checks the report's shape, never its speed."""
+"""`vkocr bench agent` with the smallest settings: real in-process agents, rendered words, recognition only, the
+clients in their own process. Checks the report's shape and that every answer is checked against its own
+image's texts, never the speed."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import pickle
 from pathlib import Path
 
 import pytest
 
-from tests.agent.agents import FONT, word_png
-from vkocr.agent.cli.bench_agent import RUNS, format_agent_results, parse_clients
+from tests.agent.agents import FONT, lot_number, running_agent, word_png
+from vkocr.agent.cli.bench_agent import (
+    MISMATCH,
+    RUNS,
+    BenchImage,
+    format_agent_results,
+    measure_level,
+    parse_clients,
+    parse_modes,
+    request_for,
+    warm_up,
+)
 from vkocr.agent.cli.main import main
+from vkocr.agent.serving.wire import options_to_proto
 
 pytestmark = pytest.mark.skipif(not os.path.exists(FONT),
                                 reason="fonts-dejavu-core (installed by ./test.sh) renders the test images")
@@ -21,41 +34,76 @@ pytestmark = pytest.mark.skipif(not os.path.exists(FONT),
 def test_bench_agent_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     image = tmp_path / "word.png"
     image.write_bytes(word_png("LOT0042"))
-    assert main(["bench", "agent", str(image), "--clients", "1", "--requests", "2", "--no-det", "--no-cls",
+    assert main(["bench", "agent", str(image), "--rendered", "0", "--clients", "1", "--no-det", "--no-cls",
                  "--device", "llvmpipe", "--json"]) == 0
     out, err = capsys.readouterr()
     r = json.loads(out)
 
     assert {"cpu", "cores", "device", "backend"} <= set(r["machine"])
     assert r["machine"]["cores"] >= 1 and r["machine"]["device"] and r["machine"]["backend"] == "vulkan"
-    assert r["images"] == [{"image": "word.png", "size": "143x40", "bytes": image.stat().st_size, "lines": 1}]
+    assert r["images"] == 1
+    assert r["image_list"] == [{"image": "word.png", "size": "143x40", "bytes": image.stat().st_size, "lines": 1}]
     assert r["request_options"] == {"use_det": False, "use_cls": False}
-    assert (r["clients"], r["requests_per_level"]) == ([1], 2)
-    assert [(run["name"], run["overlap"]) for run in r["runs"]] == [(run.name, run.overlap) for run in RUNS]
-    assert [run["plugins"] for run in r["runs"]] == [[], ["regex_fields", "merge_lines"],
-                                                     ["regex_fields", "merge_lines"]]
+    assert (r["clients"], r["modes"]) == ([1], ["unary", "stream"])
+    assert [(run["run"], run["mode"], run["overlap"]) for run in r["runs"]] == [
+        (run.name, mode, run.overlap) for run in RUNS for mode in ("unary", "stream")]
+    assert [run["plugins"] for run in r["runs"]] == [[]] * 2 + [["regex_fields", "merge_lines"]] * 4
     for run in r["runs"]:
         (level,) = run["levels"]
-        assert (level["clients"], level["requests"], level["ok"], level["errors"]) == (1, 2, 2, {})
+        assert (level["clients"], level["mode"], level["requests"], level["ok"], level["errors"]) == (
+            1, run["mode"], 1, 1, {})
         assert level["wall_s"] > 0 and level["images_per_s"] > 0
         assert 0 < level["p50_ms"] <= level["p99_ms"]
+        assert 0 < level["gpu_busy_fraction"] <= 1.0, "lavapipe's queue has timestamps: the GPU was busy"
+        assert level["agent_cpu_cores"] > 0
         assert {"decode", "rec", "queue", "plugins", "total"} <= set(level["server_median_ms"])
         if run["plugins"]:
             assert {"plugin.regex_fields", "plugin.merge_lines"} <= set(level["server_median_ms"])
-    (gain,) = r["overlap"]
-    assert gain["clients"] == 1 and gain["throughput_ratio"] > 0
-    assert gain["on_images_per_s"] == r["runs"][1]["levels"][0]["images_per_s"]
-    assert gain["off_images_per_s"] == r["runs"][2]["levels"][0]["images_per_s"]
+    assert r["levels"] == r["runs"][0]["levels"] and r["gpu_busy_fraction"] == r["levels"][0]["gpu_busy_fraction"]
+    assert [(g["mode"], g["clients"]) for g in r["overlap"]] == [("unary", 1), ("stream", 1)]
+    assert all(g["throughput_ratio"] > 0 for g in r["overlap"])
     assert "bench agent: default: warm-up 1/1 word.png" in err  # progress goes to stderr
 
     table = format_agent_results(r).splitlines()
     assert table[0].startswith(f"machine: {r['machine']['cpu']} (")
-    assert [line.split("  ")[0] for line in table[3:6]] == [run.name for run in RUNS]
-    assert table[-1].startswith("    1 clients: ") and table[-1].endswith("x")
+    assert [line.split("  ")[0] for line in table[3:9]] == [row["name"] for row in r["runs"]]
+    assert table[-1].startswith("  stream   1 clients: ") and table[-1].endswith("x")
 
 
-def test_client_counts() -> None:
-    assert parse_clients("1,4,16") == (1, 4, 16)
-    for bad in ("", "0,4", "one"):
+def test_every_answer_is_checked_against_its_own_image(tmp_path: Path) -> None:
+    """Four clients, four distinct words, both modes: every answer is its image's; told other texts, the same
+    answers count as WRONG_TEXTS, not as answered."""
+    words = [lot_number(i) for i in (3, 17, 42, 96)]
+    images = [BenchImage(f"{w}.png", word_png(w), 0, 0) for w in words]
+    options = options_to_proto(use_det=False, use_cls=False)
+    requests = tmp_path / "requests.pickle"
+    requests.write_bytes(pickle.dumps([request_for(image, str(k), options).SerializeToString()
+                                       for k, image in enumerate(images)]))
+    with running_agent() as agent:
+        expected = warm_up(agent, images, options, "test", progress=False)
+        assert expected == [[w] for w in words]
+        for mode in ("unary", "stream"):
+            level = measure_level(agent, requests, expected, 4, mode)
+            assert (level["ok"], level["errors"]) == (4, {}), f"{mode}: {level}"
+            shifted = measure_level(agent, requests, expected[1:] + expected[:1], 4, mode)
+            assert (shifted["ok"], shifted["errors"]) == (0, {MISMATCH: 4}), f"{mode}: {shifted}"
+
+
+def test_client_counts_and_modes() -> None:
+    assert parse_clients("1,4,16,64") == (1, 4, 16, 64)
+    assert parse_modes("stream") == ("stream",) and parse_modes("unary, stream") == ("unary", "stream")
+    for bad in ("", "0,4", "one", "2000"):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_clients(bad)
+    for bad in ("", "both", "unary,unary"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_modes(bad)
+
+
+def test_more_clients_than_images_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    image = tmp_path / "word.png"
+    image.write_bytes(word_png("LOT0042"))
+    with pytest.raises(SystemExit) as stopped:
+        main(["bench", "agent", str(image), "--rendered", "0", "--clients", "1,4"])
+    assert stopped.value.code == 2
+    assert "4 clients need at least 4 distinct images" in capsys.readouterr().err
