@@ -31,6 +31,9 @@ from vkocr.agent.ocr.model_sets import ChosenModels, choose_models
 from vkocr.agent.ocr.options import OcrOptions
 
 ENV_PREFIX = "VKOCR_"
+MAX_DECODE_THREADS = 64  # server.decode_threads' range
+AUTO_DECODE_THREADS = 16  # server.decode_threads = 0: one per core, at most this many
+MIN_SWITCH_MS, MAX_SWITCH_MS = 0.05, 50.0  # server.switch_interval_ms' range
 # The VKOCR_ variables that are not config keys, and who reads them: load_config lets these through and refuses
 # any other VKOCR_ name that is no VKOCR_<SECTION>_<KEY> (a misspelt override would be ignored without a word).
 OTHER_VARIABLES = {
@@ -50,6 +53,11 @@ class ConfigError(AgentError):
     names the key."""
 
 
+def decode_thread_count(configured: int) -> int:
+    """server.decode_threads as the agent runs it: 0 means one per core, at most AUTO_DECODE_THREADS."""
+    return configured or min(AUTO_DECODE_THREADS, os.cpu_count() or 1)
+
+
 @dataclass
 class ServerConfig:
     listen: str = "127.0.0.1:50051"  # host:port; port 0 picks a free one
@@ -59,6 +67,13 @@ class ServerConfig:
     retry_after_s: float = 0.5  # the retry hint sent with RESOURCE_EXHAUSTED
     stream_window: int = 8  # requests of one stream read ahead of their answers
     postproc_threads: int = 2  # plugin threads: overlap a request's CPU postprocessing with the next's GPU work
+    # threads that check and decode requests before the GPU queue (Pillow decodes off the GIL; a 2 MP PNG takes
+    # 30-45 ms); 0: one per core, at most 16. On the H200 host 16 were no faster than 4 (BENCHMARKS.md)
+    decode_threads: int = 4
+    # Python's GIL switch interval for the agent's process: how long a thread that returns from a GPU wait may
+    # wait for the GIL while a decode or gRPC thread holds it (Python's default is 5 ms; 0.5 ms gave 26 % more
+    # images/s at 16 clients on the H200 host, BENCHMARKS.md)
+    switch_interval_ms: float = 0.5
     overlap: bool = True  # False: plugins run on the GPU worker (to measure what the overlap buys)
     grace_s: float = 15.0  # on SIGTERM, how long in-flight work may take before the agent stops anyway
     status_interval_s: float = 5.0  # status Watch streams send at least this often
@@ -192,6 +207,12 @@ class AgentConfig:
         for name in ("queue_size", "stream_window", "postproc_threads", "max_message_bytes"):
             if getattr(self.server, name) < 1:
                 raise ConfigError(f"[server]: {name} must be positive, got {getattr(self.server, name)}")
+        if not MIN_SWITCH_MS <= self.server.switch_interval_ms <= MAX_SWITCH_MS:
+            raise ConfigError(f"[server]: switch_interval_ms must be {MIN_SWITCH_MS} to {MAX_SWITCH_MS}, got "
+                              f"{self.server.switch_interval_ms}")
+        if not 0 <= self.server.decode_threads <= MAX_DECODE_THREADS:
+            raise ConfigError(f"[server]: decode_threads must be 0 (one per core) to {MAX_DECODE_THREADS}, got "
+                              f"{self.server.decode_threads}")
         if self.server.status_interval_s < 0.05:
             raise ConfigError("[server]: status_interval_s must be at least 0.05")
         if self.models.set and self.models.set not in MODEL_SETS:

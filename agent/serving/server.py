@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -38,7 +39,7 @@ from vkocr.agent.bundles.uploads import UploadArea
 from vkocr.agent.ocr.model_files import missing_or_bad
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
-from vkocr.agent.serving.config import AgentConfig, split_host_port
+from vkocr.agent.serving.config import AgentConfig, decode_thread_count, split_host_port
 from vkocr.agent.serving.malformed import MalformedRequests
 from vkocr.agent.serving.metrics import Metrics
 from vkocr.agent.serving.models_service import ModelsService
@@ -136,6 +137,8 @@ class Agent:
 
     async def start(self) -> None:
         config = self.config
+        # the process is the agent's now: a thread back from a GPU wait gets the GIL within this, not 5 ms
+        sys.setswitchinterval(config.server.switch_interval_ms / 1e3)
         limit = config.server.max_message_bytes
         # a request that is not valid protobuf is INVALID_ARGUMENT; a stream's bad frame gets its own answer
         per_frame = [f"/{OCR_SERVICE}/RecognizeStream"]
@@ -147,7 +150,8 @@ class Agent:
         ])
         self.ocr = OcrService(self.worker, self.stats, self.metrics,
                               retry_after_s=config.server.retry_after_s, stream_window=config.server.stream_window,
-                              stream_idle_s=config.server.stream_idle_s)
+                              stream_idle_s=config.server.stream_idle_s,
+                              decode_threads=decode_thread_count(config.server.decode_threads))
         ocr_pb2_grpc.add_OcrServiceServicer_to_server(self.ocr, server)
         status_pb2_grpc.add_StatusServiceServicer_to_server(
             StatusService(self.state, self.worker, self.stats, interval_s=config.server.status_interval_s), server)
