@@ -34,6 +34,7 @@ _active = threading.local()
 BINARY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "floordiv": operator.floordiv,
           "mod": operator.mod, "truediv": operator.truediv}
 COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+REFLEXIVE = frozenset({"le", "ge", "eq"})  # comparisons that hold for a value against itself
 INFIX = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%", "truediv": "/"}
 NUMBER = (int, float)
 
@@ -339,8 +340,8 @@ class _Emitter:
             if isinstance(event, tuple):
                 op, a, b, outcome = event
                 left, right = self.operand(a), self.operand(b)
-                if left == right:  # x == x, x <= x ...: decided whatever the shape (folding makes such tests)
-                    continue
+                if left == right and outcome == (op in REFLEXIVE):  # x == x, x < x ...: decided whatever the
+                    continue  # shape (folding makes such tests)
                 test = f"{'not ' if outcome else ''}({left} {COMPARE[op]} {right})"
                 if test not in tests:
                     tests.add(test)
