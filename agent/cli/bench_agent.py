@@ -150,8 +150,10 @@ def note(progress: bool, message: str) -> None:
 
 def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tuple[int, ...] = DEFAULT_CLIENTS,
                     modes: tuple[str, ...] = MODES, request_options: dict[str, Any] | None = None,
-                    progress: bool = True) -> dict[str, Any]:
-    """Every run of RUNS, in every mode, at every client count; each level sends every image once."""
+                    progress: bool = True, reference: bool = False) -> dict[str, Any]:
+    """Every run of RUNS, in every mode, at every client count; each level sends every image once. With
+    `reference`, then the default model set's reference (RapidOCR, CPU) once over the same images in this
+    process, one at a time: the single-process images/s an agent on the CPU backend is measured against."""
     from vkocr.agent.serving.config import load_config
     from vkocr.agent.serving.server import start_agent
     from vkocr.agent.serving.wire import options_to_proto
@@ -197,6 +199,11 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
                                  "levels": levels})
             finally:
                 background.stop()
+    baseline = reference_rate(images, progress) if reference else None
+    if baseline is not None:
+        for row in rows:
+            for level in row["levels"]:
+                level["ratio_to_reference"] = level["images_per_s"] / baseline["images_per_s"]
     headline = rows[0]["levels"]
     at_16 = [level for level in headline if level["clients"] == 16] or headline[-1:]
     return {
@@ -213,7 +220,28 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
         "gpu_busy_fraction": at_16[0]["gpu_busy_fraction"],
         "runs": rows,
         "overlap": overlap_gain(rows),
+        "reference": baseline,
     }
+
+
+def reference_rate(images: list[BenchImage], progress: bool) -> dict[str, Any] | None:
+    """The default model set's reference over `images` (decoded beforehand, not timed), one after another
+    after one warm-up call: images per second over the whole set, and the median per image. None when its
+    package is not installed (`pip install -e '.[test]'` brings it)."""
+    from vkocr.agent.cli.bench_stream import run_reference, warm_image
+    from vkocr.agent.cli.reference_ocr import reference_for
+    from vkocr.agent.ocr.images import decode_image
+    from vkocr.agent.ocr.model_sets import choose_models
+
+    chosen = choose_models(None)
+    found = reference_for(chosen.procedure, chosen.paths)
+    if found is None:
+        note(progress, f"no reference: the package for {chosen.procedure} is not installed")
+        return None
+    rows = run_reference(found, [(i.name, decode_image(i.data)) for i in images], warm_image(), progress)
+    walls = [wall for wall, _ in rows]
+    return {"label": found.label, "images_per_s": len(walls) / (sum(walls) / 1e3),
+            "median_ms": statistics.median(walls)}
 
 
 def request_for(image: BenchImage, request_id: str, options: ocr_pb2.Options | None) -> ocr_pb2.RecognizeRequest:
@@ -418,6 +446,11 @@ def format_agent_results(r: dict[str, Any]) -> str:
             failed.update(level["errors"])
     if failed:
         lines.append("errors by code: " + ", ".join(f"{code} {n}" for code, n in sorted(failed.items())))
+    if r.get("reference"):
+        ref = r["reference"]
+        lines.append(f"{ref['label']}, one process, one image at a time: {ref['images_per_s']:.2f} images/s "
+                     f"(median {ref['median_ms']:.1f} ms); the default deployment against it: " + ", ".join(
+                         f"{level['clients']} clients {level['ratio_to_reference']:.2f}x" for level in r["levels"]))
     if r["overlap"]:
         lines.append(f"overlap with plugins {', '.join(PLUGINS)} (throughput, on ÷ off):")
         for g in r["overlap"]:

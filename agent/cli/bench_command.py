@@ -100,7 +100,8 @@ def cmd_bench_agent(args: argparse.Namespace) -> int:
     if max(args.clients) > len(images):
         args.usage_error(f"{max(args.clients)} clients need at least {max(args.clients)} distinct images (no image "
                          f"is sent twice in a level), got {len(images)}: add --rendered N")
-    results = run_agent_bench(args.device, images, clients=args.clients, modes=args.modes, request_options=options)
+    results = run_agent_bench(args.device, images, clients=args.clients, modes=args.modes, request_options=options,
+                              reference=args.reference)
     print(json.dumps(results, indent=2, ensure_ascii=False) if args.json else format_agent_results(results))
     write_plot(args.plot, results)
     return 0
@@ -226,6 +227,10 @@ def add_bench_parser(sub: Any) -> None:
                              f"{','.join(map(str, DEFAULT_CLIENTS))})")
     agent_bench.add_argument("--modes", type=parse_modes, default=MODES, metavar="MODE,…",
                              help=f"unary, stream or both (default {','.join(MODES)})")
+    agent_bench.add_argument("--reference", action="store_true",
+                             help="then run the default model set's reference (RapidOCR, on the CPU) once over the "
+                             "same images in one process, one at a time, and give each level's images/s against "
+                             "its images/s (what an agent on a board without a GPU is measured against)")
     agent_bench.add_argument("--no-det", action="store_true",
                              help="no detection: the whole image is one line")
     agent_bench.add_argument("--no-cls", action="store_true", help="no direction classification")

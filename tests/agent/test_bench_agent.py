@@ -35,7 +35,7 @@ def test_bench_agent_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[st
     image = tmp_path / "word.png"
     image.write_bytes(word_png("LOT0042"))
     assert main(["bench", "agent", str(image), "--rendered", "0", "--clients", "1", "--no-det", "--no-cls",
-                 "--device", "llvmpipe", "--json"]) == 0
+                 "--device", "llvmpipe", "--reference", "--json"]) == 0
     out, err = capsys.readouterr()
     r = json.loads(out)
 
@@ -63,11 +63,17 @@ def test_bench_agent_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert [(g["mode"], g["clients"]) for g in r["overlap"]] == [("unary", 1), ("stream", 1)]
     assert all(g["throughput_ratio"] > 0 for g in r["overlap"])
     assert "bench agent: default: warm-up 1/1 word.png" in err  # progress goes to stderr
+    reference = r["reference"]
+    assert reference["label"] == "RapidOCR 3.10.0" and reference["images_per_s"] > 0 and reference["median_ms"] > 0
+    for run in r["runs"]:
+        level = run["levels"][0]
+        assert level["ratio_to_reference"] == pytest.approx(level["images_per_s"] / reference["images_per_s"])
 
     table = format_agent_results(r).splitlines()
     assert table[0].startswith(f"machine: {r['machine']['cpu']} (")
     assert [line.split("  ")[0] for line in table[3:9]] == [row["name"] for row in r["runs"]]
     assert table[-1].startswith("  stream   1 clients: ") and table[-1].endswith("x")
+    assert any(line.startswith("RapidOCR 3.10.0, one process, one image at a time: ") for line in table)
 
 
 def test_every_answer_is_checked_against_its_own_image(tmp_path: Path) -> None:
