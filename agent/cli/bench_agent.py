@@ -4,7 +4,8 @@ GIL). After one warm-up pass over every image (which records the plans and gives
 texts), every level sends every image exactly once, no image twice, from N clients: unary Recognize calls, or
 one RecognizeStream per client with one frame in flight (a camera that sends the next frame once it has the
 answer). Per level: answered images per second, the clients' p50/p99 latency, errors by status code, answers
-whose texts are not their image's (mixed up or reordered), the GPU's busy fraction (its timestamps over the
+whose texts are not their image's (mixed up), a stream's answers that carry another frame's request id
+(reordered) and requests that got nothing back, the GPU's busy fraction (its timestamps over the
 level's wall time) and the agent process's CPU time over wall time (cores in use).
 
 The runs: the default deployment, then one with a plugin chain (regex_fields, merge_lines), once with
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 DEFAULT_CLIENTS = (1, 4, 16, 64)
 MODES = ("unary", "stream")
 MISMATCH = "WRONG_TEXTS"  # an answer whose texts are not its image's: counted with the errors
+REORDERED = "WRONG_ORDER"  # a stream's answer that carries another frame's request id
+UNANSWERED = "NO_ANSWER"  # a request the clients sent (or meant to) that got neither an answer nor an error
 CLIENT_START_S = 120.0  # the client process imports gRPC and connects every channel within this
 PLUGINS = ("regex_fields", "merge_lines")
 PLUGIN_OPTIONS: dict[str, Any] = {  # fields a label reader would pull out of the lines, then paragraphs
@@ -295,6 +298,8 @@ def measure_level(background: BackgroundAgent, requests: Path, expected: list[li
     latencies: list[float] = []
     stages: list[dict[str, float]] = []
     errors: Counter[str] = Counter()
+    if len({a[0] for a in answers}) < len(expected):
+        errors[UNANSWERED] = len(expected) - len({a[0] for a in answers})
     for index, took_ms, code, texts, timings in answers:
         if code is not None:
             errors[code] += 1
@@ -397,7 +402,9 @@ def stream_client(client: Any, requests: list[Any], next_index: Any, answers: li
         for n, frame in enumerate(client.ocr_stub.RecognizeStream(frames())):
             index, began = sent[n]
             took = (time.perf_counter() - began) * 1e3
-            if frame.HasField("error"):
+            if frame.request_id != requests[index].request_id:  # answers come in request order
+                answers.append((index, took, REORDERED, None, {}))
+            elif frame.HasField("error"):
                 answers.append((index, took, code_pb2.Code.Name(frame.error.code), None, {}))
             else:
                 answers.append(answer_of(index, took, frame.response))

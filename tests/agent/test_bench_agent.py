@@ -16,6 +16,7 @@ from tests.agent.agents import FONT, lot_number, running_agent, word_png
 from vkocr.agent.cli.bench_agent import (
     MISMATCH,
     RUNS,
+    UNANSWERED,
     BenchImage,
     format_agent_results,
     measure_level,
@@ -78,7 +79,7 @@ def test_bench_agent_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 def test_every_answer_is_checked_against_its_own_image(tmp_path: Path) -> None:
     """Four clients, four distinct words, both modes: every answer is its image's; told other texts, the same
-    answers count as WRONG_TEXTS, not as answered."""
+    answers count as WRONG_TEXTS, not as answered; a request that got nothing back counts as NO_ANSWER."""
     words = [lot_number(i) for i in (3, 17, 42, 96)]
     images = [BenchImage(f"{w}.png", word_png(w), 0, 0) for w in words]
     options = options_to_proto(use_det=False, use_cls=False)
@@ -93,6 +94,9 @@ def test_every_answer_is_checked_against_its_own_image(tmp_path: Path) -> None:
             assert (level["ok"], level["errors"]) == (4, {}), f"{mode}: {level}"
             shifted = measure_level(agent, requests, expected[1:] + expected[:1], 4, mode)
             assert (shifted["ok"], shifted["errors"]) == (0, {MISMATCH: 4}), f"{mode}: {shifted}"
+        # a fifth image expected but never sent (the requests file holds four): one request without an answer
+        missing = measure_level(agent, requests, [*expected, ["LOT0500"]], 4, "unary")
+        assert (missing["ok"], missing["errors"]) == (4, {UNANSWERED: 1}), missing
 
 
 def test_client_counts_and_modes() -> None:
