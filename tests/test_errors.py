@@ -33,7 +33,7 @@ from vkocr.agent.bundles.errors import (
 from vkocr.agent.errors import AgentError, ImageError, OptionsError, RequestError, RequestStopped, ShutdownCancelled
 from vkocr.agent.serving import rpc_status
 from vkocr.agent.serving.errors import INTERNAL_MESSAGE, STATUS_TABLE, status_for
-from vkocr.agent.serving.worker import DeadlineDropped, NotServing, QueueFull
+from vkocr.agent.serving.jobs import DeadlineDropped, NotServing, QueueFull
 from vkocr.engine.device import Device
 from vkocr.engine.errors import DeviceLost, EngineError, OutOfMemory, VulkanError, vulkan_error
 from vkocr.engine.kernels.elementwise import record_unary

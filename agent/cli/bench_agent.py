@@ -8,9 +8,11 @@ whose texts are not their image's (mixed up), a stream's answers that carry anot
 (reordered) and requests that got nothing back, the GPU's busy fraction (its timestamps over the
 level's wall time) and the agent process's CPU time over wall time (cores in use).
 
-The runs: the default deployment, then one with a plugin chain (regex_fields, merge_lines), once with
-`server.overlap = true` (plugins on the postprocessing threads, beside the next request's device stages) and
-once with `false` (on the GPU worker): what the overlap buys.
+The runs: the default deployment; the same with two GPU lanes (`server.gpu_lanes = 2`: what a second lane buys),
+and with decode processes (`server.decode_processes`, half the cores up to 8: what decoding off the agent's
+GIL buys); then one with a plugin chain (regex_fields, merge_lines), once with `server.overlap = true` (plugins on the
+postprocessing threads, beside the next request's device stages) and once with `false` (on the GPU worker):
+what that overlap buys. `runs` picks some of them.
 """
 
 from __future__ import annotations
@@ -66,13 +68,22 @@ class AgentRun:
     name: str
     overlap: bool
     plugins: bool
+    lanes: int | None = None  # server.gpu_lanes (None: the configuration's default)
+    decode_processes: int | None = None  # server.decode_processes (None: the default)
 
 
 RUNS = (
     AgentRun("default", overlap=True, plugins=False),
+    AgentRun("two lanes", overlap=True, plugins=False, lanes=2),
+    AgentRun("decode processes", overlap=True, plugins=False,
+             decode_processes=max(1, min(8, (os.cpu_count() or 2) // 2))),
     AgentRun("plugins, overlap on", overlap=True, plugins=True),
     AgentRun("plugins, overlap off", overlap=False, plugins=True),
 )
+RUN_KEYS = {"default": "default", "two-lanes": "two lanes", "decode-processes": "decode processes",
+            "plugins": "plugins, overlap on", "plugins-serial": "plugins, overlap off"}  # --runs' names
+RUN_NAMES = tuple(run.name for run in RUNS)
+LANES_START_S = 300.0  # how long the warm-up waits for every GPU lane to open
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,16 @@ def parse_clients(text: str) -> tuple[int, ...]:
     if not levels or min(levels) < 1 or max(levels) > 1024:
         raise argparse.ArgumentTypeError(f"{text!r}: client counts must be 1..1024")
     return levels
+
+
+def parse_runs(text: str) -> tuple[str, ...]:
+    """``"default,one-lane"`` → those runs' names; argparse type of ``--runs``."""
+    import argparse
+
+    keys = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not keys or any(k not in RUN_KEYS for k in keys) or len(set(keys)) != len(keys):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected some of {', '.join(RUN_KEYS)}, comma-separated")
+    return tuple(RUN_KEYS[k] for k in keys)
 
 
 def parse_modes(text: str) -> tuple[str, ...]:
@@ -153,10 +174,11 @@ def note(progress: bool, message: str) -> None:
 
 def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tuple[int, ...] = DEFAULT_CLIENTS,
                     modes: tuple[str, ...] = MODES, request_options: dict[str, Any] | None = None,
-                    progress: bool = True, reference: bool = False) -> dict[str, Any]:
-    """Every run of RUNS, in every mode, at every client count; each level sends every image once. With
-    `reference`, then the default model set's reference (RapidOCR, CPU) once over the same images in this
-    process, one at a time: the single-process images/s an agent on the CPU backend is measured against."""
+                    progress: bool = True, reference: bool = False,
+                    runs: tuple[str, ...] = RUN_NAMES) -> dict[str, Any]:
+    """The runs of RUNS named in `runs`, in every mode, at every client count; each level sends every image
+    once. With `reference`, then the default model set's reference (RapidOCR, CPU) once over the same images in
+    this process, one at a time: the single-process images/s an agent on the CPU backend is measured against."""
     from vkocr.agent.serving.config import load_config
     from vkocr.agent.serving.server import start_agent
     from vkocr.agent.serving.wire import options_to_proto
@@ -173,10 +195,15 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
         requests = Path(scratch) / "requests.pickle"  # what the client process sends, written once
         requests.write_bytes(pickle.dumps([request_for(image, str(k), options).SerializeToString()
                                            for k, image in enumerate(images)]))
-        for run in RUNS:
+        for run in (r for r in RUNS if r.name in runs):
             # no warm start: the warm-up pass below records the plans these images need, and no others
+            # room for every client's channel beside the bench's own (the default, 64, refuses the 65th)
             overrides: dict[str, Any] = {"server.listen": "127.0.0.1:0", "server.overlap": run.overlap,
-                                         "plans.warm_shapes": []}
+                                         "plans.warm_shapes": [], "server.max_connections": max(clients) + 64}
+            if run.lanes is not None:
+                overrides["server.gpu_lanes"] = run.lanes
+            if run.decode_processes is not None:
+                overrides["server.decode_processes"] = run.decode_processes
             if device:
                 overrides["device.select"] = device
             if run.plugins:
@@ -188,6 +215,7 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
                 snapshot = background.agent.state.get()
                 machine.update(device=snapshot.device, backend=snapshot.backend)
                 expected = warm_up(background, images, options, run.name, progress)
+                lanes = background.agent.worker.lanes_serving
                 texts.update({image.name: expected[k] for k, image in enumerate(images)})
                 for mode in modes:
                     levels = []
@@ -199,7 +227,7 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
                         levels.append(level)
                     rows.append({"name": f"{run.name}, {mode}", "run": run.name, "mode": mode,
                                  "overlap": run.overlap, "plugins": list(PLUGINS) if run.plugins else [],
-                                 "levels": levels})
+                                 "gpu_lanes": lanes, "levels": levels})
             finally:
                 background.stop()
     baseline = reference_rate(images, progress) if reference else None
@@ -222,7 +250,9 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
         "levels": headline,  # the default deployment, the first mode: the headline figures
         "gpu_busy_fraction": at_16[0]["gpu_busy_fraction"],
         "runs": rows,
-        "overlap": overlap_gain(rows),
+        "overlap": gain(rows, "plugins, overlap on", "plugins, overlap off"),
+        "lanes": gain(rows, "two lanes", "default"),
+        "decode_processes": gain(rows, "decode processes", "default"),
         "reference": baseline,
     }
 
@@ -255,16 +285,27 @@ def request_for(image: BenchImage, request_id: str, options: ocr_pb2.Options | N
 
 def warm_up(background: BackgroundAgent, images: list[BenchImage], options: ocr_pb2.Options | None, name: str,
             progress: bool) -> list[list[str]]:
-    """One call per image, one at a time: plans recorded, and each image's texts (what every later answer for
-    it must say). A failure stops the bench."""
+    """Once every GPU lane serves, one call per image, one at a time, a pass per lane (each lane records its
+    own plans, and takes whichever request comes when it is free): plans recorded, and each image's texts
+    (what every later answer for it must say; every pass must agree). A failure stops the bench."""
     from vkocr.agent.serving.client import OcrClient
 
-    texts = []
+    worker = background.agent.worker
+    deadline = time.monotonic() + LANES_START_S
+    while worker.lanes_serving < worker.lanes_wanted and time.monotonic() < deadline:
+        time.sleep(0.05)
+    passes = worker.lanes_serving
+    texts: list[list[str]] = []
     with OcrClient(background.target) as client:
-        for k, image in enumerate(images, start=1):
-            note(progress, f"{name}: warm-up {k}/{len(images)} {image.name}")
-            response = client.ocr_stub.Recognize(request_for(image, f"warm-{k}", options))
-            texts.append([line.text for line in response.lines])
+        for p in range(passes):
+            for k, image in enumerate(images, start=1):
+                note(progress, f"{name}: warm-up {k}/{len(images)} (pass {p + 1}/{passes}) {image.name}")
+                response = client.ocr_stub.Recognize(request_for(image, f"warm-{p}-{k}", options))
+                read = [line.text for line in response.lines]
+                if p == 0:
+                    texts.append(read)
+                elif read != texts[k - 1]:
+                    raise AgentError(f"{image.name} read {read} in warm-up pass {p + 1}, {texts[k - 1]} before")
     return texts
 
 
@@ -283,13 +324,13 @@ def measure_level(background: BackgroundAgent, requests: Path, expected: list[li
     try:
         if not ours.poll(CLIENT_START_S) or ours.recv() != "ready":
             raise AgentError(f"the client process did not connect within {CLIENT_START_S:.0f} s")
-        device = getattr(background.agent.worker.pipeline, "device", None)
-        busy = device.gpu_busy_seconds if device is not None else 0.0
+        worker = background.agent.worker
+        busy = worker.gpu_busy_seconds()
         cpu = sum(os.times()[:2])
         ours.send("go")
         answers, wall = ours.recv()
         cpu = sum(os.times()[:2]) - cpu
-        busy = (device.gpu_busy_seconds if device is not None else 0.0) - busy
+        busy = worker.gpu_busy_seconds() - busy
     finally:
         ours.close()
         process.join(30)
@@ -298,11 +339,13 @@ def measure_level(background: BackgroundAgent, requests: Path, expected: list[li
     latencies: list[float] = []
     stages: list[dict[str, float]] = []
     errors: Counter[str] = Counter()
+    error_messages: dict[str, str] = {}  # the first message of each code
     if len({a[0] for a in answers}) < len(expected):
         errors[UNANSWERED] = len(expected) - len({a[0] for a in answers})
     for index, took_ms, code, texts, timings in answers:
         if code is not None:
             errors[code] += 1
+            error_messages.setdefault(code, (texts or [""])[0])
         elif texts != expected[index]:
             errors[MISMATCH] += 1
         else:
@@ -311,6 +354,7 @@ def measure_level(background: BackgroundAgent, requests: Path, expected: list[li
     keys = sorted({key for s in stages for key in s}, key=lambda k: (k == "total", k))
     return {
         "clients": clients, "mode": mode, "requests": len(expected), "ok": len(latencies), "errors": dict(errors),
+        "error_messages": error_messages,
         "wall_s": wall, "images_per_s": len(latencies) / wall if wall > 0 else 0.0,
         "p50_ms": percentile(latencies, 50) if latencies else 0.0,
         "p99_ms": percentile(latencies, 99) if latencies else 0.0,
@@ -320,7 +364,8 @@ def measure_level(background: BackgroundAgent, requests: Path, expected: list[li
     }
 
 
-Answer = tuple[int, float, str | None, list[str] | None, dict[str, float]]  # index, ms, error code, texts, stages
+# index, ms, error code, texts (for an error: its message), stages
+Answer = tuple[int, float, str | None, list[str] | None, dict[str, float]]
 
 
 def client_process(conn: Connection, target: str, requests_path: str, clients: int, mode: str) -> None:
@@ -375,7 +420,7 @@ def unary_client(client: Any, requests: list[Any], next_index: Any, answers: lis
             response = client.ocr_stub.Recognize(requests[index])
         except grpc.RpcError as err:
             code = err.code().name if isinstance(err, grpc.Call) else "UNKNOWN"
-            answers.append((index, 0.0, code, None, {}))
+            answers.append((index, 0.0, code, [err.details() or "" if isinstance(err, grpc.Call) else ""], {}))
             continue
         answers.append(answer_of(index, (time.perf_counter() - began) * 1e3, response))
 
@@ -405,21 +450,22 @@ def stream_client(client: Any, requests: list[Any], next_index: Any, answers: li
             if frame.request_id != requests[index].request_id:  # answers come in request order
                 answers.append((index, took, REORDERED, None, {}))
             elif frame.HasField("error"):
-                answers.append((index, took, code_pb2.Code.Name(frame.error.code), None, {}))
+                answers.append((index, took, code_pb2.Code.Name(frame.error.code), [frame.error.message], {}))
             else:
                 answers.append(answer_of(index, took, frame.response))
             turn.put(None)
     except grpc.RpcError as err:  # the stream broke: its frames without an answer count as its code
-        code = err.code().name if isinstance(err, grpc.Call) else "UNKNOWN"
+        code, details = (err.code().name, err.details() or "") if isinstance(err, grpc.Call) else ("UNKNOWN", "")
         answered = {a[0] for a in answers}
-        answers.extend((index, 0.0, code, None, {}) for index, _ in sent if index not in answered)
+        answers.extend((index, 0.0, code, [details], {}) for index, _ in sent if index not in answered)
 
 
-def overlap_gain(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Throughput with the overlap on against off, per mode and client count (the plugin-chain runs)."""
+def gain(rows: list[dict[str, Any]], on_run: str, off_run: str) -> list[dict[str, Any]]:
+    """Throughput of run `on_run` against `off_run` (the same deployment with one thing switched off), per mode
+    and client count."""
     out = []
-    for on in (r for r in rows if r["run"] == "plugins, overlap on"):
-        off = next((r for r in rows if r["run"] == "plugins, overlap off" and r["mode"] == on["mode"]), None)
+    for on in (r for r in rows if r["run"] == on_run):
+        off = next((r for r in rows if r["run"] == off_run and r["mode"] == on["mode"]), None)
         if off is None:
             continue
         for a, b in zip(on["levels"], off["levels"], strict=True):
@@ -458,11 +504,14 @@ def format_agent_results(r: dict[str, Any]) -> str:
         lines.append(f"{ref['label']}, one process, one image at a time: {ref['images_per_s']:.2f} images/s "
                      f"(median {ref['median_ms']:.1f} ms); the default deployment against it: " + ", ".join(
                          f"{level['clients']} clients {level['ratio_to_reference']:.2f}x" for level in r["levels"]))
-    if r["overlap"]:
-        lines.append(f"overlap with plugins {', '.join(PLUGINS)} (throughput, on ÷ off):")
-        for g in r["overlap"]:
-            head = f"  {g['mode']:<6} {g['clients']:>3} clients: "
-            lines.append(head + (f"{g['on_images_per_s']:.2f} vs {g['off_images_per_s']:.2f} images/s = "
-                                 f"{g['throughput_ratio']:.2f}x" if g["throughput_ratio"] else
-                                 "no answers with the overlap off"))
+    for key, title in (("lanes", "two GPU lanes against the default (throughput, ÷)"),
+                       ("decode_processes", "decode processes against the default (throughput, ÷)"),
+                       ("overlap", f"overlap with plugins {', '.join(PLUGINS)} (throughput, on ÷ off)")):
+        if r.get(key):
+            lines.append(f"{title}:")
+            for g in r[key]:
+                head = f"  {g['mode']:<6} {g['clients']:>3} clients: "
+                lines.append(head + (f"{g['on_images_per_s']:.2f} vs {g['off_images_per_s']:.2f} images/s = "
+                                     f"{g['throughput_ratio']:.2f}x" if g["throughput_ratio"] else
+                                     "no answers with it switched off"))
     return "\n".join(lines)

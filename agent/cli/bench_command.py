@@ -101,7 +101,7 @@ def cmd_bench_agent(args: argparse.Namespace) -> int:
         args.usage_error(f"{max(args.clients)} clients need at least {max(args.clients)} distinct images (no image "
                          f"is sent twice in a level), got {len(images)}: add --rendered N")
     results = run_agent_bench(args.device, images, clients=args.clients, modes=args.modes, request_options=options,
-                              reference=args.reference)
+                              reference=args.reference, runs=args.runs)
     print(json.dumps(results, indent=2, ensure_ascii=False) if args.json else format_agent_results(results))
     write_plot(args.plot, results)
     return 0
@@ -200,7 +200,7 @@ def add_bench_parser(sub: Any) -> None:
                         "pip install 'vkocr[plots]'; scripts/plot_benchmarks.py draws it from a saved --json)")
     add_device_option(stream, cpu=True)
     stream.set_defaults(func=cmd_bench_stream, usage_error=stream.error)
-    from vkocr.agent.cli.bench_agent import DEFAULT_CLIENTS, MODES, parse_clients, parse_modes
+    from vkocr.agent.cli.bench_agent import DEFAULT_CLIENTS, MODES, RUN_KEYS, parse_clients, parse_modes, parse_runs
 
     agent_bench = bench_sub.add_parser(
         "agent",
@@ -212,7 +212,8 @@ def add_bench_parser(sub: Any) -> None:
         "RecognizeStream per client with one frame in flight. Per level: answered images/s, p50/p99 latency "
         "at the client, errors by status code (an answer whose texts are not its image's counts as "
         "WRONG_TEXTS), the GPU's busy fraction from its timestamps, and the agent's CPU cores in use. Then the "
-        "same with a plugin chain (regex_fields, merge_lines), server.overlap on and off. Images: the files "
+        "same with two GPU lanes, with decode processes, and with a plugin chain (regex_fields, merge_lines), "
+        "server.overlap on and off. Images: the files "
         "and folders given (default: RapidOCR's compat images) plus the varied rendered set of `vkocr bench "
         "stream`.",
     )
@@ -227,6 +228,11 @@ def add_bench_parser(sub: Any) -> None:
                              f"{','.join(map(str, DEFAULT_CLIENTS))})")
     agent_bench.add_argument("--modes", type=parse_modes, default=MODES, metavar="MODE,…",
                              help=f"unary, stream or both (default {','.join(MODES)})")
+    agent_bench.add_argument("--runs", type=parse_runs, default=tuple(RUN_KEYS.values()), metavar="RUN,…",
+                             help=f"which deployments to measure, of {', '.join(RUN_KEYS)} (default: all; "
+                             "two-lanes: server.gpu_lanes = 2, decode-processes: server.decode_processes = half "
+                             "the cores up to 8, plugins: a plugin chain with the overlap on, plugins-serial: "
+                             "with it off)")
     agent_bench.add_argument("--reference", action="store_true",
                              help="then run the default model set's reference (RapidOCR, on the CPU) once over the "
                              "same images in one process, one at a time, and give each level's images/s against "

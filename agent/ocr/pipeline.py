@@ -191,6 +191,7 @@ class OcrPipeline:
                                                                        self.options.plugin_options)
         self._steps: dict[tuple[int, int], int] = {}
         self.backend_reason = ""  # why open() chose this backend (the status stream and metrics repeat it)
+        self._reopen: Callable[[], OcrPipeline] | None = None  # open() with this one's models, on its device
 
     @classmethod
     def open(cls, device: str | None = None, *, options: OcrOptions | None = None,
@@ -211,6 +212,9 @@ class OcrPipeline:
         if choice.kind == "vulkan":
             pipeline = cls._open_vulkan(choice.selector, paths, charset, options)
             pipeline.backend_reason = choice.reason
+            # a sibling opens on this very device (its UUID), whatever the ranking says by then
+            uuid = pipeline.device.info.uuid
+            pipeline._reopen = lambda: cls.open(uuid, options=options, model_paths=paths)
             return pipeline
         if choice.kind == "numpy":
             from vkocr.agent.ocr.numpy_stages import NumpyStages
@@ -245,6 +249,12 @@ class OcrPipeline:
         # collection walks them (100-180 ms on the CI machine) in the middle of some request.
         gc.freeze()
         return pipeline
+
+    def sibling(self) -> OcrPipeline | None:
+        """Another pipeline of the same models and options on the same Vulkan device, with its own device
+        context, plans and buffers (the agent's lanes, agent/serving/lanes.py); None when this one was not
+        opened on a Vulkan device by open()."""
+        return self._reopen() if self._reopen is not None else None
 
     @property
     def backend(self) -> str:

@@ -34,6 +34,7 @@ ENV_PREFIX = "VKOCR_"
 MAX_DECODE_THREADS = 64  # server.decode_threads' range
 AUTO_DECODE_THREADS = 16  # server.decode_threads = 0: one per core, at most this many
 MIN_SWITCH_MS, MAX_SWITCH_MS = 0.05, 50.0  # server.switch_interval_ms' range
+MAX_GPU_LANES = 8  # server.gpu_lanes' range (each lane holds its own plans: ~600 MiB on the stream's shapes)
 # The VKOCR_ variables that are not config keys, and who reads them: load_config lets these through and refuses
 # any other VKOCR_ name that is no VKOCR_<SECTION>_<KEY> (a misspelt override would be ignored without a word).
 OTHER_VARIABLES = {
@@ -70,11 +71,19 @@ class ServerConfig:
     # threads that check and decode requests before the GPU queue (Pillow decodes off the GIL; a 2 MP PNG takes
     # 30-45 ms); 0: one per core, at most 16. On the H200 host 16 were no faster than 4 (BENCHMARKS.md)
     decode_threads: int = 4
+    # processes that decode images, so that Pillow's decoding does not hold the agent's GIL
+    # (agent/serving/decode_processes.py); 0: decode on the decode threads. On the H200 host 8 gave 1.2x the
+    # images/s at 64 clients and cost a lone request 16 ms (BENCHMARKS.md)
+    decode_processes: int = 0
     # Python's GIL switch interval for the agent's process: how long a thread that returns from a GPU wait may
     # wait for the GIL while a decode or gRPC thread holds it (Python's default is 5 ms; 0.5 ms gave 26 % more
     # images/s at 16 clients on the H200 host, BENCHMARKS.md)
     switch_interval_ms: float = 0.5
     overlap: bool = True  # False: plugins run on the GPU worker (to measure what the overlap buys)
+    # pipelines serving requests side by side on one Vulkan device, each with its own device context, plans and
+    # buffers (agent/serving/lanes.py); the CPU backend always has one. On the H200 two gave 0.89-1.16x the
+    # images/s of one (NVIDIA time-slices contexts; BENCHMARKS.md), so one is the default
+    gpu_lanes: int = 1
     grace_s: float = 15.0  # on SIGTERM, how long in-flight work may take before the agent stops anyway
     status_interval_s: float = 5.0  # status Watch streams send at least this often
     latency_window_s: float = 60.0  # sliding window of the status p50/p99
@@ -213,6 +222,11 @@ class AgentConfig:
         if not 0 <= self.server.decode_threads <= MAX_DECODE_THREADS:
             raise ConfigError(f"[server]: decode_threads must be 0 (one per core) to {MAX_DECODE_THREADS}, got "
                               f"{self.server.decode_threads}")
+        if not 0 <= self.server.decode_processes <= MAX_DECODE_THREADS:
+            raise ConfigError(f"[server]: decode_processes must be 0 (decode on threads) to {MAX_DECODE_THREADS}, "
+                              f"got {self.server.decode_processes}")
+        if not 1 <= self.server.gpu_lanes <= MAX_GPU_LANES:
+            raise ConfigError(f"[server]: gpu_lanes must be 1 to {MAX_GPU_LANES}, got {self.server.gpu_lanes}")
         if self.server.status_interval_s < 0.05:
             raise ConfigError("[server]: status_interval_s must be at least 0.05")
         if self.models.set and self.models.set not in MODEL_SETS:

@@ -48,7 +48,7 @@ from vkocr.agent.errors import (
     StreamIdle,
 )
 from vkocr.agent.serving import rpc_status, wire
-from vkocr.agent.serving.worker import CancelledDropped, DeadlineDropped, DeviceFailed, NotServing, QueueFull
+from vkocr.agent.serving.jobs import CancelledDropped, DeadlineDropped, DeviceFailed, NotServing, QueueFull
 from vkocr.log import get_logger
 from vkocr.postproc.errors import PluginConfigError, PluginError
 

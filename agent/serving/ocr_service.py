@@ -26,13 +26,15 @@ from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.procedures import PROCEDURES
 from vkocr.agent.serving import rpc_status, wire
+from vkocr.agent.serving.decode_processes import DecodeProcesses
 from vkocr.agent.serving.errors import status_for
+from vkocr.agent.serving.jobs import DeadlineDropped, Job, NotServing, QueueFull
 from vkocr.agent.serving.malformed import MalformedRequest
 from vkocr.agent.serving.plugin_chains import PluginChains
 from vkocr.agent.serving.request_limits import MAX_REQUEST_ID_CHARS, check_request, check_resized_pixels
 from vkocr.agent.serving.state import ServingState
 from vkocr.agent.serving.stats import RequestStats
-from vkocr.agent.serving.worker import DeadlineDropped, GpuWorker, Job, NotServing, QueueFull
+from vkocr.agent.serving.worker import GpuWorker
 from vkocr.log import get_logger
 from vkocr.postproc.registry import PluginChain
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc
@@ -67,7 +69,7 @@ class Prepared:
 
 class OcrService(ocr_pb2_grpc.OcrServiceServicer):
     def __init__(self, worker: GpuWorker, stats: RequestStats, metrics: Any,
-                 *, retry_after_s: float, stream_window: int, decode_threads: int = 4,
+                 *, retry_after_s: float, stream_window: int, decode_threads: int = 4, decode_processes: int = 0,
                  chains: PluginChains | None = None, stream_idle_s: float = 300.0) -> None:
         self.worker = worker
         self.chains = chains if chains is not None else PluginChains()  # entry points read once, here
@@ -76,7 +78,9 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
         self.retry_after_s = retry_after_s
         self.stream_window = stream_window
         self.stream_idle_s = stream_idle_s
-        self._decode = ThreadPoolExecutor(decode_threads, thread_name_prefix="vkocr-decode")
+        # with decode processes, a decode thread checks the request and waits for its image's process
+        self._decoders = DecodeProcesses(decode_processes) if decode_processes else None
+        self._decode = ThreadPoolExecutor(max(decode_threads, decode_processes), thread_name_prefix="vkocr-decode")
         # Streams waiting for room in the worker's queue wait on `_room`, which the worker's listener sets
         # (through the loop) when a job leaves the queue or the state changes; only while someone waits.
         self._room = asyncio.Event()
@@ -87,6 +91,8 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
     def close(self) -> None:
         self._stop_listening()
         self._decode.shutdown(wait=False, cancel_futures=True)
+        if self._decoders is not None:
+            self._decoders.close()
 
     # -- RPCs ---------------------------------------------------------------------------------------------------
 
@@ -217,8 +223,11 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
         chain = self.chains.chain_for(opts)
         clock = time.perf_counter()
         source = wire.image_from_proto(request, opts.max_pixels)
-        image = decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif,
-                             rgba=PROCEDURES[opts.procedure].rgba)
+        rgba = PROCEDURES[opts.procedure].rgba
+        if self._decoders is not None and isinstance(source, bytes):
+            image = self._decoders.decode(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif, rgba=rgba)
+        else:
+            image = decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif, rgba=rgba)
         decode_ms = (time.perf_counter() - clock) * 1e3
         check_resized_pixels(image.shape[0], image.shape[1], opts, overrides.keys())
         return Prepared(opts, chain, image, decode_ms)

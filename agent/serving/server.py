@@ -101,7 +101,7 @@ class Agent:
             version = model_version or default_model_version(config)
         self.worker = GpuWorker(factory, self.state, model_version=version, queue_size=config.server.queue_size,
                                 postproc_threads=config.server.postproc_threads, overlap=config.server.overlap,
-                                cpu_fallback=cpu, warm_sizes=config.warm_sizes())
+                                cpu_fallback=cpu, warm_sizes=config.warm_sizes(), lanes=config.server.gpu_lanes)
         if self.activator is not None:
             self.activator.attach(self.worker)
         self.health = HealthServicer()
@@ -151,7 +151,8 @@ class Agent:
         self.ocr = OcrService(self.worker, self.stats, self.metrics,
                               retry_after_s=config.server.retry_after_s, stream_window=config.server.stream_window,
                               stream_idle_s=config.server.stream_idle_s,
-                              decode_threads=decode_thread_count(config.server.decode_threads))
+                              decode_threads=decode_thread_count(config.server.decode_threads),
+                              decode_processes=config.server.decode_processes)
         ocr_pb2_grpc.add_OcrServiceServicer_to_server(self.ocr, server)
         status_pb2_grpc.add_StatusServiceServicer_to_server(
             StatusService(self.state, self.worker, self.stats, interval_s=config.server.status_interval_s), server)

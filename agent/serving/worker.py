@@ -9,6 +9,9 @@ boundary (after det, DB, cls or a rec batch), so the worker moves on to the next
 (or, when configured and the device cannot come back, one on the CPU executor), retries the request once and
 returns to SERVING, without a restart.
 
+Beside the worker thread, its lanes (server.gpu_lanes; agent/serving/lanes.py) take requests from the same
+queue, each with a pipeline on its own device context: one request's host steps overlap another's GPU work.
+
 Every pipeline the worker opens records the plans of the configured image sizes (`warm_sizes`, agent/serving/
 plans.py) before it serves; a pipeline handed over with `install` is warmed by whoever opened it (`warm`). The
 plan statistics are published after loading and after every request (`plan_stats`), so the status service and
@@ -22,20 +25,26 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from vkocr.agent.errors import AgentError, RequestStopped, StopWho
-from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.errors import RequestStopped
 from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.serving.jobs import (
+    DeviceFailed,
+    Job,
+    NotServing,
+    QueueFull,
+    WorkerError,
+    dropped_error,
+    settle,
+)
+from vkocr.agent.serving.lanes import Lane, LaneFailed, Lanes, lane_count, memory_usage
 from vkocr.agent.serving.plans import PlanLedger, PlanStats, WarmReport, warm_pipeline
 from vkocr.agent.serving.state import ServingState, StateBoard
 from vkocr.engine.errors import VulkanError
 from vkocr.log import get_logger
-from vkocr.postproc.registry import PluginChain
 from vkocr.postproc.result import OcrResult
 
 log = get_logger(__name__)
@@ -43,66 +52,6 @@ log = get_logger(__name__)
 PipelineFactory = Callable[[], OcrPipeline]
 REBUILD_ATTEMPTS = 3
 REBUILD_BACKOFF_S = 0.5
-
-
-class WorkerError(AgentError):
-    """Base of why a request got no result from the worker (the gRPC boundary, agent/serving/errors.py, maps
-    each subclass to a status code); raised only as one of its subclasses."""
-
-
-class QueueFull(WorkerError):
-    """Raised by `submit` when the bounded queue in front of the GPU is full."""
-
-
-class NotServing(WorkerError):
-    """Raised when the agent is not serving: no models loaded, loading, rebuilding, failed, or stopped before
-    the request reached the GPU."""
-
-
-class DeadlineDropped(WorkerError):
-    """Raised when a request's deadline passed before its GPU work started (the worker drops it), or before
-    its answer was ready (the service's log line and status for a handler gRPC cancelled at the deadline)."""
-
-
-class CancelledDropped(WorkerError):
-    """Raised when a request was cancelled (by its client, or by the agent's shutdown) before its GPU work
-    started; the request is dropped."""
-
-
-class DeviceFailed(WorkerError):
-    """Raised when a request's device stages failed with a Vulkan error and a rebuild and retry did not
-    recover (or the device cannot come back)."""
-
-
-@dataclass
-class Job:
-    """One request's work for the worker. Its handler calls `cancel` when the answer is no longer wanted; the
-    worker then drops the job, or stops it at its next stage boundary."""
-
-    request_id: str
-    image: np.ndarray  # decoded H×W×3 uint8 RGB
-    options: OcrOptions
-    chain: PluginChain
-    deadline: float | None = None  # time.monotonic() after which the answer is useless
-    model_version: str = ""  # the version and device that answered, set by the worker when the job runs
-    device_name: str = ""
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    cancelled_by: StopWho = "client"  # who cancelled, once `cancelled` is set
-    future: Future[OcrResult] = field(default_factory=Future)
-    enqueued: float = field(default_factory=time.monotonic)
-
-    def cancel(self, who: StopWho) -> None:
-        """The answer is no longer wanted (any thread): `who` is the client, the deadline or the shutdown."""
-        self.cancelled_by = who
-        self.cancelled.set()
-
-    def stop_reason(self) -> StopWho | None:
-        """Who no longer wants the answer, None while it is still wanted (asked between stages)."""
-        if self.cancelled.is_set():
-            return self.cancelled_by
-        if self.deadline is not None and time.monotonic() >= self.deadline:
-            return "deadline"
-        return None
 
 
 @dataclass
@@ -121,7 +70,8 @@ _STOP = object()
 class GpuWorker:
     def __init__(self, open_pipeline: PipelineFactory, state: StateBoard, *, model_version: str,
                  queue_size: int = 32, postproc_threads: int = 2, overlap: bool = True,
-                 cpu_fallback: PipelineFactory | None = None, warm_sizes: Sequence[tuple[int, int]] = ()) -> None:
+                 cpu_fallback: PipelineFactory | None = None, warm_sizes: Sequence[tuple[int, int]] = (),
+                 lanes: int = 1) -> None:
         self._open_pipeline = open_pipeline
         self._cpu_fallback = cpu_fallback
         self.state = state
@@ -130,6 +80,7 @@ class GpuWorker:
         self._jobs: queue.Queue[Job] = queue.Queue(queue_size)
         self._control: queue.Queue[object] = queue.Queue()
         self._wake = threading.Semaphore(0)  # one release per job or control message
+        self._handed_back: queue.SimpleQueue[Job] = queue.SimpleQueue()  # a failed lane's, for this thread
         self._overlap = overlap
         self._postproc = ThreadPoolExecutor(postproc_threads, thread_name_prefix="vkocr-postproc")
         self._thread = threading.Thread(target=self._run, name="vkocr-gpu-worker", daemon=True)
@@ -149,6 +100,8 @@ class GpuWorker:
         self.running = ""  # the request id of the job on its device stages, "" between jobs
         self.warm_sizes = tuple(warm_sizes)  # (width, height) of the images whose plans are recorded first
         self._plans = PlanLedger()  # published by the worker thread only
+        self._counts = threading.Lock()  # dropped and stopped are counted from the lanes too
+        self._lanes = Lanes(lanes, self._take, self._serve_on_lane, self.warm)
 
     # -- outside the worker thread ------------------------------------------------------------------------
 
@@ -204,12 +157,13 @@ class GpuWorker:
         self._wake.release()
         return message.done
 
-    def warm(self, pipeline: OcrPipeline) -> WarmReport:
+    def warm(self, pipeline: OcrPipeline, stopping: Callable[[], bool] = lambda: False) -> WarmReport:
         """Record the plans of `warm_sizes` in `pipeline`, which does not serve yet, on the calling thread (the
-        one that opened it: the activator's before `install`, this worker's after it opens one). Never raises
-        for a plan that cannot be recorded: the pipeline still serves, recording that plan on demand."""
+        one that opened it: the activator's before `install`, this worker's after it opens one, a lane's). Never
+        raises for a plan that cannot be recorded: the pipeline still serves, recording that plan on demand.
+        Stops early when the agent stops or `stopping()` turns true."""
         try:
-            return warm_pipeline(pipeline, self.warm_sizes, stopping=lambda: self._stopping)
+            return warm_pipeline(pipeline, self.warm_sizes, stopping=lambda: self._stopping or stopping())
         except Exception as exc:  # noqa: BLE001 - a warm-up is an optimisation; serving goes on without it
             log.warning("plans_not_warmed", error=f"{type(exc).__name__}: {exc}")
             return WarmReport(0, 0, 0, 0, 0.0)
@@ -236,7 +190,7 @@ class GpuWorker:
         """Hold the worker between two jobs (it finishes the one it runs, then waits): maintenance on the
         device, and tests that need a request to wait in the queue for a known time."""
         try:
-            with self._busy:
+            with self._busy, self._lanes.held():
                 yield
         finally:
             self._settle(0)
@@ -247,7 +201,8 @@ class GpuWorker:
         pipeline = self.pipeline
         if pipeline is None or pipeline.device is None:
             raise WorkerError("no Vulkan device to fail (models not loaded, or serving on the CPU)")
-        pipeline.device.inject_submit_failure("VK_ERROR_DEVICE_LOST")
+        for each in (pipeline, *self._lanes.pipelines()):  # one GPU: whichever lane takes the next request fails
+            each.device.inject_submit_failure("VK_ERROR_DEVICE_LOST")
 
     def stop(self, grace_s: float) -> None:
         """Stop accepting, let queued and running jobs finish for up to `grace_s`, fail the rest, close."""
@@ -270,18 +225,27 @@ class GpuWorker:
         self._postproc.shutdown(wait=True)
 
     def pool_usage(self) -> tuple[int, int]:
-        """(bytes in live allocations, bytes allocated from the driver) of the device pool; zeros on the
-        CPU."""
-        pipeline = self.pipeline
-        device = pipeline.device if pipeline is not None else None
-        usage = getattr(device, "memory_usage", None)
-        if usage is None:
-            return 0, 0
-        try:
-            used, reserved = usage()
-            return int(used), int(reserved)
-        except Exception:  # noqa: BLE001 - a device being rebuilt: report nothing, not fail the status stream
-            return 0, 0
+        """(bytes in live allocations, bytes allocated from the driver) of every lane's device pool; zeros on
+        the CPU."""
+        return memory_usage(self._lanes.devices(self.pipeline))
+
+    def gpu_busy_seconds(self) -> float:
+        """The GPU time of every lane's recordings so far (their timestamps; engine/device.py)."""
+        return sum(float(device.gpu_busy_seconds) for device in self._lanes.devices(self.pipeline))
+
+    @property
+    def lanes_serving(self) -> int:
+        """Pipelines serving now: the worker thread's, and its lanes' that are open and warm."""
+        return (self.pipeline is not None) + len(self._lanes.serving())
+
+    @property
+    def lanes_wanted(self) -> int:
+        """Pipelines that serve once every lane has opened: server.gpu_lanes on a Vulkan device, else 1."""
+        return lane_count(self._lanes.configured, self.pipeline)
+
+    @property
+    def lanes(self) -> Lanes:
+        return self._lanes
 
     # -- the worker thread --------------------------------------------------------------------------------
 
@@ -304,6 +268,7 @@ class GpuWorker:
             self.warm(self.pipeline)
             self._plans.publish(self.pipeline)
             self._announce(ServingState.SERVING, "")
+            self._lanes.start(self.pipeline)
         self.loaded.set()
         while True:
             self._wake.acquire()
@@ -317,17 +282,23 @@ class GpuWorker:
                 self._do_swap(control)
                 continue
             try:
-                job = self._jobs.get_nowait()
+                job, handed_back = self._handed_back.get_nowait(), True
             except queue.Empty:
-                continue
-            self._notify_room()
+                try:
+                    job, handed_back = self._jobs.get_nowait(), False
+                except queue.Empty:
+                    continue
+                self._notify_room()
             with self._busy:
                 try:
-                    self._process(job)
+                    self._process(job, resumed=handed_back)
                 except Exception as exc:  # a bug of ours must not stop the worker
                     log.error("worker_error", request_id=job.request_id, error=repr(exc), exc_info=exc)
                     settle(job.future, error=exc)
             self._settle(-1)
+            if handed_back:  # served here after all: the failed lane opens again (a real loss rebuilt them all)
+                self._lanes.start(self.pipeline)
+        self._lanes.stop()
         if self.pipeline is not None:
             self.pipeline.close()
             self.pipeline = None
@@ -358,6 +329,7 @@ class GpuWorker:
             except Exception as exc:  # noqa: BLE001 - an abandoned pipeline must not stop the worker
                 log.warning("abandoned_pipeline_close_failed", error=str(exc))
             return
+        self._lanes.stop()  # no request after the swap runs on the old version
         old, self.pipeline = self.pipeline, message.pipeline
         self.model_version = message.model_version
         self._accepting = not self._stopping  # a swap also revives a worker whose device could not be rebuilt
@@ -369,49 +341,88 @@ class GpuWorker:
             except Exception as exc:  # noqa: BLE001
                 log.warning("old_pipeline_close_failed", error=str(exc))
         message.done.set_result(message.pipeline)
+        self._lanes.start(self.pipeline)
 
-    def _process(self, job: Job) -> None:
-        waited_ms = (time.monotonic() - job.enqueued) * 1e3
-        # The handler cancels the job when its client goes; from RUNNING on, the future cannot be cancelled and
-        # the job stops at its next stage boundary instead.
-        who = job.stop_reason()
-        if who is None and not job.future.set_running_or_notify_cancel():  # the handler's wait was cancelled
-            who = job.stop_reason() or "client"  # its handler names who, unless it has not got that far
-        if who is not None:
-            if who == "deadline":
-                self.dropped["deadline"] += 1
-                settle(job.future, error=DeadlineDropped(
-                    f"deadline passed after {waited_ms:.0f} ms in the queue, before any GPU work"))
-            else:
-                self.dropped["cancelled"] += 1
-                by = "the agent's shutdown" if who == "shutdown" else "the client"
-                settle(job.future, error=CancelledDropped(f"cancelled by {by} before the GPU work started"))
-            log.info("request_dropped", request_id=job.request_id, who=who, waited_ms=round(waited_ms))
-            return
-        started, self.running = time.monotonic(), job.request_id
+    def _take(self, timeout: float) -> Job | None:
+        """The next queued job for a lane, None after `timeout`. Whichever pipeline is free takes it: letting a
+        lane take one only while this thread was busy made two lanes 2.3x slower at 4 clients on the H200
+        (BENCHMARKS.md)."""
         try:
-            result = self._recognize_with_recovery(job)
+            job = self._jobs.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        self._notify_room()
+        return job
+
+    def _serve_on_lane(self, lane: Lane, job: Job) -> None:
+        try:
+            self._process(job, lane)
+        except LaneFailed:  # not settled: this thread serves it, and recovers the device if it must
+            self._handed_back.put(job)
+            self._wake.release()
+            return
+        except Exception as exc:  # a bug of ours must not stop the lane
+            log.error("worker_error", request_id=job.request_id, error=repr(exc), exc_info=exc)
+            settle(job.future, error=exc)
+        self._settle(-1)
+
+    def _count(self, counter: Counter[str], key: str) -> None:
+        with self._counts:
+            counter[key] += 1
+
+    def _process(self, job: Job, lane: Lane | None = None, *, resumed: bool = False) -> None:
+        """One job's device stages, on `lane` or else on this thread's pipeline (`resumed`: a lane began it)."""
+        waited_ms = (time.monotonic() - job.enqueued) * 1e3
+        if not resumed and not self._begin(job, waited_ms):
+            return
+        started = time.monotonic()
+        if lane is None:
+            self.running = job.request_id
+        else:
+            lane.running = job.request_id
+        try:
+            result = lane.recognize(job) if lane is not None else self._recognize_with_recovery(job)
+        except LaneFailed:
+            raise
         except RequestStopped as stopped:  # the worker is free for the next job now, not after the last stage
             log.info("request_stopped", request_id=job.request_id, who=stopped.who, after=stopped.after,
                      ran_ms=round((time.monotonic() - started) * 1e3, 1))
-            self.stopped[stopped.who] += 1  # after the log line: whoever watches the count finds the line
-            self._plans.publish(self.pipeline)
+            self._count(self.stopped, stopped.who)  # after the log line: whoever watches the count finds it
+            self._publish(lane)
             settle(job.future, error=stopped)
             return
         except Exception as exc:  # noqa: BLE001 - every failure goes back to its request, not up this thread
-            self._plans.publish(self.pipeline)
+            self._publish(lane)
             settle(job.future, error=exc)
             return
         finally:
-            self.running = ""
-        self._plans.publish(self.pipeline)  # before the answer leaves: a client that got it sees its plans
-        assert self.pipeline is not None  # it just answered (after a rebuild, the new one did)
-        job.model_version, job.device_name = self.model_version, self.pipeline.device_name
+            if lane is None:
+                self.running = ""
+            else:
+                lane.running = ""
+        self._publish(lane)  # before the answer leaves: a client that got it sees its plans
+        pipeline = lane.pipeline if lane is not None else self.pipeline
+        assert pipeline is not None  # it just answered (after a rebuild, the new one did)
+        job.model_version, job.device_name = self.model_version, pipeline.device_name
         result.timings_ms["queue"] = waited_ms
         if self._overlap:
             self._postproc.submit(self._finish, job, result)
         else:
             self._finish(job, result)
+
+    def _publish(self, lane: Lane | None) -> None:
+        if lane is None:  # the statistics are the worker thread's pipeline's, read on its thread only
+            self._plans.publish(self.pipeline)
+
+    def _begin(self, job: Job, waited_ms: float) -> bool:
+        """Mark the job running; False when it is dropped instead (cancelled, or past its deadline)."""
+        who = job.begin()
+        if who is None:
+            return True
+        self._count(self.dropped, "deadline" if who == "deadline" else "cancelled")
+        settle(job.future, error=dropped_error(who, waited_ms))
+        log.info("request_dropped", request_id=job.request_id, who=who, waited_ms=round(waited_ms))
+        return False
 
     def _recognize_with_recovery(self, job: Job) -> OcrResult:
         for attempt in (1, 2):
@@ -427,6 +438,7 @@ class GpuWorker:
     def _rebuild(self, reason: str) -> bool:
         """Close the failed pipeline and open a new one; False when the agent cannot serve any more."""
         self.state.set(state=ServingState.REBUILDING, reason=reason)
+        self._lanes.stop()  # one GPU: their devices are as lost as this one's
         old, self.pipeline = self.pipeline, None
         if old is not None:
             try:
@@ -459,6 +471,7 @@ class GpuWorker:
         self.state.set(device_rebuilds=rebuilds)
         self._announce(ServingState.SERVING, "")
         log.info("device_rebuilt", device=self.pipeline.device_name, rebuilds=rebuilds)
+        self._lanes.start(self.pipeline)
         return True
 
     def _fail_queued(self, why: str) -> None:
@@ -479,15 +492,3 @@ class GpuWorker:
             settle(job.future, error=exc)
             return
         settle(job.future, result=finished)
-
-
-def settle(future: Future[OcrResult], *, result: OcrResult | None = None, error: BaseException | None = None
-           ) -> None:
-    """Complete a request's future unless it already is (its handler may have cancelled it meanwhile)."""
-    try:
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)  # type: ignore[arg-type]  # no error: the caller passes a result
-    except InvalidStateError:
-        pass

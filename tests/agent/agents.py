@@ -11,7 +11,9 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.serving.config import load_config
+from vkocr.agent.serving.jobs import Job
 from vkocr.agent.serving.server import BackgroundAgent, start_agent
 from vkocr.v1 import ocr_pb2
 
@@ -44,6 +46,12 @@ def word_png(text: str, size: int = 28) -> bytes:
 def lot_number(i: int) -> str:
     """Distinct, reliably recognised words: LOT0000, LOT0001, …"""
     return f"LOT{i:04d}"
+
+
+def rec_job(pipeline: OcrPipeline, i: int, kind: type[Job] = Job) -> Job:
+    """A worker job that reads lot_number(i) from its word image, recognition only (no det, no cls)."""
+    options = pipeline.options.replace(use_det=False, use_cls=False)
+    return kind(f"job-{i}", word_pixels(lot_number(i)), options, pipeline.chain_for(options))
 
 
 def agent_config(**overrides: Any) -> Any:

@@ -48,7 +48,8 @@ def test_bench_agent_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert (r["clients"], r["modes"]) == ([1], ["unary", "stream"])
     assert [(run["run"], run["mode"], run["overlap"]) for run in r["runs"]] == [
         (run.name, mode, run.overlap) for run in RUNS for mode in ("unary", "stream")]
-    assert [run["plugins"] for run in r["runs"]] == [[]] * 2 + [["regex_fields", "merge_lines"]] * 4
+    assert [run["plugins"] for run in r["runs"]] == [[]] * 6 + [["regex_fields", "merge_lines"]] * 4
+    assert [run["gpu_lanes"] for run in r["runs"]] == [1, 1, 2, 2, 1, 1, 1, 1, 1, 1]
     for run in r["runs"]:
         (level,) = run["levels"]
         assert (level["clients"], level["mode"], level["requests"], level["ok"], level["errors"]) == (
@@ -63,7 +64,10 @@ def test_bench_agent_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert r["levels"] == r["runs"][0]["levels"] and r["gpu_busy_fraction"] == r["levels"][0]["gpu_busy_fraction"]
     assert [(g["mode"], g["clients"]) for g in r["overlap"]] == [("unary", 1), ("stream", 1)]
     assert all(g["throughput_ratio"] > 0 for g in r["overlap"])
-    assert "bench agent: default: warm-up 1/1 word.png" in err  # progress goes to stderr
+    for gain in ("lanes", "decode_processes"):
+        assert [(g["mode"], g["clients"]) for g in r[gain]] == [("unary", 1), ("stream", 1)]
+        assert all(g["throughput_ratio"] > 0 for g in r[gain])
+    assert "bench agent: default: warm-up 1/1 (pass 1/1) word.png" in err  # progress goes to stderr
     reference = r["reference"]
     assert reference["label"] == "RapidOCR 3.10.0" and reference["images_per_s"] > 0 and reference["median_ms"] > 0
     for run in r["runs"]:
@@ -72,7 +76,7 @@ def test_bench_agent_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
     table = format_agent_results(r).splitlines()
     assert table[0].startswith(f"machine: {r['machine']['cpu']} (")
-    assert [line.split("  ")[0] for line in table[3:9]] == [row["name"] for row in r["runs"]]
+    assert [line.split("  ")[0] for line in table[3:13]] == [row["name"] for row in r["runs"]]
     assert table[-1].startswith("  stream   1 clients: ") and table[-1].endswith("x")
     assert any(line.startswith("RapidOCR 3.10.0, one process, one image at a time: ") for line in table)
 

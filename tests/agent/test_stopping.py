@@ -14,7 +14,7 @@ from vkocr.agent.errors import RequestStopped, StopWho
 from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
-from vkocr.agent.serving.worker import Job
+from vkocr.agent.serving.jobs import Job
 from vkocr.postproc.registry import PluginChain
 
 IMAGE = COMPAT_IMAGES / "ch_en_num.jpg"  # several lines: every stage runs, and rec in more than one batch

@@ -28,12 +28,13 @@ from tests.agent.agents import FONT, agent_config, word_pixels
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline, StopCheck, warm_plan_shapes
 from vkocr.agent.serving.client import OcrClient
+from vkocr.agent.serving.jobs import Job
 from vkocr.agent.serving.metrics import Metrics
 from vkocr.agent.serving.plans import ModelPlans, PlanLedger, PlanStats, largest_first, warm_pipeline
 from vkocr.agent.serving.proto_enums import enum_name
 from vkocr.agent.serving.server import Agent, start_agent
 from vkocr.agent.serving.state import ServingState, StateBoard, StateSnapshot
-from vkocr.agent.serving.worker import GpuWorker, Job
+from vkocr.agent.serving.worker import GpuWorker
 from vkocr.engine.errors import DeviceLost, OutOfMemory, VulkanError
 from vkocr.postproc.registry import build_chain
 from vkocr.postproc.result import OcrResult

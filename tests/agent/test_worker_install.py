@@ -8,27 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.agent.agents import lot_number, word_pixels
+from tests.agent.agents import lot_number, rec_job
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.serving.state import ServingState, StateBoard
-from vkocr.agent.serving.worker import GpuWorker, Job
+from vkocr.agent.serving.worker import GpuWorker
 
 
 def never_opened() -> OcrPipeline:
     raise AssertionError("the worker opened a pipeline of its own instead of serving the installed one")
-
-
-def rec_job(pipeline: OcrPipeline, i: int) -> Job:
-    options = pipeline.options.replace(use_det=False, use_cls=False)
-    return Job(f"job-{i}", word_pixels(lot_number(i)), options, pipeline.chain_for(options))
-
-
-@pytest.fixture
-def first() -> Iterator[OcrPipeline]:
-    pipeline = OcrPipeline.open("llvmpipe")
-    yield pipeline
-    if pipeline.device is not None:  # the worker did not close it
-        pipeline.close()
 
 
 @pytest.fixture

@@ -1,0 +1,104 @@
+"""A request's work for the GPU worker (`Job`), how it completes (`settle`), and why a request got no result
+from the worker (the gRPC boundary, agent/serving/errors.py, maps each error to a status code)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vkocr.agent.errors import AgentError, StopWho
+from vkocr.agent.ocr.options import OcrOptions
+from vkocr.postproc.registry import PluginChain
+from vkocr.postproc.result import OcrResult
+
+
+class WorkerError(AgentError):
+    """Base of why a request got no result from the worker (the gRPC boundary, agent/serving/errors.py, maps
+    each subclass to a status code); raised only as one of its subclasses."""
+
+
+class QueueFull(WorkerError):
+    """Raised by `submit` when the bounded queue in front of the GPU is full."""
+
+
+class NotServing(WorkerError):
+    """Raised when the agent is not serving: no models loaded, loading, rebuilding, failed, or stopped before
+    the request reached the GPU."""
+
+
+class DeadlineDropped(WorkerError):
+    """Raised when a request's deadline passed before its GPU work started (the worker drops it), or before
+    its answer was ready (the service's log line and status for a handler gRPC cancelled at the deadline)."""
+
+
+class CancelledDropped(WorkerError):
+    """Raised when a request was cancelled (by its client, or by the agent's shutdown) before its GPU work
+    started; the request is dropped."""
+
+
+class DeviceFailed(WorkerError):
+    """Raised when a request's device stages failed with a Vulkan error and a rebuild and retry did not
+    recover (or the device cannot come back)."""
+
+
+@dataclass
+class Job:
+    """One request's work for the worker. Its handler calls `cancel` when the answer is no longer wanted; the
+    worker then drops the job, or stops it at its next stage boundary."""
+
+    request_id: str
+    image: np.ndarray  # decoded H×W×3 uint8 RGB
+    options: OcrOptions
+    chain: PluginChain
+    deadline: float | None = None  # time.monotonic() after which the answer is useless
+    model_version: str = ""  # the version and device that answered, set by the worker when the job runs
+    device_name: str = ""
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    cancelled_by: StopWho = "client"  # who cancelled, once `cancelled` is set
+    future: Future[OcrResult] = field(default_factory=Future)
+    enqueued: float = field(default_factory=time.monotonic)
+
+    def cancel(self, who: StopWho) -> None:
+        """The answer is no longer wanted (any thread): `who` is the client, the deadline or the shutdown."""
+        self.cancelled_by = who
+        self.cancelled.set()
+
+    def begin(self) -> StopWho | None:
+        """Mark the job running, unless its answer is no longer wanted: then who no longer wants it. From
+        RUNNING on, the future cannot be cancelled and the job stops at its next stage boundary instead."""
+        who = self.stop_reason()
+        if who is None and not self.future.set_running_or_notify_cancel():  # the handler's wait was cancelled
+            who = self.stop_reason() or "client"  # its handler names who, unless it has not got that far
+        return who
+
+    def stop_reason(self) -> StopWho | None:
+        """Who no longer wants the answer, None while it is still wanted (asked between stages)."""
+        if self.cancelled.is_set():
+            return self.cancelled_by
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return "deadline"
+        return None
+
+
+def dropped_error(who: StopWho, waited_ms: float) -> WorkerError:
+    """Why a job was dropped before any GPU work: its deadline passed, or `who` cancelled it."""
+    if who == "deadline":
+        return DeadlineDropped(f"deadline passed after {waited_ms:.0f} ms in the queue, before any GPU work")
+    by = "the agent's shutdown" if who == "shutdown" else "the client"
+    return CancelledDropped(f"cancelled by {by} before the GPU work started")
+
+
+def settle(future: Future[OcrResult], *, result: OcrResult | None = None, error: BaseException | None = None
+           ) -> None:
+    """Complete a request's future unless it already is (its handler may have cancelled it meanwhile)."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]  # no error: the caller passes a result
+    except InvalidStateError:
+        pass
