@@ -108,7 +108,7 @@ def parse_clients(text: str) -> tuple[int, ...]:
 
 
 def parse_runs(text: str) -> tuple[str, ...]:
-    """``"default,one-lane"`` → those runs' names; argparse type of ``--runs``."""
+    """``"default,two-lanes"`` → those runs' names; argparse type of ``--runs``."""
     import argparse
 
     keys = tuple(part.strip() for part in text.split(",") if part.strip())
@@ -420,7 +420,8 @@ def unary_client(client: Any, requests: list[Any], next_index: Any, answers: lis
             response = client.ocr_stub.Recognize(requests[index])
         except grpc.RpcError as err:
             code = err.code().name if isinstance(err, grpc.Call) else "UNKNOWN"
-            answers.append((index, 0.0, code, [err.details() or "" if isinstance(err, grpc.Call) else ""], {}))
+            details = (err.details() or "") if isinstance(err, grpc.Call) else ""
+            answers.append((index, 0.0, code, [details], {}))
             continue
         answers.append(answer_of(index, (time.perf_counter() - began) * 1e3, response))
 
