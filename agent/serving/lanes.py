@@ -50,7 +50,6 @@ class Lane:
         self.index = index
         self.pipeline: OcrPipeline | None = None  # set once opened and warmed
         self.busy = threading.Lock()  # held while the lane takes or runs a request
-        self.running = ""  # the request id on this lane's device stages
         self._lanes = lanes
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(source,), name=f"vkocr-gpu-lane-{index}",
@@ -60,8 +59,8 @@ class Lane:
     def stop(self) -> None:
         self._stop.set()
 
-    def join(self, timeout: float | None = None) -> None:
-        self._thread.join(timeout)
+    def join(self) -> None:
+        self._thread.join()
 
     @property
     def alive(self) -> bool:
@@ -131,14 +130,14 @@ class Lanes:
                 assert pipeline is not None  # wanted > 0 only with a Vulkan pipeline
                 self._lanes.append(Lane(next(free), pipeline, self))
 
-    def stop(self, timeout: float | None = None) -> None:
+    def stop(self) -> None:
         """Stop every lane and wait for it: each finishes the request it runs and closes its device."""
         with self._lock:
             lanes, self._lanes = self._lanes, []
         for lane in lanes:
             lane.stop()
         for lane in lanes:
-            lane.join(timeout)
+            lane.join()
 
     @contextmanager
     def held(self) -> Iterator[None]:

@@ -97,7 +97,7 @@ class GpuWorker:
         self.loaded = threading.Event()
         self.dropped: Counter[str] = Counter()  # jobs dropped before GPU work: "cancelled", "deadline"
         self.stopped: Counter[str] = Counter()  # jobs stopped between stages, by who: "client", "deadline"…
-        self.running = ""  # the request id of the job on its device stages, "" between jobs
+        self.running = ""  # the request id of the job on this thread's device stages (not a lane's), "" between jobs
         self.warm_sizes = tuple(warm_sizes)  # (width, height) of the images whose plans are recorded first
         self._plans = PlanLedger()  # published by the worker thread only
         self._counts = threading.Lock()  # dropped and stopped are counted from the lanes too
@@ -290,11 +290,7 @@ class GpuWorker:
                     continue
                 self._notify_room()
             with self._busy:
-                try:
-                    self._process(job, resumed=handed_back)
-                except Exception as exc:  # a bug of ours must not stop the worker
-                    log.error("worker_error", request_id=job.request_id, error=repr(exc), exc_info=exc)
-                    settle(job.future, error=exc)
+                self._run_job(job, None, resumed=handed_back)
             self._settle(-1)
             if handed_back:  # served here after all: the failed lane opens again (a real loss rebuilt them all)
                 self._lanes.start(self.pipeline)
@@ -356,15 +352,21 @@ class GpuWorker:
 
     def _serve_on_lane(self, lane: Lane, job: Job) -> None:
         try:
-            self._process(job, lane)
+            self._run_job(job, lane)
         except LaneFailed:  # not settled: this thread serves it, and recovers the device if it must
             self._handed_back.put(job)
             self._wake.release()
             return
-        except Exception as exc:  # a bug of ours must not stop the lane
+        self._settle(-1)
+
+    def _run_job(self, job: Job, lane: Lane | None, *, resumed: bool = False) -> None:
+        try:
+            self._process(job, lane, resumed=resumed)
+        except LaneFailed:
+            raise
+        except Exception as exc:  # a bug of ours must not stop the worker or its lane
             log.error("worker_error", request_id=job.request_id, error=repr(exc), exc_info=exc)
             settle(job.future, error=exc)
-        self._settle(-1)
 
     def _count(self, counter: Counter[str], key: str) -> None:
         with self._counts:
@@ -378,8 +380,6 @@ class GpuWorker:
         started = time.monotonic()
         if lane is None:
             self.running = job.request_id
-        else:
-            lane.running = job.request_id
         try:
             result = lane.recognize(job) if lane is not None else self._recognize_with_recovery(job)
         except LaneFailed:
@@ -398,8 +398,6 @@ class GpuWorker:
         finally:
             if lane is None:
                 self.running = ""
-            else:
-                lane.running = ""
         self._publish(lane)  # before the answer leaves: a client that got it sees its plans
         pipeline = lane.pipeline if lane is not None else self.pipeline
         assert pipeline is not None  # it just answered (after a rebuild, the new one did)
