@@ -6,7 +6,8 @@ one RecognizeStream per client with one frame in flight (a camera that sends the
 answer). Per level: answered images per second, the clients' p50/p99 latency, errors by status code, answers
 whose texts are not their image's (mixed up), a stream's answers that carry another frame's request id
 (reordered) and requests that got nothing back, the GPU's busy fraction (its timestamps over the
-level's wall time) and the agent process's CPU time over wall time (cores in use).
+level's wall time, summed over the lanes' contexts, so two lanes can pass 1) and the agent process's CPU time
+over wall time (cores in use).
 
 The runs: the default deployment; the same with two GPU lanes (`server.gpu_lanes = 2`: what a second lane buys),
 and with decode processes (`server.decode_processes`, half the cores up to 8: what decoding off the agent's
@@ -26,26 +27,23 @@ import platform
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vkocr.agent.cli.bench_clients import client_process
 from vkocr.agent.cli.workspace import compat_images
 from vkocr.agent.errors import AgentError
 
 if TYPE_CHECKING:
-    from multiprocessing.connection import Connection
-
     from vkocr.agent.serving.server import BackgroundAgent
     from vkocr.v1 import ocr_pb2
 
 DEFAULT_CLIENTS = (1, 4, 16, 64)
 MODES = ("unary", "stream")
 MISMATCH = "WRONG_TEXTS"  # an answer whose texts are not its image's: counted with the errors
-REORDERED = "WRONG_ORDER"  # a stream's answer that carries another frame's request id
 UNANSWERED = "NO_ANSWER"  # a request the clients sent (or meant to) that got neither an answer nor an error
 CLIENT_START_S = 120.0  # the client process imports gRPC and connects every channel within this
 PLUGINS = ("regex_fields", "merge_lines")
@@ -327,8 +325,11 @@ def measure_level(background: BackgroundAgent, requests: Path, expected: list[li
         worker = background.agent.worker
         busy = worker.gpu_busy_seconds()
         cpu = sum(os.times()[:2])
+        # the busy and CPU times are over this process's own interval, which holds the clients' wall
+        measured = time.perf_counter()
         ours.send("go")
         answers, wall = ours.recv()
+        measured = time.perf_counter() - measured
         cpu = sum(os.times()[:2]) - cpu
         busy = worker.gpu_busy_seconds() - busy
     finally:
@@ -358,107 +359,10 @@ def measure_level(background: BackgroundAgent, requests: Path, expected: list[li
         "wall_s": wall, "images_per_s": len(latencies) / wall if wall > 0 else 0.0,
         "p50_ms": percentile(latencies, 50) if latencies else 0.0,
         "p99_ms": percentile(latencies, 99) if latencies else 0.0,
-        "gpu_busy_fraction": busy / wall if wall > 0 else 0.0,
-        "agent_cpu_cores": cpu / wall if wall > 0 else 0.0,
+        "gpu_busy_fraction": busy / measured,
+        "agent_cpu_cores": cpu / measured,
         "server_median_ms": {k: statistics.median(s.get(k, 0.0) for s in stages) for k in keys},
     }
-
-
-# index, ms, error code, texts (for an error: its message), stages
-Answer = tuple[int, float, str | None, list[str] | None, dict[str, float]]
-
-
-def client_process(conn: Connection, target: str, requests_path: str, clients: int, mode: str) -> None:
-    """The clients of one level (another process): connect `clients` channels, say "ready", wait for "go",
-    then take the requests in turn until none is left; send back every answer and the wall time from "go"."""
-    from vkocr.agent.serving.client import OcrClient
-    from vkocr.v1 import ocr_pb2
-
-    requests = [ocr_pb2.RecognizeRequest.FromString(b) for b in pickle.loads(Path(requests_path).read_bytes())]
-    channels = [OcrClient(target) for _ in range(clients)]
-    try:
-        for client in channels:
-            client.health(timeout=60)  # connected before the clock starts
-        taken = iter(range(len(requests)))
-        take = threading.Lock()
-        answers: list[Answer] = []
-
-        def next_index() -> int | None:
-            with take:
-                return next(taken, None)
-
-        loop = unary_client if mode == "unary" else stream_client
-        threads = [threading.Thread(target=loop, args=(c, requests, next_index, answers), daemon=True)
-                   for c in channels]
-        conn.send("ready")
-        conn.recv()
-        began = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        conn.send((answers, time.perf_counter() - began))
-    finally:
-        for client in channels:
-            client.close()
-        conn.close()
-
-
-def answer_of(index: int, took_ms: float, response: ocr_pb2.RecognizeResponse) -> Answer:
-    from vkocr.agent.serving.durations import ms_of
-
-    return (index, took_ms, None, [line.text for line in response.lines],
-            {stage: ms_of(spent) for stage, spent in response.timings.items()})
-
-
-def unary_client(client: Any, requests: list[Any], next_index: Any, answers: list[Answer]) -> None:
-    import grpc
-
-    while (index := next_index()) is not None:
-        began = time.perf_counter()
-        try:
-            response = client.ocr_stub.Recognize(requests[index])
-        except grpc.RpcError as err:
-            code = err.code().name if isinstance(err, grpc.Call) else "UNKNOWN"
-            details = (err.details() or "") if isinstance(err, grpc.Call) else ""
-            answers.append((index, 0.0, code, [details], {}))
-            continue
-        answers.append(answer_of(index, (time.perf_counter() - began) * 1e3, response))
-
-
-def stream_client(client: Any, requests: list[Any], next_index: Any, answers: list[Answer]) -> None:
-    """One RecognizeStream; the next frame goes once the last one's answer is in."""
-    import queue
-
-    import grpc
-    from google.rpc import code_pb2
-
-    from vkocr.v1 import ocr_pb2
-
-    turn: queue.Queue[None] = queue.Queue()
-    sent: list[tuple[int, float]] = []  # (index, send time) of each frame, in order
-
-    def frames() -> Any:
-        while (index := next_index()) is not None:
-            sent.append((index, time.perf_counter()))
-            yield ocr_pb2.RecognizeStreamRequest(request=requests[index])
-            turn.get()  # its answer came
-
-    try:
-        for n, frame in enumerate(client.ocr_stub.RecognizeStream(frames())):
-            index, began = sent[n]
-            took = (time.perf_counter() - began) * 1e3
-            if frame.request_id != requests[index].request_id:  # answers come in request order
-                answers.append((index, took, REORDERED, None, {}))
-            elif frame.HasField("error"):
-                answers.append((index, took, code_pb2.Code.Name(frame.error.code), [frame.error.message], {}))
-            else:
-                answers.append(answer_of(index, took, frame.response))
-            turn.put(None)
-    except grpc.RpcError as err:  # the stream broke: its frames without an answer count as its code
-        code, details = (err.code().name, err.details() or "") if isinstance(err, grpc.Call) else ("UNKNOWN", "")
-        answered = {a[0] for a in answers}
-        answers.extend((index, 0.0, code, [details], {}) for index, _ in sent if index not in answered)
 
 
 def gain(rows: list[dict[str, Any]], on_run: str, off_run: str) -> list[dict[str, Any]]:
