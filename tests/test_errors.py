@@ -77,7 +77,7 @@ ERRORS = _error_classes()
 
 def test_the_walk_finds_the_tree() -> None:
     assert len(ERRORS) >= 50  # 53 classes before the tree was made one
-    assert "vkocr.agent.serving.worker.QueueFull" in ERRORS and "vkocr.engine.errors.DeviceLost" in ERRORS
+    assert "vkocr.agent.serving.jobs.QueueFull" in ERRORS and "vkocr.engine.errors.DeviceLost" in ERRORS
 
 
 @pytest.mark.parametrize("name", sorted(ERRORS))

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
+from vkocr.agent.errors import AgentError
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.serving.jobs import Job
 from vkocr.engine.errors import VulkanError
@@ -33,8 +34,9 @@ log = get_logger(__name__)
 LANE_POLL_S = 0.05  # how often an idle lane looks up from the queue for a stop or a hold
 
 
-class LaneFailed(Exception):
-    """A lane's device failed on a request: the request goes back to the worker thread, the lane stops."""
+class LaneFailed(AgentError):
+    """Raised by `Lane.recognize` when the lane's device fails on a request; never reaches a client: the request goes
+    back to the worker thread, which serves it (and recovers the device if it must), and the lane stops."""
 
 
 def lane_count(configured: int, pipeline: OcrPipeline | None) -> int:
