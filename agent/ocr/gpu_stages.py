@@ -32,6 +32,7 @@ from vkocr.agent.ocr.image_kernels import (
     IMAGE_PARAMS_WORDS,
     RESIZE_PARAMS_WORDS,
     CropSlot,
+    ImageSource,
     crop_params,
     crop_params_words,
     image_params,
@@ -103,18 +104,30 @@ class DeviceImage:
     image is used as it is, else by the image_resize shader (RapidOCR's resize of an oversized image and its
     letterbox), which reads the raw image from staging. Both are recorded once per MiB of output and replayed.
     Staging grows with the largest raw image seen (an image of more than 2000 px a side arrives whole), up to
-    max_staging bytes (GpuStages.load resizes a bigger one on the host)."""
+    max_staging bytes (GpuStages.load resizes a bigger one on the host).
+    The buffer holds `slots` images of up to `capacity` bytes each, one after another (slot k from byte
+    offset(k)): the crops of several requests' images can then go through one cls or rec batch."""
 
-    def __init__(self, device: Device, capacity: int, max_staging: int = DEFAULT_MAX_STAGING) -> None:
+    def __init__(self, device: Device, capacity: int, max_staging: int = DEFAULT_MAX_STAGING, slots: int = 1
+                 ) -> None:
         self.device, self.capacity, self.max_staging = device, capacity, max_staging
-        self.tensor = device.tensor((-(-capacity // 4),), np.uint32)
+        if slots < 1:
+            raise KernelArgumentError(f"{slots} image slots; at least 1")
+        self.slot_bytes = -(-capacity // device.alignment) * device.alignment  # each slot aligned for binding
+        self.tensor = device.tensor((slots * self.slot_bytes // 4,), np.uint32)
+        self.slots = [Tensor(self.tensor.alloc.sub(k * self.slot_bytes, self.slot_bytes), (self.slot_bytes // 4,),
+                             np.dtype(np.uint32)) for k in range(slots)]
         self.staging = HostBuffer(device, -(-capacity // 4))
         self.resize_params = HostBuffer(device, RESIZE_PARAMS_WORDS)
-        self._recordings: dict[tuple[str, int], Recorder] = {}
+        self._recordings: dict[tuple[str, int, int], Recorder] = {}  # (kind, bytes, slot)
         self._pending: Recorder | None = None
         # threads start on the first large image (ThreadPoolExecutor makes them on demand)
         self._copiers = (ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="vkocr-staging")
                          if COPY_THREADS > 1 else None)
+
+    def offset(self, slot: int) -> int:
+        """Where image slot `slot` starts in the buffer, in bytes."""
+        return slot * self.slot_bytes
 
     def settle(self) -> None:
         """Wait for the last copy or resize (staging may be rewritten after this)."""
@@ -149,39 +162,41 @@ class DeviceImage:
                                       f"({self.staging.alloc.nbytes} bytes, at most {self.max_staging})")
         self.staging.write_image(image, self._copiers)
 
-    def _replay(self, kind: str, nbytes: int, record: Callable[[Recorder, int], None]) -> None:
-        """Submit the recording of `kind` for `nbytes` of output without waiting for it: the stage submitted
-        next on the queue starts with a full barrier, so it reads the whole image, and its fence covers this
-        submission too (one round trip less)."""
-        size = min(self.tensor.nbytes, -(-max(nbytes, 1) // COPY_GRANULE) * COPY_GRANULE)
-        rec = self._recordings.get((kind, size))
+    def _replay(self, kind: str, nbytes: int, slot: int, record: Callable[[Recorder, int, Tensor], None]) -> None:
+        """Submit the recording of `kind` for `nbytes` of output into image slot `slot` without waiting for it:
+        the stage submitted next on the queue starts with a full barrier, so it reads the whole image, and its
+        fence covers this submission too (one round trip less)."""
+        if not 0 <= slot < len(self.slots):
+            raise KernelArgumentError(f"image slot {slot} outside 0..{len(self.slots) - 1}")
+        size = min(self.slot_bytes, -(-max(nbytes, 1) // COPY_GRANULE) * COPY_GRANULE)
+        rec = self._recordings.get((kind, size, slot))
         if rec is None:
-            rec = self._recordings[(kind, size)] = Recorder(self.device)
-            record(rec, size)
+            rec = self._recordings[(kind, size, slot)] = Recorder(self.device)
+            record(rec, size, self.slots[slot])
             rec.end()
         rec.submit()
         self._pending = rec
 
-    def copy(self, image: np.ndarray) -> None:
-        """The image (H×W×3 uint8, at most the capacity) as it is."""
-        def record(rec: Recorder, size: int) -> None:
-            src, dst = self.staging.tensor.view, self.tensor.view
+    def copy(self, image: np.ndarray, slot: int = 0) -> None:
+        """The image (H×W×3 uint8, at most the capacity) as it is, into image slot `slot`."""
+        def record(rec: Recorder, size: int, out: Tensor) -> None:
+            src, dst = self.staging.tensor.view, out.view
             rec.copy(BufferView(src.buffer, src.offset, size), BufferView(dst.buffer, dst.offset, size))
 
         self._stage(image)
-        self._replay("copy", image.nbytes, record)
+        self._replay("copy", image.nbytes, slot, record)
 
-    def resize(self, image: np.ndarray, out_h: int, out_w: int, pad_top: int) -> None:
+    def resize(self, image: np.ndarray, out_h: int, out_w: int, pad_top: int, slot: int = 0) -> None:
         """The image (H×W×3 uint8, any size staging can hold) resized to out_h × out_w as cv2.resize
-        INTER_LINEAR does, with pad_top black rows above and below."""
-        def record(rec: Recorder, size: int) -> None:
-            record_image_resize(rec, self.staging.tensor, self.resize_params.tensor, self.tensor, words=size // 4)
+        INTER_LINEAR does, with pad_top black rows above and below, into image slot `slot`."""
+        def record(rec: Recorder, size: int, out: Tensor) -> None:
+            record_image_resize(rec, self.staging.tensor, self.resize_params.tensor, out, words=size // 4)
 
         h, w = image.shape[:2]
         params = resize_params(h, w, out_h, out_w, pad_top=pad_top, out_capacity=self.capacity)
         self._stage(image)
         self.resize_params.write(params)
-        self._replay("resize", (out_h + 2 * pad_top) * out_w * 3, record)
+        self._replay("resize", (out_h + 2 * pad_top) * out_w * 3, slot, record)
 
     def close(self) -> None:
         try:
@@ -234,15 +249,24 @@ class ArgmaxReadback:
 
 
 class GpuStages:
+    """`image_slots`: images held on the device at once (load's slot), so that one cls or rec batch may hold the
+    crops of several; each slot costs image_capacity bytes of device memory."""
+
     def __init__(self, device: Device, model_paths: Mapping[str, Path], *, max_batch: int = 64,
-                 image_capacity: int = DEFAULT_IMAGE_CAPACITY, max_staging_bytes: int = DEFAULT_MAX_STAGING) -> None:
+                 image_capacity: int = DEFAULT_IMAGE_CAPACITY, max_staging_bytes: int = DEFAULT_MAX_STAGING,
+                 image_slots: int = 1) -> None:
         self.device = device
         self.backend = f"vulkan ({device.info.name})"
         self.model_paths = dict(model_paths)
         self.models = {role: Model.load(path, device) for role, path in model_paths.items()}
         self.max_batch = max_batch
         self.image_capacity = image_capacity
-        self.image = DeviceImage(device, image_capacity, max(max_staging_bytes, image_capacity))
+        binds = device.info.max_storage_buffer_range // image_capacity  # the shaders bind every slot at once
+        if image_slots > binds:
+            log.warning("image_slots_reduced", asked=image_slots, slots=max(binds, 1),
+                        reason=f"the device binds at most {device.info.max_storage_buffer_range} bytes")
+        self.image_slots = max(1, min(image_slots, binds))
+        self.image = DeviceImage(device, image_capacity, max(max_staging_bytes, image_capacity), self.image_slots)
         self.det_params = HostBuffer(device, IMAGE_PARAMS_WORDS)
         self.cls_params = HostBuffer(device, crop_params_words(max_batch))
         self.rec_params = HostBuffer(device, crop_params_words(max_batch))
@@ -256,10 +280,11 @@ class GpuStages:
         self.cls_hooks = StageHooks(lambda rec, x: record_crop_warp(rec, self.image.tensor, self.cls_params.tensor, x))
         self.rec_hooks = StageHooks(lambda rec, x: record_crop_warp(rec, self.image.tensor, self.rec_params.tensor, x),
                                     self._rec_epilogue, read_outputs=False)
-        self._image_hw: tuple[int, int] = (0, 0)
-        self._host_image: tuple[np.ndarray, Prepared] | None = None  # this request's, for a shape run on the CPU
+        self._slot = 0  # the slot loaded last, which detect reads
+        self._sources: dict[int, ImageSource] = {}  # by slot: the prepared image there
+        self._host_images: dict[int, tuple[np.ndarray, Prepared]] = {}  # by slot, for a shape run on the CPU
         self._cpu: Any = None  # OrtStages, made when a shape first needs it
-        self._cpu_image: np.ndarray | None = None  # the image _cpu has loaded
+        self._cpu_images: dict[int, np.ndarray] = {}  # by slot, the images _cpu has loaded
         self._on_cpu: set[tuple[str, tuple[int, ...]]] = set()  # shapes too large for this device's bindings
 
     def _det_epilogue(self, rec: Recorder, outputs: dict[str, Tensor]) -> None:
@@ -270,10 +295,11 @@ class GpuStages:
         (probs,) = outputs.values()
         self._argmax.record(rec, probs)
 
-    def load(self, image: np.ndarray, prep: Prepared) -> None:
-        """Prepare this request's image (H×W×3 uint8) as ``prep`` says where every stage's shaders read it: a
-        resize and letterbox in a shader; on the host in the rare case of two resizes, and for an image too big
-        for staging (max_staging_bytes, or the host-visible memory there is)."""
+    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0) -> None:
+        """Prepare this request's image (H×W×3 uint8) as ``prep`` says into image slot `slot`, where every stage's
+        shaders read it: a resize and letterbox in a shader; on the host in the rare case of two resizes, and
+        for an image too big for staging (max_staging_bytes, or the host-visible memory there is). detect reads
+        the image loaded last; crops name their slot."""
         if len(prep.sizes) > 1 or not self.image.can_stage(image.nbytes):
             image, prep = prepared_image(image, prep, resize_linear_u8), unchanged(*prep.shape)
         h, w = prep.shape
@@ -282,11 +308,13 @@ class GpuStages:
                                       f"buffer holds {self.image_capacity}")
         if prep.sizes or prep.pad_top:
             out_h, out_w = prep.sizes[0] if prep.sizes else image.shape[:2]
-            self.image.resize(image, out_h, out_w, prep.pad_top)
+            self.image.resize(image, out_h, out_w, prep.pad_top, slot)
         else:
-            self.image.copy(image)
-        self._image_hw = (h, w)
-        self._host_image, self._cpu_image = (image, prep), None
+            self.image.copy(image, slot)
+        self._slot = slot
+        self._sources[slot] = ImageSource(h, w, self.image.offset(slot))
+        self._host_images[slot] = (image, prep)
+        self._cpu_images.pop(slot, None)
 
     def _plan(self, role: str, shape: tuple[int, ...], hooks: StageHooks) -> Plan | None:
         """The plan, or None when this shape's tensors are larger than the device binds (the CPU runs it)."""
@@ -306,24 +334,26 @@ class GpuStages:
         """(model role, input shape) of the shapes run on the CPU: too large for this device's bindings."""
         return sorted(self._on_cpu)
 
-    def _cpu_stages(self) -> Any:
-        """The CPU backend's stages with this request's image loaded (sessions made on first use)."""
+    def _cpu_stages(self, slots: Sequence[int] = ()) -> Any:
+        """The CPU backend's stages with the images of `slots` loaded, and the last loaded image last (which its
+        detect reads); sessions made on first use."""
         from vkocr.agent.ocr.ort_stages import OrtStages
 
         if self._cpu is None:
             self._cpu = OrtStages(self.model_paths)
-        assert self._host_image is not None, "load() first"
-        image, prep = self._host_image
-        if self._cpu_image is not image:
-            self._cpu.load(image, prep)
-            self._cpu_image = image
+        for slot in [*sorted(set(slots) - {self._slot}), self._slot]:
+            image, prep = self._host_images[slot]
+            if self._cpu_images.get(slot) is not image:
+                self._cpu.load(image, prep, slot)
+                self._cpu_images[slot] = image
         return self._cpu
 
     def detect(self, det_h: int, det_w: int, thresh: float = 0.3, use_dilation: bool = True) -> np.ndarray:
         """The probability map (a read-only view of the readback mapping, valid until the next detect); DB's
         bitmap of it for `thresh` and `use_dilation` comes with it (`db_bitmap`)."""
-        h, w = self._image_hw
-        self.det_params.write(image_params(h, w, det_h, det_w, capacity=self.image_capacity))
+        source = self._sources[self._slot]
+        self.det_params.write(image_params(source.height, source.width, det_h, det_w, offset=source.offset,
+                                           capacity=self.image.tensor.nbytes))
         self.db_params.write(db_bitmap_params(thresh, use_dilation))
         plan = self._plan("det", (1, 3, det_h, det_w), self.det_hooks)
         if plan is None:
@@ -347,8 +377,11 @@ class GpuStages:
     def _crop_params(self, crops: Sequence[CropSlot], batch: int, height: int, width: int) -> np.ndarray:
         if len(crops) > self.max_batch:
             raise KernelArgumentError(f"{len(crops)} crops in one batch; at most {self.max_batch}")
-        h, w = self._image_hw
-        return crop_params(h, w, crops, batch, height, width, capacity=self.image_capacity)
+        try:
+            sources = [self._sources[c.image] for c in crops]
+        except KeyError as exc:
+            raise KernelArgumentError(f"a crop of image slot {exc.args[0]}, where no image was loaded") from None
+        return crop_params(0, 0, crops, batch, height, width, sources=sources, capacity=self.image.tensor.nbytes)
 
     def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
         """Crops in a batch rounded up to a power of two (few plans); the warp zero-fills the spare slots."""
@@ -356,7 +389,7 @@ class GpuStages:
         self.cls_params.write(self._crop_params(crops, batch, height, width))
         plan = self._plan("cls", (batch, 3, height, width), self.cls_hooks)
         if plan is None:
-            return self._cpu_stages().classify(crops, height, width)
+            return self._cpu_stages([c.image for c in crops]).classify(crops, height, width)
         return plan.run()[plan.output_names[0]][: len(crops)]
 
     def recognize(self, crops: Sequence[CropSlot], height: int, width: int, batch: int = 0
@@ -367,7 +400,7 @@ class GpuStages:
         self.rec_params.write(self._crop_params(crops, batch, height, width))
         plan = self._plan("rec", (batch, 3, height, width), self.rec_hooks)
         if plan is None:
-            return self._cpu_stages().recognize(crops, height, width)
+            return self._cpu_stages([c.image for c in crops]).recognize(crops, height, width)
         plan.run()
         out_shape = plan.output_shapes[plan.output_names[0]]
         indices, values = self._argmax.read(tuple(out_shape[:-1]))

@@ -13,6 +13,7 @@ from vkocr.agent.ocr import image_reference as reference
 from vkocr.agent.ocr.image_kernels import CropSlot
 from vkocr.agent.ocr.image_reference import preprocess_image, resize_normalize_pad, rotate_crop
 from vkocr.agent.ocr.prep import Prepared, prepared_image
+from vkocr.engine.errors import KernelArgumentError
 
 
 class HostStages:
@@ -22,15 +23,20 @@ class HostStages:
     resize_u8 = staticmethod(reference.resize_linear_u8)
     warp = staticmethod(reference.warp_perspective_cubic)
 
+    image_slots = 64  # images held at once (load's slot): host memory, so as many as a batch may want
+
     def __init__(self) -> None:
-        self.image = np.zeros((1, 1, 3), np.uint8)
+        self.image = np.zeros((1, 1, 3), np.uint8)  # the last loaded, which detect reads
+        self.images: dict[int, np.ndarray] = {}  # by slot, which crops read
 
     def run_model(self, role: str, x: np.ndarray) -> np.ndarray:
         """The first output of model `role` ("det", "cls", "rec") for input `x`."""
         raise NotImplementedError
 
-    def load(self, image: np.ndarray, prep: Prepared) -> None:
-        self.image = prepared_image(image, prep, self.resize_u8)
+    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0) -> None:
+        if not 0 <= slot < self.image_slots:
+            raise KernelArgumentError(f"image slot {slot} outside 0..{self.image_slots - 1}")
+        self.image = self.images[slot] = prepared_image(image, prep, self.resize_u8)
 
     def detect(self, det_h: int, det_w: int, thresh: float = 0.3, use_dilation: bool = True) -> np.ndarray:
         return self.run_model("det", preprocess_image(self.image, det_h, det_w, resize=self.resize_u8))[0, 0]
@@ -46,7 +52,7 @@ class HostStages:
     def _batch(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
         items = []
         for c in crops:
-            warped = self.warp(self.image, c.inverse, c.width, c.height)
+            warped = self.warp(self.images[c.image], c.inverse, c.width, c.height)
             crop = rotate_crop(warped, c.rotate90, c.rotate180)
             items.append(resize_normalize_pad(crop, height, width, c.resized_w, resize=self.resize_u8))
         return np.stack(items)

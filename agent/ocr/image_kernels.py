@@ -22,13 +22,14 @@ Params layouts (uint32 words; floats as their bit patterns):
         0..7 as image_params   8 pad_top (black rows above the image, and as many below)
         9 total rows (out_h + 2 · pad_top)
     crop_params (CROP_HEADER_WORDS + CROP_SLOT_WORDS · batch):
-        header: 0 src_w   1 src_h   2 row_stride   3 offset   4 n_valid   5..7 0
-        slot b, at 8 + 16 b:
+        header: 4 n_valid   0..3, 5..7 0
+        slot b, at 8 + 20 b:
             0..8  the 3×3 matrix crop pixel (x, y, 1) → source pixel, row-major, float32 (cv::invert of
                   getPerspectiveTransform, cast to float32 as OpenCV's warp does)
             9 crop_w   10 crop_h   (the warp's size, before rotation)
             11 flags (1: np.rot90, 2: 180°)   12 resized_w
-            13 tie_x (float, rotated width → resized_w)   14 tie_y (float, rotated height → out H)   15 0
+            13 tie_x (float, rotated width → resized_w)   14 tie_y (float, rotated height → out H)
+            15 src_w   16 src_h   17 row_stride   18 offset   (the image this crop is cut from)   19 0
 
 `tie_*` is `resize_tie(src, dst)`: the sign and size of the double rounding error in cv2's resize scale,
 which decides the rare source coordinates that fall exactly halfway between two float32 values.
@@ -59,8 +60,9 @@ from vkocr.engine.tensor import Tensor
 
 __all__ = [
     "CROP_HEADER_WORDS", "CROP_SLOT_WORDS", "IMAGE_PARAMS_WORDS", "MAX_SIDE", "RESIZE_PARAMS_WORDS", "CropSlot",
-    "crop_geometry", "crop_params", "crop_params_words", "crop_slot", "crop_slots", "det_input_size", "image_params",
-    "record_crop_warp", "record_image_preprocess", "record_image_resize", "resize_params", "resize_tie", "rgb_words",
+    "ImageSource", "crop_geometry", "crop_params", "crop_params_words", "crop_slot", "crop_slots", "det_input_size",
+    "image_params", "record_crop_warp", "record_image_preprocess", "record_image_resize", "resize_params",
+    "resize_tie", "rgb_words",
 ]
 
 IMAGE_PREPROCESS = KernelDef("ocr/image_preprocess", ("r", "r", "w"), 32)
@@ -69,7 +71,7 @@ IMAGE_RESIZE = KernelDef("ocr/image_resize", ("r", "r", "w"), 4)
 IMAGE_PARAMS_WORDS = 8
 RESIZE_PARAMS_WORDS = 10
 CROP_HEADER_WORDS = 8
-CROP_SLOT_WORDS = 16
+CROP_SLOT_WORDS = 20
 MAX_SIDE = 32768  # any image or output side; the shaders' integer coordinate arithmetic stays in int32
 PREPROCESS_LOCAL = (16, 16, 1)
 CROP_LOCAL = (64, 1, 1)
@@ -165,6 +167,15 @@ def resize_params(src_h: int, src_w: int, out_h: int, out_w: int, *, pad_top: in
 
 
 @dataclass(frozen=True)
+class ImageSource:
+    """Where record_crop_warp finds one image in its image buffer: packed RGB rows of 3 · width bytes."""
+
+    height: int
+    width: int
+    offset: int = 0  # bytes
+
+
+@dataclass(frozen=True)
 class CropSlot:
     """One crop for record_crop_warp: what get_rotate_crop_image and resize_norm_img derive from a quad."""
 
@@ -174,6 +185,7 @@ class CropSlot:
     rotate90: bool  # np.rot90 (height / width >= 1.5)
     rotate180: bool  # the classifier's 180° verdict
     resized_w: int  # width after resizing to the model's height (before zero padding)
+    image: int = 0  # the image slot it is cut from (Stages.load's slot): one batch may hold several images' crops
 
     @property
     def model_size(self) -> tuple[int, int]:
@@ -184,12 +196,12 @@ class CropSlot:
         """This slot with resized_w as resize_norm_img computes it for an out_h-high, max_w-wide input."""
         width, height = self.model_size
         return CropSlot(self.inverse, self.width, self.height, self.rotate90, self.rotate180,
-                        resized_width(width, height, out_h, max_w))  # not dataclasses.replace: 3× faster
+                        resized_width(width, height, out_h, max_w), self.image)  # not dataclasses.replace: 3× faster
 
 
-def crop_slots(quads: np.ndarray, out_h: int, max_w: int) -> list[CropSlot]:
-    """crop_slot of N quads (N, 4, 2), their geometry computed in one batch."""
-    return [CropSlot(inverse, w, h, h * 1.0 / w >= ROTATE90_RATIO, False, 0).fitted(out_h, max_w)
+def crop_slots(quads: np.ndarray, out_h: int, max_w: int, image: int = 0) -> list[CropSlot]:
+    """crop_slot of N quads (N, 4, 2) of image slot `image`, their geometry computed in one batch."""
+    return [CropSlot(inverse, w, h, h * 1.0 / w >= ROTATE90_RATIO, False, 0, image).fitted(out_h, max_w)
             for w, h, inverse in crop_geometries(quads)]
 
 
@@ -213,13 +225,21 @@ def crop_params_words(batch: int) -> int:
 
 
 def crop_params(src_h: int, src_w: int, slots: Sequence[CropSlot], batch: int, out_h: int, out_w: int, *,
-                row_stride: int | None = None, offset: int = 0, capacity: int | None = None) -> np.ndarray:
+                row_stride: int | None = None, offset: int = 0, capacity: int | None = None,
+                sources: Sequence[ImageSource] | None = None) -> np.ndarray:
     """The params words of record_crop_warp for an output tensor (batch, 3, out_h, out_w): slots[b] fills slot
-    b, the remaining slots are written with zeros."""
+    b, the remaining slots are written with zeros. Every crop is cut from the src_h × src_w image at `offset`,
+    or, with `sources`, crop b from sources[b] (crops of several images in one batch)."""
     if len(slots) > batch:
         raise KernelArgumentError(f"{len(slots)} crops for a batch of {batch}")
+    if sources is not None and len(sources) != len(slots):
+        raise KernelArgumentError(f"{len(sources)} image sources for {len(slots)} crops")
+    if sources is None:
+        source_words = [_source_words(src_h, src_w, row_stride, offset, capacity)] * len(slots)
+    else:
+        checked = {src: _source_words(src.height, src.width, None, src.offset, capacity) for src in set(sources)}
+        source_words = [checked[src] for src in sources]
     words = np.zeros(crop_params_words(batch), np.uint32)
-    words[:4] = _source_words(src_h, src_w, row_stride, offset, capacity)
     words[4] = len(slots)
     if not slots:
         return words
@@ -244,6 +264,7 @@ def crop_params(src_h: int, src_w: int, slots: Sequence[CropSlot], batch: int, o
     table = words[CROP_HEADER_WORDS:CROP_HEADER_WORDS + CROP_SLOT_WORDS * len(slots)].reshape(len(slots), -1)
     table[:, :9] = matrices.view(np.uint32)
     table[:, 9:15] = rows
+    table[:, 15:19] = source_words
     return words
 
 

@@ -46,9 +46,11 @@ class Stages(Protocol):
 
     backend: str
     max_batch: int  # crops one classify or recognize call takes
+    image_slots: int  # images held at once: a batch may hold crops of each (CropSlot.image names the slot)
 
-    def load(self, image: np.ndarray, prep: Prepared) -> None:
-        """The image (H×W×3 uint8 RGB), prepared as ``prep`` says, that the next stages read."""
+    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0) -> None:
+        """The image (H×W×3 uint8 RGB), prepared as ``prep`` says, into image slot `slot`: detect reads the one
+        loaded last, crops the one their slot names."""
 
     def detect(self, det_h: int, det_w: int, thresh: float = 0.3, use_dilation: bool = True) -> np.ndarray:
         """Probability map (det_h × det_w) of the loaded image resized to det_h × det_w (valid until the next

@@ -4,8 +4,9 @@
 // uint8) of the crop, whose pixels are computed on the fly as cv2.warpPerspective INTER_CUBIC /
 // BORDER_REPLICATE (OpenCV 5's float32 path) of quad b, turned by np.rot90 and / or 180° as the slot's flags
 // say; then (float32(v / 255) - 0.5) / 0.5 into planes B, G, R. Columns from resized_w on, and slots from
-// n_valid on, are 0. Per-request values (image size / stride / offset, n_valid, per slot the crop → source
-// matrix, crop size, flags, resized width, tie-break terms) come from the params buffer (vk/kernels/image.py).
+// n_valid on, are 0. Per-request values (n_valid; per slot its source image's size / stride / offset, the crop →
+// source matrix, crop size, flags, resized width, tie-break terms) come from the params buffer
+// (agent/ocr/image_kernels.py); slots of one batch may read different images.
 //
 // Exactness: the source coordinates are computed in emulated double arithmetic, operation for operation as
 // cv2 does (see "double arithmetic" below); cv2's float32 fused multiply-adds are emulated with error-free
@@ -22,8 +23,8 @@ layout(push_constant) uniform Push {
     uint batch, cap_h, cap_w;  // the output tensor's shape (fixed per recording)
 } pc;
 
-const uint HEADER = 8u;  // src_w, src_h, stride, offset, n_valid, 0, 0, 0
-const uint SLOT = 16u;   // m[9], crop_w, crop_h, flags, resized_w, tie_x, tie_y, 0
+const uint HEADER = 8u;  // 0, 0, 0, 0, n_valid, 0, 0, 0
+const uint SLOT = 20u;   // m[9], crop_w, crop_h, flags, resized_w, tie_x, tie_y, src_w, src_h, stride, offset, 0
 const uint ROT90 = 1u, ROT180 = 2u;
 
 uint image_byte(uint i) {
@@ -320,11 +321,11 @@ void main() {
     if (ox >= pc.cap_w || oy >= pc.cap_h || b >= pc.batch) return;
     uint plane = pc.cap_h * pc.cap_w;
     uint o = 3u * b * plane + oy * pc.cap_w + ox;
-    src_w = prm[0];
-    src_h = prm[1];
-    src_stride = prm[2];
-    src_offset = prm[3];
     uint base = HEADER + SLOT * b;
+    src_w = prm[base + 15u];  // each slot names its own image: crops of several requests share a batch
+    src_h = prm[base + 16u];
+    src_stride = prm[base + 17u];
+    src_offset = prm[base + 18u];
     uint crop_w = prm[base + 9u], crop_h = prm[base + 10u], flags = prm[base + 11u];
     uint resized_w = min(prm[base + 12u], pc.cap_w);
     if (b >= min(prm[4], pc.batch) || ox >= resized_w || crop_w == 0u || crop_h == 0u || src_w == 0u

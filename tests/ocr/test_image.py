@@ -16,6 +16,7 @@ import pytest
 from tests.kernels.harness import check, fresh_rng, poisoned, release, run
 from vkocr.agent.ocr.image_kernels import (
     CropSlot,
+    ImageSource,
     crop_params,
     crop_params_words,
     crop_slot,
@@ -171,6 +172,35 @@ def test_crop_warp_matches_numpy(device: Device, out_h: int, out_w: int, batch: 
     release(device, image, params, out)
 
 
+def test_crop_warp_cuts_each_crop_from_its_own_image(device: Device) -> None:
+    """Crops of three images of different sizes, held one after another in one buffer, interleaved in one batch
+    (what batching several requests' lines together does): each crop is its own image's, borders included."""
+    rng, seed = fresh_rng()
+    sizes = [(211, 317), (64, 90), (150, 149)]
+    images = [random_image(rng, h, w) for h, w in sizes]
+    offsets = np.cumsum([0] + [4 * -(-(3 * h * w) // 4) for h, w in sizes])[:-1].tolist()  # word-aligned
+    buf = np.concatenate([np.pad(im.reshape(-1), (0, 4 * -(-im.size // 4) - im.size)) for im in images])
+    crops = [(k, q) for k, (h, w) in enumerate(sizes) for q in random_quads(rng, h, w, 3)]
+    order = rng.permutation(len(crops))
+    crops = [crops[i] for i in order]
+    slots = [crop_slot(q, 48, 320, rotate180=bool(rng.integers(2))) for _, q in crops]
+    sources = [ImageSource(*sizes[k], offsets[k]) for k, _ in crops]
+    image = device.upload(rgb_words(buf))
+    batch = len(slots) + 2
+    params = device.upload(crop_params(0, 0, slots, batch, 48, 320, sources=sources, capacity=buf.size))
+    out = poisoned(device, (batch, 3, 48, 320))
+    run(device, lambda rec: record_crop_warp(rec, image, params, out))
+    ref = np.zeros((batch, 3, 48, 320), np.float32)
+    for b, ((k, q), s) in enumerate(zip(crops, slots)):
+        ref[b] = resize_normalize_pad(warp_crop(images[k], q, rotate180=s.rotate180), 48, 320, s.resized_w)
+    assert_same_levels(device.download(out), ref, f"{len(slots)} crops of {len(sizes)} images in one batch", seed)
+    with pytest.raises(KernelArgumentError, match="2 image sources for 9 crops"):
+        crop_params(0, 0, slots, batch, 48, 320, sources=sources[:2])
+    with pytest.raises(KernelArgumentError, match="beyond"):
+        crop_params(0, 0, slots[:1], batch, 48, 320, sources=[ImageSource(211, 317, buf.size)], capacity=buf.size)
+    release(device, image, params, out)
+
+
 def test_one_recording_replayed_with_new_images_and_params(device: Device) -> None:
     """Image, det params and crop params are copied from host-visible staging inside the recording; three
     requests with different image sizes, output sizes, crops and counts reuse it unchanged."""
@@ -224,7 +254,7 @@ def test_argument_errors(device: Device) -> None:
             record_image_preprocess(rec, image, params, crops)
         with pytest.raises(KernelArgumentError, match="std"):
             record_image_preprocess(rec, image, params, out, std=(0.5, 0.0, 0.5))
-        with pytest.raises(KernelArgumentError, match="needs 40"):
+        with pytest.raises(KernelArgumentError, match=f"needs {crop_params_words(2)}"):
             record_crop_warp(rec, image, params, crops)
         assert rec.dispatch_count == 0
     with pytest.raises(KernelArgumentError, match="stride"):

@@ -1,0 +1,83 @@
+"""Several images on the device at once (GpuStages' image slots): one cls or rec batch holding crops of
+different images answers, crop by crop, exactly what each image's crops answer in a batch of their own; on
+lavapipe with the real PP-OCRv4 models, on fresh random images (outputs of one image's run compared with the
+mixed run's, so a crop read from the wrong image or slot fails)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from tests.kernels.harness import fresh_rng
+from vkocr.agent.ocr.gpu_stages import GpuStages
+from vkocr.agent.ocr.image_kernels import CropSlot, crop_slots
+from vkocr.agent.ocr.pipeline import ppocrv4_paths
+from vkocr.agent.ocr.prep import preparation
+from vkocr.engine.device import Device
+from vkocr.engine.errors import KernelArgumentError
+
+SIZES = [(180, 260), (96, 400), (2100, 240)]  # the last one is resized on the device (a side over 2000)
+
+
+@pytest.fixture(scope="module")
+def stages(device: Device) -> Iterator[GpuStages]:
+    paths = ppocrv4_paths()
+    gpu = GpuStages(device, {role: paths[role] for role in ("cls", "rec")}, image_slots=len(SIZES))
+    yield gpu
+    gpu.close()
+
+
+def random_crops(rng: np.random.Generator, h: int, w: int, n: int, image: int) -> list[CropSlot]:
+    quads = []
+    for _ in range(n):
+        x0, y0 = rng.uniform(0, w * 0.5), rng.uniform(0, h * 0.7)
+        x1, y1 = x0 + rng.uniform(20, w * 0.5), y0 + rng.uniform(8, 30)
+        quads.append([[x0, y0], [x1, y0 + rng.uniform(-2, 2)], [x1, y1], [x0, y1]])
+    return crop_slots(np.array(quads, np.float32), 48, 320, image=image)
+
+
+def load(stages: GpuStages, image: np.ndarray, slot: int) -> tuple[int, int]:
+    prep = preparation(*image.shape[:2], max_side_len=2000, min_side_len=30, min_height=30,
+                       width_height_ratio=-1, letterbox=True)
+    stages.load(image, prep, slot)
+    return prep.shape
+
+
+def test_a_batch_of_several_images_crops_answers_as_each_alone(stages: GpuStages) -> None:
+    rng, seed = fresh_rng()
+    images = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in SIZES]
+    alone_cls, alone_rec, crops = [], [], []
+    for slot, image in enumerate(images):
+        h, w = load(stages, image, 0)  # each alone, in slot 0
+        own = random_crops(rng, h, w, 2, image=0)
+        alone_cls.append(stages.classify([c.fitted(48, 192) for c in own], 48, 192))
+        alone_rec.append(stages.recognize([c.fitted(48, 320) for c in own], 48, 320, 6))
+        crops.append([CropSlot(c.inverse, c.width, c.height, c.rotate90, c.rotate180, c.resized_w, slot)
+                      for c in own])
+    for slot, image in enumerate(images):
+        load(stages, image, slot)
+    mixed = [crops[k][i] for i in range(2) for k in range(len(images))]  # interleaved: a0 b0 c0 a1 b1 c1
+    cls = stages.classify([c.fitted(48, 192) for c in mixed], 48, 192)
+    indices, values = stages.recognize([c.fitted(48, 320) for c in mixed], 48, 320, 6)
+    for n, (k, i) in enumerate((k, i) for i in range(2) for k in range(len(images))):
+        where = f"crop {i} of image {k} (seed {seed})"
+        np.testing.assert_allclose(cls[n], alone_cls[k][i], rtol=1e-5, atol=1e-6, err_msg=where)
+        np.testing.assert_array_equal(indices[n], alone_rec[k][0][i], err_msg=where)
+        np.testing.assert_allclose(values[n], alone_rec[k][1][i], rtol=1e-5, atol=1e-6, err_msg=where)
+
+
+def test_a_crop_of_an_empty_slot_or_past_the_slots_is_refused(device: Device, stages: GpuStages) -> None:
+    image = fresh_rng()[0].integers(0, 256, (60, 80, 3), dtype=np.uint8)
+    with pytest.raises(KernelArgumentError, match="image slot 3 outside 0..2"):
+        load(stages, image, 3)
+    paths = ppocrv4_paths()
+    fresh = GpuStages(device, {"cls": paths["cls"]}, image_slots=2)
+    try:
+        load(fresh, image, 0)
+        crop = random_crops(fresh_rng()[0], 60, 80, 1, image=1)
+        with pytest.raises(KernelArgumentError, match="image slot 1, where no image was loaded"):
+            fresh.classify([c.fitted(48, 192) for c in crop], 48, 192)
+    finally:
+        fresh.close()
