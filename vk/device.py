@@ -1,4 +1,5 @@
-"""The chosen Vulkan device: logical device, compute queue, command pool, memory pool, pipelines.
+"""The chosen Vulkan device: logical device, its streams (compute queues with command pools of their own:
+vk/streams.py), memory pool, pipelines.
 
 Kompute's Manager, in short: `Device()` opens everything, `close()` destroys it in reverse order.
 """
@@ -6,6 +7,7 @@ Kompute's Manager, in short: `Device()` opens everything, `close()` destroys it 
 from __future__ import annotations
 
 import math
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any, Self
@@ -20,6 +22,7 @@ from vkocr.engine.memory import DEFAULT_ARENA_BYTES, MemoryPool
 from vkocr.engine.pipeline import Constant, KernelDef, Pipeline, load_module
 from vkocr.engine.pipeline_cache import PipelineCache, default_cache_dir
 from vkocr.engine.recording_slots import RecordingSlots
+from vkocr.engine.streams import BusyClock, Stream
 from vkocr.engine.tensor import Tensor
 from vkocr.log import get_logger
 
@@ -30,7 +33,8 @@ _USE_DEFAULT_CACHE = Path("<default>")
 
 class Device:
     """Open the device picked by `choose()` (override: index, UUID or name part; else VKOCR_DEVICE; else the
-    best ranked usable GPU). NoUsableDevice when nothing is named and no GPU is usable."""
+    best ranked usable GPU). NoUsableDevice when nothing is named and no GPU is usable. `queues`: compute queues
+    to ask for (at most what its compute family has); streams beyond them share queues."""
 
     def __init__(
         self,
@@ -39,14 +43,18 @@ class Device:
         validation: bool | None = None,
         cache_dir: Path | None = _USE_DEFAULT_CACHE,
         arena_bytes: int = DEFAULT_ARENA_BYTES,
+        queues: int = 1,
     ) -> None:
         vk = binding()
+        if queues < 1:
+            raise ValueError(f"queues must be ≥ 1, got {queues}")
         self.live: Counter[str] = Counter()
-        self.wait_seconds = 0.0  # time the host spent blocked on fences: what is not Python overhead
         # time the GPU spent on this device's submissions, from a timestamp at each one's start and end (zero
-        # on a queue without timestamps): over wall time, how busy the GPU was
-        self.gpu_busy_seconds = 0.0
+        # on a queue without timestamps), streams running at once counted once: over wall time, how busy it was
+        self._busy = BusyClock()
         self.timestamp_bits = 0  # valid bits of the queue's timestamps (they wrap there)
+        self.streams: list[Stream] = []
+        self._streams_lock = threading.Lock()
         self.fail_next_submit: str | None = None  # fault injection: the VkResult the next submission fails with
         self.instance = Instance(validation=validation)
         self.handle = None
@@ -59,13 +67,12 @@ class Device:
             self.workarounds = self.choice.workarounds  # flags from the quirks table (vk/quirks.py)
             self.physical = self.instance.physical_devices()[self.info.index]
             self.queue_family = self._compute_queue_family()
+            self.queue_count = min(queues, self._family_queues)
             self.handle = self._create_device()
-            self.queue = vk.vkGetDeviceQueue(self.handle, self.queue_family, 0)
-            pool_info = vk.VkCommandPoolCreateInfo(
-                flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, queueFamilyIndex=self.queue_family
-            )
-            self.command_pool = call(vk.vkCreateCommandPool, self.handle, pool_info, None)
+            self._queues = [(vk.vkGetDeviceQueue(self.handle, self.queue_family, i), threading.Lock())
+                            for i in range(self.queue_count)]
             self.slots = RecordingSlots(self)
+            self.default_stream = self.stream(0)
             self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
             self.alignment = math.lcm(
                 self.info.min_storage_buffer_offset_alignment, self.info.non_coherent_atom_size, 16
@@ -77,6 +84,7 @@ class Device:
             self.pool = MemoryPool(self, arena_bytes)
             self._modules: dict[str, Any] = {}
             self._pipelines: dict[tuple[KernelDef, tuple[Constant, ...]], Pipeline] = {}
+            self._pipeline_lock = threading.RLock()  # a pipeline's creation loads its module
         except BaseException:
             self._destroy_device()
             self.instance.close()
@@ -93,13 +101,14 @@ class Device:
         with_timestamps = [i for i in compute if families[i].timestampValidBits > 0]
         family = (with_timestamps or compute)[0]
         self.timestamp_bits = int(families[family].timestampValidBits)
+        self._family_queues = max(1, int(families[family].queueCount))
         return family
 
     def _create_device(self) -> Any:
         vk = binding()
-        priorities = [1.0]
+        priorities = [1.0] * self.queue_count
         queue_info = vk.VkDeviceQueueCreateInfo(
-            queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=priorities
+            queueFamilyIndex=self.queue_family, queueCount=self.queue_count, pQueuePriorities=priorities
         )
         queue_infos = [queue_info]
         # MoltenVK and other portability drivers require this extension to be enabled when they offer it.
@@ -112,19 +121,51 @@ class Device:
         )
         return call(vk.vkCreateDevice, self.physical, create_info, None)
 
+    # -- streams --------------------------------------------------------------------------------------------
+
+    def stream(self, index: int) -> Stream:
+        """Stream `index` (made on first use): queue index % queue_count, a command pool of its own. Stream 0 is
+        the default of every recording that names none."""
+        if index < 0:
+            raise ValueError(f"stream index must be ≥ 0, got {index}")
+        with self._streams_lock:
+            while len(self.streams) <= index:
+                queue, lock = self._queues[len(self.streams) % self.queue_count]
+                self.streams.append(Stream(self, len(self.streams), queue, lock))
+            return self.streams[index]
+
+    @property
+    def wait_seconds(self) -> float:
+        """Time hosts spent blocked on this device's fences, every stream's: what is not Python overhead."""
+        return sum(s.wait_seconds for s in self.streams)
+
+    @property
+    def gpu_busy_seconds(self) -> float:
+        """Time the GPU was busy with this device's recordings (vk/streams.py BusyClock)."""
+        return self._busy.seconds
+
+    def note_busy(self, start_ns: int, end_ns: int) -> None:
+        """A finished recording's span on the device's clock (the Recorder's timestamps)."""
+        self._busy.add(start_ns, end_ns)
+
     # -- pipelines ------------------------------------------------------------------------------------------
 
     def shader_module(self, name: str) -> Any:
-        if name not in self._modules:
-            self._modules[name] = load_module(self, name)
-        return self._modules[name]
+        with self._pipeline_lock:
+            if name not in self._modules:
+                self._modules[name] = load_module(self, name)
+            return self._modules[name]
 
     def pipeline(self, kernel: KernelDef, constants: tuple[Constant, ...]) -> Pipeline:
-        """The pipeline for `kernel` specialised by `constants`, created once per device."""
+        """The pipeline for `kernel` specialised by `constants`, created once per device (any thread)."""
         key = (kernel, constants)
-        if key not in self._pipelines:
-            self._pipelines[key] = Pipeline(self, kernel, constants)
-        return self._pipelines[key]
+        found = self._pipelines.get(key)
+        if found is None:
+            with self._pipeline_lock:
+                found = self._pipelines.get(key)
+                if found is None:
+                    found = self._pipelines[key] = Pipeline(self, kernel, constants)
+        return found
 
     # -- tensors ----------------------------------------------------------------------------------------------
 
@@ -217,8 +258,8 @@ class Device:
             self.pipeline_cache.close()
         if hasattr(self, "slots"):
             self.slots.close()
-        if hasattr(self, "command_pool"):
-            vk.vkDestroyCommandPool(self.handle, self.command_pool, None)
+        for stream in self.streams:
+            stream.close()
         vk.vkDestroyDevice(self.handle, None)
         self.handle = None
 

@@ -8,6 +8,7 @@ nonCoherentAtomSize) so every allocation can be bound as a descriptor and flushe
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -126,7 +127,7 @@ class Arena:
             | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
         )
         info = vk.VkBufferCreateInfo(size=size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
-        self.buffer = call(vk.vkCreateBuffer, device.handle, info, None)
+        self.buffer: Any = call(vk.vkCreateBuffer, device.handle, info, None)
         self.memory = None
         try:
             req = vk.vkGetBufferMemoryRequirements(device.handle, self.buffer)
@@ -208,19 +209,25 @@ class Arena:
 
 
 class MemoryPool:
-    """Arenas per kind, grown on demand; statistics of bytes reserved, in use and at peak."""
+    """Arenas per kind, grown on demand; statistics of bytes reserved, in use and at peak. Thread-safe: the
+    device's queues are driven from threads of their own (vk/queues.py)."""
 
     def __init__(self, device: Device, arena_bytes: int = DEFAULT_ARENA_BYTES) -> None:
         self.device = device
         self.arena_bytes = arena_bytes
         self.arenas: dict[str, list[Arena]] = {k: [] for k in KINDS}
         self._peak = dict.fromkeys(KINDS, 0)
+        self._lock = threading.RLock()
 
     def alloc(self, nbytes: int, kind: str = "device") -> Allocation:
         if kind not in KINDS:
             raise ValueError(f"memory kind must be one of {KINDS}, not {kind!r}")
         if nbytes <= 0:
             raise ValueError(f"allocation size must be positive, got {nbytes}")
+        with self._lock:
+            return self._alloc(nbytes, kind)
+
+    def _alloc(self, nbytes: int, kind: str) -> Allocation:
         for arena in self.arenas[kind]:
             a = arena.alloc(nbytes)
             if a is not None:
@@ -236,25 +243,29 @@ class MemoryPool:
         return a
 
     def free(self, a: Allocation) -> None:
-        a.arena.release(a)
+        with self._lock:
+            a.arena.release(a)
 
     def stats(self, kind: str | None = None) -> MemoryStats:
         """Bytes reserved from the driver, handed out now, and the most ever handed out (one kind or all)."""
         kinds = KINDS if kind is None else (kind,)
-        reserved = sum(a.size for k in kinds for a in self.arenas[k])
-        in_use = sum(a.in_use for k in kinds for a in self.arenas[k])
-        peak = sum(self._peak[k] for k in kinds) if kind is None else self._peak[kind]
+        with self._lock:
+            reserved = sum(a.size for k in kinds for a in self.arenas[k])
+            in_use = sum(a.in_use for k in kinds for a in self.arenas[k])
+            peak = sum(self._peak[k] for k in kinds) if kind is None else self._peak[kind]
         return MemoryStats(reserved=reserved, in_use=in_use, peak=peak)
 
     def trim(self) -> None:
         """Give empty arenas back to the driver."""
-        for arenas in self.arenas.values():
-            for arena in [a for a in arenas if a.in_use == 0]:
-                arena.close()
-                arenas.remove(arena)
+        with self._lock:
+            for arenas in self.arenas.values():
+                for arena in [a for a in arenas if a.in_use == 0]:
+                    arena.close()
+                    arenas.remove(arena)
 
     def close(self) -> None:
-        for arenas in self.arenas.values():
-            for arena in arenas:
-                arena.close()
-            arenas.clear()
+        with self._lock:
+            for arenas in self.arenas.values():
+                for arena in arenas:
+                    arena.close()
+                arenas.clear()

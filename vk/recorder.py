@@ -26,6 +26,7 @@ from vkocr.engine.pipeline import Pipeline
 
 if TYPE_CHECKING:
     from vkocr.engine.device import Device
+    from vkocr.engine.streams import Stream
 
 _COMPUTE_STAGE = 0x800  # VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, without importing the binding here
 DESCRIPTOR_BYTES_ESTIMATE = 64  # driver memory per storage-buffer descriptor, for plan-cache accounting
@@ -101,11 +102,13 @@ class Timing:
 
 
 class Recorder:
-    """Record into one reusable command buffer. Use as a context manager, or call `close()`."""
+    """Record into one reusable command buffer of `stream` (the device's default stream when None), submitted
+    on its queue. Use as a context manager, or call `close()`."""
 
-    def __init__(self, device: Device, *, profile: bool = False) -> None:
+    def __init__(self, device: Device, *, profile: bool = False, stream: Stream | None = None) -> None:
         vk = binding()
         self.device = device
+        self.stream = stream if stream is not None else device.default_stream
         self._descriptor_pool: Any = None
         self._query_pool: Any = None
         self._labels: list[str] = []
@@ -122,8 +125,7 @@ class Recorder:
         info = device.info  # read once: dispatch() checks every command against them
         self._group_limit = tuple(info.max_workgroup_count)
         self._alignment, self._max_range = device.alignment, info.max_storage_buffer_range
-        spare = device.slots.take_commands()  # a closed Recorder's command buffer, when one is kept
-        self._submit_cmds = spare if spare is not None else _new_commands(device)
+        self._submit_cmds = self.stream.take_commands()  # a closed Recorder's command buffer, when one is kept
         self.cmd = self._submit_cmds[0]
         self._fences: Any = None  # VkFence[1], the device's, held from submit() until wait() sees it signalled
         # two timestamps around the whole recording, for the device's GPU busy time (a profiling Recorder has
@@ -319,6 +321,10 @@ class Recorder:
         return sets
 
     def _encode(self, sets: Any) -> None:
+        with self.stream.pool_lock:  # recording into a buffer of the pool: the pool is externally synchronised
+            self._encode_locked(sets)
+
+    def _encode_locked(self, sets: Any) -> None:
         vk = binding()
         ffi, lib, cmd = vk.ffi, vk.lib, self.cmd
         begin = ffi.new("VkCommandBufferBeginInfo*", {"sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO})
@@ -389,7 +395,7 @@ class Recorder:
         fences = self.device.slots.take_fence()
         try:
             check(vk.lib.vkResetFences(self.device.handle, 1, fences), "vkResetFences")
-            check(vk.lib.vkQueueSubmit(self.device.queue, 1, self._submit_ptr, fences[0]), "vkQueueSubmit")
+            check(self.stream.submit(self._submit_ptr, fences[0]), "vkQueueSubmit")
         except BaseException:
             self.device.slots.give_fence(fences)  # not submitted: nothing will signal it, and reset clears it
             raise
@@ -404,7 +410,7 @@ class Recorder:
         started = time.perf_counter()
         result = vk.lib.vkWaitForFences(self.device.handle, 1, self._fences, vk.VK_TRUE, int(timeout_s * 1e9))
         check(result, "vkWaitForFences")  # a timeout raises here: the fence stays with the running submission
-        self.device.wait_seconds += time.perf_counter() - started
+        self.stream.wait_seconds += time.perf_counter() - started
         self._in_flight = False
         self.device.slots.give_fence(self._fences)
         self._fences = None
@@ -412,7 +418,8 @@ class Recorder:
             self._count_busy_time()
 
     def _count_busy_time(self) -> None:
-        """Add the finished submission's span, start to end timestamp, to the device's GPU busy time."""
+        """Add the finished submission's span, start to end timestamp, to its stream's and the device's GPU busy
+        time."""
         vk = binding()
         assert self._busy is not None and self._stamps is not None
         busy_pool, first = self._busy
@@ -421,7 +428,10 @@ class Recorder:
                                         vk.VK_QUERY_RESULT_64_BIT) != vk.VK_SUCCESS:
             return  # not available (a driver that reports late): this submission goes uncounted
         ticks = (stamps[1] - stamps[0]) & ((1 << self.device.timestamp_bits) - 1)  # the counter wraps there
-        self.device.gpu_busy_seconds += ticks * self.device.info.timestamp_period_ns * 1e-9
+        period = self.device.info.timestamp_period_ns
+        self.stream.gpu_busy_seconds += ticks * period * 1e-9
+        start = int(stamps[0] * period)
+        self.device.note_busy(start, start + int(ticks * period))
 
     def run(self) -> None:
         self.submit()
@@ -451,7 +461,7 @@ class Recorder:
         dev = self.device.handle
         if self._in_flight:
             self.wait()
-        self.device.slots.give_commands(self._submit_cmds)
+        self.stream.give_commands(self._submit_cmds)
         if self._busy is not None:
             self.device.slots.give_busy_queries(self._busy[1])
             self._busy = None
@@ -468,16 +478,3 @@ class Recorder:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _new_commands(device: Device) -> Any:
-    """A primary command buffer of the device's pool, in a one-element array (what vkQueueSubmit takes). A raw
-    call with the struct filled by cffi: the binding's wrappers cost more than the driver."""
-    vk = binding()
-    ffi, lib, dev = vk.ffi, vk.lib, device.handle
-    alloc_info = ffi.new("VkCommandBufferAllocateInfo*", {
-        "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": device.command_pool,
-        "level": vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1})
-    cmds = ffi.new("VkCommandBuffer[1]")
-    check(lib.vkAllocateCommandBuffers(dev, alloc_info, cmds), "vkAllocateCommandBuffers")
-    return cmds

@@ -1,13 +1,13 @@
-"""What a closed Recorder hands back for the next one to take: its command buffer and its descriptor pool; the
-fences every submission borrows until it is seen done; and the pairs of timestamps that time each recording's
-execution (the device's GPU busy time). Creating them costs the driver more than filling
-them (on the H200 host a fence 0.29 ms, a kernel object; a descriptor pool about as much to create and destroy),
+"""What a closed Recorder hands back for the next one to take: its descriptor pool (its command buffer goes back
+to its stream: vk/streams.py); the fences every submission borrows until it is seen done; and the pairs of
+timestamps that time each recording's execution (the device's GPU busy time). Creating them costs the driver
+more than filling them (on the H200 host a fence 0.29 ms, a kernel object; a descriptor pool about as much to
+create and destroy),
 and a plan is recorded per new input shape while an evicted plan is closed, on the request path. A device keeps
 a few of each; a fence is only held while a submission runs, so a cache of hundreds of plans needs no more
 fences than submissions in flight.
 
-Taken objects are reused as they are: a command buffer from a pool made with RESET_COMMAND_BUFFER is reset by
-its next vkBeginCommandBuffer, a fence is reset before every submission, and a descriptor pool is reset
+Taken objects are reused as they are: a fence is reset before every submission, and a descriptor pool is reset
 (freeing the sets of its last recording, whose command buffer was closed first) before it is handed out.
 """
 
@@ -31,29 +31,15 @@ def rounded_up(n: int, step: int) -> int:
 
 
 class RecordingSlots:
-    """Spare command buffers (each with its fence) and descriptor pools of one device. Thread-safe."""
+    """Spare fences and descriptor pools of one device, and its timestamp pairs. Thread-safe."""
 
     def __init__(self, device: Device, keep: int = KEEP) -> None:
         self.device, self.keep = device, keep
         self._lock = threading.Lock()
-        self._commands: list[Any] = []  # VkCommandBuffer[1] cdata arrays
         self._fences: list[Any] = []  # VkFence[1] cdata arrays, not in flight
         self._pools: list[tuple[Any, int, int]] = []  # (VkDescriptorPool, max sets, descriptors)
         self._busy_pool: Any = None  # VkQueryPool of BUSY_QUERIES timestamps, made on first use
         self._busy_free: list[int] = []  # first query of each free pair
-
-    def take_commands(self) -> Any | None:
-        """A spare command buffer array, or None: the caller allocates."""
-        with self._lock:
-            return self._commands.pop() if self._commands else None
-
-    def give_commands(self, cmds: Any) -> None:
-        """Keep it for the next Recorder (it must not be in flight), or free it when enough are kept."""
-        with self._lock:
-            if len(self._commands) < self.keep:
-                self._commands.append(cmds)
-                return
-        binding().lib.vkFreeCommandBuffers(self.device.handle, self.device.command_pool, 1, cmds)
 
     def take_fence(self) -> Any:
         """A fence (VkFence[1]) for one submission, not in flight and in any state (the caller resets it): a
@@ -133,14 +119,12 @@ class RecordingSlots:
         binding().lib.vkDestroyDescriptorPool(self.device.handle, pool[0], binding().ffi.NULL)
 
     def close(self) -> None:
-        """Free everything kept (before the device's command pool goes)."""
+        """Free everything kept."""
         vk = binding()
         with self._lock:
-            commands, fences, pools = self._commands, self._fences, self._pools
-            self._commands, self._fences, self._pools = [], [], []
+            fences, pools = self._fences, self._pools
+            self._fences, self._pools = [], []
             busy, self._busy_pool, self._busy_free = self._busy_pool, None, []
-        for cmds in commands:
-            vk.lib.vkFreeCommandBuffers(self.device.handle, self.device.command_pool, 1, cmds)
         for fence in fences:
             vk.lib.vkDestroyFence(self.device.handle, fence[0], vk.ffi.NULL)
         for pool, _, _ in pools:

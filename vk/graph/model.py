@@ -5,7 +5,9 @@ time a shape of the class comes.
 
 `Model.load(path, device)` runs on Vulkan; `Model.load(path, None)` is the explicit CPU fallback, the NumPy
 executor (`model.backend` says which). One thread drives a model (the agent's GPU worker): the cache is not
-locked.
+locked. `model.on_stream(stream)` gives the same model for another stream of the device (vk/streams.py): it
+shares the graph and the weights, and has its own plans, shared regions and shape classes, so that two threads
+can run the model at once, each on its stream.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from vkocr.log import get_logger
 
 if TYPE_CHECKING:
     from vkocr.engine.device import Device
+    from vkocr.engine.streams import Stream
 
 log = get_logger(__name__)
 
@@ -135,11 +138,13 @@ class Model:
 
     def __init__(self, graph: Graph, device: Device | None, *, input_spec: InputSpec | None = None,
                  plan_cache_size: int = DEFAULT_PLAN_CACHE_SIZE,
-                 plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES, shape_classes: bool = True) -> None:
+                 plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES, shape_classes: bool = True,
+                 stream: Stream | None = None, _weights_of: Model | None = None) -> None:
         """`plan_cache_size` and `plan_cache_bytes` bound the cache by count and by the memory the plans hold
         of their own (recordings and plan-local constants; the shared regions are the model's);
         `shape_classes`: a new shape's plan comes from the compiled function of its shape class
-        (vk/graph/shape_classes.py); False works every shape's plan out in full (for comparisons)."""
+        (vk/graph/shape_classes.py); False works every shape's plan out in full (for comparisons); `stream`:
+        where its plans record and run (the device's default when None)."""
         if len(graph.inputs) != 1:
             raise ModelError(f"model {graph.name} has inputs {graph.inputs}: vkocr plans take exactly one")
         if plan_cache_size < 1:
@@ -147,7 +152,8 @@ class Model:
         if plan_cache_bytes < 1:
             raise ValueError(f"plan_cache_bytes must be ≥ 1, got {plan_cache_bytes}")
         self.device = device
-        self.graph = passes.optimize(graph)
+        self.stream = stream
+        self.graph = passes.optimize(graph) if _weights_of is None else graph
         self.input = input_spec or InputSpec(graph.inputs[0], None)
         if not self.input.float32:
             raise ModelError(f"model {graph.name}: input {self.input.name} is not float32")
@@ -171,13 +177,28 @@ class Model:
         self._bindings: dict[str, Binding] = {}  # per node, what every plan binds alike (Plan._bind_steps)
         self._layouts = LayoutCache()  # activation placements the plans of other shapes reuse
         self.shape_classes = ShapeClasses() if shape_classes else None
-        if device is not None:
+        self._owns_weights = _weights_of is None
+        if _weights_of is not None:  # a sibling on another stream: the same weights and node bindings
+            self._weights, self._bindings = _weights_of._weights, _weights_of._bindings
+        elif device is not None:
             nodes = runtime_nodes(self.graph)
             for node in nodes:
                 check_lowerable(node)  # an op without a Vulkan lowering fails here, naming node and op
             self._weights = ConstantArena(device, load_time_constants(self.graph, nodes))
-        log.info("model_loaded", model=self.graph.name, backend=self.backend, nodes=len(self.graph.nodes),
-                 weight_mib=round(self.weight_bytes / 2**20, 2))
+            log.info("model_loaded", model=self.graph.name, backend=self.backend, nodes=len(self.graph.nodes),
+                     weight_mib=round(self.weight_bytes / 2**20, 2))
+        else:
+            log.info("model_loaded", model=self.graph.name, backend=self.backend, nodes=len(self.graph.nodes),
+                     weight_mib=0.0)
+
+    def on_stream(self, stream: Stream) -> Model:
+        """This model for `stream` of its device: the same graph and weights (uploaded once), plans, shared
+        regions and shape classes of its own. Close it before this one (which owns the weights)."""
+        if self.device is None or stream.device is not self.device:
+            raise ModelError("a stream of the model's own device is needed (the CPU backend has none)")
+        return Model(self.graph, self.device, input_spec=self.input, plan_cache_size=self.plan_cache_size,
+                     plan_cache_bytes=self.plan_cache_bytes, shape_classes=self.shape_classes is not None,
+                     stream=stream, _weights_of=self)
 
     @classmethod
     def load(cls, source: str | Path | onnx.ModelProto | Graph, device: Device | None, *,
@@ -288,7 +309,8 @@ class Model:
         assert self._weights is not None and self.shared is not None
         recipe = self._class_recipe(shape, extra_outputs, hooks)
         plan = Plan(self.device, self.graph, self._weights, shape, extra_outputs=extra_outputs, hooks=hooks,
-                    memory=self.shared, bindings=self._bindings, layouts=self._layouts, recipe=recipe)
+                    memory=self.shared, bindings=self._bindings, layouts=self._layouts, recipe=recipe,
+                    stream=self.stream)
         return plan, "full" if recipe is None else "class"
 
     def _class_recipe(self, shape: tuple[int, ...], extra_outputs: Sequence[str], hooks: StageHooks | None
@@ -333,10 +355,11 @@ class Model:
         """Free every plan and the weights."""
         while self._plans:
             self._close_plan(next(reversed(self._plans)))
-        if self._weights is not None:
+        if self._weights is not None and self._owns_weights:
             self._weights.close()
-            self._weights = None
-        self._bindings.clear()
+            self._bindings.clear()
+        self._weights = None
+        self._bindings = {}
         self._layouts.clear()
         if self.shape_classes is not None:
             self.shape_classes.clear()

@@ -40,6 +40,7 @@ from vkocr.log import get_logger
 
 if TYPE_CHECKING:
     from vkocr.engine.device import Device
+    from vkocr.engine.streams import Stream
 
 log = get_logger(__name__)
 
@@ -86,13 +87,16 @@ class Plan:
     def __init__(self, device: Device, graph: Graph, weights: ConstantArena, input_shape: Sequence[int], *,
                  extra_outputs: Sequence[str] = (), hooks: StageHooks | None = None,
                  memory: SharedMemory | None = None, bindings: dict[str, Binding] | None = None,
-                 layouts: LayoutCache | None = None, recipe: Recipe | None = None) -> None:
+                 layouts: LayoutCache | None = None, recipe: Recipe | None = None, stream: Stream | None = None
+                 ) -> None:
         """`memory`: the regions this plan shares with the other plans of its model (reserved large enough here;
         a plan of its own when None); `bindings`: the model's memo of node bindings; `layouts`: the model's
         activation placements, reused where this shape fits; `recipe`: this shape's, worked out already (by a
-        shape class's program), else described here."""
+        shape class's program), else described here; `stream`: where it records and runs (the device's default
+        when None)."""
         started = time.perf_counter()
         self.device = device
+        self.stream = stream
         self.hooks = hooks
         self._graph, self._weights, self._bindings, self._layouts = graph, weights, bindings, layouts
         self._extra_outputs = tuple(extra_outputs)
@@ -138,7 +142,7 @@ class Plan:
             assert readback is not None
             alloc = readback.sub(*placed)
             self._readback[name] = (alloc, alloc.array(np.float32, shape))
-        self._recorder = Recorder(self.device)
+        self._recorder = Recorder(self.device, stream=self.stream)
         self._recorder.end_with(recipe.commands)
         self.dispatch_count = self._recorder.dispatch_count
         self.pipelines: set[str] = set(self._recorder.kernels)
@@ -188,7 +192,7 @@ class Plan:
         words = Tensor(self.shared.region("device"), (self.arena_bytes // FLOAT32.itemsize,), FLOAT32)
         self.device.write(words, np.full(words.shape, value, np.float32))
 
-    def _replay(self, rec: Recorder, x: np.ndarray | None, timeout_s: float) -> None:
+    def _start(self, rec: Recorder, x: np.ndarray | None) -> None:
         if self._upload is not None:
             if x is None:
                 raise InputError(f"input {self.input_name}: this plan takes its input from the host")
@@ -198,7 +202,27 @@ class Plan:
         elif x is not None:
             raise InputError(f"input {self.input_name}: this plan's prologue fills its input on the GPU")
         rec.submit()
+
+    def _replay(self, rec: Recorder, x: np.ndarray | None, timeout_s: float) -> None:
+        self._start(rec, x)
         rec.wait(timeout_s)
+
+    def _live(self) -> Recorder:
+        if self._recorder is None:
+            raise EngineError("plan is closed")
+        if self.stale:
+            raise EngineError("plan recorded against memory its model has since replaced: make it again")
+        return self._recorder
+
+    def submit(self, x: np.ndarray | None = None) -> None:
+        """Start a replay for input `x` (as `run` takes it) without waiting: several plans of different models,
+        or of one model on different streams, can then run at once; `wait()` before reading their outputs."""
+        self._start(self._live(), x)
+
+    def wait(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        """Wait for the replay `submit()` started (nothing to wait for: returns at once)."""
+        if self._recorder is not None:
+            self._recorder.wait(timeout_s)
 
     def run(self, x: np.ndarray | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
             copy: bool = True) -> dict[str, np.ndarray]:
@@ -206,11 +230,11 @@ class Plan:
         each copied out of the mapping (none when the hooks read their own results). ``copy=False``: read-only
         views of the mapping instead, valid until this plan runs again (a caller that reads a few rows of a
         large map saves copying all of it)."""
-        if self._recorder is None:
-            raise EngineError("plan is closed")
-        if self.stale:
-            raise EngineError("plan recorded against memory its model has since replaced: make it again")
-        self._replay(self._recorder, x, timeout_s)
+        self._replay(self._live(), x, timeout_s)
+        return self.outputs(copy=copy)
+
+    def outputs(self, *, copy: bool = True) -> dict[str, np.ndarray]:
+        """The outputs of the last finished replay (see `run`)."""
         results = {}
         for name, (alloc, host) in self._readback.items():
             alloc.invalidate()
@@ -234,7 +258,7 @@ class Plan:
                                  layouts=self._layouts, local=self._local, profile=True)
             if self.stale:
                 raise EngineError("the shared memory grew while this plan was profiled: make it again")
-            self._profiler = Recorder(self.device, profile=True)
+            self._profiler = Recorder(self.device, profile=True, stream=self.stream)
             if self._profiler.profile:
                 self._profiler.end_with(recipe.commands)
         if not self._profiler.profile:
