@@ -5,6 +5,7 @@ same crops either way, so the same lines."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -26,8 +27,14 @@ class HostStages:
     image_slots = 64  # images held at once (load's slot): host memory, so as many as a batch may want
 
     def __init__(self) -> None:
-        self.image = np.zeros((1, 1, 3), np.uint8)  # the last loaded, which detect reads
+        self._last = threading.local()  # per thread (an agent's lanes share these stages): what detect reads
         self.images: dict[int, np.ndarray] = {}  # by slot, which crops read
+
+    @property
+    def image(self) -> np.ndarray:
+        """The image this thread loaded last, which its detect reads."""
+        image: np.ndarray | None = getattr(self._last, "image", None)
+        return image if image is not None else np.zeros((1, 1, 3), np.uint8)
 
     def run_model(self, role: str, x: np.ndarray) -> np.ndarray:
         """The first output of model `role` ("det", "cls", "rec") for input `x`."""
@@ -36,7 +43,7 @@ class HostStages:
     def load(self, image: np.ndarray, prep: Prepared, slot: int = 0) -> None:
         if not 0 <= slot < self.image_slots:
             raise KernelArgumentError(f"image slot {slot} outside 0..{self.image_slots - 1}")
-        self.image = self.images[slot] = prepared_image(image, prep, self.resize_u8)
+        self._last.image = self.images[slot] = prepared_image(image, prep, self.resize_u8)
 
     def detect(self, det_h: int, det_w: int, thresh: float = 0.3, use_dilation: bool = True) -> np.ndarray:
         return self.run_model("det", preprocess_image(self.image, det_h, det_w, resize=self.resize_u8))[0, 0]

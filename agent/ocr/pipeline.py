@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import math
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,15 +17,24 @@ from typing import Any, Protocol, Self
 
 import numpy as np
 
-from vkocr.agent.errors import RequestStopped, StopWho
+from vkocr.agent.errors import RequestStopped
 from vkocr.agent.ocr.backend_choice import choose_backend
-from vkocr.agent.ocr.image_kernels import CropSlot, crop_slots, padded_batch
+from vkocr.agent.ocr.image_kernels import CropSlot, crop_slots
 from vkocr.agent.ocr.image_reference import det_input_size
 from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.model_files import PPOCRV4_FILES, models_dir
 from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.plan_shapes import rec_tensor_width
 from vkocr.agent.ocr.prep import Prepared, preparation, to_original
 from vkocr.agent.ocr.procedures import PROCEDURES
+from vkocr.agent.ocr.request_halves import (
+    Detected,
+    Laps,
+    PipelineLanes,
+    StopCheck,
+    read_key,
+    stream_clock,
+)
 from vkocr.log import get_logger
 from vkocr.postproc.ctc import CtcText, ctc_decode, load_charset
 from vkocr.postproc.db import db_boxes
@@ -38,7 +46,6 @@ from vkocr.postproc.wordboxes_310 import word_boxes
 
 log = get_logger(__name__)
 
-StopCheck = Callable[[], StopWho | None]  # who no longer wants the answer, None while it is still wanted
 
 
 class Stages(Protocol):
@@ -101,83 +108,6 @@ def whole_image_quad(h: int, w: int) -> np.ndarray:
     return np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32)
 
 
-def warm_plan_shapes(image_sizes: Sequence[tuple[int, int]], opts: OcrOptions, max_batch: int
-                     ) -> list[tuple[str, tuple[int, ...]]]:
-    """(role, input shape) of the plans a request on images of these (width, height) sizes is likely to need,
-    for recording before the first request: det for each size as the request path computes it, cls for every
-    batch size it rounds to, rec for the common line widths."""
-    shapes: list[tuple[str, tuple[int, ...]]] = []
-    for w, h in image_sizes:
-        prep = preparation(h, w, max_side_len=opts.max_side_len, min_side_len=opts.min_side_len,
-                           min_height=opts.min_height, width_height_ratio=opts.width_height_ratio,
-                           letterbox=opts.use_det)
-        det_h, det_w = det_input_size(*prep.shape, opts.limit_side_len, opts.limit_type)
-        if opts.use_det and det_h > 0 and det_w > 0 and ("det", (1, 3, det_h, det_w)) not in shapes:
-            shapes.append(("det", (1, 3, det_h, det_w)))
-    if opts.use_cls:
-        batch = 1
-        while batch <= max_batch:
-            shapes.append(("cls", (batch, 3, opts.cls_height, opts.cls_width)))
-            batch *= 2
-    if opts.use_rec:
-        shapes += [("rec", shape) for shape in rec_warm_shapes(opts)]
-    return shapes
-
-
-def reserve_shapes(opts: OcrOptions) -> list[tuple[str, tuple[int, ...]]]:
-    """(role, input shape) whose memory a warm-up reserves without recording a plan: det's largest input (the
-    longest side allowed, at the widest aspect before a letterbox, resized as a request would be), so that the
-    det plans' shared memory is sized once: a region that grows later drops every plan recorded before it."""
-    if not opts.use_det:
-        return []
-    w = opts.max_side_len
-    h = max(1, math.ceil(w / opts.width_height_ratio))
-    prep = preparation(h, w, max_side_len=opts.max_side_len, min_side_len=opts.min_side_len,
-                       min_height=opts.min_height, width_height_ratio=opts.width_height_ratio, letterbox=True)
-    det_h, det_w = det_input_size(*prep.shape, opts.limit_side_len, opts.limit_type)
-    return [("det", (1, 3, det_h, det_w))] if det_h > 0 and det_w > 0 else []
-
-
-REC_WARM_MAX_WIDTH = 960  # px at rec_height 48: a line 20 times as wide as it is tall
-REC_RESERVE_WIDTH = 1600  # the widest rec batch recorded at warm-up: its memory serves every narrower one
-
-
-def rec_tensor_width(width: int, opts: OcrOptions) -> int:
-    """The rec input width of a batch RapidOCR runs at `width`: rounded up to the bucket."""
-    return -(-width // opts.rec_width_bucket) * opts.rec_width_bucket
-
-
-def rec_warm_shapes(opts: OcrOptions) -> list[tuple[int, ...]]:
-    """The rec input shapes most lines land in, at every batch size the GPU stages round to: RapidOCR's
-    narrowest batch width (most lines), and with width buckets every bucket up to REC_WARM_MAX_WIDTH; first a
-    full batch at REC_RESERVE_WIDTH, so that the plans' shared memory rarely grows (growing re-records them)."""
-    first = rec_tensor_width(opts.rec_width, opts)
-    widths = [first] if opts.rec_width_bucket == 1 else range(first, max(first, REC_WARM_MAX_WIDTH) + 1,
-                                                              opts.rec_width_bucket)
-    reserve = (opts.rec_batch, 3, opts.rec_height, rec_tensor_width(max(first, REC_RESERVE_WIDTH), opts))
-    return [reserve, *((batch, 3, opts.rec_height, w) for w in widths for batch in rec_batch_sizes(opts))]
-
-
-def rec_batch_sizes(opts: OcrOptions) -> list[int]:
-    """The rec batch sizes the GPU stages round a request's lines to."""
-    return sorted({padded_batch(n, opts.rec_batch) for n in range(1, opts.rec_batch + 1)})
-
-
-REC_CLASS_STEP = 8  # px between the rec widths whose shape classes a warm-up learns
-
-
-def rec_class_shapes(opts: OcrOptions) -> list[tuple[int, ...]]:
-    """Rec shapes across the width range at every batch size, for a warm-up to learn their shape classes
-    (vk/graph/shape_classes.py; no plan is recorded): a rec model's classes split along the width where a GEMM
-    changes tile, about ten per batch size, and a line width the warm-up did not learn would trace on the request
-    path."""
-    first = rec_tensor_width(opts.rec_width, opts)
-    last = rec_tensor_width(max(first, REC_RESERVE_WIDTH), opts)
-    step = max(REC_CLASS_STEP, opts.rec_width_bucket)
-    return [(batch, 3, opts.rec_height, rec_tensor_width(w, opts)) for batch in rec_batch_sizes(opts)
-            for w in range(first, last + 1, step)]
-
-
 class OcrPipeline:
     """One OCR engine: the three models on one backend, options, and a plugin chain. Not thread-safe: one
     worker drives it (the agent's GPU worker)."""
@@ -193,30 +123,28 @@ class OcrPipeline:
                                                                        self.options.plugin_options)
         self._steps: dict[tuple[int, int], int] = {}
         self.backend_reason = ""  # why open() chose this backend (the status stream and metrics repeat it)
-        self._reopen: Callable[[], OcrPipeline] | None = None  # open() with this one's models, on its device
+        self.read_batch = 0  # the most crops of one rec submission in `read` (0: the options' rec_batch)
 
     @classmethod
     def open(cls, device: str | None = None, *, options: OcrOptions | None = None,
              model_dir: Path | None = None, model_paths: dict[str, Path] | None = None,
-             cpu_threads: int = 0) -> OcrPipeline:
+             cpu_threads: int = 0, lanes: PipelineLanes | None = None) -> OcrPipeline:
         """The pipeline on the backend `device` names (agent/ocr/backend_choice.py): a Vulkan device (index,
         UUID, name part), "cpu" (onnxruntime, `cpu_threads` intra-op threads, 0: every core), "numpy" (the
         reference executor); None: VKOCR_DEVICE, else the best ranked usable GPU, else the CPU backend, with a
         warning that says why. Models: ``model_paths`` by role (det, cls, rec), else ppocrv4's files in
         ``model_dir``, the set whose procedure OcrOptions() follows by default. The default set (ppocrv6-small)
         or any other, with the options it needs: agent/ocr/model_sets.py (``choose_models(…)`` gives both:
-        ``model_paths=chosen.paths, options=chosen.ocr_options()``)."""
+        ``model_paths=chosen.paths, options=chosen.ocr_options()``). ``lanes``: the streams and image slots a
+        server's lanes drive (agent/serving/flow.py); one of each by default."""
         from vkocr.engine.graph.onnx_import import load_onnx
 
         paths = model_paths or ppocrv4_paths(model_dir)
         charset = load_charset(load_onnx(paths["rec"]).metadata)
         choice = choose_backend(device)
         if choice.kind == "vulkan":
-            pipeline = cls._open_vulkan(choice.selector, paths, charset, options)
+            pipeline = cls._open_vulkan(choice.selector, paths, charset, options, lanes or PipelineLanes())
             pipeline.backend_reason = choice.reason
-            # a sibling opens on this very device (its UUID), whatever the ranking says by then
-            uuid = pipeline.device.info.uuid
-            pipeline._reopen = lambda: cls.open(uuid, options=options, model_paths=paths)
             return pipeline
         if choice.kind == "numpy":
             from vkocr.agent.ocr.numpy_stages import NumpyStages
@@ -236,13 +164,13 @@ class OcrPipeline:
 
     @classmethod
     def _open_vulkan(cls, selector: str | None, paths: dict[str, Path], charset: list[str],
-                     options: OcrOptions | None) -> OcrPipeline:
+                     options: OcrOptions | None, lanes: PipelineLanes) -> OcrPipeline:
         from vkocr.agent.ocr.gpu_stages import GpuStages
         from vkocr.engine.device import Device
 
-        dev = Device(selector)
+        dev = Device(selector, queues=lanes.queues)
         try:
-            pipeline = cls(GpuStages(dev, paths), charset, options)
+            pipeline = cls(GpuStages(dev, paths, image_slots=lanes.image_slots), charset, options)
         except BaseException:
             dev.close()
             raise
@@ -251,12 +179,6 @@ class OcrPipeline:
         # collection walks them (100-180 ms on the CI machine) in the middle of some request.
         gc.freeze()
         return pipeline
-
-    def sibling(self) -> OcrPipeline | None:
-        """Another pipeline of the same models and options on the same Vulkan device, with its own device
-        context, plans and buffers (the agent's lanes, agent/serving/lanes.py); None when this one was not
-        opened on a Vulkan device by open()."""
-        return self._reopen() if self._reopen is not None else None
 
     @property
     def backend(self) -> str:
@@ -316,24 +238,27 @@ class OcrPipeline:
         between them. ``decoded``: ``source`` is already decode_image's output (the agent decodes on the
         request's thread, before the GPU queue). ``stop`` is asked after every stage (and every rec batch);
         when it names who no longer wants the answer, RequestStopped is raised and nothing more runs."""
+        (result,) = self.read([self.detect(source, opts, decoded=decoded, stop=stop)])
+        if isinstance(result, RequestStopped):
+            raise result
+        return result
+
+    def lane(self, index: int) -> Stages:
+        """The stages on stream `index` of the device, for one thread to drive beside the others (each
+        detection or reading lane of the agent: agent/serving/flow.py); the stages themselves where there are
+        no streams (the CPU backends, whose onnxruntime sessions take calls from several threads)."""
+        lane: Callable[[int], Stages] | None = getattr(self.stages, "lane", None)
+        return lane(index) if lane is not None else self.stages
+
+    def detect(self, source: Any, opts: OcrOptions | None = None, *, decoded: bool = False,
+               stop: StopCheck | None = None, lane: Stages | None = None, slot: int = 0) -> Detected:
+        """A request's first half: its image into image slot `slot` of `lane` (the pipeline's stages when None),
+        detection and DB's boxes; the crops come back, for `read` to classify and recognise, alone or with
+        other requests'. ``stop`` is asked after each stage (RequestStopped when it names who no longer wants
+        the answer); it is kept for `read`."""
         opts = opts or self.options
-        timings: dict[str, float] = {}
-        waits: dict[str, float] = {}
-        device = self._device
-        clock = time.perf_counter()
-        waited = device.wait_seconds if device is not None else 0.0
-
-        def lap(name: str, *, last: bool = False) -> None:
-            nonlocal clock, waited
-            now = time.perf_counter()
-            timings[name] = timings.get(name, 0.0) + (now - clock) * 1e3
-            clock = now
-            if device is not None:
-                waits[name] = waits.get(name, 0.0) + (device.wait_seconds - waited) * 1e3
-                waited = device.wait_seconds
-            if not last and stop is not None and (who := stop()) is not None:
-                raise RequestStopped(who, name)
-
+        stages = lane if lane is not None else self.stages
+        laps = Laps(stream_clock(stages, self._device), stop)
         procedure = PROCEDURES[opts.procedure]
         image = source if decoded else decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif,
                                                     copy=False,  # stages.load copies it before this call returns
@@ -341,99 +266,169 @@ class OcrPipeline:
         prep = preparation(*image.shape[:2], max_side_len=opts.max_side_len, min_side_len=opts.min_side_len,
                            min_height=opts.min_height, width_height_ratio=opts.width_height_ratio,
                            letterbox=opts.use_det)
-        self.stages.load(image, prep)
-        lap("decode")
+        stages.load(image, prep, slot)
+        laps.lap("decode")
         h, w = prep.shape
-        quads: list[np.ndarray]
         if opts.use_det:
-            quads = self._detect(prep, opts, lap)
-            if not quads:
-                return OcrResult(timings_ms=timings, gpu_wait_ms=waits)
-            slots = crop_slots(np.stack(quads), opts.rec_height, 10**6)
+            quads = self._detect(stages, prep, opts, laps.lap)
+            slots = crop_slots(np.stack(quads), opts.rec_height, 10**6, slot) if quads else []
         else:
             quads = [whole_image_quad(h, w)]
-            slots = [CropSlot(np.eye(3), w, h, False, False, 1)]  # RapidOCR passes the image itself on
-        angles = [0] * len(slots)
-        cls_only: list[tuple[str, float]] = []
-        if opts.use_cls:
-            slots, angles, cls_only = self._classify(slots, opts)
-            lap("cls")
-        texts: list[CtcText] | None = None
-        chars: list[tuple[CharBox, ...] | None] = [None] * len(slots)
-        if opts.use_rec:
-            texts, batch_ratios = self._recognize(slots, opts, lap)
-            if opts.return_word_box and opts.use_det:
-                words = procedure.word_boxes == "words"
-                chars = [self._chars(t, q, s, r, prep, words)
-                         for t, q, s, r in zip(texts, quads, slots, batch_ratios)]
-        result = self._assemble(prep, quads, angles, texts, chars, cls_only, opts)
-        lap("postproc", last=True)  # done: an answer nobody waits for costs nothing more
-        result.timings_ms, result.gpu_wait_ms = timings, waits
-        return result
+            slots = [CropSlot(np.eye(3), w, h, False, False, 1, slot)]  # RapidOCR passes the image itself on
+        return Detected(opts, prep, quads, slots, laps, slot)
 
-    def _detect(self, prep: Prepared, opts: OcrOptions, lap: Callable[[str], None]) -> list[np.ndarray]:
+    def read(self, requests: Sequence[Detected], *, lane: Stages | None = None, batch: int = 0
+             ) -> list[OcrResult | RequestStopped]:
+        """The second half of these requests (`detect`'s output): classification and recognition of every crop,
+        with the crops of all of them in as few submissions as the stages take, then CTC and each request's
+        lines. Answers in request order; a request whose ``stop`` names who no longer wants it (asked after
+        cls and after rec) gets RequestStopped instead. `batch`: the most crops of one rec submission (0:
+        each request's own rec_batch); only crops of one width share a submission, so each line is read at its
+        RapidOCR batch width exactly, whoever it shares the batch with."""
+        stages = lane if lane is not None else self.stages
+        results: list[OcrResult | RequestStopped | None] = [None] * len(requests)
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for i, request in enumerate(requests):
+            request.laps.restart(stream_clock(stages, self._device))
+            if not request.slots:
+                results[i] = OcrResult(timings_ms=request.laps.timings, gpu_wait_ms=request.laps.waits)
+            else:
+                groups.setdefault(read_key(request.opts), []).append(i)
+        for members in groups.values():
+            for i, outcome in zip(members, self._read_group(stages, [requests[i] for i in members], batch)):
+                results[i] = outcome
+        return [r for r in results if r is not None]
+
+    def _read_group(self, stages: Stages, requests: list[Detected], batch: int) -> list[OcrResult | RequestStopped]:
+        """`read` of requests whose options read alike (read_key)."""
+        opts = requests[0].opts
+        live = list(range(len(requests)))
+        stopped: dict[int, RequestStopped] = {}
+
+        def lap_all(name: str) -> None:
+            for i in list(live):
+                try:
+                    requests[i].laps.lap(name)
+                except RequestStopped as exc:
+                    stopped[i] = exc
+                    live.remove(i)
+
+        slots = [list(r.slots) for r in requests]
+        angles = [[0] * len(s) for s in slots]
+        verdicts: list[list[tuple[str, float]]] = [[] for _ in requests]
+        if opts.use_cls:
+            self._classify(stages, requests, slots, angles, verdicts, opts)
+            lap_all("cls")
+        texts: list[list[CtcText] | None] = [None] * len(requests)
+        ratios: list[list[float]] = [[] for _ in requests]
+        if opts.use_rec and live:
+            order = list(live)
+
+            def wanted() -> set[int]:  # after each rec submission: which of `order` are still wanted
+                lap_all("rec")
+                return {k for k, i in enumerate(order) if i in live}
+
+            done = self._recognize(stages, [slots[i] for i in order], opts, batch or self.read_batch or opts.rec_batch,
+                                   wanted)
+            for i, (request_texts, request_ratios) in zip(order, done):
+                texts[i], ratios[i] = request_texts, request_ratios
+        outcomes: list[OcrResult | RequestStopped] = []
+        procedure = PROCEDURES[opts.procedure]
+        for i, request in enumerate(requests):
+            if i in stopped:
+                outcomes.append(stopped[i])
+                continue
+            chars: list[tuple[CharBox, ...] | None] = [None] * len(slots[i])
+            found = texts[i]
+            if found is not None and opts.return_word_box and opts.use_det:
+                words = procedure.word_boxes == "words"
+                chars = [self._chars(t, q, s, r, request.prep, words)
+                         for t, q, s, r in zip(found, request.quads, slots[i], ratios[i])]
+            result = self._assemble(request.prep, request.quads, angles[i], found, chars, verdicts[i], opts)
+            request.laps.lap("postproc", last=True)  # done: an answer nobody waits for costs nothing more
+            result.timings_ms, result.gpu_wait_ms = request.laps.timings, request.laps.waits
+            outcomes.append(result)
+        return outcomes
+
+    def _detect(self, stages: Stages, prep: Prepared, opts: OcrOptions, lap: Callable[[str], None]
+                ) -> list[np.ndarray]:
         h, w = prep.shape
         det_h, det_w = det_input_size(h, w, opts.limit_side_len, opts.limit_type)
         if det_h <= 0 or det_w <= 0:
             return []
-        prob = self.stages.detect(det_h, det_w, opts.thresh, opts.use_dilation)
+        prob = stages.detect(det_h, det_w, opts.thresh, opts.use_dilation)
         lap("det")
         boxes, _scores = db_boxes(prob, w, h, thresh=opts.thresh, box_thresh=opts.box_thresh,
                                   max_candidates=opts.max_candidates, unclip_ratio=opts.unclip_ratio,
                                   use_dilation=opts.use_dilation, score_mode=opts.score_mode,
-                                  bitmap=self.stages.db_bitmap(), row_spans=self.stages.db_row_spans())
+                                  bitmap=stages.db_bitmap(), row_spans=stages.db_row_spans())
         lap("db")
         order = sort_boxes_in_lines if PROCEDURES[opts.procedure].box_order == "lines" else sort_boxes
         return [np.asarray(b, np.float32) for b in order(list(boxes))]
 
-    def _classify(self, slots: list[CropSlot], opts: OcrOptions
-                  ) -> tuple[list[CropSlot], list[int], list[tuple[str, float]]]:
-        angles = [0] * len(slots)
-        verdicts: list[tuple[str, float]] = [("0", 0.0)] * len(slots)
-        out = list(slots)
-        # Every crop is padded to the classifier's fixed width, so grouping cannot change a verdict: all crops
-        # go in as few submissions as the stage allows, instead of RapidOCR's groups of cls_batch.
-        step = self.stages.max_batch
-        for group in [list(range(i, min(i + step, len(slots)))) for i in range(0, len(slots), step)]:
-            batch = [slots[i].fitted(opts.cls_height, opts.cls_width) for i in group]
-            probs = self.stages.classify(batch, opts.cls_height, opts.cls_width)
-            for i, label, score in zip(group, probs.argmax(axis=1).tolist(), probs.max(axis=1).tolist()):
-                verdicts[i] = (("0", "180")[label], score)
+    @staticmethod
+    def _classify(stages: Stages, requests: Sequence[Detected], slots: list[list[CropSlot]],
+                  angles: list[list[int]], verdicts: list[list[tuple[str, float]]], opts: OcrOptions) -> None:
+        """Every crop of every request through the classifier; flagged crops turn 180° (in `slots`, `angles`).
+        Every crop is padded to the classifier's fixed width, so grouping cannot change a verdict: all crops go
+        in as few submissions as the stage allows, instead of RapidOCR's groups of cls_batch."""
+        every = [(i, k) for i in range(len(requests)) for k in range(len(slots[i]))]
+        for i in range(len(requests)):
+            verdicts[i] = [("0", 0.0)] * len(slots[i])
+        step = stages.max_batch
+        for start in range(0, len(every), step):
+            group = every[start:start + step]
+            batch = [slots[i][k].fitted(opts.cls_height, opts.cls_width) for i, k in group]
+            probs = stages.classify(batch, opts.cls_height, opts.cls_width)
+            for (i, k), label, score in zip(group, probs.argmax(axis=1).tolist(), probs.max(axis=1).tolist()):
+                verdicts[i][k] = (("0", "180")[label], score)
                 if label == 1 and score > opts.cls_thresh:
-                    out[i] = dataclasses.replace(out[i], rotate180=True)
-                    angles[i] = 180
-        return out, angles, verdicts
+                    slots[i][k] = dataclasses.replace(slots[i][k], rotate180=True)
+                    angles[i][k] = 180
 
-    def _recognize(self, slots: list[CropSlot], opts: OcrOptions, lap: Callable[[str], None]
-                   ) -> tuple[list[CtcText], list[float]]:
-        """Decoded text of every slot, and the width/height ratio its batch was padded to.
+    def _recognize(self, stages: Stages, requests: list[list[CropSlot]], opts: OcrOptions, batch: int,
+                   wanted: Callable[[], set[int]]) -> list[tuple[list[CtcText], list[float]]]:
+        """Decoded text of every slot of every request, and the width/height ratio its RapidOCR batch was padded
+        to.
 
-        Each batch runs at RapidOCR's batch width rounded up to opts.rec_width_bucket, and with opts.rec_batch
-        slots (the warp zero-fills the spare columns and slots; no line sees another): a few plans serve every
-        batch. The crops are fitted exactly as RapidOCR fits them."""
-        texts: list[CtcText] = [CtcText("", 0.0, (), (), 0)] * len(slots)
-        batch_ratios = [0.0] * len(slots)
-        batches = []
-        for group in ratio_batches([slot_ratio(s) for s in slots], opts.rec_batch):
-            max_ratio = max([opts.rec_width / opts.rec_height, *(slot_ratio(slots[i]) for i in group)])
-            width = int(opts.rec_height * max_ratio)  # RapidOCR's batch width, exactly
-            batches.append((group, max_ratio, width, [slots[i].fitted(opts.rec_height, width) for i in group]))
-        # the batches one after another, decoded after the last (shorter idle gaps between submissions)
+        Each request's lines are grouped as RapidOCR groups them (ratio_batches of rec_batch); a group runs at
+        RapidOCR's batch width rounded up to opts.rec_width_bucket, and the groups of one tensor width, of every
+        request, share submissions of at most `batch` crops (the warp zero-fills the spare columns and slots; no
+        line sees another): a few plans serve every batch. The crops are fitted exactly as RapidOCR fits them.
+        `wanted()` is asked after each submission (and once if there is none): the requests still wanted, whose
+        crops the later submissions hold (a submission with none is skipped)."""
+        by_width: dict[int, list[tuple[int, int, int, CropSlot]]] = {}  # tensor width → (request, line, width, crop)
+        ratios: list[list[float]] = [[0.0] * len(slots) for slots in requests]
+        for r, slots in enumerate(requests):
+            for group in ratio_batches([slot_ratio(s) for s in slots], opts.rec_batch):
+                max_ratio = max([opts.rec_width / opts.rec_height, *(slot_ratio(slots[i]) for i in group)])
+                width = int(opts.rec_height * max_ratio)  # RapidOCR's batch width, exactly
+                for i in group:
+                    ratios[r][i] = max_ratio
+                    by_width.setdefault(rec_tensor_width(width, opts), []).append(
+                        (r, i, width, slots[i].fitted(opts.rec_height, width)))
+        # every submission first, decoded after the last (shorter idle gaps between submissions)
         outputs = []
-        for _, _, width, batch in batches:
-            outputs.append(self.stages.recognize(batch, opts.rec_height, rec_tensor_width(width, opts),
-                                                 opts.rec_batch))
-            lap("rec")
-        if not batches:
-            lap("rec")
-        for (group, max_ratio, width, _), (indices, scores) in zip(batches, outputs, strict=True):
-            steps = self._rec_steps(opts.rec_height, width) if opts.return_word_box else 0
-            decimals = PROCEDURES[opts.procedure].score_decimals
-            for i, decoded in zip(group, ctc_decode(indices, scores, self.charset, decimals)):
+        live = set(range(len(requests)))
+        for tensor_width, crops in by_width.items():
+            pending = crops
+            while pending:
+                pending = [c for c in pending if c[0] in live]  # a stopped request's crops leave the rest
+                chunk, pending = pending[:batch], pending[batch:]
+                if chunk:
+                    outputs.append((chunk, stages.recognize([c[3] for c in chunk], opts.rec_height, tensor_width,
+                                                            batch)))
+                    live = wanted()
+        if not outputs:
+            wanted()
+        texts: list[list[CtcText]] = [[CtcText("", 0.0, (), (), 0)] * len(slots) for slots in requests]
+        decimals = PROCEDURES[opts.procedure].score_decimals
+        for chunk, (indices, scores) in outputs:
+            for (r, i, width, _), decoded in zip(chunk, ctc_decode(indices, scores, self.charset, decimals)):
                 # word boxes scale time steps by RapidOCR's width: its step count, not the padded tensor's
-                texts[i] = dataclasses.replace(decoded, steps=steps) if steps else decoded
-                batch_ratios[i] = max_ratio
-        return texts, batch_ratios
+                steps = self._rec_steps(opts.rec_height, width) if opts.return_word_box else 0
+                texts[r][i] = dataclasses.replace(decoded, steps=steps) if steps else decoded
+        return list(zip(texts, ratios))
 
     def _rec_steps(self, height: int, width: int) -> int:
         """Time steps the recogniser makes for a height × width input."""

@@ -1,0 +1,87 @@
+"""A request between its two halves (agent/ocr/pipeline.py `detect` and `read`): what detection found, the time
+its stages took so far, and what requests must share to be read together; and what a pipeline opens for the
+lanes that drive the halves side by side (agent/serving/flow.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from vkocr.agent.errors import RequestStopped, StopWho
+from vkocr.agent.ocr.image_kernels import CropSlot
+from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.prep import Prepared
+
+StopCheck = Callable[[], StopWho | None]  # who no longer wants the answer, None while it is still wanted
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineLanes:
+    """What a pipeline opens for the lanes that will drive it: a stream each (vk/streams.py), the device queues
+    those streams share (a device with fewer has its streams share its own), and image slots (images held on the
+    device at once)."""
+
+    streams: int = 1
+    image_slots: int = 1
+    queues: int = 1
+
+
+class Laps:
+    """A request's time per stage (ms) and, on Vulkan, the part of it the host spent waiting for the GPU: `lap`
+    closes the stage that ran since the last lap. ``stop`` is asked at each lap but the last: when it names who
+    no longer wants the answer, RequestStopped names the stage that just ran."""
+
+    def __init__(self, waited: Callable[[], float], stop: StopCheck | None) -> None:
+        self.timings: dict[str, float] = {}
+        self.waits: dict[str, float] = {}
+        self.stop = stop
+        self.restart(waited)
+
+    def restart(self, waited: Callable[[], float]) -> None:
+        """Time from now on, with the wait clock of the stream that runs the next stages."""
+        self._waited = waited
+        self._clock, self._wait = time.perf_counter(), waited()
+
+    def lap(self, name: str, *, last: bool = False) -> None:
+        now, wait = time.perf_counter(), self._waited()
+        self.timings[name] = self.timings.get(name, 0.0) + (now - self._clock) * 1e3
+        self.waits[name] = self.waits.get(name, 0.0) + (wait - self._wait) * 1e3
+        self._clock, self._wait = now, wait
+        if not last and self.stop is not None and (who := self.stop()) is not None:
+            raise RequestStopped(who, name)
+
+
+def stream_clock(stages: Any, device: Any) -> Callable[[], float]:
+    """The seconds the host has waited for the GPU on the stream these stages run on (the device's streams
+    together when they have none; zero off the GPU)."""
+    stream = getattr(stages, "stream", None)
+    if stream is not None:
+        return lambda: float(stream.wait_seconds)
+    if device is not None:
+        return lambda: float(device.wait_seconds)
+    return lambda: 0.0
+
+
+@dataclasses.dataclass
+class Detected:
+    """One request between `detect` and `read`: its options, its image's preparation, the quads DB found (in
+    reading order) and their crops, each naming the image slot it is cut from (which must hold the image until
+    `read` has run), and its stage times so far."""
+
+    opts: OcrOptions
+    prep: Prepared
+    quads: list[np.ndarray]
+    slots: list[CropSlot]
+    laps: Laps
+    slot: int = 0
+
+
+def read_key(opts: OcrOptions) -> tuple[Any, ...]:
+    """What requests must share to be classified and recognised together: every option `read` uses."""
+    return (opts.use_cls, opts.use_rec, opts.use_det, opts.cls_height, opts.cls_width, opts.cls_thresh,
+            opts.rec_height, opts.rec_width, opts.rec_batch, opts.rec_width_bucket, opts.procedure,
+            opts.return_word_box, opts.text_score)
