@@ -39,6 +39,7 @@ from vkocr.agent.bundles.store import InstalledVersion, ModelStore
 from vkocr.agent.errors import AgentError
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.ocr.request_halves import PipelineLanes
 from vkocr.agent.serving.state import ServingState, StateBoard
 from vkocr.agent.serving.worker import GpuWorker
 from vkocr.log import get_logger
@@ -137,10 +138,12 @@ def run_self_tests(pipeline: OcrPipeline, installed: InstalledVersion) -> tuple[
     return tuple(outcomes)
 
 
-def open_installed(installed: InstalledVersion, device: str | None, cpu_threads: int = 0) -> OcrPipeline:
-    """A new pipeline for `installed` on `device` (None: the default one; "cpu": the CPU backend)."""
+def open_installed(installed: InstalledVersion, device: str | None, cpu_threads: int = 0,
+                   lanes: PipelineLanes | None = None) -> OcrPipeline:
+    """A new pipeline for `installed` on `device` (None: the default one; "cpu": the CPU backend), with the
+    streams and image slots of the worker's `lanes`."""
     return OcrPipeline.open(device, options=installed.options, model_paths=dict(installed.models),
-                            cpu_threads=cpu_threads)
+                            cpu_threads=cpu_threads, lanes=lanes)
 
 
 class Activator:
@@ -149,9 +152,11 @@ class Activator:
     a device loss they open again the version the worker serves."""
 
     def __init__(self, store: ModelStore, state: StateBoard, base_options: OcrOptions, device: str | None,
-                 on_swap: Callable[[str, OcrOptions], None] | None = None, cpu_threads: int = 0) -> None:
+                 on_swap: Callable[[str, OcrOptions], None] | None = None, cpu_threads: int = 0,
+                 lanes: PipelineLanes | None = None) -> None:
         self.store = store
         self.cpu_threads = cpu_threads
+        self.lanes = lanes
         self.state = state
         self.base_options = base_options
         self.device = device
@@ -177,7 +182,7 @@ class Activator:
 
     def serving_factory(self) -> OcrPipeline:
         """The GPU worker's factory after a device loss: a new pipeline for the version it serves."""
-        return open_installed(self._serving(), self.device, self.cpu_threads)
+        return open_installed(self._serving(), self.device, self.cpu_threads, self.lanes)
 
     def cpu_factory(self) -> OcrPipeline:
         return open_installed(self._serving(), "cpu", self.cpu_threads)
@@ -249,7 +254,7 @@ class Activator:
             log.info("activation_step", version=version, step="verify", at_start=True)
             installed = self.store.installed(version, self.base_options, verify=True)
             log.info("activation_step", version=version, step="load", at_start=True)
-            pipeline = open_installed(installed, self.device, self.cpu_threads)
+            pipeline = open_installed(installed, self.device, self.cpu_threads, self.lanes)
             self.worker.warm(pipeline)  # never raises: a plan it cannot record is recorded on demand
             # ActivationBusy when the agent began to stop meanwhile
             self._install(pipeline, installed)
@@ -324,7 +329,7 @@ class Activator:
             raise failed("verify", str(exc), exc) from exc
         log.info("activation_step", version=version, step="load", device=self.device or "default")
         try:
-            pipeline = open_installed(installed, self.device, self.cpu_threads)
+            pipeline = open_installed(installed, self.device, self.cpu_threads, self.lanes)
         except Exception as exc:
             raise failed("load", f"{type(exc).__name__}: {exc}", exc) from exc
         try:

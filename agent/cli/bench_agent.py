@@ -6,14 +6,15 @@ one RecognizeStream per client with one frame in flight (a camera that sends the
 answer). Per level: answered images per second, the clients' p50/p99 latency, errors by status code, answers
 whose texts are not their image's (mixed up), a stream's answers that carry another frame's request id
 (reordered) and requests that got nothing back, the GPU's busy fraction (its timestamps over the
-level's wall time, summed over the lanes' contexts, so two lanes can pass 1) and the agent process's CPU time
-over wall time (cores in use).
+level's wall time, every stream's work counted once), the agent process's CPU time over wall time (cores in
+use), and how many requests and crops each reading lane's batch held.
 
-The runs: the default deployment; the same with two GPU lanes (`server.gpu_lanes = 2`: what a second lane buys),
-and with decode processes (`server.decode_processes`, half the cores up to 8: what decoding off the agent's
-GIL buys); then one with a plugin chain (regex_fields, merge_lines), once with `server.overlap = true` (plugins on the
-postprocessing threads, beside the next request's device stages) and once with `false` (on the GPU worker):
-what that overlap buys. `runs` picks some of them.
+The runs: the default deployment; the same with cross-request batching off (`server.batch_requests = 1`: each
+read holds one request), and with the overlap off (`server.overlap = false`: one lane runs each request's every
+step, one request at a time, as the agent did before: what the lanes and the batching buy together); with decode
+processes (`server.decode_processes`, half the cores up to 8: what decoding off the agent's GIL buys); and with a
+plugin chain (regex_fields, merge_lines). `runs` picks some of them. The images go as the files' bytes and PNGs
+of the rendered ones, or, with `raw`, as decoded RGB pixels (a camera's frames: no decoding in the agent).
 """
 
 from __future__ import annotations
@@ -61,27 +62,23 @@ PLUGIN_OPTIONS: dict[str, Any] = {  # fields a label reader would pull out of th
 
 @dataclass(frozen=True)
 class AgentRun:
-    """One agent configuration whose levels are measured."""
+    """One agent configuration whose levels are measured: the [server] keys it changes."""
 
     name: str
-    overlap: bool
-    plugins: bool
-    lanes: int | None = None  # server.gpu_lanes (None: the configuration's default)
-    decode_processes: int | None = None  # server.decode_processes (None: the default)
+    plugins: bool = False
+    server: tuple[tuple[str, Any], ...] = ()
 
 
 RUNS = (
-    AgentRun("default", overlap=True, plugins=False),
-    AgentRun("two lanes", overlap=True, plugins=False, lanes=2),
-    AgentRun("decode processes", overlap=True, plugins=False,
-             decode_processes=max(1, min(8, (os.cpu_count() or 2) // 2))),
-    AgentRun("plugins, overlap on", overlap=True, plugins=True),
-    AgentRun("plugins, overlap off", overlap=False, plugins=True),
+    AgentRun("default"),
+    AgentRun("no batching", server=(("batch_requests", 1),)),
+    AgentRun("no overlap", server=(("overlap", False),)),
+    AgentRun("decode processes", server=(("decode_processes", max(1, min(8, (os.cpu_count() or 2) // 2))),)),
+    AgentRun("plugins", plugins=True),
 )
-RUN_KEYS = {"default": "default", "two-lanes": "two lanes", "decode-processes": "decode processes",
-            "plugins": "plugins, overlap on", "plugins-serial": "plugins, overlap off"}  # --runs' names
+RUN_KEYS = {"default": "default", "no-batching": "no batching", "no-overlap": "no overlap",
+            "decode-processes": "decode processes", "plugins": "plugins"}  # --runs' names
 RUN_NAMES = tuple(run.name for run in RUNS)
-LANES_START_S = 300.0  # how long the warm-up waits for every GPU lane to open
 
 
 @dataclass(frozen=True)
@@ -90,6 +87,7 @@ class BenchImage:
     data: bytes  # what a client sends: the file's bytes, or a PNG of a rendered image
     width: int
     height: int
+    raw: bytes = b""  # with --raw, what a client sends instead: the decoded pixels, RGB8
 
 
 def parse_clients(text: str) -> tuple[int, ...]:
@@ -125,9 +123,10 @@ def parse_modes(text: str) -> tuple[str, ...]:
     return modes
 
 
-def load_images(items: list[str], rendered: int, seed: int = 0) -> list[BenchImage]:
+def load_images(items: list[str], rendered: int, seed: int = 0, raw: bool = False) -> list[BenchImage]:
     """The stream `vkocr bench stream` reads: the files and folders given (none: RapidOCR's compat images),
-    then `rendered` images of the varied set, each sent as a PNG."""
+    then `rendered` images of the varied set, each sent as a PNG, or with `raw` every image as its decoded RGB
+    pixels."""
     from PIL import Image
 
     from vkocr.agent.cli.bench_stream import stream_paths
@@ -139,12 +138,14 @@ def load_images(items: list[str], rendered: int, seed: int = 0) -> list[BenchIma
     images = []
     for path in paths:
         data = Path(path).read_bytes()
-        height, width = decode_image(data).shape[:2]
-        images.append(BenchImage(Path(path).name, data, width, height))
+        decoded = decode_image(data)
+        height, width = decoded.shape[:2]
+        images.append(BenchImage(Path(path).name, data, width, height, decoded.tobytes() if raw else b""))
     for name, pixels in varied_images(rendered, seed):
         out = io.BytesIO()
         Image.fromarray(pixels).save(out, format="PNG")
-        images.append(BenchImage(name, out.getvalue(), pixels.shape[1], pixels.shape[0]))
+        images.append(BenchImage(name, out.getvalue(), pixels.shape[1], pixels.shape[0],
+                                 pixels.tobytes() if raw else b""))
     if not images:
         raise AgentError(f"no images: give IMAGE files or folders, or --rendered N ({compat} has none)")
     return images
@@ -194,26 +195,23 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
         requests.write_bytes(pickle.dumps([request_for(image, str(k), options).SerializeToString()
                                            for k, image in enumerate(images)]))
         for run in (r for r in RUNS if r.name in runs):
-            # no warm start: the warm-up pass below records the plans these images need, and no others
+            # no warm start: the warm-up below records the plans these images need, and no others
             # room for every client's channel beside the bench's own (the default, 64, refuses the 65th)
-            overrides: dict[str, Any] = {"server.listen": "127.0.0.1:0", "server.overlap": run.overlap,
-                                         "plans.warm_shapes": [], "server.max_connections": max(clients) + 64}
-            if run.lanes is not None:
-                overrides["server.gpu_lanes"] = run.lanes
-            if run.decode_processes is not None:
-                overrides["server.decode_processes"] = run.decode_processes
+            overrides: dict[str, Any] = {"server.listen": "127.0.0.1:0", "plans.warm_shapes": [],
+                                         "server.max_connections": max(clients) + 64}
+            overrides.update({f"server.{key}": value for key, value in run.server})
             if device:
                 overrides["device.select"] = device
             if run.plugins:
                 overrides["ocr.plugins"] = list(PLUGINS)
                 overrides["ocr.plugin_options"] = PLUGIN_OPTIONS
-            note(progress, f"{run.name}: starting an agent (overlap {'on' if run.overlap else 'off'})")
-            background = start_agent(load_config(None, env={}, overrides=overrides))
+            config = load_config(None, env={}, overrides=overrides)
+            note(progress, f"{run.name}: starting an agent ({describe_flow(config.server)})")
+            background = start_agent(config)
             try:
                 snapshot = background.agent.state.get()
                 machine.update(device=snapshot.device, backend=snapshot.backend)
                 expected = warm_up(background, images, options, run.name, progress)
-                lanes = background.agent.worker.lanes_serving
                 texts.update({image.name: expected[k] for k, image in enumerate(images)})
                 for mode in modes:
                     levels = []
@@ -224,8 +222,8 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
                              f"{level['p99_ms']:.1f} ms, GPU busy {100 * level['gpu_busy_fraction']:.0f}%")
                         levels.append(level)
                     rows.append({"name": f"{run.name}, {mode}", "run": run.name, "mode": mode,
-                                 "overlap": run.overlap, "plugins": list(PLUGINS) if run.plugins else [],
-                                 "gpu_lanes": lanes, "levels": levels})
+                                 "server": {k: getattr(config.server, k) for k in FLOW_KEYS},
+                                 "plugins": list(PLUGINS) if run.plugins else [], "levels": levels})
             finally:
                 background.stop()
     baseline = reference_rate(images, progress) if reference else None
@@ -248,11 +246,23 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
         "levels": headline,  # the default deployment, the first mode: the headline figures
         "gpu_busy_fraction": at_16[0]["gpu_busy_fraction"],
         "runs": rows,
-        "overlap": gain(rows, "plugins, overlap on", "plugins, overlap off"),
-        "lanes": gain(rows, "two lanes", "default"),
+        "sent_as": "raw RGB8 pixels" if images and images[0].raw else "encoded files (PNG for the rendered)",
+        "batching": gain(rows, "default", "no batching"),
+        "overlap": gain(rows, "default", "no overlap"),
         "decode_processes": gain(rows, "decode processes", "default"),
         "reference": baseline,
     }
+
+
+FLOW_KEYS = ("overlap", "detect_lanes", "read_lanes", "batch_requests", "batch_wait_ms", "batch_lines",
+             "decode_threads", "decode_processes")
+
+
+def describe_flow(server: Any) -> str:
+    if not server.overlap:
+        return "overlap off: one lane, one request at a time"
+    return (f"{server.detect_lanes} detection and {server.read_lanes} reading lanes, batches of up to "
+            f"{server.batch_requests} requests within {server.batch_wait_ms:g} ms")
 
 
 def reference_rate(images: list[BenchImage], progress: bool) -> dict[str, Any] | None:
@@ -278,32 +288,46 @@ def reference_rate(images: list[BenchImage], progress: bool) -> dict[str, Any] |
 def request_for(image: BenchImage, request_id: str, options: ocr_pb2.Options | None) -> ocr_pb2.RecognizeRequest:
     from vkocr.v1 import ocr_pb2
 
+    if image.raw:
+        raw = ocr_pb2.RawImage(data=image.raw, height=image.height, width=image.width,
+                               layout=ocr_pb2.PIXEL_LAYOUT_RGB8)
+        return ocr_pb2.RecognizeRequest(request_id=request_id, raw=raw, options=options)
     return ocr_pb2.RecognizeRequest(request_id=request_id, encoded=image.data, options=options)
 
 
 def warm_up(background: BackgroundAgent, images: list[BenchImage], options: ocr_pb2.Options | None, name: str,
             progress: bool) -> list[list[str]]:
-    """Once every GPU lane serves, one call per image, one at a time, a pass per lane (each lane records its
-    own plans, and takes whichever request comes when it is free): plans recorded, and each image's texts
-    (what every later answer for it must say; every pass must agree). A failure stops the bench."""
+    """Every detection lane records the det plans of every image's size (the worker held meanwhile), then one
+    call per image, one at a time: the rest of the plans, and each image's texts (what every later answer for
+    it must say); then, with several reading lanes, the same again from as many clients at once, so that each
+    reading lane meets the line widths (the answers must agree). A failure stops the bench."""
     from vkocr.agent.serving.client import OcrClient
+    from vkocr.agent.serving.plans import warm_pipeline
 
     worker = background.agent.worker
-    deadline = time.monotonic() + LANES_START_S
-    while worker.lanes_serving < worker.lanes_wanted and time.monotonic() < deadline:
-        time.sleep(0.05)
-    passes = worker.lanes_serving
+    sizes = sorted({(image.width, image.height) for image in images if image.width > 0 and image.height > 0})
+    with worker.held():
+        if worker.pipeline is not None and sizes:
+            note(progress, f"{name}: recording the plans of {len(sizes)} image sizes on every lane")
+            warm_pipeline(worker.pipeline, sizes)
     texts: list[list[str]] = []
     with OcrClient(background.target) as client:
-        for p in range(passes):
-            for k, image in enumerate(images, start=1):
-                note(progress, f"{name}: warm-up {k}/{len(images)} (pass {p + 1}/{passes}) {image.name}")
-                response = client.ocr_stub.Recognize(request_for(image, f"warm-{p}-{k}", options))
-                read = [line.text for line in response.lines]
-                if p == 0:
-                    texts.append(read)
-                elif read != texts[k - 1]:
-                    raise AgentError(f"{image.name} read {read} in warm-up pass {p + 1}, {texts[k - 1]} before")
+        for k, image in enumerate(images, start=1):
+            note(progress, f"{name}: warm-up {k}/{len(images)} {image.name}")
+            response = client.ocr_stub.Recognize(request_for(image, f"warm-{k}", options))
+            texts.append([line.text for line in response.lines])
+    readers = worker.flow_settings.lanes_for(worker.pipeline)[1] if worker.pipeline is not None else 0
+    if readers > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with OcrClient(background.target) as client, ThreadPoolExecutor(readers) as pool:
+            def again(k: int) -> list[str]:
+                response = client.ocr_stub.Recognize(request_for(images[k], f"warm-again-{k}", options))
+                return [line.text for line in response.lines]
+
+            for k, read in enumerate(pool.map(again, range(len(images)))):
+                if read != texts[k]:
+                    raise AgentError(f"{images[k].name} read {read} in the concurrent warm-up, {texts[k]} before")
     return texts
 
 
@@ -324,6 +348,7 @@ def measure_level(background: BackgroundAgent, requests: Path, expected: list[li
             raise AgentError(f"the client process did not connect within {CLIENT_START_S:.0f} s")
         worker = background.agent.worker
         busy = worker.gpu_busy_seconds()
+        batches = worker.read_batches()
         cpu = sum(os.times()[:2])
         # the busy and CPU times are over this process's own interval, which holds the clients' wall
         measured = time.perf_counter()
@@ -332,6 +357,7 @@ def measure_level(background: BackgroundAgent, requests: Path, expected: list[li
         measured = time.perf_counter() - measured
         cpu = sum(os.times()[:2]) - cpu
         busy = worker.gpu_busy_seconds() - busy
+        reads, requests_read, lines_read = (b - a for a, b in zip(batches, worker.read_batches(), strict=True))
     finally:
         ours.close()
         process.join(30)
@@ -361,6 +387,8 @@ def measure_level(background: BackgroundAgent, requests: Path, expected: list[li
         "p99_ms": percentile(latencies, 99) if latencies else 0.0,
         "gpu_busy_fraction": busy / measured,
         "agent_cpu_cores": cpu / measured,
+        "reads": reads, "requests_per_read": requests_read / reads if reads else 0.0,
+        "lines_per_read": lines_read / reads if reads else 0.0,
         "server_median_ms": {k: statistics.median(s.get(k, 0.0) for s in stages) for k in keys},
     }
 
@@ -384,20 +412,21 @@ def gain(rows: list[dict[str, Any]], on_run: str, off_run: str) -> list[dict[str
 def format_agent_results(r: dict[str, Any]) -> str:
     m = r["machine"]
     what = ", ".join(f"{k}={v}" for k, v in r["request_options"].items()) or "whole pipeline"
-    header = (f"{'run':<30} {'clients':>7} {'answered':>8} {'errors':>6} {'images/s':>9} {'p50 ms':>9} "
-              f"{'p99 ms':>9} {'GPU busy':>8} {'cores':>5} {'queue ms':>9}")
+    header = (f"{'run':<24} {'clients':>7} {'answered':>8} {'errors':>6} {'images/s':>9} {'p50 ms':>9} "
+              f"{'p99 ms':>9} {'GPU busy':>8} {'cores':>5} {'queue ms':>9} {'req/read':>8}")
     device = f"{m.get('device', '?')} ({m.get('backend', '?')})"
     lines = [f"machine: {m['cpu']} ({m['cores']} cores); device: {device}",
-             f"images: {r['images']} distinct, each sent once per level; {what}", header]
+             f"images: {r['images']} distinct, each sent once per level, as {r.get('sent_as', 'files')}; {what}",
+             header]
     for row in r["runs"]:
         for level in row["levels"]:
             server = level["server_median_ms"]
             errors = sum(level["errors"].values())
             lines.append(
-                f"{row['name']:<30} {level['clients']:>7} {level['ok']:>8} {errors:>6} "
+                f"{row['name']:<24} {level['clients']:>7} {level['ok']:>8} {errors:>6} "
                 f"{level['images_per_s']:>9.2f} {level['p50_ms']:>9.1f} {level['p99_ms']:>9.1f} "
                 f"{100 * level['gpu_busy_fraction']:>7.0f}% {level['agent_cpu_cores']:>5.2f} "
-                f"{server.get('queue', 0.0):>9.1f}")
+                f"{server.get('queue', 0.0):>9.1f} {level.get('requests_per_read', 0.0):>8.2f}")
     failed: Counter[str] = Counter()
     for row in r["runs"]:
         for level in row["levels"]:
@@ -409,9 +438,9 @@ def format_agent_results(r: dict[str, Any]) -> str:
         lines.append(f"{ref['label']}, one process, one image at a time: {ref['images_per_s']:.2f} images/s "
                      f"(median {ref['median_ms']:.1f} ms); the default deployment against it: " + ", ".join(
                          f"{level['clients']} clients {level['ratio_to_reference']:.2f}x" for level in r["levels"]))
-    for key, title in (("lanes", "two GPU lanes against the default (throughput, ÷)"),
-                       ("decode_processes", "decode processes against the default (throughput, ÷)"),
-                       ("overlap", f"overlap with plugins {', '.join(PLUGINS)} (throughput, on ÷ off)")):
+    for key, title in (("batching", "cross-request batching (throughput, on ÷ off)"),
+                       ("overlap", "overlapped lanes and batching against one request at a time (throughput, ÷)"),
+                       ("decode_processes", "decode processes against the default (throughput, ÷)")):
         if r.get(key):
             lines.append(f"{title}:")
             for g in r[key]:

@@ -94,7 +94,7 @@ def cmd_bench_agent(args: argparse.Namespace) -> int:
         require_matplotlib()  # before the run, not after it
     options = {**({"use_det": False} if args.no_det else {}), **({"use_cls": False} if args.no_cls else {})}
     try:
-        images = load_images(args.images, args.rendered, args.seed)
+        images = load_images(args.images, args.rendered, args.seed, raw=args.raw)
     except FileNotFoundError as exc:
         args.usage_error(str(exc))
     if max(args.clients) > len(images):
@@ -211,11 +211,11 @@ def add_bench_parser(sub: Any) -> None:
         "every level sends every image exactly once from N concurrent clients: unary Recognize calls, or one "
         "RecognizeStream per client with one frame in flight. Per level: answered images/s, p50/p99 latency "
         "at the client, errors by status code (an answer whose texts are not its image's counts as "
-        "WRONG_TEXTS), the GPU's busy fraction from its timestamps, and the agent's CPU cores in use. Then the "
-        "same with two GPU lanes, with decode processes, and with a plugin chain (regex_fields, merge_lines), "
-        "server.overlap on and off. Images: the files "
-        "and folders given (default: RapidOCR's compat images) plus the varied rendered set of `vkocr bench "
-        "stream`.",
+        "WRONG_TEXTS), the GPU's busy fraction from its timestamps, the agent's CPU cores in use, and the "
+        "requests each read batched. Then the same with cross-request batching off, with the overlap off (one "
+        "request at a time), with decode processes, and with a plugin chain (regex_fields, merge_lines). "
+        "Images: the files and folders given (default: RapidOCR's compat images) plus the varied rendered set "
+        "of `vkocr bench stream`, sent as files (PNG for the rendered), or with --raw as decoded pixels.",
     )
     agent_bench.add_argument("images", nargs="*", metavar="IMAGE_OR_DIR",
                              help="image files, or folders (their .jpg/.jpeg/.png/.bmp/.webp files, sorted)")
@@ -230,9 +230,12 @@ def add_bench_parser(sub: Any) -> None:
                              help=f"unary, stream or both (default {','.join(MODES)})")
     agent_bench.add_argument("--runs", type=parse_runs, default=tuple(RUN_KEYS.values()), metavar="RUN,…",
                              help=f"which deployments to measure, of {', '.join(RUN_KEYS)} (default: all; "
-                             "two-lanes: server.gpu_lanes = 2, decode-processes: server.decode_processes = half "
-                             "the cores up to 8, plugins: a plugin chain with the overlap on, plugins-serial: "
-                             "with it off)")
+                             "no-batching: server.batch_requests = 1, no-overlap: server.overlap = false (one "
+                             "request at a time), decode-processes: server.decode_processes = half the cores up "
+                             "to 8, plugins: a plugin chain)")
+    agent_bench.add_argument("--raw", action="store_true",
+                             help="send every image as decoded RGB8 pixels (RawImage), as a camera sends frames, "
+                             "instead of its file (PNG for the rendered): no decoding in the agent")
     agent_bench.add_argument("--reference", action="store_true",
                              help="then run the default model set's reference (RapidOCR, on the CPU) once over the "
                              "same images in one process, one at a time, and give each level's images/s against "

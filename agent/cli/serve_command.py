@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from vkocr.agent.cli.logs import configure_logging
-from vkocr.agent.serving.config import load_config, to_toml
+from vkocr.agent.serving.config import load_config
+from vkocr.agent.serving.config_toml import to_toml
 
 EPILOG = """\
 examples:

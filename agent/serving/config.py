@@ -12,13 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import inspect
-import io
 import ipaddress
-import json
 import os
 import re
-import tokenize
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,12 +25,18 @@ from vkocr.agent.errors import AgentError, ModelSetError, OptionsError
 from vkocr.agent.ocr.model_files import MODEL_SETS
 from vkocr.agent.ocr.model_sets import ChosenModels, choose_models
 from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.request_halves import PipelineLanes
+from vkocr.agent.serving.flow import FlowSettings
 
 ENV_PREFIX = "VKOCR_"
 MAX_DECODE_THREADS = 64  # server.decode_threads' range
 AUTO_DECODE_THREADS = 16  # server.decode_threads = 0: one per core, at most this many
 MIN_SWITCH_MS, MAX_SWITCH_MS = 0.05, 50.0  # server.switch_interval_ms' range
-MAX_GPU_LANES = 8  # server.gpu_lanes' range (each lane holds its own plans: ~600 MiB on the stream's shapes)
+MAX_LANES = 8  # server.detect_lanes' and read_lanes' range (each holds its own plans of its models)
+MAX_BATCH_REQUESTS = 64  # server.batch_requests' range
+MAX_BATCH_WAIT_MS = 50.0  # server.batch_wait_ms' range (from 0)
+MAX_BATCH_LINES = 64  # server.batch_lines' range: the GPU stages' largest batch
+MAX_IMAGE_SLOTS = 256  # server.image_slots' range (from 0: automatic)
 # The VKOCR_ variables that are not config keys, and who reads them: load_config lets these through and refuses
 # any other VKOCR_ name that is no VKOCR_<SECTION>_<KEY> (a misspelt override would be ignored without a word).
 OTHER_VARIABLES = {
@@ -69,8 +71,8 @@ class ServerConfig:
     stream_window: int = 8  # requests of one stream read ahead of their answers
     postproc_threads: int = 2  # plugin threads: overlap a request's CPU postprocessing with the next's GPU work
     # threads that check and decode requests before the GPU queue (Pillow decodes off the GIL; a 2 MP PNG takes
-    # 30-45 ms); 0: one per core, at most 16. On the H200 host 16 were no faster than 4 (BENCHMARKS.md)
-    decode_threads: int = 4
+    # 30-45 ms, so at the agent's rate decoding PNGs wants every core); 0: one per core, at most 16
+    decode_threads: int = 0
     # processes that decode images, so that Pillow's decoding does not hold the agent's GIL
     # (agent/serving/decode_processes.py); 0: decode on the decode threads. On the H200 host 8 gave 1.2x the
     # images/s at 64 clients and cost a lone request 16 ms (BENCHMARKS.md)
@@ -79,11 +81,25 @@ class ServerConfig:
     # wait for the GIL while a decode or gRPC thread holds it (Python's default is 5 ms; 0.5 ms gave 26 % more
     # images/s at 16 clients on the H200 host, BENCHMARKS.md)
     switch_interval_ms: float = 0.5
-    overlap: bool = True  # False: plugins run on the GPU worker (to measure what the overlap buys)
-    # pipelines serving requests side by side on one Vulkan device, each with its own device context, plans and
-    # buffers (agent/serving/lanes.py); the CPU backend always has one. On the H200 two gave 0.89-1.16x the
-    # images/s of one (NVIDIA time-slices contexts; BENCHMARKS.md), so one is the default
-    gpu_lanes: int = 1
+    # False: one lane runs each request's every step, plugins included, one request at a time (only to measure
+    # what the overlap and the batching buy)
+    overlap: bool = True
+    # The lanes (agent/serving/flow.py), each a thread with a stream (queue) of the device to itself: detection
+    # lanes run a request's image, detection and DB; reading lanes classify and recognise the crops of every
+    # request that is ready, together. On the CPU backend one of each.
+    detect_lanes: int = 2
+    read_lanes: int = 2
+    batch_requests: int = 8  # requests one reading lane reads together, at most
+    # how long a reading lane with fewer waits for more, while others are in detection (never for a lone request)
+    batch_wait_ms: float = 2.0
+    batch_lines: int = 16  # crops of one width in one recogniser submission, at most (batch sizes: powers of two)
+    # images held on the device at once, from a request's detection to its reading (2048² RGB each, 12 MiB);
+    # 0: enough for the lanes and batches above, as many as the device binds
+    image_slots: int = 0
+    # device queues the lanes' streams submit to. On the H200, 2 to 6 queues ran no more work than one (the GPU
+    # took their submissions one at a time, and each took 20 % longer: BENCHMARKS.md), so the lanes share one;
+    # a GPU that runs queues side by side may gain from more
+    gpu_queues: int = 1
     grace_s: float = 15.0  # on SIGTERM, how long in-flight work may take before the agent stops anyway
     status_interval_s: float = 5.0  # status Watch streams send at least this often
     latency_window_s: float = 60.0  # sliding window of the status p50/p99
@@ -174,6 +190,20 @@ class AgentConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     ocr: dict[str, Any] = field(default_factory=dict)  # OcrOptions fields: the deployment's defaults
 
+    def flow(self) -> FlowSettings:
+        """The lanes and batching of [server] (agent/serving/flow.py)."""
+        server = self.server
+        return FlowSettings(server.detect_lanes, server.read_lanes, server.batch_requests,
+                            server.batch_wait_ms / 1e3, server.batch_lines, server.overlap)
+
+    def pipeline_lanes(self) -> PipelineLanes:
+        """What a served pipeline opens for those lanes: a stream each, and the image slots they hold."""
+        flow = self.flow()
+        detect, read = flow.streams
+        slots = self.server.image_slots or detect + read * flow.batch_requests + 2
+        return PipelineLanes(streams=detect + read, image_slots=slots,
+                             queues=min(self.server.gpu_queues, detect + read))
+
     @property
     def tls_enabled(self) -> bool:
         return bool(self.tls.cert or self.tls.key)
@@ -225,8 +255,13 @@ class AgentConfig:
         if not 0 <= self.server.decode_processes <= MAX_DECODE_THREADS:
             raise ConfigError(f"[server]: decode_processes must be 0 (decode on threads) to {MAX_DECODE_THREADS}, "
                               f"got {self.server.decode_processes}")
-        if not 1 <= self.server.gpu_lanes <= MAX_GPU_LANES:
-            raise ConfigError(f"[server]: gpu_lanes must be 1 to {MAX_GPU_LANES}, got {self.server.gpu_lanes}")
+        for name, low, high in (("detect_lanes", 1, MAX_LANES), ("read_lanes", 1, MAX_LANES),
+                                ("batch_requests", 1, MAX_BATCH_REQUESTS), ("batch_wait_ms", 0, MAX_BATCH_WAIT_MS),
+                                ("batch_lines", 1, MAX_BATCH_LINES), ("image_slots", 0, MAX_IMAGE_SLOTS),
+                                ("gpu_queues", 1, 2 * MAX_LANES)):
+            value = getattr(self.server, name)
+            if not low <= value <= high:
+                raise ConfigError(f"[server]: {name} must be {low} to {high}, got {value}")
         if self.server.status_interval_s < 0.05:
             raise ConfigError("[server]: status_interval_s must be at least 0.05")
         if self.models.set and self.models.set not in MODEL_SETS:
@@ -408,84 +443,3 @@ def parse_text(config: AgentConfig, section: str, key: str, text: str) -> Any:
         return expected(text)
     except ValueError as exc:
         raise ConfigError(f"{env_name(section, key)}: {text!r} is not a {expected.__name__}") from exc
-
-
-# What [ocr]'s values mean, above them in --print-config: the other sections' comments are their fields'.
-OCR_SECTION_NOTE = ("OcrOptions (agent/ocr/options.py): this deployment's defaults; a served bundle's options apply",
-                    "over them, and a request's over both")
-
-
-def to_toml(config: AgentConfig) -> str:
-    """The merged configuration as TOML (what --print-config shows): every key of every section with the value
-    in effect, [ocr] as the OcrOptions the agent serves with (its defaults included), each key with its field's
-    comments. Read back as a config file, it gives the same configuration."""
-    lines: list[str] = []
-    for section, table in config.to_dict().items():
-        lines.append(f"[{section}]")
-        if section == "ocr":
-            lines.extend(f"# {line}" for line in OCR_SECTION_NOTE)
-            table = dataclasses.asdict(config.ocr_options())
-        notes = field_comments(OcrOptions if section == "ocr" else type(getattr(config, section)))
-        for key, value in table.items():
-            above, trailing = notes.get(key, ((), ""))
-            lines.extend(f"# {line}" for line in above)
-            line = f"{toml_key(key)} = {toml_value(value)}"
-            lines.append(f"{line}  # {trailing}" if trailing else line)
-        lines.append("")
-    return "\n".join(lines)
-
-
-FieldComments = dict[str, tuple[tuple[str, ...], str]]
-_field_comments: dict[str, FieldComments] = {}
-
-
-def field_comments(section: type) -> FieldComments:
-    """The comments of a config dataclass's fields, from its source: (the comment lines right above the field,
-    the comment at the end of its line). Empty when the source is not installed."""
-    if section.__qualname__ not in _field_comments:
-        _field_comments[section.__qualname__] = read_field_comments(section)
-    return _field_comments[section.__qualname__]
-
-
-def read_field_comments(section: type) -> FieldComments:
-    try:
-        source = inspect.getsource(section)
-    except (OSError, TypeError):
-        return {}
-    comments: FieldComments = {}
-    above: list[str] = []
-    words: list[tokenize.TokenInfo] = []
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type not in (tokenize.NEWLINE, tokenize.NL):
-            if token.type not in (tokenize.INDENT, tokenize.DEDENT):
-                words.append(token)
-            continue
-        if len(words) == 1 and words[0].type == tokenize.COMMENT:
-            above.append(words[0].string.lstrip("#").strip())
-        elif len(words) > 2 and words[0].type == tokenize.NAME and words[1].string == ":":
-            trailing = words[-1].string.lstrip("#").strip() if words[-1].type == tokenize.COMMENT else ""
-            comments[words[0].string] = (tuple(above), trailing)
-            above = []
-        else:
-            above = []
-        words = []
-    return comments
-
-
-def toml_key(key: str) -> str:
-    """A bare key when TOML allows one, else a quoted one."""
-    return key if key and all(c.isascii() and (c.isalnum() or c in "-_") for c in key) else toml_value(key)
-
-
-def toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        if not value:
-            return "{}"
-        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
-    return json.dumps(str(value), ensure_ascii=False)  # a JSON string is a valid TOML basic string

@@ -12,6 +12,7 @@ import numpy as np
 
 from vkocr.agent.errors import AgentError, StopWho
 from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.postproc.registry import PluginChain
 from vkocr.postproc.result import OcrResult
 
@@ -61,6 +62,8 @@ class Job:
     cancelled_by: StopWho = "client"  # who cancelled, once `cancelled` is set
     future: Future[OcrResult] = field(default_factory=Future)
     enqueued: float = field(default_factory=time.monotonic)
+    started: float = 0.0  # time.monotonic() when a lane began it
+    attempts: int = 0  # lanes it was handed to: a second after a device failure, never a third
 
     def cancel(self, who: StopWho) -> None:
         """The answer is no longer wanted (any thread): `who` is the client, the deadline or the shutdown."""
@@ -102,3 +105,14 @@ def settle(future: Future[OcrResult], *, result: OcrResult | None = None, error:
             future.set_result(result)  # type: ignore[arg-type]  # no error: the caller passes a result
     except InvalidStateError:
         pass
+
+
+def finish(job: Job, result: OcrResult) -> None:
+    """Run the job's plugin chain over its recognised result and complete its future (plugins record their own
+    errors in the result; anything else they raise is a bug of ours, and the request's answer)."""
+    try:
+        finished = OcrPipeline.finish(result, job.chain)
+    except Exception as exc:  # noqa: BLE001
+        settle(job.future, error=exc)
+        return
+    settle(job.future, result=finished)

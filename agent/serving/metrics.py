@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-STAGES = ("queue", "decode", "det", "db", "cls", "rec", "postproc", "plugins")
+STAGES = ("queue", "decode", "det", "db", "batch_wait", "cls", "rec", "postproc", "plugins")
 # Timings a request reports that are no stage of their own, so left out without a warning: "total" is the whole
 # request (vkocr_request_seconds has it), "plugin.<name>" one plugin's share of "plugins".
 NOT_STAGES = frozenset({"total"})

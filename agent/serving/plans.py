@@ -15,19 +15,22 @@ the Prometheus collector (metrics.PlanCollector) read from any thread without wa
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vkocr.agent.ocr.pipeline import OcrPipeline, rec_class_shapes, reserve_shapes, warm_plan_shapes
+from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.ocr.plan_shapes import rec_class_shapes, reserve_shapes, warm_plan_shapes
 from vkocr.engine.errors import DeviceLost
 from vkocr.log import get_logger
 
 log = get_logger(__name__)
 
 ROLES = ("det", "cls", "rec")  # reported from the first status message on, at zero before models load
+PUBLISH_EVERY_S = 0.2  # while requests flow, the statistics are published at least this often
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,8 @@ def warm_pipeline(pipeline: OcrPipeline, sizes: Sequence[tuple[int, int]], *,
     prepare: Callable[[str, tuple[int, ...]], None] | None = getattr(pipeline.stages, "prepare", None)
     if prepare is None or not sizes:  # the CPU backend records no plans; no sizes configured
         return WarmReport(0, 0, 0, 0, 0.0)
-    shapes = largest_first(warm_plan_shapes(sizes, pipeline.options, pipeline.stages.max_batch))
+    shapes = largest_first(warm_plan_shapes(sizes, pipeline.options, pipeline.stages.max_batch,
+                                            pipeline.read_batch))
     reserve: Callable[[str, tuple[int, ...]], None] | None = getattr(pipeline.stages, "reserve", None)
     if reserve is not None:
         for role, shape in reserve_shapes(pipeline.options):
@@ -143,7 +147,7 @@ def learn_rec_classes(pipeline: OcrPipeline, stopping: Callable[[], bool]) -> in
     if learn is None or not pipeline.options.use_rec:
         return 0
     traced = 0
-    for shape in rec_class_shapes(pipeline.options):
+    for shape in rec_class_shapes(pipeline.options, pipeline.read_batch):
         if stopping():
             break
         try:
@@ -158,13 +162,32 @@ def learn_rec_classes(pipeline: OcrPipeline, stopping: Callable[[], bool]) -> in
 class PlanLedger:
     """The plan statistics last published by the GPU worker (`snapshot`: one immutable object, replaced whole,
     read from any thread), with the plans recorded since start summed over every pipeline served (a rebuild
-    or an activation starts a pipeline whose own counts start at zero). Only the worker thread publishes."""
+    or an activation starts a pipeline whose own counts start at zero). One thread publishes at a time."""
 
     def __init__(self) -> None:
         self.snapshot = PlanStats()
         self._pipeline: OcrPipeline | None = None
         self._earlier: Counter[str] = Counter()  # recordings of the pipelines served before this one
         self._current: dict[str, int] = {}  # recordings of this one, as last published
+        self._published = 0.0  # when publish_if_changed last published, and the plans recorded by then
+        self._recorded = -1
+        self._publishing = threading.Lock()
+
+    def publish_if_changed(self, pipeline: OcrPipeline | None) -> None:
+        """Publish when a plan was recorded since the last time, else at most every PUBLISH_EVERY_S (the lanes
+        call it after every request: the full statistics cost more than a request should pay); a thread that
+        finds another publishing leaves it to that one."""
+        counted: Callable[[], int] | None = getattr(pipeline.stages if pipeline else None, "recordings_total", None)
+        recorded = counted() if counted is not None else -1
+        now = time.monotonic()
+        if recorded == self._recorded and now - self._published < PUBLISH_EVERY_S:
+            return
+        if self._publishing.acquire(blocking=False):
+            try:
+                self._published, self._recorded = now, recorded
+                self.publish(pipeline)
+            finally:
+                self._publishing.release()
 
     def publish(self, pipeline: OcrPipeline | None) -> PlanStats:
         """Take the statistics of `pipeline` (the one serving now, None while there is none). Never raises: the

@@ -44,12 +44,13 @@ from vkocr.agent.serving.malformed import MalformedRequests
 from vkocr.agent.serving.metrics import Metrics
 from vkocr.agent.serving.models_service import ModelsService
 from vkocr.agent.serving.ocr_service import OcrService
+from vkocr.agent.serving.rebuild import PipelineFactory
 from vkocr.agent.serving.sensors import Sensors, serving_device_sensors
 from vkocr.agent.serving.state import ServingState, StateBoard, StateSnapshot
 from vkocr.agent.serving.stats import RequestStats
 from vkocr.agent.serving.status_service import StatusService
 from vkocr.agent.serving.systemd_notify import SystemdNotifier
-from vkocr.agent.serving.worker import GpuWorker, PipelineFactory
+from vkocr.agent.serving.worker import GpuWorker
 from vkocr.engine.errors import VkocrError
 from vkocr.log import get_logger
 from vkocr.v1 import models_pb2, models_pb2_grpc, ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
@@ -91,7 +92,8 @@ class Agent:
             self.store = ModelStore(Path(models.store), TrustedKeys.from_paths(map(Path, models.trusted_keys)),
                                     keep=models.keep, max_bundle_bytes=models.max_bundle_bytes)
             self.activator = Activator(self.store, self.state, self.options, config.device.select or None,
-                                       on_swap=self._on_swap, cpu_threads=config.device.cpu_threads)
+                                       on_swap=self._on_swap, cpu_threads=config.device.cpu_threads,
+                                       lanes=config.pipeline_lanes())
             factory: PipelineFactory = self.activator.serving_factory
             cpu = self.activator.cpu_factory if use_cpu_fallback else None
             version = ""  # the activator names it once the active version has loaded
@@ -101,7 +103,7 @@ class Agent:
             version = model_version or default_model_version(config)
         self.worker = GpuWorker(factory, self.state, model_version=version, queue_size=config.server.queue_size,
                                 postproc_threads=config.server.postproc_threads, overlap=config.server.overlap,
-                                cpu_fallback=cpu, warm_sizes=config.warm_sizes(), lanes=config.server.gpu_lanes)
+                                cpu_fallback=cpu, warm_sizes=config.warm_sizes(), flow=config.flow())
         if self.activator is not None:
             self.activator.attach(self.worker)
         self.health = HealthServicer()
@@ -123,8 +125,9 @@ class Agent:
 
     def _default_factory(self) -> PipelineFactory:
         select, threads = self.config.device.select or None, self.config.device.cpu_threads
+        lanes = self.config.pipeline_lanes()
         return lambda: OcrPipeline.open(select, options=self.options, model_paths=self._model_paths(),
-                                        cpu_threads=threads)
+                                        cpu_threads=threads, lanes=lanes)
 
     def _cpu_factory(self) -> PipelineFactory:
         threads = self.config.device.cpu_threads

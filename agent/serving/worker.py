@@ -1,21 +1,20 @@
-"""The GPU worker: one thread that owns the OCR pipeline (and with it the Vulkan context) and runs requests'
-device stages in order, behind a bounded queue.
+"""The GPU worker: the thread that owns the OCR pipeline (and with it the Vulkan context) and serves queued
+requests through its lanes (agent/serving/flow.py), behind a bounded queue.
 
-A request's plugin chain runs on a small thread pool after its device stages, so the CPU postprocessing of one
-request overlaps the GPU work of the next. A request whose client cancelled or whose deadline passed is
-dropped before any GPU work, and one whose answer stops being wanted while it runs stops at its next stage
-boundary (after det, DB, cls or a rec batch), so the worker moves on to the next request. A Vulkan failure
-(device lost, failed submission) takes the state to REBUILDING: the worker closes the pipeline, opens a new one
-(or, when configured and the device cannot come back, one on the CPU executor), retries the request once and
-returns to SERVING, without a restart.
-
-Beside the worker thread, its lanes (server.gpu_lanes; agent/serving/lanes.py) take requests from the same
-queue, each with a pipeline on its own device context: one request's host steps overlap another's GPU work.
+Detection lanes take requests from the queue and run their first half (image, detection, DB's boxes); reading
+lanes classify and recognise the crops of every request that is ready, together, and answer each; each lane
+drives a stream of the device of its own, so one request's host steps overlap another's GPU work. A request's
+plugin chain runs on a small thread pool after its device stages. A request whose client cancelled or whose
+deadline passed is dropped before any GPU work, and one whose answer stops being wanted while it runs stops at its
+next stage boundary (after det, DB, cls or rec). A Vulkan failure (device lost, failed submission) takes the
+state to REBUILDING: the worker thread stops the lanes, closes the pipeline, opens a new one (or, when
+configured and the device cannot come back, one on the CPU executor), hands the failed requests in again once
+and returns to SERVING, without a restart.
 
 Every pipeline the worker opens records the plans of the configured image sizes (`warm_sizes`, agent/serving/
-plans.py) before it serves; a pipeline handed over with `install` is warmed by whoever opened it (`warm`). The
-plan statistics are published after loading and after every request (`plan_stats`), so the status service and
-the metrics read them without waiting for the GPU.
+plans.py) on every lane before it serves; a pipeline handed over with `install` is warmed by whoever opened it
+(`warm`). The plan statistics are published after loading and after requests (`plan_stats`), so the status
+service and the metrics read them without waiting for the GPU.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 
 from vkocr.agent.errors import RequestStopped
 from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.serving.flow import Flow, FlowSettings
 from vkocr.agent.serving.jobs import (
     DeviceFailed,
     Job,
@@ -38,10 +38,11 @@ from vkocr.agent.serving.jobs import (
     QueueFull,
     WorkerError,
     dropped_error,
+    finish,
     settle,
 )
-from vkocr.agent.serving.lanes import Lane, LaneFailed, Lanes, lane_count, memory_usage
 from vkocr.agent.serving.plans import PlanLedger, PlanStats, WarmReport, warm_pipeline
+from vkocr.agent.serving.rebuild import PipelineFactory, reopen
 from vkocr.agent.serving.state import ServingState, StateBoard
 from vkocr.engine.errors import VulkanError
 from vkocr.log import get_logger
@@ -49,9 +50,6 @@ from vkocr.postproc.result import OcrResult
 
 log = get_logger(__name__)
 
-PipelineFactory = Callable[[], OcrPipeline]
-REBUILD_ATTEMPTS = 3
-REBUILD_BACKOFF_S = 0.5
 
 
 @dataclass
@@ -64,6 +62,14 @@ class _Install:
     done: Future[OcrPipeline] = field(default_factory=Future)
 
 
+@dataclass
+class _Failed:
+    """A control message from a lane: the device failed under these requests."""
+
+    jobs: list[Job]
+    error: VulkanError
+
+
 _STOP = object()
 
 
@@ -71,7 +77,9 @@ class GpuWorker:
     def __init__(self, open_pipeline: PipelineFactory, state: StateBoard, *, model_version: str,
                  queue_size: int = 32, postproc_threads: int = 2, overlap: bool = True,
                  cpu_fallback: PipelineFactory | None = None, warm_sizes: Sequence[tuple[int, int]] = (),
-                 lanes: int = 1) -> None:
+                 flow: FlowSettings | None = None) -> None:
+        """`overlap` False: one lane runs each request's every step, plugins included, one request at a time
+        (what the overlap and the batching buy is measured against it); `flow`: the lanes and the batching."""
         self._open_pipeline = open_pipeline
         self._cpu_fallback = cpu_fallback
         self.state = state
@@ -79,14 +87,18 @@ class GpuWorker:
         self.pipeline: OcrPipeline | None = None
         self._jobs: queue.Queue[Job] = queue.Queue(queue_size)
         self._control: queue.Queue[object] = queue.Queue()
-        self._wake = threading.Semaphore(0)  # one release per job or control message
-        self._handed_back: queue.SimpleQueue[Job] = queue.SimpleQueue()  # a failed lane's, for this thread
+        self._handed_back: queue.SimpleQueue[Job] = queue.SimpleQueue()  # a failed device's, served first
         self._overlap = overlap
+        settings = flow or FlowSettings()
+        self.flow_settings = settings if overlap else FlowSettings(
+            settings.detect_lanes, settings.read_lanes, settings.batch_requests, settings.batch_wait_s,
+            settings.batch_lines, overlap=False)
+        self._flow: Flow | None = None
         self._postproc = ThreadPoolExecutor(postproc_threads, thread_name_prefix="vkocr-postproc")
         self._thread = threading.Thread(target=self._run, name="vkocr-gpu-worker", daemon=True)
         self._accepting = True
         self._stopping = False
-        self._busy = threading.Lock()  # held while a job runs its device stages
+        self._maintenance = threading.RLock()  # held while the worker thread swaps or rebuilds, and by held()
         self._start_lock = threading.Lock()
         self._started = False
         self._initial: _Install | None = None  # the install that started the thread: its first pipeline
@@ -97,11 +109,11 @@ class GpuWorker:
         self.loaded = threading.Event()
         self.dropped: Counter[str] = Counter()  # jobs dropped before GPU work: "cancelled", "deadline"
         self.stopped: Counter[str] = Counter()  # jobs stopped between stages, by who: "client", "deadline"…
-        self.running = ""  # the request id of the job on this thread's device stages (not a lane's), "" between jobs
+        self.batches: Counter[int] = Counter()  # reads by the requests they held, over every pipeline served
+        self.lines_read = 0  # crops those reads classified and recognised
         self.warm_sizes = tuple(warm_sizes)  # (width, height) of the images whose plans are recorded first
-        self._plans = PlanLedger()  # published by the worker thread only
-        self._counts = threading.Lock()  # dropped and stopped are counted from the lanes too
-        self._lanes = Lanes(lanes, self._take, self._serve_on_lane, self.warm)
+        self._plans = PlanLedger()
+        self._counts = threading.Lock()
 
     # -- outside the worker thread ------------------------------------------------------------------------
 
@@ -125,6 +137,13 @@ class GpuWorker:
     def queue_depth(self) -> int:
         return self._jobs.qsize()
 
+    @property
+    def running(self) -> str:
+        """The request id of the newest request inside the lanes, "" when none is."""
+        flow = self._flow
+        ids = list(flow.running) if flow is not None else []
+        return ids[-1] if ids else ""
+
     def submit(self, job: Job, *, block: bool = False, timeout: float | None = None) -> Future[OcrResult]:
         """Queue a job; QueueFull when the queue is full (after `timeout` when blocking), NotServing when the
         agent is not serving."""
@@ -137,7 +156,6 @@ class GpuWorker:
         except queue.Full:
             self._settle(-1)
             raise QueueFull(f"queue full ({self._jobs.maxsize} requests waiting for the GPU)") from None
-        self._wake.release()
         return job.future
 
     def install(self, pipeline: OcrPipeline, model_version: str) -> Future[OcrPipeline]:
@@ -154,24 +172,32 @@ class GpuWorker:
                 self._thread.start()
                 return message.done
         self._control.put(message)
-        self._wake.release()
         return message.done
 
     def warm(self, pipeline: OcrPipeline, stopping: Callable[[], bool] = lambda: False) -> WarmReport:
-        """Record the plans of `warm_sizes` in `pipeline`, which does not serve yet, on the calling thread (the
-        one that opened it: the activator's before `install`, this worker's after it opens one, a lane's). Never
-        raises for a plan that cannot be recorded: the pipeline still serves, recording that plan on demand.
-        Stops early when the agent stops or `stopping()` turns true."""
+        """Make `pipeline`'s lanes, then record the plans of `warm_sizes` on each, before it serves, on the calling
+        thread (the one that opened it: the activator's before `install`, this worker's after it opens one).
+        Never raises for a plan that cannot be recorded: the pipeline still serves, recording that plan on
+        demand. Stops early when the agent stops or `stopping()` turns true."""
+        self._shape_lanes(pipeline)
         try:
             return warm_pipeline(pipeline, self.warm_sizes, stopping=lambda: self._stopping or stopping())
         except Exception as exc:  # noqa: BLE001 - a warm-up is an optimisation; serving goes on without it
             log.warning("plans_not_warmed", error=f"{type(exc).__name__}: {exc}")
             return WarmReport(0, 0, 0, 0, 0.0)
 
+    def _shape_lanes(self, pipeline: OcrPipeline) -> None:
+        """Tell the pipeline which of its streams detect and which read, and how many lines a read batches."""
+        detect, read = self.flow_settings.lanes_for(pipeline)
+        pipeline.read_batch = self.flow_settings.batch_lines
+        set_lanes: Callable[[int, int], None] | None = getattr(pipeline.stages, "set_lanes", None)
+        if set_lanes is not None:
+            set_lanes(detect, read)
+
     @property
     def plan_stats(self) -> PlanStats:
-        """The plans per model as the worker last published them (after loading, warm-up and each request);
-        any thread, never waits for the GPU."""
+        """The plans per model as the worker last published them (after loading, warm-up and requests); any
+        thread, never waits for the GPU."""
         return self._plans.snapshot
 
     def add_room_listener(self, listener: Callable[[], None]) -> Callable[[], None]:
@@ -187,11 +213,17 @@ class GpuWorker:
 
     @contextmanager
     def held(self) -> Iterator[None]:
-        """Hold the worker between two jobs (it finishes the one it runs, then waits): maintenance on the
-        device, and tests that need a request to wait in the queue for a known time."""
+        """Hold the worker: the requests in its lanes finish, then none is taken from the queue and no swap or
+        rebuild begins until the block ends (maintenance on the device, and tests that need a request to wait in
+        the queue for a known time)."""
         try:
-            with self._busy, self._lanes.held():
-                yield
+            with self._maintenance:
+                flow = self._flow
+                if flow is None:
+                    yield
+                else:
+                    with flow.held():
+                        yield
         finally:
             self._settle(0)
 
@@ -201,8 +233,7 @@ class GpuWorker:
         pipeline = self.pipeline
         if pipeline is None or pipeline.device is None:
             raise WorkerError("no Vulkan device to fail (models not loaded, or serving on the CPU)")
-        for each in (pipeline, *self._lanes.pipelines()):  # one GPU: whichever lane takes the next request fails
-            each.device.inject_submit_failure("VK_ERROR_DEVICE_LOST")
+        pipeline.device.inject_submit_failure("VK_ERROR_DEVICE_LOST")
 
     def stop(self, grace_s: float) -> None:
         """Stop accepting, let queued and running jobs finish for up to `grace_s`, fail the rest, close."""
@@ -211,9 +242,8 @@ class GpuWorker:
         self._notify_room()  # a request waiting for room in the queue is refused now
         deadline = time.monotonic() + grace_s
         with self._settled:
-            self._settled.wait_for(lambda: self._unsettled == 0 and not self._busy.locked(), grace_s)
+            self._settled.wait_for(lambda: self._unsettled == 0, grace_s)
         self._control.put(_STOP)
-        self._wake.release()
         if self._thread.is_alive():
             self._thread.join(max(0.0, deadline - time.monotonic()) + 5.0)
         while True:  # whatever the grace period did not reach is failed, never silently dropped
@@ -225,27 +255,33 @@ class GpuWorker:
         self._postproc.shutdown(wait=True)
 
     def pool_usage(self) -> tuple[int, int]:
-        """(bytes in live allocations, bytes allocated from the driver) of every lane's device pool; zeros on
-        the CPU."""
-        return memory_usage(self._lanes.devices(self.pipeline))
+        """(bytes in live allocations, bytes allocated from the driver) of the device's pool; zeros on the CPU."""
+        pipeline = self.pipeline
+        device = pipeline.device if pipeline is not None else None
+        return device.memory_usage() if device is not None else (0, 0)
 
     def gpu_busy_seconds(self) -> float:
-        """The GPU time of every lane's recordings so far (their timestamps; engine/device.py)."""
-        return sum(float(device.gpu_busy_seconds) for device in self._lanes.devices(self.pipeline))
+        """The time the GPU was busy with the serving pipeline's recordings so far (their timestamps, every
+        stream's at once counted once: vk/streams.py)."""
+        pipeline = self.pipeline
+        device = pipeline.device if pipeline is not None else None
+        return float(device.gpu_busy_seconds) if device is not None else 0.0
 
-    @property
-    def lanes_serving(self) -> int:
-        """Pipelines serving now: the worker thread's, and its lanes' that are open and warm."""
-        return (self.pipeline is not None) + len(self._lanes.serving())
+    def waiting_to_read(self) -> int:
+        """Requests detected and waiting for a reading lane now."""
+        flow = self._flow
+        return len(flow.batcher) if flow is not None else 0
 
-    @property
-    def lanes_wanted(self) -> int:
-        """Pipelines that serve once every lane has opened: server.gpu_lanes on a Vulkan device, else 1."""
-        return lane_count(self._lanes.configured, self.pipeline)
-
-    @property
-    def lanes(self) -> Lanes:
-        return self._lanes
+    def read_batches(self) -> tuple[int, int, int]:
+        """(reads, requests they held, crops they held) since the worker started, over every pipeline served."""
+        with self._counts:
+            counts, lines = Counter(self.batches), self.lines_read
+        flow = self._flow
+        if flow is not None:
+            more, more_lines = flow.read_counts()
+            counts.update(more)
+            lines += more_lines
+        return sum(counts.values()), sum(size * n for size, n in counts.items()), lines
 
     # -- the worker thread --------------------------------------------------------------------------------
 
@@ -268,36 +304,41 @@ class GpuWorker:
             self.warm(self.pipeline)
             self._plans.publish(self.pipeline)
             self._announce(ServingState.SERVING, "")
-            self._lanes.start(self.pipeline)
+            self._start_flow()
         self.loaded.set()
         while True:
-            self._wake.acquire()
-            try:
-                control = self._control.get_nowait()
-            except queue.Empty:
-                control = None
+            control = self._control.get()
             if control is _STOP:
                 break
-            if isinstance(control, _Install):
-                self._do_swap(control)
-                continue
-            try:
-                job, handed_back = self._handed_back.get_nowait(), True
-            except queue.Empty:
-                try:
-                    job, handed_back = self._jobs.get_nowait(), False
-                except queue.Empty:
-                    continue
-                self._notify_room()
-            with self._busy:
-                self._run_job(job, None, resumed=handed_back)
-            self._settle(-1)
-            if handed_back:  # served here after all: the failed lane opens again (a real loss rebuilt them all)
-                self._lanes.start(self.pipeline)
-        self._lanes.stop()
+            with self._maintenance:
+                if isinstance(control, _Install):
+                    self._do_swap(control)
+                elif isinstance(control, _Failed):
+                    self._recover(control)
+        self._stop_flow()
         if self.pipeline is not None:
             self.pipeline.close()
             self.pipeline = None
+
+    def _start_flow(self) -> None:
+        pipeline = self.pipeline
+        if pipeline is None:
+            return
+        self._shape_lanes(pipeline)
+        self._flow = Flow(pipeline, self.flow_settings, take=self._take, begin=self._begin_job, done=self._done,
+                          failed=lambda jobs, error: self._control.put(_Failed(jobs, error)))
+        self._flow.start()
+
+    def _stop_flow(self) -> None:
+        """Stop the lanes: every request inside finishes (or fails, and is handed in again), then they end."""
+        flow = self._flow
+        if flow is not None:
+            flow.stop()
+            counts, lines = flow.read_counts()
+            with self._counts:
+                self._flow = None
+                self.batches.update(counts)
+                self.lines_read += lines
 
     def _announce(self, state: ServingState, reason: str) -> None:
         pipeline = self.pipeline
@@ -325,7 +366,7 @@ class GpuWorker:
             except Exception as exc:  # noqa: BLE001 - an abandoned pipeline must not stop the worker
                 log.warning("abandoned_pipeline_close_failed", error=str(exc))
             return
-        self._lanes.stop()  # no request after the swap runs on the old version
+        self._stop_flow()  # no request after the swap runs on the old version
         old, self.pipeline = self.pipeline, message.pipeline
         self.model_version = message.model_version
         self._accepting = not self._stopping  # a swap also revives a worker whose device could not be rebuilt
@@ -336,13 +377,16 @@ class GpuWorker:
                 old.close()
             except Exception as exc:  # noqa: BLE001
                 log.warning("old_pipeline_close_failed", error=str(exc))
+        self._start_flow()
+        self.loaded.set()  # the first load attempt is over (a later swap finds it set)
         message.done.set_result(message.pipeline)
-        self._lanes.start(self.pipeline)
 
     def _take(self, timeout: float) -> Job | None:
-        """The next queued job for a lane, None after `timeout`. Whichever pipeline is free takes it: letting a
-        lane take one only while this thread was busy made two lanes 2.3x slower at 4 clients on the H200
-        (BENCHMARKS.md)."""
+        """The next job for a detection lane (a failed device's first), None after `timeout`."""
+        try:
+            return self._handed_back.get_nowait()
+        except queue.Empty:
+            pass
         try:
             job = self._jobs.get(timeout=timeout)
         except queue.Empty:
@@ -350,112 +394,79 @@ class GpuWorker:
         self._notify_room()
         return job
 
-    def _serve_on_lane(self, lane: Lane, job: Job) -> None:
-        try:
-            self._run_job(job, lane)
-        except LaneFailed:  # not settled: this thread serves it, and recovers the device if it must
-            self._handed_back.put(job)
-            self._wake.release()
-            return
-        self._settle(-1)
-
-    def _run_job(self, job: Job, lane: Lane | None, *, resumed: bool = False) -> None:
-        try:
-            self._process(job, lane, resumed=resumed)
-        except LaneFailed:
-            raise
-        except Exception as exc:  # a bug of ours must not stop the worker or its lane
-            log.error("worker_error", request_id=job.request_id, error=repr(exc), exc_info=exc)
-            settle(job.future, error=exc)
-
     def _count(self, counter: Counter[str], key: str) -> None:
         with self._counts:
             counter[key] += 1
 
-    def _process(self, job: Job, lane: Lane | None = None, *, resumed: bool = False) -> None:
-        """One job's device stages, on `lane` or else on this thread's pipeline (`resumed`: a lane began it)."""
-        waited_ms = (time.monotonic() - job.enqueued) * 1e3
-        if not resumed and not self._begin(job, waited_ms):
-            return
-        started = time.monotonic()
-        if lane is None:
-            self.running = job.request_id
-        try:
-            result = lane.recognize(job) if lane is not None else self._recognize_with_recovery(job)
-        except LaneFailed:
-            raise
-        except RequestStopped as stopped:  # the worker is free for the next job now, not after the last stage
-            log.info("request_stopped", request_id=job.request_id, who=stopped.who, after=stopped.after,
-                     ran_ms=round((time.monotonic() - started) * 1e3, 1))
-            self._count(self.stopped, stopped.who)  # after the log line: whoever watches the count finds it
-            self._publish(lane)
-            settle(job.future, error=stopped)
-            return
-        except Exception as exc:  # noqa: BLE001 - every failure goes back to its request, not up this thread
-            self._publish(lane)
-            settle(job.future, error=exc)
-            return
-        finally:
-            if lane is None:
-                self.running = ""
-        self._publish(lane)  # before the answer leaves: a client that got it sees its plans
-        pipeline = lane.pipeline if lane is not None else self.pipeline
-        assert pipeline is not None  # it just answered (after a rebuild, the new one did)
-        job.model_version, job.device_name = self.model_version, pipeline.device_name
-        result.timings_ms["queue"] = waited_ms
-        if self._overlap:
-            self._postproc.submit(self._finish, job, result)
-        else:
-            self._finish(job, result)
-
-    def _publish(self, lane: Lane | None) -> None:
-        if lane is None:  # the statistics are the worker thread's pipeline's, read on its thread only
-            self._plans.publish(self.pipeline)
-
-    def _begin(self, job: Job, waited_ms: float) -> bool:
-        """Mark the job running; False when it is dropped instead (cancelled, or past its deadline)."""
+    def _begin_job(self, job: Job) -> bool:
+        """Mark the job running; False when it is dropped instead (cancelled, or past its deadline). A job handed
+        in again after a device failure is running already."""
+        if job.attempts:
+            return True
+        job.attempts = 1
+        job.started = time.monotonic()
+        waited_ms = (job.started - job.enqueued) * 1e3
         who = job.begin()
         if who is None:
             return True
         self._count(self.dropped, "deadline" if who == "deadline" else "cancelled")
         settle(job.future, error=dropped_error(who, waited_ms))
         log.info("request_dropped", request_id=job.request_id, who=who, waited_ms=round(waited_ms))
+        self._settle(-1)
         return False
 
-    def _recognize_with_recovery(self, job: Job) -> OcrResult:
-        for attempt in (1, 2):
-            assert self.pipeline is not None
+    def _done(self, job: Job, outcome: OcrResult | BaseException) -> None:
+        """A lane is done with `job`: its answer (plugins on the postprocessing threads), or why there is none."""
+        self._plans.publish_if_changed(self.pipeline)  # before the answer leaves: its client sees its plans
+        try:
+            if isinstance(outcome, OcrResult):
+                pipeline = self.pipeline
+                job.model_version = self.model_version
+                job.device_name = pipeline.device_name if pipeline is not None else ""
+                outcome.timings_ms["queue"] = (job.started - job.enqueued) * 1e3
+                if self._overlap:
+                    self._postproc.submit(finish, job, outcome)
+                else:
+                    finish(job, outcome)
+                return
+            if isinstance(outcome, RequestStopped):  # the lane is free for the next job now
+                log.info("request_stopped", request_id=job.request_id, who=outcome.who, after=outcome.after,
+                         ran_ms=round((time.monotonic() - job.started) * 1e3, 1))
+                self._count(self.stopped, outcome.who)  # after the log line: whoever watches the count finds it
+            settle(job.future, error=outcome)  # the gRPC boundary maps it to a status, and logs a bug of ours
+        finally:
+            self._settle(-1)
+
+    def _recover(self, failed: _Failed) -> None:
+        """A lane's device failed under `failed.jobs`: stop the lanes, rebuild, and hand the jobs in again once
+        (a job that fails a second time, or finds no device, gets DeviceFailed)."""
+        jobs = list(failed.jobs)
+        log.error("device_failure", request_ids=[job.request_id for job in jobs], error=str(failed.error))
+        self._stop_flow()
+        while True:  # what other lanes handed back while they stopped is part of this recovery
             try:
-                return self.pipeline.recognize(job.image, job.options, decoded=True, stop=job.stop_reason)
-            except VulkanError as exc:
-                log.error("device_failure", request_id=job.request_id, error=str(exc), attempt=attempt)
-                if not self._rebuild(str(exc)) or attempt == 2:
-                    raise DeviceFailed(f"device failure: {exc}") from exc
-        raise AssertionError("unreachable")
+                more = self._control.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(more, _Failed):
+                jobs += more.jobs
+            else:
+                self._control.put(more)  # an install or a stop: after the rebuild
+                break
+        rebuilt = self._rebuild(str(failed.error))
+        for job in jobs:
+            if not rebuilt or job.attempts >= 2:
+                settle(job.future, error=DeviceFailed(f"device failure: {failed.error}"))
+                self._settle(-1)
+            else:
+                job.attempts += 1
+                self._handed_back.put(job)
 
     def _rebuild(self, reason: str) -> bool:
         """Close the failed pipeline and open a new one; False when the agent cannot serve any more."""
         self.state.set(state=ServingState.REBUILDING, reason=reason)
-        self._lanes.stop()  # one GPU: their devices are as lost as this one's
         old, self.pipeline = self.pipeline, None
-        if old is not None:
-            try:
-                old.close()
-            except Exception as exc:  # noqa: BLE001 - a lost device may refuse even its destruction
-                log.warning("failed_pipeline_close", error=str(exc))
-        for attempt in range(1, REBUILD_ATTEMPTS + 1):
-            try:
-                self.pipeline = self._open_pipeline()
-                break
-            except Exception as exc:  # noqa: BLE001
-                log.error("device_rebuild_failed", attempt=attempt, error=str(exc))
-                time.sleep(REBUILD_BACKOFF_S * attempt)
-        if self.pipeline is None and self._cpu_fallback is not None:
-            log.warning("falling_back_to_cpu", reason=reason)
-            try:
-                self.pipeline = self._cpu_fallback()
-            except Exception as exc:  # noqa: BLE001
-                log.error("cpu_fallback_failed", error=str(exc))
+        self.pipeline = reopen(old, self._open_pipeline, self._cpu_fallback, reason)
         rebuilds = self.state.get().device_rebuilds + 1
         if self.pipeline is not None:
             self.warm(self.pipeline)
@@ -469,7 +480,7 @@ class GpuWorker:
         self.state.set(device_rebuilds=rebuilds)
         self._announce(ServingState.SERVING, "")
         log.info("device_rebuilt", device=self.pipeline.device_name, rebuilds=rebuilds)
-        self._lanes.start(self.pipeline)
+        self._start_flow()
         return True
 
     def _fail_queued(self, why: str) -> None:
@@ -481,12 +492,3 @@ class GpuWorker:
             settle(job.future, error=NotServing(why))
             self._settle(-1)
             self._notify_room()
-
-    @staticmethod
-    def _finish(job: Job, result: OcrResult) -> None:
-        try:
-            finished = OcrPipeline.finish(result, job.chain)
-        except Exception as exc:  # noqa: BLE001 - the chain records plugin errors itself: a bug of ours
-            settle(job.future, error=exc)
-            return
-        settle(job.future, result=finished)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent.agents import FONT, lot_number, running_agent, word_png
+from tests.agent.agents import FONT, lot_number, running_agent, word_pixels, word_png
 from vkocr.agent.cli.bench_agent import (
     MISMATCH,
     RUNS,
@@ -36,7 +36,7 @@ def test_bench_agent_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[st
     image = tmp_path / "word.png"
     image.write_bytes(word_png("LOT0042"))
     assert main(["bench", "agent", str(image), "--rendered", "0", "--clients", "1", "--no-det", "--no-cls",
-                 "--device", "llvmpipe", "--reference", "--json"]) == 0
+                 "--device", "llvmpipe", "--modes", "unary", "--reference", "--json"]) == 0
     out, err = capsys.readouterr()
     r = json.loads(out)
 
@@ -45,11 +45,12 @@ def test_bench_agent_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert r["images"] == 1
     assert r["image_list"] == [{"image": "word.png", "size": "143x40", "bytes": image.stat().st_size, "lines": 1}]
     assert r["request_options"] == {"use_det": False, "use_cls": False}
-    assert (r["clients"], r["modes"]) == ([1], ["unary", "stream"])
-    assert [(run["run"], run["mode"], run["overlap"]) for run in r["runs"]] == [
-        (run.name, mode, run.overlap) for run in RUNS for mode in ("unary", "stream")]
-    assert [run["plugins"] for run in r["runs"]] == [[]] * 6 + [["regex_fields", "merge_lines"]] * 4
-    assert [run["gpu_lanes"] for run in r["runs"]] == [1, 1, 2, 2, 1, 1, 1, 1, 1, 1]
+    assert (r["clients"], r["modes"]) == ([1], ["unary"])
+    assert [(run["run"], run["mode"]) for run in r["runs"]] == [(run.name, "unary") for run in RUNS]
+    assert [run["plugins"] for run in r["runs"]] == [[]] * 4 + [["regex_fields", "merge_lines"]]
+    assert [(run["server"]["overlap"], run["server"]["batch_requests"]) for run in r["runs"]] == [
+        (True, 8), (True, 1), (False, 8), (True, 8), (True, 8)]
+    assert r["sent_as"] == "encoded files (PNG for the rendered)"
     for run in r["runs"]:
         (level,) = run["levels"]
         assert (level["clients"], level["mode"], level["requests"], level["ok"], level["errors"]) == (
@@ -58,16 +59,15 @@ def test_bench_agent_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[st
         assert 0 < level["p50_ms"] <= level["p99_ms"]
         assert 0 < level["gpu_busy_fraction"] <= 1.0, "lavapipe's queue has timestamps: the GPU was busy"
         assert level["agent_cpu_cores"] > 0
-        assert {"decode", "rec", "queue", "plugins", "total"} <= set(level["server_median_ms"])
+        assert level["reads"] >= 1 and level["requests_per_read"] == 1.0 and level["lines_per_read"] == 1.0
+        assert {"decode", "batch_wait", "rec", "queue", "plugins", "total"} <= set(level["server_median_ms"])
         if run["plugins"]:
             assert {"plugin.regex_fields", "plugin.merge_lines"} <= set(level["server_median_ms"])
     assert r["levels"] == r["runs"][0]["levels"] and r["gpu_busy_fraction"] == r["levels"][0]["gpu_busy_fraction"]
-    assert [(g["mode"], g["clients"]) for g in r["overlap"]] == [("unary", 1), ("stream", 1)]
-    assert all(g["throughput_ratio"] > 0 for g in r["overlap"])
-    for gain in ("lanes", "decode_processes"):
-        assert [(g["mode"], g["clients"]) for g in r[gain]] == [("unary", 1), ("stream", 1)]
+    for gain in ("batching", "overlap", "decode_processes"):
+        assert [(g["mode"], g["clients"]) for g in r[gain]] == [("unary", 1)]
         assert all(g["throughput_ratio"] > 0 for g in r[gain])
-    assert "bench agent: default: warm-up 1/1 (pass 1/1) word.png" in err  # progress goes to stderr
+    assert "bench agent: default: warm-up 1/1 word.png" in err  # progress goes to stderr
     reference = r["reference"]
     assert reference["label"] == "RapidOCR 3.10.0" and reference["images_per_s"] > 0 and reference["median_ms"] > 0
     for run in r["runs"]:
@@ -76,8 +76,8 @@ def test_bench_agent_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
     table = format_agent_results(r).splitlines()
     assert table[0].startswith(f"machine: {r['machine']['cpu']} (")
-    assert [line.split("  ")[0] for line in table[3:13]] == [row["name"] for row in r["runs"]]
-    assert table[-1].startswith("  stream   1 clients: ") and table[-1].endswith("x")
+    assert [line.split("  ")[0] for line in table[3:8]] == [row["name"] for row in r["runs"]]
+    assert table[-1].startswith("  unary    1 clients: ") and table[-1].endswith("x")
     assert any(line.startswith("RapidOCR 3.10.0, one process, one image at a time: ") for line in table)
 
 
@@ -101,6 +101,13 @@ def test_every_answer_is_checked_against_its_own_image(tmp_path: Path) -> None:
         # a fifth image expected but never sent (the requests file holds four): one request without an answer
         missing = measure_level(agent, requests, [*expected, ["LOT0500"]], 4, "unary")
         assert (missing["ok"], missing["errors"]) == (4, {UNANSWERED: 1}), missing
+        # the same images as decoded pixels (--raw), as a camera sends its frames: the same answers
+        raw = tmp_path / "raw.pickle"
+        raw.write_bytes(pickle.dumps([request_for(BenchImage(i.name, i.data, *pixels.shape[1::-1], pixels.tobytes()),
+                                                  str(k), options).SerializeToString()
+                                      for k, (i, pixels) in enumerate(zip(images, map(word_pixels, words)))]))
+        level = measure_level(agent, raw, expected, 4, "unary")
+        assert (level["ok"], level["errors"]) == (4, {}), level
 
 
 def test_client_counts_and_modes() -> None:

@@ -13,7 +13,8 @@ import pytest
 
 from vkocr.agent.cli.main import main
 from vkocr.agent.ocr.options import OcrOptions
-from vkocr.agent.serving.config import OTHER_VARIABLES, AgentConfig, load_config, to_toml
+from vkocr.agent.serving.config import OTHER_VARIABLES, AgentConfig, load_config
+from vkocr.agent.serving.config_toml import to_toml
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from vkocr.agent.serving.config import (
 
 
 def test_zero_means_one_per_core_up_to_the_bound() -> None:
-    assert load_config(None, env={}).server.decode_threads == 4
+    assert load_config(None, env={}).server.decode_threads == 0  # one per core: PNGs want every core
     assert decode_thread_count(0) == min(AUTO_DECODE_THREADS, os.cpu_count() or 1)
     assert decode_thread_count(3) == 3
 

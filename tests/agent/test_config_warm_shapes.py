@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from vkocr.agent.cli.main import main
-from vkocr.agent.serving.config import DEFAULT_WARM_SHAPES, MAX_WARM_SHAPES, ConfigError, load_config, to_toml
+from vkocr.agent.serving.config import DEFAULT_WARM_SHAPES, MAX_WARM_SHAPES, ConfigError, load_config
+from vkocr.agent.serving.config_toml import to_toml
 
 
 def from_file(tmp_path: Path, body: str) -> Path:

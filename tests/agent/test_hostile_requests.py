@@ -24,7 +24,7 @@ from grpc_health.v1 import health_pb2
 from PIL import Image
 from structlog.testing import capture_logs
 
-from tests.agent.agents import FONT, REC_ONLY, agent_config, word_png
+from tests.agent.agents import FONT, REC_ONLY, agent_config, wait_for, word_png
 from tests.agent.hostile import health_watched, raw_unary, violations
 from tests.agent.hostile_plugins import Spin
 from vkocr.agent.serving.server import BackgroundAgent, start_agent
@@ -293,12 +293,10 @@ def test_requests_cancelled_by_the_shutdown_are_logged_as_such(installed_spin: N
         with grpc.insecure_channel(background.target) as chan, capture_logs() as logs:
             stub = ocr_pb2_grpc.OcrServiceStub(chan)
             worker = background.agent.worker
-            taken = threading.Event()  # the worker took the job from the queue (and waits for the hold)
-            worker.add_room_listener(taken.set)
-            with worker.held():  # the request waits for the GPU past the grace period
+            with worker.held():  # the request waits in the queue past the grace period
                 pending = stub.Recognize.future(ocr_pb2.RecognizeRequest(request_id="late", encoded=GOOD,
                                                                         options=REC_ONLY))
-                assert taken.wait(30)
+                wait_for(lambda: worker.queue_depth() == 1, 30)
                 stopper.start()
                 deadline = time.monotonic() + 30
                 while not [e for e in logs if e.get("request_id") == "late"] and time.monotonic() < deadline:

@@ -26,8 +26,12 @@ from structlog.testing import capture_logs
 
 from tests.agent.agents import FONT, agent_config, word_pixels
 from vkocr.agent.ocr.options import OcrOptions
-from vkocr.agent.ocr.pipeline import OcrPipeline, StopCheck, warm_plan_shapes
+from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.ocr.plan_shapes import warm_plan_shapes
+from vkocr.agent.ocr.prep import unchanged
+from vkocr.agent.ocr.request_halves import Detected, Laps, StopCheck
 from vkocr.agent.serving.client import OcrClient
+from vkocr.agent.serving.config import ServerConfig
 from vkocr.agent.serving.jobs import Job
 from vkocr.agent.serving.metrics import Metrics
 from vkocr.agent.serving.plans import ModelPlans, PlanLedger, PlanStats, largest_first, warm_pipeline
@@ -37,10 +41,10 @@ from vkocr.agent.serving.state import ServingState, StateBoard, StateSnapshot
 from vkocr.agent.serving.worker import GpuWorker
 from vkocr.engine.errors import DeviceLost, OutOfMemory, VulkanError
 from vkocr.postproc.registry import build_chain
-from vkocr.postproc.result import OcrResult
 from vkocr.v1 import status_pb2
 
 SIZES = [(320, 240), (1280, 720)]
+DETECT_LANES = ServerConfig().detect_lanes  # each records its own det plans
 
 
 class StandInStages:
@@ -92,13 +96,13 @@ class StandInPipeline(OcrPipeline):
         super().__init__(stages, ["a"], OcrOptions())
         self.fail_first = fail_first
 
-    def recognize(self, source: Any, opts: OcrOptions | None = None, *, decoded: bool = False,
-                  stop: StopCheck | None = None) -> OcrResult:
+    def detect(self, source: Any, opts: OcrOptions | None = None, *, decoded: bool = False,
+               stop: StopCheck | None = None, lane: Any = None, slot: int = 0) -> Detected:
         if self.fail_first is not None:
             error, self.fail_first = self.fail_first, None
             raise error
         self.stages.record("det", (1, 3, 32, 32))
-        return OcrResult()
+        return Detected(opts or self.options, unchanged(1, 1), [], [], Laps(lambda: 0.0, stop), slot)
 
 
 def stand_in(stages: Any = None) -> OcrPipeline:
@@ -331,11 +335,12 @@ def page_320x240() -> bytes:
 def test_the_agent_serves_after_its_plans_are_recorded(warmed: Warmed) -> None:
     assert warmed.requests_at_serving == 0
     stats = warmed.at_serving
-    assert stats["det"].plans == 1 and stats["det"].recorded_total == 1  # 320x240: one det shape
+    # 320x240: one det shape, recorded on each detection lane
+    assert stats["det"].plans == stats["det"].recorded_total == DETECT_LANES
     assert stats["cls"].plans > 0 and stats["rec"].plans > 0
     assert stats["det"].plan_memory_bytes > 0
     (event,) = warmed.warm_events
-    assert event["count"] == event["recorded"] > 0 and event["skipped"] == 0 and event["plans"]["det"] == 1
+    assert event["recorded"] > 0 and event["skipped"] == 0 and event["plans"]["det"] == DETECT_LANES
 
 
 def test_the_status_shows_the_plans_before_any_request(warmed: Warmed) -> None:
@@ -343,7 +348,7 @@ def test_the_status_shows_the_plans_before_any_request(warmed: Warmed) -> None:
     assert status.state == status_pb2.SERVING_STATE_SERVING and status.requests_total == 0
     plans = {enum_name(status_pb2.ModelKind, m.model): m for m in status.plans}
     assert list(plans) == ["det", "cls", "rec"]
-    assert plans["det"].plans == 1 and plans["det"].recorded_total == 1 and plans["det"].distinct_shapes == 1
+    assert plans["det"].plans == plans["det"].recorded_total == DETECT_LANES and plans["det"].distinct_shapes == 1
     assert plans["det"].plan_memory_bytes == warmed.at_serving["det"].plan_memory_bytes > 0
     assert plans["cls"].plans == warmed.at_serving["cls"].plans > 0
 
@@ -362,5 +367,5 @@ def test_the_first_request_of_a_warmed_size_records_no_det_or_cls_plan(warmed: W
         response = client.recognize(page_320x240(), request_id="first")
         after = {enum_name(status_pb2.ModelKind, m.model): m.recorded_total for m in client.status().plans}
     assert [line.text for line in response.lines] == ["LOT4821"]
-    assert before["det"] == after["det"] == 1
+    assert before["det"] == after["det"] == DETECT_LANES
     assert before["cls"] == after["cls"]  # one crop: batch 1, warmed too

@@ -14,8 +14,11 @@ from tests.fleet.conftest import Bundles
 from tests.fleet.fleet_agents import WORD, WORD_SWAPPED, read_word, seed_store, store_agent, store_config
 from vkocr.agent.fleet.rollout import upload_bundle
 from vkocr.agent.serving.client import OcrClient
+from vkocr.agent.serving.config import ServerConfig
 from vkocr.agent.serving.proto_enums import enum_name
 from vkocr.v1 import models_pb2, status_pb2
+
+DETECT_LANES = ServerConfig().detect_lanes
 
 
 def plans(client: OcrClient) -> dict[str, Any]:
@@ -29,7 +32,8 @@ def test_an_activated_version_is_warmed_before_it_serves(tmp_path: Path, release
     config = store_config(store.root, release_key, **{"plans.warm_shapes": ["320x240"], "ocr.use_cls": False})
     with capture_logs() as logs, store_agent(config) as background, OcrClient(background.target) as client:
         at_start = plans(client)
-        assert at_start["det"].plans == 1 and at_start["rec"].plans > 0 and at_start["cls"].plans == 0
+        # one det shape, recorded on each detection lane
+        assert at_start["det"].plans == DETECT_LANES and at_start["rec"].plans > 0 and at_start["cls"].plans == 0
         assert upload_bundle(client, bundles.v2).version == "2.0.0"
         done = client.models.Activate(models_pb2.ActivateRequest(version="2.0.0"), timeout=300)
         assert done.active_version == "2.0.0"

@@ -7,7 +7,7 @@ import pytest
 
 from vkocr.agent.errors import OptionsError
 from vkocr.agent.ocr.options import MAX_REC_WIDTH_BUCKET, OcrOptions
-from vkocr.agent.ocr.pipeline import REC_RESERVE_WIDTH, rec_tensor_width, rec_warm_shapes, warm_plan_shapes
+from vkocr.agent.ocr.plan_shapes import REC_RESERVE_WIDTH, rec_tensor_width, rec_warm_shapes, warm_plan_shapes
 
 
 @pytest.mark.parametrize(("width", "bucket", "expected"), [(320, 1, 320), (333, 1, 333), (333, 32, 352),
@@ -43,7 +43,7 @@ def test_the_bucket_has_a_range(bucket: int) -> None:
 
 
 def test_the_det_reserve_is_the_largest_input_resizing_makes() -> None:
-    from vkocr.agent.ocr.pipeline import reserve_shapes
+    from vkocr.agent.ocr.plan_shapes import reserve_shapes
 
     # 2000 × 250, the widest image before a letterbox, scaled to 736 high
     assert reserve_shapes(OcrOptions()) == [("det", (1, 3, 736, 5888))]

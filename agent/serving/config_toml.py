@@ -1,0 +1,94 @@
+"""The merged configuration as TOML, each key with its field's comments: what `vkocr serve --print-config`
+prints, and a file that reads back as the same configuration (agent/serving/config.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import io
+import json
+import tokenize
+from typing import Any
+
+from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.serving.config import AgentConfig
+
+# What [ocr]'s values mean, above them in --print-config: the other sections' comments are their fields'.
+OCR_SECTION_NOTE = ("OcrOptions (agent/ocr/options.py): this deployment's defaults; a served bundle's options apply",
+                    "over them, and a request's over both")
+
+
+def to_toml(config: AgentConfig) -> str:
+    """The merged configuration as TOML (what --print-config shows): every key of every section with the value
+    in effect, [ocr] as the OcrOptions the agent serves with (its defaults included), each key with its field's
+    comments. Read back as a config file, it gives the same configuration."""
+    lines: list[str] = []
+    for section, table in config.to_dict().items():
+        lines.append(f"[{section}]")
+        if section == "ocr":
+            lines.extend(f"# {line}" for line in OCR_SECTION_NOTE)
+            table = dataclasses.asdict(config.ocr_options())
+        notes = field_comments(OcrOptions if section == "ocr" else type(getattr(config, section)))
+        for key, value in table.items():
+            above, trailing = notes.get(key, ((), ""))
+            lines.extend(f"# {line}" for line in above)
+            line = f"{toml_key(key)} = {toml_value(value)}"
+            lines.append(f"{line}  # {trailing}" if trailing else line)
+        lines.append("")
+    return "\n".join(lines)
+
+
+FieldComments = dict[str, tuple[tuple[str, ...], str]]
+_field_comments: dict[str, FieldComments] = {}
+
+
+def field_comments(section: type) -> FieldComments:
+    """The comments of a config dataclass's fields, from its source: (the comment lines right above the field,
+    the comment at the end of its line). Empty when the source is not installed."""
+    if section.__qualname__ not in _field_comments:
+        _field_comments[section.__qualname__] = read_field_comments(section)
+    return _field_comments[section.__qualname__]
+
+
+def read_field_comments(section: type) -> FieldComments:
+    try:
+        source = inspect.getsource(section)
+    except (OSError, TypeError):
+        return {}
+    comments: FieldComments = {}
+    above: list[str] = []
+    words: list[tokenize.TokenInfo] = []
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type not in (tokenize.NEWLINE, tokenize.NL):
+            if token.type not in (tokenize.INDENT, tokenize.DEDENT):
+                words.append(token)
+            continue
+        if len(words) == 1 and words[0].type == tokenize.COMMENT:
+            above.append(words[0].string.lstrip("#").strip())
+        elif len(words) > 2 and words[0].type == tokenize.NAME and words[1].string == ":":
+            trailing = words[-1].string.lstrip("#").strip() if words[-1].type == tokenize.COMMENT else ""
+            comments[words[0].string] = (tuple(above), trailing)
+            above = []
+        else:
+            above = []
+        words = []
+    return comments
+
+
+def toml_key(key: str) -> str:
+    """A bare key when TOML allows one, else a quoted one."""
+    return key if key and all(c.isascii() and (c.isalnum() or c in "-_") for c in key) else toml_value(key)
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
+    return json.dumps(str(value), ensure_ascii=False)  # a JSON string is a valid TOML basic string

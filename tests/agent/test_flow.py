@@ -1,0 +1,224 @@
+"""The flow through the GPU (agent/serving/flow.py): detection lanes, the batcher, reading lanes, each lane on its
+own stream of the test device. Real pipelines on lavapipe (named), real requests, every answer's text checked.
+Nothing here depends on timing: a request held inside its stages proves that others move meanwhile, or the
+test waits until it fails."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests.agent.agents import lot_number, rec_job, wait_for
+from vkocr.agent.errors import StopWho
+from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.ocr.request_halves import PipelineLanes
+from vkocr.agent.serving.config import MAX_LANES, ConfigError, load_config
+from vkocr.agent.serving.flow import Batcher, FlowSettings, Waiting
+from vkocr.agent.serving.jobs import Job
+from vkocr.agent.serving.state import ServingState, StateBoard
+from vkocr.agent.serving.worker import GpuWorker
+from vkocr.postproc.result import OcrResult
+
+WAIT_S = 120
+LANES = PipelineLanes(streams=3, image_slots=10, queues=3)  # lavapipe has one queue: its streams share it
+
+
+def open_lavapipe() -> OcrPipeline:
+    return OcrPipeline.open("llvmpipe", lanes=LANES)
+
+
+@dataclass
+class HeldJob(Job):
+    """A job that stops at its first stage boundary on a lane whose thread name starts with `where` (a detection
+    or a reading lane) until `release` is set."""
+
+    where: str = "vkocr-detect"
+    entered: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def stop_reason(self) -> StopWho | None:
+        if self.future.running() and threading.current_thread().name.startswith(self.where):
+            self.entered.set()
+            assert self.release.wait(WAIT_S)
+        return super().stop_reason()
+
+
+def held_job(pipeline: OcrPipeline, i: int, where: str) -> HeldJob:
+    job = rec_job(pipeline, i, HeldJob)
+    assert isinstance(job, HeldJob)
+    job.where = where
+    return job
+
+
+def serving(settings: FlowSettings) -> GpuWorker:
+    worker = GpuWorker(open_lavapipe, StateBoard(), model_version="v1", flow=settings)
+    worker.start()
+    assert worker.loaded.wait(WAIT_S) and worker.state.serving
+    return worker
+
+
+@pytest.fixture
+def lanes() -> Iterator[GpuWorker]:
+    """Two detection lanes and one reading lane; a read takes every ready request (up to 8) without waiting."""
+    worker = serving(FlowSettings(detect_lanes=2, read_lanes=1, batch_requests=8, batch_wait_s=0.0))
+    yield worker
+    worker.stop(60)
+
+
+@pytest.mark.parametrize(("key", "bad"), [("detect_lanes", 0), ("read_lanes", MAX_LANES + 1), ("batch_requests", 0),
+                                          ("batch_wait_ms", -1.0), ("batch_lines", 65), ("image_slots", -1),
+                                          ("gpu_queues", 0)])
+def test_a_lane_or_batch_setting_outside_its_range_is_refused(key: str, bad: float) -> None:
+    with pytest.raises(ConfigError, match=rf"\[server\]: {key} must be .* to .*, got {bad}"):
+        load_config(None, env={}, overrides={f"server.{key}": bad})
+
+
+def test_the_pipeline_gets_a_stream_per_lane_and_slots_for_the_batches() -> None:
+    config = load_config(None, env={}, overrides={"server.detect_lanes": 3, "server.read_lanes": 2,
+                                                  "server.batch_requests": 4})
+    assert config.pipeline_lanes() == PipelineLanes(streams=5, image_slots=3 + 2 * 4 + 2, queues=1)
+    serial = load_config(None, env={}, overrides={"server.overlap": False, "server.image_slots": 7,
+                                                  "server.gpu_queues": 4})
+    assert serial.pipeline_lanes() == PipelineLanes(streams=1, image_slots=7, queues=1)
+
+
+def ready(job: Job, since: float = 0.0) -> Waiting:
+    return Waiting(job, None, 0, since)  # type: ignore[arg-type]  # the batcher never looks inside
+
+
+def test_a_lone_ready_request_is_taken_at_once_whatever_the_wait() -> None:
+    batcher = Batcher()
+    batcher.detection_began()
+    batcher.detection_ended(ready(Job("a", None, None, None)))  # type: ignore[arg-type]
+    # nothing else is in detection: nothing could join, so an hour's wait is not waited
+    assert [w.job.request_id for w in batcher.take(8, wait_s=3600.0, timeout=WAIT_S)] == ["a"]
+
+
+def test_a_read_takes_what_is_ready_oldest_first_and_no_more_than_its_limit() -> None:
+    batcher = Batcher()
+    for name in "abcde":
+        batcher.detection_began()
+        batcher.detection_ended(ready(Job(name, None, None, None)))  # type: ignore[arg-type]
+    assert [w.job.request_id for w in batcher.take(3, wait_s=3600.0, timeout=WAIT_S)] == ["a", "b", "c"]
+    assert [w.job.request_id for w in batcher.take(3, wait_s=3600.0, timeout=WAIT_S)] == ["d", "e"]
+    assert batcher.take(3, wait_s=0.0, timeout=0.0) == []
+
+
+def test_a_read_waits_for_a_request_in_detection_and_takes_it_with_the_first() -> None:
+    batcher = Batcher()
+    for _ in range(2):
+        batcher.detection_began()
+    batcher.detection_ended(ready(Job("first", None, None, None), since=time.monotonic()))  # type: ignore[arg-type]
+    taken: list[list[str]] = []
+    reader = threading.Thread(target=lambda: taken.append(
+        [w.job.request_id for w in batcher.take(8, wait_s=3600.0, timeout=WAIT_S)]))
+    reader.start()
+    batcher.detection_ended(ready(Job("second", None, None, None)))  # type: ignore[arg-type]
+    reader.join(WAIT_S)
+    assert taken == [["first", "second"]]  # the wait ended when nothing more was in detection
+
+
+def test_a_lone_request_is_answered_though_the_wait_is_an_hour() -> None:
+    worker = serving(FlowSettings(detect_lanes=2, read_lanes=1, batch_requests=8, batch_wait_s=3600.0))
+    try:
+        assert worker.pipeline is not None
+        result = worker.submit(rec_job(worker.pipeline, 1)).result(WAIT_S)
+        assert result.lines[0].text == lot_number(1)
+        assert result.timings_ms["batch_wait"] < WAIT_S * 1e3
+    finally:
+        worker.stop(60)
+
+
+def test_ready_requests_are_read_together_and_each_gets_its_own_lines(lanes: GpuWorker) -> None:
+    worker = lanes
+    pipeline = worker.pipeline
+    assert pipeline is not None
+    held = held_job(pipeline, 100, "vkocr-read")
+    first = worker.submit(held)
+    assert held.entered.wait(WAIT_S)  # the reading lane holds it, after its recognition
+    try:
+        others = {i: worker.submit(rec_job(pipeline, i)) for i in range(101, 107)}
+        wait_for(lambda: worker.waiting_to_read() == 6, WAIT_S)  # both detection lanes fed the batcher
+    finally:
+        held.release.set()
+    assert first.result(WAIT_S).lines[0].text == lot_number(100)
+    assert {i: [line.text for line in f.result(WAIT_S).lines] for i, f in others.items()} == {
+        i: [lot_number(i)] for i in others}
+    assert worker.read_batches() == (2, 7, 7)  # one read of the held request, then one of all six
+
+
+def test_a_request_is_detected_on_one_lane_while_another_is_held_in_its_detection(lanes: GpuWorker) -> None:
+    worker = lanes
+    pipeline = worker.pipeline
+    assert pipeline is not None
+    held = held_job(pipeline, 1, "vkocr-detect")
+    answer = worker.submit(held)
+    assert held.entered.wait(WAIT_S)  # one detection lane holds it
+    try:
+        others = [worker.submit(rec_job(pipeline, i)) for i in range(2, 6)]
+        assert [f.result(WAIT_S).lines[0].text for f in others] == [lot_number(i) for i in range(2, 6)]
+        assert not answer.done()
+    finally:
+        held.release.set()
+    assert answer.result(WAIT_S).lines[0].text == lot_number(1)
+
+
+def test_answers_stay_with_their_requests_when_many_arrive_at_once(lanes: GpuWorker) -> None:
+    worker = lanes
+    pipeline = worker.pipeline
+    assert pipeline is not None
+    with ThreadPoolExecutor(8) as clients:  # more than the lanes hold, from several threads at once
+        futures: dict[int, Future[OcrResult]] = dict(zip(range(7, 31), clients.map(
+            lambda i: worker.submit(rec_job(pipeline, i), block=True, timeout=WAIT_S), range(7, 31))))
+    texts = {i: [line.text for line in f.result(WAIT_S).lines] for i, f in futures.items()}
+    assert texts == {i: [lot_number(i)] for i in futures}
+
+
+def test_a_swap_drains_the_lanes_then_serves_the_new_pipeline_on_new_ones(lanes: GpuWorker) -> None:
+    worker = lanes
+    old = worker.pipeline
+    assert old is not None
+    second = open_lavapipe()
+    assert worker.install(second, "v2").result(WAIT_S) is second
+    assert old.device is None  # closed once its lanes ended: nothing of v1 serves after the swap
+    jobs = [rec_job(second, i) for i in range(40, 44)]
+    results = [worker.submit(job).result(WAIT_S) for job in jobs]
+    assert [r.lines[0].text for r in results] == [lot_number(i) for i in range(40, 44)]
+    assert {job.model_version for job in jobs} == {"v2"}
+
+
+def test_a_lost_device_under_a_lane_is_rebuilt_and_the_request_answered(lanes: GpuWorker) -> None:
+    worker = lanes
+    assert worker.pipeline is not None
+    worker.inject_device_loss()  # whichever lane submits next fails
+    assert worker.submit(rec_job(worker.pipeline, 50)).result(WAIT_S).lines[0].text == lot_number(50)
+    snapshot = worker.state.get()
+    assert snapshot.state is ServingState.SERVING and snapshot.device_rebuilds == 1
+    assert worker.submit(rec_job(worker.pipeline, 51)).result(WAIT_S).lines[0].text == lot_number(51)
+
+
+def test_a_held_worker_holds_every_lane(lanes: GpuWorker) -> None:
+    worker = lanes
+    assert worker.pipeline is not None
+    with worker.held():
+        future = worker.submit(rec_job(worker.pipeline, 60))
+        assert worker.queue_depth() == 1 and not future.done()  # no lane took it
+    assert future.result(WAIT_S).lines[0].text == lot_number(60)
+
+
+def test_with_the_overlap_off_one_lane_runs_each_request_whole() -> None:
+    worker = serving(FlowSettings(detect_lanes=2, read_lanes=2, overlap=False))
+    try:
+        assert worker.flow_settings.streams == (1, 0)
+        assert worker.pipeline is not None
+        futures = [worker.submit(rec_job(worker.pipeline, i)) for i in range(70, 73)]
+        assert [f.result(WAIT_S).lines[0].text for f in futures] == [lot_number(i) for i in range(70, 73)]
+        reads, requests, _ = worker.read_batches()
+        assert reads == requests == 3  # one request a read
+    finally:
+        worker.stop(60)
