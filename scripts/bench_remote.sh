@@ -13,8 +13,8 @@
 #   .peers/  the ncnn models of ../shared/peers/ncnn-ppocrv4 (for `bench models`)
 #   .bench/  for `db`, `pipeline` and `stream`: shared/compat/ (a copy of ../shared/compat) and, optionally,
 #            before_pkg/oldpostproc/ (an earlier postproc to time beside today's)
-# Usage: scripts/bench_remote.sh OUT_DIR [kernels] [models] [tests] [db] [pipeline] [stream] [startup]
-#        (default: tests kernels models)
+# Usage: scripts/bench_remote.sh OUT_DIR [kernels] [models] [tests] [db] [pipeline] [stream] [startup] [agent]
+#        [streams] (default: tests kernels models)
 set -uo pipefail
 out="${1:-/tmp}"
 shift || true
@@ -80,6 +80,24 @@ case "$what" in *startup*)
     for f in startup startup_nowarm; do
         python3 -c "import json, sys; from vkocr.agent.cli.bench_startup import format_startup_results as f; print(f(json.load(open(sys.argv[1]))))" \
             "$out/$f.json" | tee -a "$out/startup.txt"
+    done ;;
+esac
+case "$what" in *streams*)
+    # how much of one device context's work runs at once on several streams, and PNG decoding on T threads
+    python3 scripts/bench_streams.py --json "$out/streams.json" | tee "$out/streams.txt" ;;
+esac
+case "$what" in *agent*)
+    # the agent on the stream of distinct images (the compat files and 96 rendered): sent as files (PNG for the
+    # rendered), then as raw RGB8 pixels; the default deployment, cross-request batching off, the overlap off
+    c=.bench/shared/compat/rapidocr-1.4.4/images
+    for how in png raw; do
+        flag=""; modes="unary,stream"
+        [ "$how" = raw ] && flag="--raw" && modes="unary"
+        # shellcheck disable=SC2086
+        python3 -m vkocr.agent.cli.main bench agent $c --rendered 96 --clients 1,4,16,64 --modes $modes $flag \
+            --runs "${AGENT_RUNS:-default,no-batching,no-overlap}" --json > "$out/agent_$how.json"
+        python3 -c "import json, sys; from vkocr.agent.cli.bench_agent import format_agent_results as f; print(f(json.load(open(sys.argv[1]))))" \
+            "$out/agent_$how.json" | tee "$out/agent_$how.txt"
     done ;;
 esac
 case "$what" in *kernels*)
