@@ -1,10 +1,12 @@
 """The OCR stages on the GPU, one submission each (DESIGN.md, "One request, end to end").
 
-The decoded image is written once per request into persistent host-visible staging and copied into a
-device-local image buffer, or, when RapidOCR would resize it (a side over 2000 px) or letterbox it, resized
-into that buffer by the image_resize shader (one small submission either way, recorded once per size class).
-Every stage's shaders then read that buffer; a small params buffer per stage carries what changes per request
-(sizes, crop matrices).
+The decoded image is written once per request into persistent host-visible staging and copied into one of the
+device's image slots, or, when RapidOCR would resize it (a side over 2000 px) or letterbox it, resized into it
+by the image_resize shader (one small submission either way, recorded once per size class; agent/ocr/
+device_images.py). Every stage's shaders then read the slots; a small params buffer per stage carries what
+changes per request (sizes, crop matrices, which slot each crop comes from). The stages of one stream
+(StreamStages) are driven by one thread; GpuStages holds the models and the slots and makes a StreamStages per
+stream of the device, so that several threads (the agent's lanes) run stages side by side.
 Each stage is a plan of its model with hooks: det resizes and normalises the image in a shader before the
 network, and after it the db_bitmap shader thresholds and dilates the probability map as RapidOCR's DB does
 (agent/ocr/db_bitmap.py): the map comes back for the box scores and the bitmap for OpenCV's contours; cls

@@ -86,7 +86,7 @@ class ServerConfig:
     overlap: bool = True
     # The lanes (agent/serving/flow.py), each a thread with a stream (queue) of the device to itself: detection
     # lanes run a request's image, detection and DB; reading lanes classify and recognise the crops of every
-    # request that is ready, together. On the CPU backend one of each.
+    # request that is ready, together. The CPU backend runs one lane for both (onnxruntime uses every core).
     detect_lanes: int = 2
     read_lanes: int = 2
     batch_requests: int = 8  # requests one reading lane reads together, at most

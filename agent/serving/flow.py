@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from vkocr.agent.errors import RequestStopped
-from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.ocr.pipeline import OcrPipeline, Stages
 from vkocr.agent.ocr.request_halves import Detected
 from vkocr.agent.serving.jobs import Job
 from vkocr.engine.errors import VulkanError
@@ -302,15 +302,13 @@ class Flow:
             if self._read(lane, waiting):
                 return
 
-    def _read(self, lane: object, waiting: list[Waiting]) -> bool:
+    def _read(self, lane: Stages, waiting: list[Waiting]) -> bool:
         """Read these requests together and end each; True when the device failed (the lane stops)."""
         now = time.monotonic()
         for w in waiting:
             w.detected.laps.timings["batch_wait"] = (now - w.since) * 1e3
         try:
-            outcomes: list[OcrResult | RequestStopped] = self.pipeline.read(
-                [w.detected for w in waiting], lane=lane,  # type: ignore[arg-type]  # a Stages of the pipeline's
-                batch=self.settings.batch_lines)
+            outcomes: list[OcrResult | RequestStopped] = self.pipeline.read([w.detected for w in waiting], lane=lane)
         except VulkanError as exc:
             self._release(waiting)
             self._fail([w.job for w in waiting], exc)

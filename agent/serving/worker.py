@@ -189,7 +189,9 @@ class GpuWorker:
     def _shape_lanes(self, pipeline: OcrPipeline) -> None:
         """Tell the pipeline which of its streams detect and which read, and how many lines a read batches."""
         detect, read = self.flow_settings.lanes_for(pipeline)
-        pipeline.read_batch = self.flow_settings.batch_lines
+        # the GPU's plans answer a line alike in any batch size (tests/ocr/test_image_slots.py); onnxruntime keeps
+        # the model set's own rec_batch
+        pipeline.read_batch = self.flow_settings.batch_lines if pipeline.device is not None else 0
         set_lanes: Callable[[int, int], None] | None = getattr(pipeline.stages, "set_lanes", None)
         if set_lanes is not None:
             set_lanes(detect, read)

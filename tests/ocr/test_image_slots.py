@@ -68,6 +68,24 @@ def test_a_batch_of_several_images_crops_answers_as_each_alone(stages: GpuStages
         np.testing.assert_allclose(values[n], alone_rec[k][1][i], rtol=1e-5, atol=1e-6, err_msg=where)
 
 
+def test_a_batch_of_sixteen_crops_of_several_images_reads_as_their_own_batches_of_six(stages: GpuStages) -> None:
+    """What the agent's reading lanes do (server.batch_lines = 16): the lines of several requests, of one width,
+    in one submission, each reading as in its request's own batches of RapidOCR's six."""
+    rng, seed = fresh_rng()
+    images = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in SIZES]
+    for slot, image in enumerate(images):
+        load(stages, image, slot)
+    crops = [c.fitted(48, 320) for slot, image in enumerate(images)
+             for c in random_crops(rng, *load(stages, image, slot), 5, image=slot)]
+    assert len(crops) == 15
+    indices, values = stages.recognize(crops, 48, 320, 16)  # padded to a batch of 16
+    for start in range(0, len(crops), 6):
+        own_indices, own_values = stages.recognize(crops[start:start + 6], 48, 320, 6)
+        where = f"crops {start}.. (seed {seed})"
+        np.testing.assert_array_equal(indices[start:start + 6], own_indices, err_msg=where)
+        np.testing.assert_allclose(values[start:start + 6], own_values, rtol=1e-5, atol=1e-6, err_msg=where)
+
+
 def test_a_crop_of_an_empty_slot_or_past_the_slots_is_refused(device: Device, stages: GpuStages) -> None:
     image = fresh_rng()[0].integers(0, 256, (60, 80, 3), dtype=np.uint8)
     with pytest.raises(KernelArgumentError, match="image slot 3 outside 0..2"):
