@@ -57,6 +57,7 @@ log = get_logger(__name__)
 
 DEFAULT_IMAGE_CAPACITY = 2048 * 2048 * 3  # bytes: RapidOCR caps the longest side at 2000 before detection
 MAX_REC_STEPS = 8192  # time steps per line (the recogniser makes one per 8 input columns)
+SLOT_MEMORY_SHARE = 8  # the image slots take at most 1/8 of the device-local memory
 
 class ArgmaxReadback:
     """The rec epilogue: argmax and max over the classes, and their readback. One fixed-size set of buffers
@@ -285,10 +286,13 @@ class GpuStages(StreamStages):
         self.max_batch = max_batch
         self.image_capacity = image_capacity
         binds = device.info.max_storage_buffer_range // image_capacity  # the shaders bind every slot at once
-        if image_slots > binds:
-            log.info("image_slots_reduced", asked=image_slots, slots=max(binds, 1),
-                        reason=f"the device binds at most {device.info.max_storage_buffer_range} bytes")
-        self.image_slots = max(1, min(image_slots, binds))
+        # a small board's GPU memory goes to the plans first: the slots take at most an eighth of it
+        fits = (device.info.device_local_mib << 20) // SLOT_MEMORY_SHARE // image_capacity
+        if image_slots > min(binds, fits):
+            log.info("image_slots_reduced", asked=image_slots, slots=max(1, min(binds, fits)),
+                     reason=f"the device binds at most {device.info.max_storage_buffer_range} bytes and has "
+                     f"{device.info.device_local_mib} MiB of device memory, an eighth of it for the slots")
+        self.image_slots = max(1, min(image_slots, binds, fits))
         self.max_staging = max(max_staging_bytes, image_capacity)
         self.slots = ImageSlots(device, image_capacity, self.image_slots)
         # threads start on the first large image (ThreadPoolExecutor makes them on demand)

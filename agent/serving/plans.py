@@ -178,7 +178,10 @@ class PlanLedger:
         call it after every request: the full statistics cost more than a request should pay); a thread that
         finds another publishing leaves it to that one."""
         counted: Callable[[], int] | None = getattr(pipeline.stages if pipeline else None, "recordings_total", None)
-        recorded = counted() if counted is not None else -1
+        try:
+            recorded = counted() if counted is not None else -1
+        except Exception:  # noqa: BLE001 - a lane made a model meanwhile: publish, which says when it cannot
+            recorded = -2
         now = time.monotonic()
         if recorded == self._recorded and now - self._published < PUBLISH_EVERY_S:
             return

@@ -419,8 +419,8 @@ class GpuWorker:
 
     def _done(self, job: Job, outcome: OcrResult | BaseException) -> None:
         """A lane is done with `job`: its answer (plugins on the postprocessing threads), or why there is none."""
-        self._plans.publish_if_changed(self.pipeline)  # before the answer leaves: its client sees its plans
         try:
+            self._plans.publish_if_changed(self.pipeline)  # before the answer leaves: its client sees its plans
             if isinstance(outcome, OcrResult):
                 pipeline = self.pipeline
                 job.model_version = self.model_version
