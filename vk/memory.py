@@ -210,7 +210,7 @@ class Arena:
 
 class MemoryPool:
     """Arenas per kind, grown on demand; statistics of bytes reserved, in use and at peak. Thread-safe: the
-    device's queues are driven from threads of their own (vk/queues.py)."""
+    device's streams are driven from threads of their own (vk/streams.py)."""
 
     def __init__(self, device: Device, arena_bytes: int = DEFAULT_ARENA_BYTES) -> None:
         self.device = device

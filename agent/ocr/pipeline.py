@@ -275,16 +275,15 @@ class OcrPipeline:
         else:
             quads = [whole_image_quad(h, w)]
             slots = [CropSlot(np.eye(3), w, h, False, False, 1, slot)]  # RapidOCR passes the image itself on
-        return Detected(opts, prep, quads, slots, laps, slot)
+        return Detected(opts, prep, quads, slots, laps)
 
-    def read(self, requests: Sequence[Detected], *, lane: Stages | None = None, batch: int = 0
-             ) -> list[OcrResult | RequestStopped]:
+    def read(self, requests: Sequence[Detected], *, lane: Stages | None = None) -> list[OcrResult | RequestStopped]:
         """The second half of these requests (`detect`'s output): classification and recognition of every crop,
         with the crops of all of them in as few submissions as the stages take, then CTC and each request's
         lines. Answers in request order; a request whose ``stop`` names who no longer wants it (asked after
-        cls and after rec) gets RequestStopped instead. `batch`: the most crops of one rec submission (0:
-        each request's own rec_batch); only crops of one width share a submission, so each line is read at its
-        RapidOCR batch width exactly, whoever it shares the batch with."""
+        cls and after rec) gets RequestStopped instead. A rec submission holds at most `read_batch` crops (0: the
+        requests' rec_batch); only crops of one width share one, so each line is read at its RapidOCR batch
+        width exactly, whoever it shares the batch with."""
         stages = lane if lane is not None else self.stages
         results: list[OcrResult | RequestStopped | None] = [None] * len(requests)
         groups: dict[tuple[Any, ...], list[int]] = {}
@@ -295,11 +294,11 @@ class OcrPipeline:
             else:
                 groups.setdefault(read_key(request.opts), []).append(i)
         for members in groups.values():
-            for i, outcome in zip(members, self._read_group(stages, [requests[i] for i in members], batch)):
+            for i, outcome in zip(members, self._read_group(stages, [requests[i] for i in members])):
                 results[i] = outcome
         return [r for r in results if r is not None]
 
-    def _read_group(self, stages: Stages, requests: list[Detected], batch: int) -> list[OcrResult | RequestStopped]:
+    def _read_group(self, stages: Stages, requests: list[Detected]) -> list[OcrResult | RequestStopped]:
         """`read` of requests whose options read alike (read_key)."""
         opts = requests[0].opts
         live = list(range(len(requests)))
@@ -328,8 +327,7 @@ class OcrPipeline:
                 lap_all("rec")
                 return {k for k, i in enumerate(order) if i in live}
 
-            done = self._recognize(stages, [slots[i] for i in order], opts, batch or self.read_batch or opts.rec_batch,
-                                   wanted)
+            done = self._recognize(stages, [slots[i] for i in order], opts, self.read_batch or opts.rec_batch, wanted)
             for i, (request_texts, request_ratios) in zip(order, done):
                 texts[i], ratios[i] = request_texts, request_ratios
         outcomes: list[OcrResult | RequestStopped] = []

@@ -77,7 +77,6 @@ class Detected:
     quads: list[np.ndarray]
     slots: list[CropSlot]
     laps: Laps
-    slot: int = 0
 
 
 def read_key(opts: OcrOptions) -> tuple[Any, ...]:

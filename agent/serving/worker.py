@@ -19,6 +19,7 @@ service and the metrics read them without waiting for the GPU.
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -90,9 +91,7 @@ class GpuWorker:
         self._handed_back: queue.SimpleQueue[Job] = queue.SimpleQueue()  # a failed device's, served first
         self._overlap = overlap
         settings = flow or FlowSettings()
-        self.flow_settings = settings if overlap else FlowSettings(
-            settings.detect_lanes, settings.read_lanes, settings.batch_requests, settings.batch_wait_s,
-            settings.batch_lines, overlap=False)
+        self.flow_settings = settings if overlap else dataclasses.replace(settings, overlap=False)
         self._flow: Flow | None = None
         self._postproc = ThreadPoolExecutor(postproc_threads, thread_name_prefix="vkocr-postproc")
         self._thread = threading.Thread(target=self._run, name="vkocr-gpu-worker", daemon=True)

@@ -48,11 +48,16 @@ class HeldJob(Job):
         return super().stop_reason()
 
 
-def held_job(pipeline: OcrPipeline, i: int, where: str) -> HeldJob:
-    job = rec_job(pipeline, i, HeldJob)
-    assert isinstance(job, HeldJob)
-    job.where = where
-    return job
+def submit_held(worker: GpuWorker, i: int, where: str) -> tuple[OcrPipeline, HeldJob, Future[OcrResult]]:
+    """The worker's pipeline, and a HeldJob reading lot_number(i), submitted and held by a lane of `where`."""
+    pipeline = worker.pipeline
+    assert pipeline is not None
+    held = rec_job(pipeline, i, HeldJob)
+    assert isinstance(held, HeldJob)
+    held.where = where
+    answer = worker.submit(held)
+    assert held.entered.wait(WAIT_S)
+    return pipeline, held, answer
 
 
 def serving(settings: FlowSettings) -> GpuWorker:
@@ -136,11 +141,7 @@ def test_a_lone_request_is_answered_though_the_wait_is_an_hour() -> None:
 
 def test_ready_requests_are_read_together_and_each_gets_its_own_lines(lanes: GpuWorker) -> None:
     worker = lanes
-    pipeline = worker.pipeline
-    assert pipeline is not None
-    held = held_job(pipeline, 100, "vkocr-read")
-    first = worker.submit(held)
-    assert held.entered.wait(WAIT_S)  # the reading lane holds it, after its recognition
+    pipeline, held, first = submit_held(worker, 100, "vkocr-read")  # held after its recognition
     try:
         others = {i: worker.submit(rec_job(pipeline, i)) for i in range(101, 107)}
         wait_for(lambda: worker.waiting_to_read() == 6, WAIT_S)  # both detection lanes fed the batcher
@@ -154,11 +155,7 @@ def test_ready_requests_are_read_together_and_each_gets_its_own_lines(lanes: Gpu
 
 def test_a_request_is_detected_on_one_lane_while_another_is_held_in_its_detection(lanes: GpuWorker) -> None:
     worker = lanes
-    pipeline = worker.pipeline
-    assert pipeline is not None
-    held = held_job(pipeline, 1, "vkocr-detect")
-    answer = worker.submit(held)
-    assert held.entered.wait(WAIT_S)  # one detection lane holds it
+    pipeline, held, answer = submit_held(worker, 1, "vkocr-detect")  # one detection lane holds it
     try:
         others = [worker.submit(rec_job(pipeline, i)) for i in range(2, 6)]
         assert [f.result(WAIT_S).lines[0].text for f in others] == [lot_number(i) for i in range(2, 6)]

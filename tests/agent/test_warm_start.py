@@ -102,7 +102,7 @@ class StandInPipeline(OcrPipeline):
             error, self.fail_first = self.fail_first, None
             raise error
         self.stages.record("det", (1, 3, 32, 32))
-        return Detected(opts or self.options, unchanged(1, 1), [], [], Laps(lambda: 0.0, stop), slot)
+        return Detected(opts or self.options, unchanged(1, 1), [], [], Laps(lambda: 0.0, stop))
 
 
 def stand_in(stages: Any = None) -> OcrPipeline:

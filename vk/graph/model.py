@@ -180,16 +180,14 @@ class Model:
         self._owns_weights = _weights_of is None
         if _weights_of is not None:  # a sibling on another stream: the same weights and node bindings
             self._weights, self._bindings = _weights_of._weights, _weights_of._bindings
-        elif device is not None:
+            return
+        if device is not None:
             nodes = runtime_nodes(self.graph)
             for node in nodes:
                 check_lowerable(node)  # an op without a Vulkan lowering fails here, naming node and op
             self._weights = ConstantArena(device, load_time_constants(self.graph, nodes))
-            log.info("model_loaded", model=self.graph.name, backend=self.backend, nodes=len(self.graph.nodes),
-                     weight_mib=round(self.weight_bytes / 2**20, 2))
-        else:
-            log.info("model_loaded", model=self.graph.name, backend=self.backend, nodes=len(self.graph.nodes),
-                     weight_mib=0.0)
+        log.info("model_loaded", model=self.graph.name, backend=self.backend, nodes=len(self.graph.nodes),
+                 weight_mib=round(self.weight_bytes / 2**20, 2))
 
     def on_stream(self, stream: Stream) -> Model:
         """This model for `stream` of its device: the same graph and weights (uploaded once), plans, shared
