@@ -1,7 +1,10 @@
-"""Compile shaders/**/*.comp to shaders/spv/**/*.spv with glslc and record source hashes in the manifest.
+"""Compile shaders/**/*.comp to shaders/spv/**/*.spv and record source hashes in the manifest.
 
-Usage: python -m vkocr.shaders.build [--check]   (--check: exit 1 if any SPIR-V is stale, compile nothing)
-Needs glslc (Debian/Ubuntu: apt-get install glslc) only on a developer's machine: boards run the shipped SPIR-V.
+Usage: python -m vkocr.shaders.build [--check] [--all]   (--check: exit 1 if any SPIR-V is stale, compile nothing)
+A kernel that includes storage.glsl is compiled once per storage precision (`<name>.spv`, `<name>.fp16.spv`
+with -DFP16). Kernels compile with glslc (Debian/Ubuntu: apt-get install glslc), except those that use
+GL_KHR_cooperative_matrix, which Debian 12's glslc rejects: they need glslang ≥ 14 (scripts/fetch_glslang.sh
+puts one in build/tools/glslang). Only a developer's machine needs either: boards run the shipped SPIR-V.
 A developer tool: it writes into the shaders folder of an editable install (a source checkout).
 """
 
@@ -15,15 +18,36 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vkocr.engine.shaders import SHADERS, kernel_names, read_manifest, source_hash
+from vkocr.engine.shaders import SHADERS, kernel_source, read_manifest, source_hash, spirv_targets
 
 SHADER_DIR = Path(str(SHADERS))
 SPV_DIR = SHADER_DIR / "spv"
 GLSLC_FLAGS = ["--target-env=vulkan1.1", "-O", "-Werror", f"-I{SHADER_DIR / 'include'}"]
+# cooperative matrices are core SPIR-V 1.6 extensions glslang emits for Vulkan 1.3 (every driver that offers
+# VK_KHR_cooperative_matrix is 1.3)
+GLSLANG_FLAGS = ["-V", "--target-env", "vulkan1.3", "-Os", f"-I{SHADER_DIR / 'include'}"]
+COOPMAT_EXTENSION = "GL_KHR_cooperative_matrix"
+GLSLANG_HINT = "scripts/fetch_glslang.sh (glslang ≥ 14 for GL_KHR_cooperative_matrix)"
 
 
 def stale(manifest: dict[str, dict[str, str]]) -> list[str]:
-    return [n for n in kernel_names() if manifest.get(n, {}).get("source_sha256") != source_hash(n)]
+    """SPIR-V names whose source (or an include) changed since they were compiled, or that were never compiled."""
+    return [t for t, (name, _) in spirv_targets().items() if manifest.get(t, {}).get("source_sha256") != source_hash(name)]
+
+
+def compile_command(name: str, precision: str, out: Path) -> list[str]:
+    """The compiler call for one SPIR-V; SystemExit naming the missing compiler."""
+    source = str(SHADER_DIR / f"{name}.comp")
+    defines = ["-DFP16"] if precision == "fp16" else []
+    if COOPMAT_EXTENSION in kernel_source(name):
+        glslang = SHADER_DIR.parent / "build" / "tools" / "glslang" / "glslang"
+        if not glslang.is_file():
+            raise SystemExit(f"{name}.comp uses {COOPMAT_EXTENSION}: run {GLSLANG_HINT}")
+        return [str(glslang), *GLSLANG_FLAGS, *defines, source, "-o", str(out)]
+    glslc = shutil.which("glslc")
+    if glslc is None:
+        raise SystemExit("glslc not found: apt-get install glslc")
+    return [glslc, *GLSLC_FLAGS, *defines, source, "-o", str(out)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,30 +56,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="rebuild every kernel, stale or not")
     args = parser.parse_args(argv)
     manifest = read_manifest()
-    todo = kernel_names() if args.all else stale(manifest)
+    targets = spirv_targets()
+    todo = list(targets) if args.all else stale(manifest)
     if args.check:
-        for name in todo:
-            print(f"stale: {name}")
+        for target in todo:
+            print(f"stale: {target}")
         return 1 if todo else 0
-    glslc = shutil.which("glslc")
-    if todo and glslc is None:
-        print("glslc not found: apt-get install glslc", file=sys.stderr)
-        return 2
-    for name in todo:
-        out = SPV_DIR / f"{name}.spv"
+    for target in todo:
+        name, precision = targets[target]
+        out = SPV_DIR / f"{target}.spv"
         out.parent.mkdir(parents=True, exist_ok=True)
-        print(f"compiling {name}.comp", flush=True)
-        assert glslc is not None  # checked above whenever todo is non-empty
-        subprocess.run([glslc, *GLSLC_FLAGS, str(SHADER_DIR / f"{name}.comp"), "-o", str(out)], check=True)
-        manifest[name] = {
+        print(f"compiling {name}.comp ({precision})", flush=True)
+        subprocess.run(compile_command(name, precision, out), check=True, stdout=subprocess.DEVNULL)
+        manifest[target] = {
             "source_sha256": source_hash(name),
             "spv_sha256": hashlib.sha256(out.read_bytes()).hexdigest(),
         }
-    for name in set(manifest) - set(kernel_names()):
-        del manifest[name]
-        (SPV_DIR / f"{name}.spv").unlink(missing_ok=True)
+    for target in set(manifest) - set(targets):
+        del manifest[target]
+        (SPV_DIR / f"{target}.spv").unlink(missing_ok=True)
     (SPV_DIR / "manifest.json").write_text(json.dumps({"kernels": dict(sorted(manifest.items()))}, indent=1) + "\n")
-    print(f"{len(todo)} compiled, {len(manifest)} kernels in {SPV_DIR / 'manifest.json'}")
+    print(f"{len(todo)} compiled, {len(manifest)} SPIR-V files in {SPV_DIR / 'manifest.json'}")
     return 0
 
 

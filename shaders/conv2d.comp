@@ -6,6 +6,7 @@
 // The kernel size is a specialization constant so that splitting k into (channel, row, column) is a
 // multiply-shift rather than two integer divisions per fetched element.
 #include "common.glsl"
+#include "storage.glsl"
 #include "activation.glsl"
 
 layout(constant_id = 8) const bool POINTWISE = false;
@@ -15,10 +16,10 @@ layout(constant_id = 11) const bool POST_AFFINE = false;  // scale and shift aft
 const bool A_K_FAST = true;   // weights are row-major (Cout, Cin/group·KH·KW)
 const bool B_N_FAST = true;   // consecutive n are consecutive output columns
 
-layout(std430, set = 0, binding = 0) readonly buffer BufX { float x[]; };
-layout(std430, set = 0, binding = 1) readonly buffer BufW { float w[]; };
-layout(std430, set = 0, binding = 2) readonly buffer BufBias { float bias[]; };
-layout(std430, set = 0, binding = 3) writeonly buffer BufOut { float y[]; };
+layout(std430, set = 0, binding = 0) readonly buffer BufX { STORE_T x[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufW { STORE_T w[]; };
+layout(std430, set = 0, binding = 2) readonly buffer BufBias { STORE_T bias[]; };
+layout(std430, set = 0, binding = 3) writeonly buffer BufOut { STORE_T y[]; };
 
 layout(push_constant) uniform Params {
     uint group;
@@ -36,7 +37,7 @@ layout(push_constant) uniform Params {
 
 uint base_x, base_w, base_y, first_channel;
 
-float load_a(uint batch, uint m, uint k) { return w[base_w + m * (p.cin_g * KH * KW) + k]; }
+float load_a(uint batch, uint m, uint k) { return float(w[base_w + m * (p.cin_g * KH * KW) + k]); }
 
 // (top row, left column) of output pixel n's receptive field in the unpadded input, or its address if POINTWISE
 uvec4 b_column(uint batch, uint n) {
@@ -46,19 +47,19 @@ uvec4 b_column(uint batch, uint n) {
 }
 
 float load_b(uint batch, uint k, uint n, uvec4 col) {
-    if (POINTWISE) return x[col.x + k * (p.H * p.W)];
+    if (POINTWISE) return float(x[col.x + k * (p.H * p.W)]);
     uint ci = k / (KH * KW), tap = k % (KH * KW);
     // unsigned wrap-around makes rows/columns in the top/left padding fail the < test too
     uint ih = col.x + (tap / KW) * p.dil_h, iw = col.y + (tap % KW) * p.dil_w;
     if (ih >= p.H || iw >= p.W) return 0.0;
-    return x[base_x + (ci * p.H + ih) * p.W + iw];
+    return float(x[base_x + (ci * p.H + ih) * p.W + iw]);
 }
 
 void store_c(uint batch, uint m, uint n, float acc) {
-    if (p.has_bias != 0) acc += bias[first_channel + m];
+    if (p.has_bias != 0) acc += float(bias[first_channel + m]);
     float v = activate(acc, int(p.act), p.act_alpha, p.act_beta);
     if (POST_AFFINE) v = post_affine(v, p.post_scale, p.post_shift);
-    y[base_y + m * (p.Hout * p.Wout) + n] = v;
+    y[base_y + m * (p.Hout * p.Wout) + n] = STORE(v);
 }
 
 #include "gemm_tile.glsl"

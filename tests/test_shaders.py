@@ -1,4 +1,5 @@
-"""Shipped SPIR-V must match its GLSL: a .comp (or include) changed without `python -m vkocr.shaders.build` fails."""
+"""Shipped SPIR-V must match its GLSL: a .comp (or include) changed without `python -m vkocr.shaders.build` fails.
+Every kernel that includes storage.glsl ships once per storage precision."""
 
 from __future__ import annotations
 
@@ -6,19 +7,28 @@ import hashlib
 
 import pytest
 
-from vkocr.engine.shaders import kernel_names, read_manifest, source_hash, spirv, spirv_names
+from vkocr.engine.shaders import kernel_names, precisions, read_manifest, source_hash, spirv, spirv_names, spirv_targets
 
 MANIFEST = read_manifest()
+TARGETS = spirv_targets()
 
 
-@pytest.mark.parametrize("name", kernel_names())
-def test_spirv_is_built_from_the_current_source(name: str) -> None:
-    assert name in MANIFEST, f"{name}.comp has no SPIR-V: run `python -m vkocr.shaders.build`"
-    assert MANIFEST[name]["source_sha256"] == source_hash(name), (
-        f"shaders/{name}.comp (or an include) changed since its SPIR-V was built: run `python -m vkocr.shaders.build`"
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_spirv_is_built_from_the_current_source(target: str) -> None:
+    name, _ = TARGETS[target]
+    assert target in MANIFEST, f"{target}.spv is missing: run `python -m vkocr.shaders.build`"
+    assert MANIFEST[target]["source_sha256"] == source_hash(name), (
+        f"shaders/{name}.comp (or an include) changed since {target}.spv was built: run `python -m vkocr.shaders.build`"
     )
-    assert hashlib.sha256(spirv(name)).hexdigest() == MANIFEST[name]["spv_sha256"], f"{name}.spv edited by hand"
+    assert hashlib.sha256(spirv(target)).hexdigest() == MANIFEST[target]["spv_sha256"], f"{target}.spv edited by hand"
 
 
 def test_no_spirv_without_source() -> None:
-    assert spirv_names() == sorted(MANIFEST) == kernel_names()
+    assert spirv_names() == sorted(MANIFEST) == sorted(TARGETS)
+
+
+def test_every_precision_variant_is_its_own_spirv() -> None:
+    """fp16 storage changes the buffers' types, so an fp16 variant that compiled to the fp32 code is a bug."""
+    for name in kernel_names():
+        if "fp16" in precisions(name):
+            assert spirv(f"{name}.fp16") != spirv(name), name

@@ -113,13 +113,19 @@ class Device:
         queue_infos = [queue_info]
         # MoltenVK and other portability drivers require this extension to be enabled when they offer it.
         extensions = [e for e in ("VK_KHR_portability_subset",) if e in self.info.extensions]
+        # 16-bit storage (core in 1.1) lets fp16 plans store activations and weights in half the bytes
+        storage16 = vk.VkPhysicalDevice16BitStorageFeatures(storageBuffer16BitAccess=vk.VK_TRUE) \
+            if self.info.fp16_storage else None
         create_info = vk.VkDeviceCreateInfo(
+            pNext=storage16,
             queueCreateInfoCount=1,
             pQueueCreateInfos=queue_infos,
             enabledExtensionCount=len(extensions),
             ppEnabledExtensionNames=extensions or None,
         )
-        return call(vk.vkCreateDevice, self.physical, create_info, None)
+        handle = call(vk.vkCreateDevice, self.physical, create_info, None)
+        del storage16  # (kept alive until the call returned)
+        return handle
 
     # -- streams --------------------------------------------------------------------------------------------
 

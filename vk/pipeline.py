@@ -10,8 +10,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.loader import binding, call
-from vkocr.engine.shaders import spirv
+from vkocr.engine.shaders import precisions, spirv, variant
 
 if TYPE_CHECKING:
     from vkocr.engine.device import Device
@@ -28,14 +29,34 @@ class KernelDef:
     shader: str
     access: tuple[str, ...]
     push_bytes: int
+
+    precision: str = "fp32"  # the storage precision of its tensors: which SPIR-V variant runs (vk/shaders.py)
     reads: tuple[int, ...] = field(init=False, repr=False)  # bindings read ("r", "rw"), for hazard tracking
     writes: tuple[int, ...] = field(init=False, repr=False)  # bindings written ("w", "rw")
+    _variants: dict[str, KernelDef] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         assert all(a in ("r", "w", "rw") for a in self.access), self.access
         assert self.push_bytes % 4 == 0 and self.push_bytes <= 128, "push constants: multiple of 4, at most 128"
         object.__setattr__(self, "reads", tuple(i for i, a in enumerate(self.access) if a != "w"))
         object.__setattr__(self, "writes", tuple(i for i, a in enumerate(self.access) if a != "r"))
+        object.__setattr__(self, "_variants", {self.precision: self})
+
+    @property
+    def spirv_name(self) -> str:
+        return variant(self.shader, self.precision)
+
+    def at(self, precision: str) -> KernelDef:
+        """This kernel compiled for another storage precision (one object per precision, made once)."""
+        found = self._variants.get(precision)
+        if found is None:
+            if precision not in precisions(self.shader):
+                raise KernelArgumentError(f"kernel {self.shader} has no {precision} variant "
+                                          f"(it is built for {', '.join(precisions(self.shader))})")
+            found = KernelDef(self.shader, self.access, self.push_bytes, precision)
+            object.__setattr__(found, "_variants", self._variants)
+            self._variants[precision] = found
+        return found
 
 
 def pack_constants(constants: tuple[Constant, ...]) -> bytes:
@@ -93,7 +114,7 @@ class Pipeline:
             ) if constants else None
             stage = vk.VkPipelineShaderStageCreateInfo(
                 stage=vk.VK_SHADER_STAGE_COMPUTE_BIT,
-                module=device.shader_module(kernel.shader),
+                module=device.shader_module(kernel.spirv_name),
                 pName="main",
                 pSpecializationInfo=spec_info,
             )

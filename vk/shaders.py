@@ -1,7 +1,9 @@
 """SPIR-V shipped as package data of `vkocr.shaders`, with a manifest of source hashes so stale SPIR-V is caught.
 
 A kernel's name is its source's path under shaders/ without `.comp` (`gemm`, `ocr/crop_warp`); its SPIR-V is
-`spv/<name>.spv`. Everything is read through importlib.resources, never relative to this file.
+`spv/<name>.spv`. A kernel that includes `storage.glsl` is compiled once per storage precision from the one
+source: `spv/<name>.spv` stores fp32, `spv/<name>.fp16.spv` fp16 (`variant()`). Everything is read through
+importlib.resources, never relative to this file.
 """
 
 from __future__ import annotations
@@ -37,6 +39,30 @@ def source_hash(name: str) -> str:
     for path in [SHADERS.joinpath(*f"{name}.comp".split("/")), *includes]:
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
+
+
+PRECISION_SUFFIX = {"fp32": "", "fp16": ".fp16"}  # storage precision → SPIR-V name suffix
+STORAGE_INCLUDE = '#include "storage.glsl"'
+
+
+def kernel_source(name: str) -> str:
+    return SHADERS.joinpath(*f"{name}.comp".split("/")).read_text()
+
+
+@cache
+def precisions(name: str) -> tuple[str, ...]:
+    """The storage precisions kernel `name` is compiled for: every one where it includes storage.glsl."""
+    return tuple(PRECISION_SUFFIX) if STORAGE_INCLUDE in kernel_source(name) else ("fp32",)
+
+
+def variant(name: str, precision: str) -> str:
+    """The SPIR-V name of kernel `name` compiled for `precision` ("fp32", "fp16")."""
+    return name + PRECISION_SUFFIX[precision]
+
+
+def spirv_targets() -> dict[str, tuple[str, str]]:
+    """Every SPIR-V the sources make: its name → (kernel name, precision)."""
+    return {variant(n, p): (n, p) for n in kernel_names() for p in precisions(n)}
 
 
 def kernel_names() -> list[str]:

@@ -11,6 +11,11 @@ from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
 
 TOLERANCE = 1e-5
+# Per storage dtype. fp16 kernels load fp16 inputs, accumulate in fp32 and round once on store, and their
+# reference is the exact result on the same fp16 inputs, rounded to fp16: the two differ by at most one fp16
+# step (2^-11 relative) in a few elements, far below 1e-3 over the whole tensor.
+TOLERANCES = {np.dtype(np.float32): TOLERANCE, np.dtype(np.float16): 1e-3}
+STORAGE_DTYPES = [np.float32, np.float16]
 
 
 def fresh_rng() -> tuple[np.random.Generator, int]:
@@ -30,6 +35,12 @@ def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
     ref64 = np.asarray(ref, np.float64)
     diff = np.linalg.norm(np.asarray(out, np.float64) - ref64)
     return float(diff / max(np.linalg.norm(ref64), 1e-30))
+
+
+def storage_ref(ref: np.ndarray, dtype: type) -> np.ndarray:
+    """What a kernel storing `dtype` should write for the exact result `ref` (computed on inputs already in
+    `dtype`): the same, rounded once."""
+    return np.asarray(ref).astype(dtype)
 
 
 def run(device: Device, record: Callable[[Recorder], None]) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from tests.kernels.harness import check, fresh_rng, poisoned, release, run
+from tests.kernels.harness import TOLERANCES, check, fresh_rng, poisoned, release, run, storage_ref
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv import conv_output_shape, record_conv2d
@@ -57,24 +57,40 @@ CASES = [
 ]
 
 
-def run_case(device: Device, case: Case, tile: str | None = None) -> None:
+def run_case(device: Device, case: Case, tile: str | None = None, dtype: type = np.float32) -> None:
     rng, seed = fresh_rng()
     cin = case.x[1]
-    x_np = rng.uniform(-1.0, 1.0, case.x).astype(np.float32)
-    w_np = rng.uniform(-1.0, 1.0, (case.cout, cin // case.group, *case.kernel)).astype(np.float32)
-    b_np = rng.uniform(-1.0, 1.0, (case.cout,)).astype(np.float32) if case.bias else None
+    x_np = rng.uniform(-1.0, 1.0, case.x).astype(dtype)
+    w_np = rng.uniform(-1.0, 1.0, (case.cout, cin // case.group, *case.kernel)).astype(dtype)
+    b_np = rng.uniform(-1.0, 1.0, (case.cout,)).astype(dtype) if case.bias else None
     attrs = dict(strides=case.strides, pads=case.pads, dilations=case.dilations, group=case.group, **case.attrs)
-    ref = conv2d(x_np, w_np, b_np, **attrs)  # type: ignore[arg-type]
-    x, w, out = device.upload(x_np), device.upload(w_np), poisoned(device, ref.shape)
+    as32 = (lambda a: None if a is None else a.astype(np.float32))
+    ref = storage_ref(conv2d(as32(x_np), as32(w_np), as32(b_np), **attrs), dtype)  # type: ignore[arg-type]
+    x, w, out = device.upload(x_np), device.upload(w_np), poisoned(device, ref.shape, dtype)
     b = device.upload(b_np) if b_np is not None else None
     run(device, lambda rec: record_conv2d(rec, x, w, out, b, tile=tile, **attrs))  # type: ignore[arg-type]
-    check(device.download(out), ref, f"conv2d {case} tile={tile}", seed)
+    check(device.download(out), ref, f"conv2d {case} tile={tile} {np.dtype(dtype)}", seed,
+          TOLERANCES[np.dtype(dtype)])
     release(device, x, w, out, *([b] if b is not None else []))
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_conv2d_matches_numpy(device: Device, case: Case) -> None:
     run_case(device, case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_conv2d_float16_storage_matches_numpy(device: Device, case: Case) -> None:
+    run_case(device, case, dtype=np.float16)
+
+
+def test_conv2d_refuses_mixed_storage(device: Device) -> None:
+    x = device.upload(np.ones((1, 2, 4, 4), np.float16))
+    w = device.upload(np.ones((3, 2, 1, 1), np.float32))
+    out = device.upload(np.ones((1, 3, 4, 4), np.float16))
+    with pytest.raises(KernelArgumentError, match="share one storage dtype"):
+        run(device, lambda rec: record_conv2d(rec, x, w, out))
+    release(device, x, w, out)
 
 
 @pytest.mark.parametrize("tile", list(TILES))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.launch import activation_id, pack, require_float32, require_shape
+from vkocr.engine.kernels.launch import activation_id, pack, require_shape, storage
 from vkocr.engine.kernels.matmul import check_groups, pick_tile
 from vkocr.engine.kernels.spatial import conv_out_len, four_pads, pair
 from vkocr.engine.pipeline import KernelDef
@@ -85,8 +85,9 @@ class Conv2d:
 
     def record(self, rec: Recorder, x: Tensor, w: Tensor, out: Tensor, b: Tensor | None = None, *,
                tile: str | None = None) -> None:
-        """One GEMM per (image, group) for input x (N, Cin, H, W); `tile` forces a tile config."""
-        require_float32(x, w, out, *([b] if b is not None else []))
+        """One GEMM per (image, group) for input x (N, Cin, H, W); `tile` forces a tile config. Every tensor
+        stores float32, or every one float16 (accumulating in float32 all the same)."""
+        kernel = storage(CONV2D, x, w, out, b)
         if tuple(w.shape) != self.w_shape or (b is not None) != self.has_bias:
             raise KernelArgumentError(f"conv2d prepared for w {self.w_shape} (bias: {self.has_bias}), given "
                                       f"{tuple(w.shape)} (bias: {b is not None})")
@@ -100,7 +101,7 @@ class Conv2d:
         chosen = pick_tile(self.cout_g, oh * ow, n * self.group, tile)
         groups = chosen.groups(self.cout_g, oh * ow, n * self.group)
         check_groups(rec, groups, "conv2d")
-        pipeline = rec.device.pipeline(CONV2D, (*chosen.constants(), *self._constants))
+        pipeline = rec.device.pipeline(kernel, (*chosen.constants(), *self._constants))
         push = self._push_head + pack("4I", h, wd, oh, ow) + self._push_tail
         views = [x.view, w.view, (b if b is not None else w).view, out.view]
         rec.dispatch(pipeline, views, push, groups, label="conv2d")
@@ -126,7 +127,6 @@ def record_conv2d(
     """out = act(conv(x, w) + b) (· scale + shift when `post_affine` = (scale, shift), in one fma): x (N, Cin,
     H, W), w (Cout, Cin/group, kh, kw), b (Cout,), pads (top, left, bottom, right). One GEMM per (image,
     group); `tile` forces a tile config."""
-    require_float32(x, w, out, *([b] if b is not None else []))
     Conv2d(w.shape, has_bias=b is not None, strides=strides, pads=pads, dilations=dilations, group=group,
            activation=activation, alpha=alpha, beta=beta, post_affine=post_affine).record(rec, x, w, out, b,
                                                                                            tile=tile)

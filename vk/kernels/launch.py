@@ -9,9 +9,14 @@ import numpy as np
 
 from vkocr.engine import symbolic
 from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.tensor import Tensor
 
 FLOAT32 = np.dtype("<f4")
+FLOAT16 = np.dtype("<f2")
+# storage precision of a kernel's tensors → the SPIR-V variant that runs (KernelDef.at)
+PRECISIONS = {FLOAT32: "fp32", FLOAT16: "fp16"}
+DTYPES = {name: dtype for dtype, name in PRECISIONS.items()}
 FLAT_LOCAL = 256  # workgroup size of one-dimensional kernels
 MAX_GROUPS_X = 65535  # the minimum maxComputeWorkGroupCount[0] every device guarantees
 
@@ -70,6 +75,20 @@ def require_float32(*tensors: Tensor) -> None:
     for t in tensors:
         if t.dtype is not FLOAT32 and t.dtype != FLOAT32:
             raise KernelArgumentError(f"kernel needs float32 tensors, got {t.dtype}")
+
+
+def storage(kernel: KernelDef, *tensors: Tensor | None) -> KernelDef:
+    """`kernel` compiled for the one storage dtype its tensors share (float32 or float16; None entries are
+    absent optional operands); KernelArgumentError for a mix or another dtype."""
+    dtype = next(t.dtype for t in tensors if t is not None)
+    precision = PRECISIONS.get(dtype)
+    if precision is None:
+        raise KernelArgumentError(f"{kernel.shader}: tensors of {dtype}; kernels store float32 or float16")
+    for t in tensors:
+        if t is not None and t.dtype != dtype:
+            raise KernelArgumentError(f"{kernel.shader}: tensors of {dtype} and {t.dtype}; a kernel's tensors "
+                                      "share one storage dtype (a cast converts between them)")
+    return kernel.at(precision)
 
 
 def require_shape(t: Tensor, shape: tuple[int, ...], what: str) -> None:
