@@ -32,7 +32,8 @@ GLSLANG_HINT = "scripts/fetch_glslang.sh (glslang ≥ 14 for GL_KHR_cooperative_
 
 def stale(manifest: dict[str, dict[str, str]]) -> list[str]:
     """SPIR-V names whose source (or an include) changed since they were compiled, or that were never compiled."""
-    return [t for t, (name, _) in spirv_targets().items() if manifest.get(t, {}).get("source_sha256") != source_hash(name)]
+    return [target for target, (name, _) in spirv_targets().items()
+            if manifest.get(target, {}).get("source_sha256") != source_hash(name)]
 
 
 def compile_command(name: str, precision: str, out: Path) -> list[str]:

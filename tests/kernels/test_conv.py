@@ -64,8 +64,9 @@ def run_case(device: Device, case: Case, tile: str | None = None, dtype: type = 
     w_np = rng.uniform(-1.0, 1.0, (case.cout, cin // case.group, *case.kernel)).astype(dtype)
     b_np = rng.uniform(-1.0, 1.0, (case.cout,)).astype(dtype) if case.bias else None
     attrs = dict(strides=case.strides, pads=case.pads, dilations=case.dilations, group=case.group, **case.attrs)
-    as32 = (lambda a: None if a is None else a.astype(np.float32))
-    ref = storage_ref(conv2d(as32(x_np), as32(w_np), as32(b_np), **attrs), dtype)  # type: ignore[arg-type]
+    b32 = b_np.astype(np.float32) if b_np is not None else None  # the exact result on the stored inputs
+    ref = storage_ref(conv2d(x_np.astype(np.float32), w_np.astype(np.float32), b32, **attrs),  # type: ignore[arg-type]
+                      dtype)
     x, w, out = device.upload(x_np), device.upload(w_np), poisoned(device, ref.shape, dtype)
     b = device.upload(b_np) if b_np is not None else None
     run(device, lambda rec: record_conv2d(rec, x, w, out, b, tile=tile, **attrs))  # type: ignore[arg-type]
