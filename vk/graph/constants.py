@@ -1,5 +1,7 @@
-"""Float32 constants on the device: a model's weights, uploaded once at load, and the few values a plan folds
-for its own shape; each set in one device allocation, uploaded through one staging buffer in one copy."""
+"""Constants on the device: a model's weights, uploaded once at load, and the few values a plan folds for its own
+shape; each set in one device allocation, uploaded through one staging buffer in one copy. A constant is
+stored in the precision of the nodes that read it (float32, or float16 under an fp16 precision plan): the
+float16 copy has a key of its own (`constant_key`), so nodes of both precisions can read one weight."""
 
 from __future__ import annotations
 
@@ -17,6 +19,12 @@ if TYPE_CHECKING:
     from vkocr.engine.device import Device
 
 FLOAT32 = np.dtype(np.float32)
+FLOAT16 = np.dtype(np.float16)
+
+
+def constant_key(name: str, array: np.ndarray) -> str:
+    """The arena key of a constant: its name, marked when it is stored as float16."""
+    return f"{name}@fp16" if array.dtype == FLOAT16 else name
 
 
 def _layout(arrays: Mapping[str, np.ndarray], alignment: int) -> tuple[dict[str, int], int]:
@@ -28,18 +36,20 @@ def _layout(arrays: Mapping[str, np.ndarray], alignment: int) -> tuple[dict[str,
 
 
 class ConstantArena:
-    """Float32 constants in one device allocation, uploaded through one staging buffer in one copy."""
+    """Float32 and float16 constants (by `constant_key`) in one device allocation, uploaded through one staging
+    buffer in one copy."""
 
     def __init__(self, device: Device, arrays: Mapping[str, np.ndarray]) -> None:
         self.device = device
-        self._arrays = {k: np.ascontiguousarray(a, dtype=np.float32) for k, a in arrays.items()}
+        self._arrays = {k: np.ascontiguousarray(a, dtype=FLOAT16 if np.asarray(a).dtype == FLOAT16 else FLOAT32)
+                        for k, a in arrays.items()}
         offsets, total = _layout(self._arrays, device.alignment)
         self.nbytes = sum(a.nbytes for a in self._arrays.values())
         self.alloc: Allocation | None = device.pool.alloc(total, "device") if total else None
         self.tensors: dict[str, Tensor] = {}
         if self.alloc is not None:
             self._upload(self.alloc, offsets, total)
-            self.tensors = {k: Tensor(self.alloc.sub(offsets[k], a.nbytes), a.shape, FLOAT32)
+            self.tensors = {k: Tensor(self.alloc.sub(offsets[k], a.nbytes), a.shape, a.dtype)
                             for k, a in self._arrays.items()}
 
     def _upload(self, target: Allocation, offsets: dict[str, int], total: int) -> None:

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from vkocr.engine.graph.precision import PrecisionPlan
 
 
 @dataclass
@@ -34,17 +37,18 @@ class Graph:
     constants: dict[str, np.ndarray]
     metadata: dict[str, str] = field(default_factory=dict)
     name: str = ""
+    precision: PrecisionPlan | None = None  # storage precision per node (vk/graph/precision.py); None: all fp32
 
     def copy(self) -> Graph:
         """A copy whose node list and attributes can be rewritten; constant arrays are shared, never mutated."""
         return Graph(copy.deepcopy(self.nodes), list(self.inputs), list(self.outputs), dict(self.constants),
-                     dict(self.metadata), self.name)
+                     dict(self.metadata), self.name, self.precision)
 
     def shallow_copy(self) -> Graph:
         """A copy whose node list and constant dict can be replaced, sharing the nodes themselves: for passes
         that drop or add nodes but never edit one (per-shape specialisation runs on the request path)."""
         return Graph(list(self.nodes), list(self.inputs), list(self.outputs), dict(self.constants),
-                     dict(self.metadata), self.name)
+                     dict(self.metadata), self.name, self.precision)
 
     def producers(self) -> dict[str, Node]:
         return {out: n for n in self.nodes for out in n.outputs}

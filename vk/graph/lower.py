@@ -40,6 +40,7 @@ from vkocr.engine.graph.opset import (
     transpose_perm,
     unary_params,
 )
+from vkocr.engine.kernels.cast import record_cast
 from vkocr.engine.kernels.conv import Conv2d
 from vkocr.engine.kernels.conv_transpose import record_conv_transpose2d
 from vkocr.engine.kernels.depthwise import DepthwiseConv2d, record_conv2d_depthwise
@@ -52,7 +53,9 @@ from vkocr.engine.kernels.resize import record_resize
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
 
+FLOAT32 = np.dtype(np.float32)
 ONNX_FLOAT = 1  # TensorProto.FLOAT: the only Cast target a plan runs (as a view)
+STORAGE_CAST = "StorageCast"  # fp32 ↔ fp16 where a plan's precisions meet (vk/graph/precision.py)
 
 
 @dataclass(frozen=True)
@@ -137,21 +140,22 @@ def host_inputs(node: Node, values: Values) -> frozenset[int]:
     return RULES[node.op].host_inputs(node, values)
 
 
-def device_constants(node: Node, values: Values) -> dict[str, np.ndarray]:
-    """Every float32 array this node reads on the device, by key: constant operands under their value name,
-    derived ones under "<node name>/<what>". `values[i]` is input i's constant value or None."""
+def device_constants(node: Node, values: Values, dtype: np.dtype = FLOAT32) -> dict[str, np.ndarray]:
+    """Every array this node reads on the device, in its storage `dtype` (float32 or float16), by key: constant
+    operands under their value name, derived ones under "<node name>/<what>". `values[i]` is input i's constant
+    value or None."""
     host = host_inputs(node, values)
     needed: dict[str, np.ndarray] = {}
     for i, (name, value) in enumerate(zip(node.inputs, values)):
         if name and value is not None and i not in host:
             if np.asarray(value).dtype.kind != "f":
                 raise fail(node, f"constant operand {name} of dtype {np.asarray(value).dtype} (kernels need float32)")
-            needed[name] = np.ascontiguousarray(value, dtype=np.float32)
+            needed[name] = np.ascontiguousarray(value, dtype=dtype)
     derive = RULES[node.op].derive
     if derive is not None:
         require_host_constants(node, values, host)
         for what, array in derive(node, values).items():
-            needed[derived_key(node, what)] = np.ascontiguousarray(array, dtype=np.float32)
+            needed[derived_key(node, what)] = np.ascontiguousarray(array, dtype=dtype)
     return needed
 
 
@@ -367,6 +371,12 @@ def _view(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor
     x = operand(node, ins, 0)
     if outs[0].view != x.view:
         record_copy(rec, x, outs[0])
+
+
+@lowers(STORAGE_CAST)
+def _storage_cast(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor],
+                  consts: NodeConstants) -> None:
+    record_cast(rec, operand(node, ins, 0), outs[0])
 
 
 @lowers("Concat")

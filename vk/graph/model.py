@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
@@ -24,7 +24,7 @@ import onnx
 
 from vkocr.engine.errors import InputError, ModelError
 from vkocr.engine.graph import passes
-from vkocr.engine.graph.constants import ConstantArena
+from vkocr.engine.graph.constants import ConstantArena, constant_key
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.lower import check_lowerable, device_constants, host_inputs
 from vkocr.engine.graph.memory_plan import LayoutCache
@@ -39,6 +39,7 @@ from vkocr.engine.graph.plan import (
     specialize_for,
 )
 from vkocr.engine.graph.plan_recipe import Recipe, describe
+from vkocr.engine.graph.precision import FLOAT32, FP32, PrecisionPlan, output_producers
 from vkocr.engine.graph.shape_classes import ShapeClasses
 from vkocr.engine.graph.shared_memory import SharedMemory
 from vkocr.engine.symbolic import Sym
@@ -122,14 +123,18 @@ def runtime_nodes(graph: Graph) -> list[Node]:
 
 def load_time_constants(graph: Graph, nodes: Sequence[Node]) -> dict[str, np.ndarray]:
     """Every device constant these nodes need that is known without an input shape (all of them, for models
-    whose shape subgraphs feed only host inputs)."""
+    whose shape subgraphs feed only host inputs), by arena key, in the precision each node stores (the
+    producers of the graph's outputs store fp32 whatever the plan says: vk/graph/precision.py)."""
     arrays: dict[str, np.ndarray] = {}
+    plan = graph.precision
+    fp32 = output_producers(graph, graph.outputs) if plan is not None and plan.mixed else set()
     for node in nodes:
         values = [graph.constants.get(name) if name else None for name in node.inputs]
         host = host_inputs(node, values)
         if any(i < len(values) and node.inputs[i] and values[i] is None for i in host):
             continue  # steered by a per-shape value: its plan decides
-        arrays.update(device_constants(node, values))
+        dtype = FLOAT32 if plan is None or node.name in fp32 else plan.dtype(node)
+        arrays.update({constant_key(k, a): a for k, a in device_constants(node, values, dtype).items()})
     return arrays
 
 
@@ -139,21 +144,28 @@ class Model:
     def __init__(self, graph: Graph, device: Device | None, *, input_spec: InputSpec | None = None,
                  plan_cache_size: int = DEFAULT_PLAN_CACHE_SIZE,
                  plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES, shape_classes: bool = True,
-                 stream: Stream | None = None, _weights_of: Model | None = None) -> None:
+                 precision: PrecisionPlan = FP32, stream: Stream | None = None,
+                 _weights_of: Model | None = None) -> None:
         """`plan_cache_size` and `plan_cache_bytes` bound the cache by count and by the memory the plans hold
         of their own (recordings and plan-local constants; the shared regions are the model's);
         `shape_classes`: a new shape's plan comes from the compiled function of its shape class
-        (vk/graph/shape_classes.py); False works every shape's plan out in full (for comparisons); `stream`:
-        where its plans record and run (the device's default when None)."""
+        (vk/graph/shape_classes.py); False works every shape's plan out in full (for comparisons);
+        `precision`: the storage precision of each node (vk/graph/precision.py; fp16 needs a device with
+        16-bit storage, and is ignored by the CPU backend, which computes in float32); `stream`: where its
+        plans record and run (the device's default when None)."""
         if len(graph.inputs) != 1:
             raise ModelError(f"model {graph.name} has inputs {graph.inputs}: vkocr plans take exactly one")
         if plan_cache_size < 1:
             raise ValueError(f"plan_cache_size must be ≥ 1, got {plan_cache_size}")
         if plan_cache_bytes < 1:
             raise ValueError(f"plan_cache_bytes must be ≥ 1, got {plan_cache_bytes}")
+        if precision.mixed and device is not None and not device.info.fp16_storage:
+            raise ModelError(f"precision {precision.default}: {device.info.name} has no 16-bit storage "
+                             "(storageBuffer16BitAccess); use fp32")
         self.device = device
         self.stream = stream
-        self.graph = passes.optimize(graph) if _weights_of is None else graph
+        self.graph = replace(passes.optimize(graph), precision=precision) if _weights_of is None else graph
+        self.precision = precision
         self.input = input_spec or InputSpec(graph.inputs[0], None)
         if not self.input.float32:
             raise ModelError(f"model {graph.name}: input {self.input.name} is not float32")
@@ -196,16 +208,16 @@ class Model:
             raise ModelError("a stream of the model's own device is needed (the CPU backend has none)")
         return Model(self.graph, self.device, input_spec=self.input, plan_cache_size=self.plan_cache_size,
                      plan_cache_bytes=self.plan_cache_bytes, shape_classes=self.shape_classes is not None,
-                     stream=stream, _weights_of=self)
+                     precision=self.precision, stream=stream, _weights_of=self)
 
     @classmethod
     def load(cls, source: str | Path | onnx.ModelProto | Graph, device: Device | None, *,
              plan_cache_size: int = DEFAULT_PLAN_CACHE_SIZE, plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES,
-             shape_classes: bool = True) -> Model:
+             shape_classes: bool = True, precision: PrecisionPlan = FP32) -> Model:
         """Import (ONNX file, ModelProto or IR graph), optimise once and, on a device, upload the weights."""
         graph, spec = read_model(source)
         return cls(graph, device, input_spec=spec, plan_cache_size=plan_cache_size,
-                   plan_cache_bytes=plan_cache_bytes, shape_classes=shape_classes)
+                   plan_cache_bytes=plan_cache_bytes, shape_classes=shape_classes, precision=precision)
 
     @property
     def backend(self) -> str:
@@ -342,7 +354,8 @@ class Model:
 
     def output_shape(self, input_shape: Sequence[int]) -> tuple[int, ...]:
         """The (first) output's shape for this input shape (shape inference only: nothing is recorded)."""
-        return tuple(specialize_for(self.graph, self.input.check_shape(input_shape)).shape(self.output))
+        return tuple(specialize_for(self.graph, self.input.check_shape(input_shape), precision=False)
+                     .shape(self.output))
 
     def run(self, x: np.ndarray) -> np.ndarray:
         """The model's (first) output for input `x`: float32, of the model's rank and fixed dimensions."""

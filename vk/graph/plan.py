@@ -154,7 +154,7 @@ class Plan:
         """The graph specialised for this plan's shape (worked out again on first use: a plan made by a shape
         class's program never needed it)."""
         if self._spec is None:
-            self._spec = specialize_for(self._graph, self.input_shape)
+            self._spec = specialize_for(self._graph, self.input_shape, self._extra_outputs)
         return self._spec
 
     @property
@@ -190,7 +190,10 @@ class Plan:
         if self._recorder is None:
             raise EngineError("plan is closed")
         words = Tensor(self.shared.region("device"), (self.arena_bytes // FLOAT32.itemsize,), FLOAT32)
-        self.device.write(words, np.full(words.shape, value, np.float32))
+        fill = np.full(words.shape, value, np.float32)
+        if np.isnan(value):  # a NaN as float32 and in both float16 halves, whatever precision a value stores
+            fill.view(np.uint32)[:] = 0x7FC07FC0
+        self.device.write(words, fill)
 
     def _start(self, rec: Recorder, x: np.ndarray | None) -> None:
         if self._upload is not None:
@@ -300,7 +303,7 @@ class NumpyPlan:
 
     def __init__(self, graph: Graph, input_shape: Sequence[int], *, extra_outputs: Sequence[str] = ()) -> None:
         self.input_shape = tuple(int(d) for d in input_shape)
-        self.spec = specialize_for(graph, self.input_shape)
+        self.spec = specialize_for(graph, self.input_shape, precision=False)
         self.input_name = self.spec.graph.inputs[0]
         self.output_names = [*self.spec.graph.outputs, *(n for n in extra_outputs if n not in self.spec.graph.outputs)]
         self._extra = set(self.output_names)

@@ -22,7 +22,7 @@ import numpy as np
 
 from vkocr.engine.errors import BindingTooLarge, EngineError, LoweringError
 from vkocr.engine.graph import passes
-from vkocr.engine.graph.constants import ConstantArena
+from vkocr.engine.graph.constants import ConstantArena, constant_key
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.lower import (
     Emit,
@@ -37,6 +37,7 @@ from vkocr.engine.graph.lower import (
     require_host_constants,
 )
 from vkocr.engine.graph.memory_plan import LayoutCache, Lifetime, MemoryPlan, aligned, plan_memory
+from vkocr.engine.graph.precision import assign
 from vkocr.engine.graph.shared_memory import SharedMemory
 from vkocr.engine.graph.specialize import Specialized, specialize
 from vkocr.engine.recorder import Commands, Recorder
@@ -46,23 +47,36 @@ from vkocr.engine.tensor import Tensor
 if TYPE_CHECKING:
     from vkocr.engine.device import Device
 
-FLOAT32 = np.dtype(np.float32)
-
-
 class NotTraceable(EngineError):
     """Raised when a model's plans need something per shape that is not arithmetic (constants folded for one
     shape only): they are described shape by shape."""
 
 
-def specialize_for(graph: Graph, input_shape: tuple[int, ...]) -> Specialized:
-    """Shapes for this input, shape subgraphs folded, then the per-shape passes."""
+def specialize_for(graph: Graph, input_shape: tuple[int, ...], extra_outputs: Sequence[str] = (), *,
+                   precision: bool = True) -> Specialized:
+    """Shapes for this input, shape subgraphs folded, then the per-shape passes, then the storage precision of
+    every value with casts where precisions meet (vk/graph/precision.py; `precision=False`: all float32, as
+    the NumPy executor computes)."""
     if len(graph.inputs) != 1:
         raise EngineError(f"plans take one graph input, {graph.name} has {graph.inputs}")
-    return passes.finalize(specialize(graph, {graph.inputs[0]: tuple(dim(d) for d in input_shape)}))
+    spec = passes.finalize(specialize(graph, {graph.inputs[0]: tuple(dim(d) for d in input_shape)}))
+    if not precision or graph.precision is None or not graph.precision.mixed:
+        return spec
+    g = spec.graph
+    constants = g.constants
+
+    def device_inputs(node: Node) -> list[int]:
+        values = [constants.get(name) if name else None for name in node.inputs]
+        host = host_inputs(node, values)
+        return [i for i in range(len(node.inputs)) if i not in host]
+
+    shapes = dict(spec.shapes)
+    graph_out, dtypes = assign(g, shapes, graph.precision, output_names(g, extra_outputs), device_inputs)
+    return Specialized(graph_out, shapes, dtypes)
 
 
 def value_bytes(spec: Specialized, name: str) -> int:
-    return max(1, math.prod(spec.shapes[name])) * FLOAT32.itemsize
+    return max(1, math.prod(spec.shapes[name])) * spec.dtype(name).itemsize
 
 
 def staged_bytes(spec: Specialized, names: Sequence[str], alignment: int) -> int:
@@ -90,7 +104,7 @@ def plan_needs(graph: Graph, input_shape: Sequence[int], alignment: int, *, extr
                hooks: StageHooks | None = None) -> tuple[int, int, int]:
     """Bytes of the device, upload and readback regions a plan for this shape would use, without recording it
     (for reserving a model's shared memory ahead of its largest input)."""
-    spec = specialize_for(graph, tuple(int(d) for d in input_shape))
+    spec = specialize_for(graph, tuple(int(d) for d in input_shape), extra_outputs)
     memory, upload, readback = memory_needs(spec, output_names(spec.graph, extra_outputs), hooks, alignment)
     return memory.arena_bytes, upload, readback
 
@@ -184,7 +198,7 @@ def _check_binding_sizes(spec: Specialized, memory: MemoryPlan, limit: int, inpu
     if not is_symbolic((memory.naive_bytes,)) and memory.naive_bytes <= limit:
         return  # all values together fit: so does each (the common case, no loop; traced, a guard per value)
     for name in memory.offsets:
-        nbytes = math.prod(spec.shapes[name]) * FLOAT32.itemsize
+        nbytes = math.prod(spec.shapes[name]) * spec.dtype(name).itemsize
         if nbytes > limit:
             raise BindingTooLarge(
                 f"input {input_shape}: {name} {tuple(spec.shapes[name])} takes {nbytes / 2**20:.1f} MiB, more "
@@ -223,14 +237,16 @@ def _bind_steps(device: Device, spec: Specialized, tensors: dict[str, Tensor], w
                 a is b for a, b in zip(known.values, values)):
             work.append((node, values, known, {}))
         else:
-            work.append((node, values, None, device_constants(node, values)))
-    missing = {k: a for _, _, _, needed in work for k, a in needed.items() if weights.lookup(k, a) is None}
+            work.append((node, values, None, device_constants(node, values, spec.dtype(node.outputs[0]))))
+    missing = {constant_key(k, a): a for _, _, _, needed in work for k, a in needed.items()
+               if weights.lookup(constant_key(k, a), a) is None}
     if missing and local is None:  # (a description for profile() finds them uploaded)
         if symbolic:
             raise NotTraceable(f"{g.name}: constants folded per shape ({', '.join(sorted(missing))})")
         local = ConstantArena(device, missing)
 
     def device_tensor(key: str, array: np.ndarray) -> Tensor:
+        key = constant_key(key, array)
         found = local.tensors[key] if local is not None and key in missing else weights.lookup(key, array)
         assert found is not None, key
         return found
@@ -239,7 +255,8 @@ def _bind_steps(device: Device, spec: Specialized, tensors: dict[str, Tensor], w
     for node, values, known, needed in work:
         if known is None:
             known = _binding(node, values, {k: device_tensor(k, a) for k, a in needed.items()})
-            if memo is not None and not any(k in missing for k in needed):  # plan-local constants: not kept
+            # plan-local constants: not kept
+            if memo is not None and not any(constant_key(k, a) in missing for k, a in needed.items()):
                 memo[node.name] = known
         host, constants = known.host, known.constants
         ins: list[Tensor | None] = [None if not name or i in host else tensors[name] if name in tensors
@@ -293,7 +310,7 @@ def describe(device: Device, graph: Graph, weights: ConstantArena, input_shape: 
     uploaded (None when the weights hold everything). Reserves the shared regions it needs. `bindings`: the
     model's memo of node bindings; `layouts`: its activation placements, reused where this shape fits."""
     shape = tuple(dim(d) for d in input_shape)
-    spec = specialize_for(graph, shape)
+    spec = specialize_for(graph, shape, extra_outputs)
     g = spec.graph
     outputs = output_names(g, extra_outputs)
     _check_graph(spec, outputs, shape)
@@ -306,8 +323,8 @@ def describe(device: Device, graph: Graph, weights: ConstantArena, input_shape: 
         raise EngineError(f"input {shape}: the shared regions were not reserved for this plan")
     arena = shared.region("device")
     slots = memory.slots or {}
-    tensors = {name: Tensor(arena.sub(offset, value_bytes(spec, name), slots.get(name)), spec.shapes[name], FLOAT32)
-               for name, offset in memory.offsets.items()}
+    tensors = {name: Tensor(arena.sub(offset, value_bytes(spec, name), slots.get(name)), spec.shapes[name],
+                            spec.dtype(name)) for name, offset in memory.offsets.items()}
     steps, local = _bind_steps(device, spec, tensors, weights, bindings, local, is_symbolic(shape))
     input_name = g.inputs[0]
     upload = _staging(tensors, [input_name], device.alignment)[0] if hooks is None else None

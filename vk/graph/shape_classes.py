@@ -39,6 +39,7 @@ class ShapeClasses:
         self.limit = limit
         self.traced = 0  # classes traced so far (statistics, tests)
         self.reused = 0  # recipes from a function traced for another shape
+        self.escapes: list[str] = []  # where traces pinned a dimension to its value (kept for tests, diagnostics)
         self._functions: dict[Hashable, list[Callable[..., Recipe | None]]] = {}
         self._untraceable: set[Hashable] = set()
         self._generation: int | None = None
@@ -88,6 +89,7 @@ class ShapeClasses:
         functions.insert(0, function)
         del functions[self.limit:]
         self.traced += 1
+        self.escapes += trace.escapes[:MAX_CLASSES - len(self.escapes)]
         log.debug("shape_class_traced", shape=list(shape), guards=getattr(function, "guard_count", 0),
                   escapes=len(trace.escapes))
         return recipe

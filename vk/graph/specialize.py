@@ -8,7 +8,7 @@ the dimensions, so the shape subgraphs behind it fold symbolically too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -17,6 +17,8 @@ from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.opset import OPS, Shape
 from vkocr.engine.symbolic import dim, is_symbolic
 
+FLOAT32 = np.dtype(np.float32)
+
 
 @dataclass
 class Specialized:
@@ -24,9 +26,13 @@ class Specialized:
 
     graph: Graph
     shapes: dict[str, Shape]
+    dtypes: dict[str, np.dtype] = field(default_factory=dict)  # storage of runtime values; absent: float32
 
     def shape(self, name: str) -> Shape:
         return self.shapes[name] if name in self.shapes else tuple(self.graph.constants[name].shape)
+
+    def dtype(self, name: str) -> np.dtype:
+        return self.dtypes.get(name, FLOAT32)
 
 
 def shape_value(shape: Shape) -> np.ndarray:

@@ -82,10 +82,14 @@ def row_per_invocation(length: int, inner: int) -> bool:
 def softmax_cache(length: int) -> int:
     """Elements each invocation of a workgroup row keeps in registers (0: the row is too long, re-read it).
 
-    A specialisation constant of softmax.comp (CACHE): a symbolic length is pinned here (an escape) to its
-    number, ceil(length / workgroup size), which is 1 for every row up to 256 and then changes every 256."""
+    A specialisation constant of softmax.comp (CACHE): ceil(length / workgroup size), which is 1 for every row
+    up to 256 and then changes every 256. Found by comparisons rather than int(): under a trace each is a guard
+    on the length's range, so a class holds every length of one CACHE and nothing escapes."""
     per_invocation = -(-length // row_local_size(length))
-    return int(per_invocation) if per_invocation <= SOFTMAX_MAX_CACHE else 0
+    for cache in range(1, SOFTMAX_MAX_CACHE + 1):
+        if per_invocation <= cache:
+            return cache
+    return 0
 
 
 def _dispatch_rows(rec: Recorder, kernel: KernelDef, views: list[BufferView], outer: int, length: int,

@@ -1,0 +1,162 @@
+"""Every lowering rule keeps its launch arithmetic under the shape-class trace, in every storage precision.
+
+A kernel's launch (group counts, push constants, bindings) must be a function of shapes, attributes and dtype
+that the trace can follow (vk/symbolic.py: `dim()` and `pack()`, never `int()` on a size). An escape pins a
+dimension to the traced value: nothing fails, but every new shape becomes a class of its own. So for each rule,
+a one-node graph is planned for three random shapes, in fp32 and fp16 storage: no trace may escape, and each
+plan must compute what the NumPy executor does. (A guard may still split classes where a kernel really branches,
+a vec4 path for sizes divisible by 4, say: that is not an escape.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from tests.kernels.harness import TOLERANCES, fresh_rng
+from vkocr.engine.device import Device
+from vkocr.engine.graph.ir import Graph, Node
+from vkocr.engine.graph.lower import RULES, STORAGE_CAST
+from vkocr.engine.graph.model import Model
+from vkocr.engine.graph.numpy_executor import run_numpy
+from vkocr.engine.graph.plan_recipe import specialize_for
+from vkocr.engine.graph.precision import PrecisionPlan
+
+Build = Callable[[np.random.Generator], tuple[list[Node], dict[str, np.ndarray]]]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One rule's graph: nodes from input "x" to output "y", its constants, and the input shape for (h, w)."""
+
+    ops: tuple[str, ...]
+    build: Build
+    shape: Callable[[int, int], tuple[int, ...]]
+
+
+def nchw(c: int) -> Callable[[int, int], tuple[int, ...]]:
+    return lambda h, w: (1, c, h, w)
+
+
+def tokens(c: int) -> Callable[[int, int], tuple[int, ...]]:
+    return lambda h, w: (1, h + w, c)
+
+
+def one(op: str, extra: dict[str, np.ndarray] | None = None, **attrs: object) -> Build:
+    """A node `op(x, *extra) -> y`; the extra inputs are constants made by the generator given."""
+    def build(rng: np.random.Generator) -> tuple[list[Node], dict[str, np.ndarray]]:
+        consts = {k: np.asarray(v) for k, v in (extra or {}).items()}
+        return [Node(op, "n", ["x", *consts], ["y"], dict(attrs))], consts
+    return build
+
+
+def weights(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
+
+
+def after(first: Node, build: Build) -> Build:
+    """`first` (x -> t) then the node `build` makes, reading t."""
+    def chained(rng: np.random.Generator) -> tuple[list[Node], dict[str, np.ndarray]]:
+        nodes, consts = build(rng)
+        nodes[0].inputs[0] = "t"
+        return [first, *nodes], consts
+    return chained
+
+
+CASES = {
+    "conv": Case(("Conv",), one("Conv", {"w": weights(8, 4, 3, 3), "b": weights(8)}, pads=[1, 1, 1, 1],
+                                strides=[1, 1]), nchw(4)),
+    "conv_pointwise_relu": Case(("Conv",), one("Conv", {"w": weights(16, 8, 1, 1)}, activation="relu"), nchw(8)),
+    "depthwise": Case(("Conv",), one("Conv", {"w": weights(6, 1, 3, 3), "b": weights(6)}, group=6,
+                                     pads=[1, 1, 1, 1], strides=[2, 2]), nchw(6)),
+    "conv_transpose": Case(("ConvTranspose",), one("ConvTranspose", {"w": weights(4, 3, 2, 2), "b": weights(3)},
+                                                   strides=[2, 2]), nchw(4)),
+    "batchnorm": Case(("BatchNormalization",), one(
+        "BatchNormalization", {"g": weights(5) + 2, "be": weights(5), "m": weights(5), "v": weights(5) + 2}), nchw(5)),
+    "max_pool": Case(("MaxPool",), one("MaxPool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), nchw(3)),
+    "average_pool": Case(("AveragePool",), one("AveragePool", kernel_shape=[2, 2], strides=[2, 2]), nchw(3)),
+    "global_average_pool": Case(("GlobalAveragePool",), one("GlobalAveragePool"), nchw(7)),
+    "add_broadcast": Case(("Add", "Sub", "Mul", "Div"), one("Add", {"c": weights(1, 5, 1, 1)}), nchw(5)),
+    "mul_same": Case(("Mul",), one("Mul", {"c": weights(1, 3, 1, 1) + 2}), nchw(3)),
+    "pow_square": Case(("Pow",), one("Pow", {"p": np.array(2.0, np.float32)}), nchw(3)),
+    "unary": Case(("Relu", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "Sqrt", "Exp", "Tanh", "Neg", "Abs",
+                   "Reciprocal", "Erf", "Gelu"), one("Sigmoid"), nchw(3)),
+    "clip": Case(("Clip",), one("Clip", {"lo": np.array(-0.5, np.float32), "hi": np.array(0.5, np.float32)}),
+                 nchw(3)),
+    "transpose": Case(("Transpose",), one("Transpose", perm=[0, 2, 3, 1]), nchw(5)),
+    "concat": Case(("Concat",), one("Concat", {"c": weights(1, 2, 1, 1)}, axis=1), lambda h, w: (1, 3, 1, 1)),
+    "slice": Case(("Slice",), one("Slice", {"s": np.array([1]), "e": np.array([3]), "a": np.array([1])}), nchw(4)),
+    "resize": Case(("Resize",), one("Resize", {"roi": np.zeros(0, np.float32),
+                                               "scales": np.array([1, 1, 2, 2], np.float32)}, mode="nearest"), nchw(3)),
+    "matmul_weights": Case(("MatMul",), one("MatMul", {"w": weights(8, 6)}), tokens(8)),
+    "softmax": Case(("Softmax",), one("Softmax", axis=-1), tokens(12)),
+    "reduce_mean": Case(("ReduceMean",), one("ReduceMean", axes=[-1], keepdims=1), tokens(12)),
+    "layernorm": Case(("LayerNorm",), one("LayerNorm", {"g": weights(12) + 1, "b": weights(12)}, axis=-1,
+                                          epsilon=1e-5), tokens(12)),
+    "views": Case(("Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "View", "Cast"),
+                  after(Node("Flatten", "f", ["x"], ["t"], {"axis": 1}), one("Relu")), nchw(3)),
+}
+
+# Rules this file does not build a graph for, and why.
+NOT_BUILT = {STORAGE_CAST: "inserted by the precision pass: every fp16 case above plans its casts"}
+
+
+def test_every_rule_has_a_case() -> None:
+    covered = {op for case in CASES.values() for op in case.ops} | set(NOT_BUILT)
+    assert sorted(set(RULES) - covered) == []
+
+
+def graph_of(case: Case, rng: np.random.Generator) -> Graph:
+    nodes, consts = case.build(rng)
+    return Graph(nodes, ["x"], ["y"], dict(consts), name=f"trace_{nodes[-1].op}")
+
+
+def same_branch_shapes(rng: np.random.Generator) -> list[tuple[int, int]]:
+    """Three (h, w) near each other: large enough to be real, small enough for lavapipe."""
+    sides = rng.choice(np.arange(9, 31), size=(3, 2), replace=False)
+    return [(int(h), int(w)) for h, w in sides]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_rule_s_launch_never_escapes_the_trace(device: Device, name: str, precision: str) -> None:
+    rng, seed = fresh_rng()
+    case = CASES[name]
+    graph = graph_of(case, rng)
+    with Model(graph, device, precision=PrecisionPlan(precision, frozenset())) as model:
+        classes = model.shape_classes
+        assert classes is not None
+        for h, w in same_branch_shapes(rng):
+            shape = case.shape(h, w)
+            x = rng.uniform(-1, 1, shape).astype(np.float32)
+            got = model.run(x)
+            want = run_numpy(specialize_for(model.graph, shape, precision=False), {"x": x})["y"]
+            err = np.linalg.norm(got - want) / max(float(np.linalg.norm(want)), 1e-30)
+            tol = TOLERANCES[np.dtype(np.float16 if precision == "fp16" else np.float32)] * 4
+            assert err <= tol, f"{name} {precision} {shape}: rel error {err:.3g}; seed {seed}"
+        assert classes.traced >= 1, f"{name} {precision}: no plan came from a shape class"
+        assert classes.escapes == [], f"{name} {precision}: the trace escaped at {classes.escapes}; seed {seed}"
+
+
+def test_an_fp16_plan_casts_only_where_precisions_meet(device: Device) -> None:
+    """Between fp16 nodes no cast; one into the first (the input arrives as fp32) and one before the node that
+    makes the output (outputs leave as fp32, so their producer stores fp32)."""
+    rng, _ = fresh_rng()
+    nodes = [Node("Conv", "a", ["x", "w1"], ["t"], {"pads": [1, 1, 1, 1]}),
+             Node("Conv", "b", ["t", "w2"], ["u"], {}),
+             Node("Conv", "c", ["u", "w3"], ["y"], {})]
+    graph = Graph(nodes, ["x"], ["y"], {"w1": weights(4, 3, 3, 3), "w2": weights(5, 4, 1, 1),
+                                        "w3": weights(2, 5, 1, 1)})
+    with Model(graph, device, precision=PrecisionPlan("fp16")) as model:
+        spec = model.plan((1, 3, 10, 12)).spec
+        assert [n.op for n in spec.graph.nodes] == ["StorageCast", "Conv", "Conv", "StorageCast", "Conv"]
+        b = spec.graph.nodes[2]
+        assert b.inputs[0] == "t", "fp16 into fp16: no cast"
+        assert [spec.dtype(v).name for v in ("x", "t", "u", "y")] == ["float32", "float16", "float16", "float32"]
+        x = rng.uniform(-1, 1, (1, 3, 10, 12)).astype(np.float32)
+        want = run_numpy(specialize_for(model.graph, x.shape, precision=False), {"x": x})["y"]
+        got = model.run(x)
+        assert np.linalg.norm(got - want) / np.linalg.norm(want) < 4e-3
