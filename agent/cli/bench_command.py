@@ -21,11 +21,20 @@ def cmd_bench_kernels(args: argparse.Namespace) -> int:
     return 0
 
 
+def precision_list(text: str) -> list[str]:
+    """"fp32,fp16" → ["fp32", "fp16"] (fp32 always first: the others are compared with it)."""
+    asked = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in asked if p not in ("fp32", "fp16")]
+    if unknown or not asked:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected fp32, fp16 or both, comma-separated")
+    return ["fp32", *(p for p in dict.fromkeys(asked) if p != "fp32")]
+
+
 def cmd_bench_models(args: argparse.Namespace) -> int:
     from vkocr.agent.cli.bench_models import format_model_results, run_model_bench
 
     results = run_model_bench(args.device, runs=args.runs, peers_dir=args.peers, only=args.only,
-                              progress=not args.json, models=args.models)
+                              progress=not args.json, models=args.models, precisions=tuple(args.precision))
     print(json.dumps(results, indent=2) if args.json else format_model_results(results))
     return 0
 
@@ -135,10 +144,14 @@ def add_bench_parser(sub: Any) -> None:
         "models",
         help="time det/cls/rec: ours, onnxruntime (CPU) and ncnn (Vulkan) in one run",
         description="Wall time numpy in -> numpy out (min and median after warm-up) of the PP-OCR models at "
-        "det 1x3x736x736 and 1x3x544x960, rec 1x3x48x320 and 16x3x48x320, cls 16x3x48x192: ours (with GPU, "
-        "upload and readback time from timestamps, and the dispatch count), onnxruntime on the CPU and ncnn "
-        "on Vulkan, where installed.",
+        "det 1x3x736x1024, 1x3x736x736 and 1x3x544x960, rec 1x3x48x320 and 16x3x48x320, cls 16x3x48x192: ours "
+        "(with GPU, upload and readback time from timestamps, and the dispatch count) in each storage precision "
+        "asked for, onnxruntime on the CPU and ncnn on Vulkan, where installed.",
     )
+    models.add_argument("--precision", type=precision_list, default=["fp32"], metavar="LIST",
+                        help="storage precisions of ours, comma-separated: fp32, fp16 (fp16: every node stores "
+                        "fp16 but the outputs' producers; its output's error against fp32's is reported; "
+                        "default fp32)")
     models.add_argument("--runs", type=int, default=20, help="timed runs per case (default 20)")
     models.add_argument("--only", action="append", choices=["det", "cls", "rec"], help="only this model")
     models.add_argument("--peers", type=Path, default=None, metavar="DIR",

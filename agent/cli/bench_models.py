@@ -1,6 +1,8 @@
 """`vkocr bench models`: the three PP-OCR models through our Vulkan plans, onnxruntime on the CPU and ncnn on
 Vulkan, in one run on one machine. Wall time is numpy in → numpy out; ours is also split into GPU time
-(timestamps), upload and readback. onnxruntime and ncnn are optional peers, skipped (and said so) when absent.
+(timestamps), upload and readback, once per storage precision asked for (fp32, fp16: each output's relative
+error against fp32's on the same input is reported beside it). onnxruntime and ncnn are optional peers, skipped
+(and said so) when absent.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class BenchCase:
 
 
 CASES = (
+    BenchCase("det", (1, 3, 736, 1024)),
     BenchCase("det", (1, 3, 736, 736)),
     BenchCase("det", (1, 3, 544, 960)),
     BenchCase("rec", (1, 3, 48, 320)),
@@ -64,15 +67,23 @@ def gpu_breakdown(plan: Any, profile: Any) -> tuple[dict[str, float], list[tuple
     return ranked, [(t.label, op_of.get(t.label, "?"), t.ms) for t in slowest]
 
 
-def bench_ours(device: Any, path: Path, x: np.ndarray, runs: int) -> dict[str, Any]:
+def bench_ours(device: Any, path: Path, x: np.ndarray, runs: int, precision: str = "fp32",
+               reference: np.ndarray | None = None) -> dict[str, Any]:
+    """Our plan for `x` at `precision` (every node that may: vk/graph/precision.py); with `reference` (fp32's
+    output on the same input), the relative error of this one's output against it."""
     from vkocr.engine.graph.model import Model
     from vkocr.engine.graph.plan import Plan
+    from vkocr.engine.graph.precision import PrecisionPlan
 
-    model = Model.load(path, device)
+    model = Model.load(path, device, precision=PrecisionPlan(precision))
     try:
         plan = model.plan(x.shape)
         assert isinstance(plan, Plan)  # a device was given, so this is a Vulkan plan
+        out = plan.run(x)[model.output]
         row: dict[str, Any] = timed(lambda: plan.run(x), runs)
+        row["output"] = out.copy() if reference is None else None
+        if reference is not None:
+            row["rel_error"] = float(np.linalg.norm(out - reference) / max(float(np.linalg.norm(reference)), 1e-30))
         profiles = [plan.profile(x) for _ in range(5)]
         best = min(profiles, key=lambda p: p.total_ms)
         row["gpu_ms"] = sum(t.ms for t in best.nodes)
@@ -123,9 +134,11 @@ def bench_ncnn(case: BenchCase, x: np.ndarray, runs: int, peers_dir: Path) -> di
 
 
 def run_model_bench(override: str | None = None, *, runs: int = 20, peers_dir: Path | None = None,
-                    only: list[str] | None = None, progress: bool = True, models: str | None = None) -> dict[str, Any]:
-    """Every case on `override`'s device; `models`: a model set or folder (agent/ocr/model_sets.py; default: the
-    default set). ncnn runs ppocrv4's conversions only, so only for that set."""
+                    only: list[str] | None = None, progress: bool = True, models: str | None = None,
+                    precisions: tuple[str, ...] = ("fp32",)) -> dict[str, Any]:
+    """Every case on `override`'s device, ours once per storage precision; `models`: a model set or folder
+    (agent/ocr/model_sets.py; default: the default set). ncnn runs ppocrv4's conversions only, so only for that
+    set."""
     from vkocr.agent.ocr.model_sets import choose_models
     from vkocr.engine.device import Device
 
@@ -142,9 +155,16 @@ def run_model_bench(override: str | None = None, *, runs: int = 20, peers_dir: P
             if progress:
                 print(f"bench: {case.label}", file=sys.stderr, flush=True)
             x = rng.uniform(-1, 1, case.shape).astype(np.float32)
+            path = chosen.paths[case.role]
+            ours = bench_ours(device, path, x, runs)
+            reference = ours.pop("output")
+            by_precision = {p: bench_ours(device, path, x, runs, p, reference) for p in precisions if p != "fp32"}
+            for row in by_precision.values():
+                row.pop("output")
             results["cases"].append({
                 "case": case.label,
-                "ours": bench_ours(device, chosen.paths[case.role], x, runs),
+                "ours": ours,
+                "ours_by_precision": by_precision,
                 "onnxruntime_cpu": bench_onnxruntime(chosen.paths[case.role], x, runs),
                 "ncnn_vulkan": bench_ncnn(case, x, runs, peers_dir) if chosen.name == "ppocrv4" else
                 f"no ncnn conversion of {chosen.name}",
@@ -173,6 +193,11 @@ def format_model_results(results: dict[str, Any]) -> str:
             f"{ours['readback_ms']:>7.3f} {ours['dispatches']:>5} {_cell(ort_row):>16} {_cell(ncnn_row):>15} "
             f"{ratio(ort_row):>8} {ratio(ncnn_row):>9}"
         )
+        for precision, row in r.get("ours_by_precision", {}).items():
+            speed = ours["gpu_ms"] / row["gpu_ms"]
+            lines.append(f"{'  ' + precision:<20} {_cell(row):>15} {row['gpu_ms']:>7.2f} {row['upload_ms']:>7.3f} "
+                         f"{row['readback_ms']:>7.3f} {row['dispatches']:>5}  GPU {speed:.2f}x fp32's speed, "
+                         f"output rel. error {row['rel_error']:.2e} against fp32")
     for r in results["cases"]:
         for peer in ("onnxruntime_cpu", "ncnn_vulkan"):
             if isinstance(r[peer], str):
