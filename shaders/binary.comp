@@ -2,13 +2,14 @@
 // c = a OP b with ONNX (numpy) broadcasting. The host collapses shapes to rank ≤ 6 and passes element
 // strides per input (0 on broadcast axes). BROADCAST=0 is the fast path for equal shapes.
 #include "common.glsl"
+#include "storage.glsl"
 
 layout(constant_id = 3) const int OP = 0;         // 0 add, 1 sub, 2 mul, 3 div, 4 pow
 layout(constant_id = 4) const int BROADCAST = 1;
 
-layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };
-layout(std430, set = 0, binding = 1) readonly buffer B { float b[]; };
-layout(std430, set = 0, binding = 2) writeonly buffer C { float c[]; };
+layout(std430, set = 0, binding = 0) readonly buffer A { STORE_T a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer B { STORE_T b[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer C { STORE_T c[]; };
 
 layout(push_constant) uniform Params {
     uint n;           // output elements
@@ -30,7 +31,7 @@ void main() {
     uint i = flat_index();
     if (i >= p.n) return;
     if (BROADCAST == 0) {
-        c[i] = apply(a[i], b[i]);
+        c[i] = STORE(apply(float(a[i]), float(b[i])));
         return;
     }
     uint ia = 0, ib = 0, rest = i;
@@ -40,5 +41,5 @@ void main() {
         ia += coord * p.stride_a[d];
         ib += coord * p.stride_b[d];
     }
-    c[i] = apply(a[ia], b[ib]);
+    c[i] = STORE(apply(float(a[ia]), float(b[ib])));
 }

@@ -5,6 +5,7 @@
 // window lives in registers: each input element is loaded once per block and feeds every output it touches.
 // Grid: x = output column blocks, y = output row blocks, z = n * C + c.
 #include "common.glsl"
+#include "storage.glsl"
 #include "activation.glsl"
 
 layout(constant_id = 3) const int KH = 3;
@@ -24,10 +25,10 @@ layout(constant_id = 15) const bool POST_AFFINE = false;  // post_scale and post
 const int IN_H = (TH - 1) * SH + (KH - 1) * DH + 1;  // input rows under one block
 const int IN_W = (TW - 1) * SW + (KW - 1) * DW + 1;  // input columns under one block
 
-layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
-layout(std430, set = 0, binding = 1) readonly buffer Wt { float w[]; };
-layout(std430, set = 0, binding = 2) readonly buffer B { float b[]; };  // weights again when HAS_BIAS == 0
-layout(std430, set = 0, binding = 3) writeonly buffer Y { float y[]; };
+layout(std430, set = 0, binding = 0) readonly buffer X { STORE_T x[]; };
+layout(std430, set = 0, binding = 1) readonly buffer Wt { STORE_T w[]; };
+layout(std430, set = 0, binding = 2) readonly buffer B { STORE_T b[]; };  // weights again when HAS_BIAS == 0
+layout(std430, set = 0, binding = 3) writeonly buffer Y { STORE_T y[]; };
 
 layout(push_constant) uniform Params {
     uint planes;  // N * C
@@ -46,9 +47,9 @@ void main() {
     uint c = plane % p.channels;
 
     float wk[KH * KW];
-    [[unroll]] for (int k = 0; k < KH * KW; ++k) wk[k] = w[c * uint(KH * KW) + uint(k)];
+    [[unroll]] for (int k = 0; k < KH * KW; ++k) wk[k] = float(w[c * uint(KH * KW) + uint(k)]);
     float acc[TH * TW];
-    float bias = HAS_BIAS != 0 ? b[c] : 0.0;
+    float bias = HAS_BIAS != 0 ? float(b[c]) : 0.0;
     [[unroll]] for (int k = 0; k < TH * TW; ++k) acc[k] = bias;
 
     int ih0 = oh0 * SH - p.pad_top;
@@ -68,12 +69,12 @@ void main() {
             uint row_base = in_plane + uint(ih) * uint(p.w);
             float row[IN_W];
             if (interior_cols) {
-                [[unroll]] for (int j = 0; j < IN_W; ++j) row[j] = x[row_base + uint(iw0 + j)];
+                [[unroll]] for (int j = 0; j < IN_W; ++j) row[j] = float(x[row_base + uint(iw0 + j)]);
             } else {
                 // Border: clamp the index (the load stays in bounds) and select zero for the padding.
                 [[unroll]] for (int j = 0; j < IN_W; ++j) {
                     int iw = iw0 + j;
-                    float v = x[row_base + uint(clamp(iw, 0, p.w - 1))];
+                    float v = float(x[row_base + uint(clamp(iw, 0, p.w - 1))]);
                     row[j] = iw >= 0 && iw < p.w ? v : 0.0;
                 }
             }
@@ -98,7 +99,7 @@ void main() {
             if (oh < p.oh && ow < p.ow) {
                 float v = activate(acc[t * TW + u], ACT, ALPHA, BETA);
                 if (POST_AFFINE) v = post_affine(v, p.post_scale, p.post_shift);
-                y[out_plane + uint(oh) * uint(p.ow) + uint(ow)] = v;
+                y[out_plane + uint(oh) * uint(p.ow) + uint(ow)] = STORE(v);
             }
         }
     }

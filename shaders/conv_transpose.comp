@@ -8,6 +8,7 @@
 // every invocation, with no divergence between the stride phases of neighbouring pixels.
 // Each input value loaded feeds OCB accumulators (the weights are the same for the whole warp).
 #include "common.glsl"
+#include "storage.glsl"
 #include "activation.glsl"
 
 layout(constant_id = 3) const int KH = 2;
@@ -25,10 +26,10 @@ layout(constant_id = 13) const float BETA = 0.0;
 const int TAPS_H = DH == 1 ? (KH + SH - 1) / SH : KH;  // kernel rows an output row can receive
 const int TAPS_W = DW == 1 ? (KW + SW - 1) / SW : KW;
 
-layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
-layout(std430, set = 0, binding = 1) readonly buffer Wt { float w[]; };  // (Cin, Cout/group, KH, KW)
-layout(std430, set = 0, binding = 2) readonly buffer B { float b[]; };   // weights again when HAS_BIAS == 0
-layout(std430, set = 0, binding = 3) writeonly buffer Y { float y[]; };
+layout(std430, set = 0, binding = 0) readonly buffer X { STORE_T x[]; };
+layout(std430, set = 0, binding = 1) readonly buffer Wt { STORE_T w[]; };  // (Cin, Cout/group, KH, KW)
+layout(std430, set = 0, binding = 2) readonly buffer B { STORE_T b[]; };   // weights again when HAS_BIAS == 0
+layout(std430, set = 0, binding = 3) writeonly buffer Y { STORE_T y[]; };
 
 layout(push_constant) uniform Params {
     uint total;                // N * channel_blocks * OH * OW invocations
@@ -66,7 +67,7 @@ void main() {
     [[unroll]] for (int k = 0; k < OCB; ++k) {
         uint o = min(o0 + uint(k), p.group_out - 1);
         w_off[k] = w_base + o * uint(KH * KW);
-        acc[k] = HAS_BIAS != 0 ? b[g * p.group_out + o] : 0.0;
+        acc[k] = HAS_BIAS != 0 ? float(b[g * p.group_out + o]) : 0.0;
     }
 
     int sy = oy + p.pad_top, sx = ox + p.pad_left;  // ≥ 0
@@ -81,8 +82,8 @@ void main() {
             uint xi = x_base + uint(ty / SH) * uint(p.w) + uint(tx / SW);
             uint wi = uint(kh * KW + kw);
             for (uint c = 0; c < p.group_in; ++c) {
-                float xv = x[xi];
-                [[unroll]] for (int k = 0; k < OCB; ++k) acc[k] += xv * w[w_off[k] + wi];
+                float xv = float(x[xi]);
+                [[unroll]] for (int k = 0; k < OCB; ++k) acc[k] += xv * float(w[w_off[k] + wi]);
                 xi += plane;
                 wi += w_step;
             }
@@ -92,6 +93,6 @@ void main() {
     uint out_plane = uint(p.oh) * uint(p.ow);
     uint y_base = (n * p.out_channels + g * p.group_out + o0) * out_plane + uint(oy) * uint(p.ow) + uint(ox);
     [[unroll]] for (int k = 0; k < OCB; ++k) {
-        if (o0 + uint(k) < p.group_out) y[y_base + uint(k) * out_plane] = activate(acc[k], ACT, ALPHA, BETA);
+        if (o0 + uint(k) < p.group_out) y[y_base + uint(k) * out_plane] = STORE(activate(acc[k], ACT, ALPHA, BETA));
     }
 }

@@ -1,11 +1,19 @@
 #version 450
 // out[out_offset + Σ i_d*out_stride_d] = in[in_offset + Σ i_d*in_stride_d], index space of rank ≤ 6.
-// Copies 32-bit words, so one pipeline serves float32 and int32. The host merges adjacent axes; concat,
-// slice (negative in-strides for negative steps) and transpose are all this one kernel.
+// Copies elements as they are, never converted: 32-bit words in copy_strided.spv (float32 and int32 share
+// it), 16-bit elements in copy_strided.fp16.spv (float16). The host merges adjacent axes; concat, slice
+// (negative in-strides for negative steps) and transpose are all this one kernel.
 #include "common.glsl"
+#include "storage.glsl"
 
-layout(std430, set = 0, binding = 0) readonly buffer In { uint src[]; };
-layout(std430, set = 0, binding = 1) writeonly buffer Out { uint dst[]; };
+#ifdef FP16
+#define ELEMENT_T STORE_T  // float16_t, loaded and stored as it is: a bit-exact 2-byte move
+#else
+#define ELEMENT_T uint     // words, not floats: int32 bit patterns that read as NaN pass unchanged
+#endif
+
+layout(std430, set = 0, binding = 0) readonly buffer In { ELEMENT_T src[]; };
+layout(std430, set = 0, binding = 1) writeonly buffer Out { ELEMENT_T dst[]; };
 
 layout(push_constant) uniform Params {
     uint n;  // elements of the index space

@@ -4,15 +4,16 @@
 // Every operand is addressed through element strides, so transposes and broadcasts need no copy: the host
 // merges batch dims (≤ 4) and passes per-operand batch strides (0 on broadcast dims).
 #include "common.glsl"
+#include "storage.glsl"
 #include "activation.glsl"
 
 layout(constant_id = 8) const bool A_K_FAST = true;  // A row-major (not transposed)
 layout(constant_id = 9) const bool B_N_FAST = true;  // B row-major (not transposed)
 
-layout(std430, set = 0, binding = 0) readonly buffer BufA { float a[]; };
-layout(std430, set = 0, binding = 1) readonly buffer BufB { float b[]; };
-layout(std430, set = 0, binding = 2) readonly buffer BufC { float c[]; };
-layout(std430, set = 0, binding = 3) writeonly buffer BufOut { float y[]; };
+layout(std430, set = 0, binding = 0) readonly buffer BufA { STORE_T a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB { STORE_T b[]; };
+layout(std430, set = 0, binding = 2) readonly buffer BufC { STORE_T c[]; };
+layout(std430, set = 0, binding = 3) writeonly buffer BufOut { STORE_T y[]; };
 
 layout(push_constant) uniform Params {
     uint M, N, K;
@@ -31,16 +32,16 @@ layout(push_constant) uniform Params {
 
 uint base_a, base_b, base_y;
 
-float load_a(uint batch, uint m, uint k) { return a[base_a + m * p.a_m + k * p.a_k]; }
+float load_a(uint batch, uint m, uint k) { return float(a[base_a + m * p.a_m + k * p.a_k]); }
 
 uvec4 b_column(uint batch, uint n) { return uvec4(base_b + n * p.b_n, 0, 0, 0); }
 
-float load_b(uint batch, uint k, uint n, uvec4 col) { return b[col.x + k * p.b_k]; }
+float load_b(uint batch, uint k, uint n, uvec4 col) { return float(b[col.x + k * p.b_k]); }
 
 void store_c(uint batch, uint m, uint n, float acc) {
     float v = p.alpha * acc;
-    if (p.has_c != 0) v += p.beta * c[m * p.c_m + n * p.c_n];
-    y[base_y + m * p.N + n] = activate(v, int(p.act), p.act_alpha, p.act_beta);
+    if (p.has_c != 0) v += p.beta * float(c[m * p.c_m + n * p.c_n]);
+    y[base_y + m * p.N + n] = STORE(activate(v, int(p.act), p.act_alpha, p.act_beta));
 }
 
 #include "gemm_tile.glsl"

@@ -3,9 +3,10 @@
 // (adjacent invocations read adjacent elements), then a tree reduction in shared memory sums the
 // partial sums. The workgroup size is a power of two ≤ 256; planes beyond 65535 fold into grid y.
 #include "common.glsl"
+#include "storage.glsl"
 
-layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
-layout(std430, set = 0, binding = 1) writeonly buffer Y { float y[]; };
+layout(std430, set = 0, binding = 0) readonly buffer X { STORE_T x[]; };
+layout(std430, set = 0, binding = 1) writeonly buffer Y { STORE_T y[]; };
 
 layout(push_constant) uniform Params {
     uint planes;  // N * C
@@ -25,14 +26,14 @@ void main() {
     uint k = t;
     for (; k + 3 * step < p.size; k += 4 * step) {
         uint i = base + k;
-        sums += vec4(x[i], x[i + step], x[i + 2 * step], x[i + 3 * step]);
+        sums += vec4(float(x[i]), float(x[i + step]), float(x[i + 2 * step]), float(x[i + 3 * step]));
     }
-    for (; k < p.size; k += step) sums.x += x[base + k];
+    for (; k < p.size; k += step) sums.x += float(x[base + k]);
     partial[t] = (sums.x + sums.y) + (sums.z + sums.w);
     barrier();
     for (uint s = gl_WorkGroupSize.x / 2; s > 0; s >>= 1) {
         if (t < s) partial[t] += partial[t + s];
         barrier();
     }
-    if (t == 0) y[plane] = partial[0] / float(p.size);
+    if (t == 0) y[plane] = STORE(partial[0] / float(p.size));
 }

@@ -3,13 +3,14 @@
 // are contiguous): y = (x - mean) / sqrt(var + eps) * scale + bias, with the biased variance computed in a
 // second pass over (x - mean)^2 (no catastrophic cancellation). One workgroup per row.
 #include "common.glsl"
+#include "storage.glsl"
 
 layout(constant_id = 3) const int HAS_BIAS = 0;
 
-layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
-layout(std430, set = 0, binding = 1) readonly buffer Scale { float scale[]; };
-layout(std430, set = 0, binding = 2) readonly buffer Bias { float bias[]; };  // scale when HAS_BIAS == 0
-layout(std430, set = 0, binding = 3) writeonly buffer Y { float y[]; };
+layout(std430, set = 0, binding = 0) readonly buffer X { STORE_T x[]; };
+layout(std430, set = 0, binding = 1) readonly buffer Scale { STORE_T scale[]; };
+layout(std430, set = 0, binding = 2) readonly buffer Bias { STORE_T bias[]; };  // scale when HAS_BIAS == 0
+layout(std430, set = 0, binding = 3) writeonly buffer Y { STORE_T y[]; };
 
 layout(push_constant) uniform Params {
     uint rows;
@@ -39,18 +40,18 @@ void main() {
     uint t = gl_LocalInvocationID.x, step = gl_WorkGroupSize.x;
 
     float s = 0.0;
-    for (uint k = t; k < p.row_len; k += step) s += x[base + k];
+    for (uint k = t; k < p.row_len; k += step) s += float(x[base + k]);
     float mean = workgroup_sum(s) / float(p.row_len);
 
     float sq = 0.0;
     for (uint k = t; k < p.row_len; k += step) {
-        float d = x[base + k] - mean;
+        float d = float(x[base + k]) - mean;
         sq += d * d;
     }
     float inv_std = 1.0 / sqrt(workgroup_sum(sq) / float(p.row_len) + p.epsilon);
 
     for (uint k = t; k < p.row_len; k += step) {
-        float v = (x[base + k] - mean) * inv_std * scale[k];
-        y[base + k] = HAS_BIAS != 0 ? v + bias[k] : v;
+        float v = (float(x[base + k]) - mean) * inv_std * float(scale[k]);
+        y[base + k] = STORE(HAS_BIAS != 0 ? v + float(bias[k]) : v);
     }
 }

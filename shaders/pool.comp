@@ -4,12 +4,13 @@
 // ever see real elements. Max: padded positions never win. Average: the divisor counts real elements, or
 // with COUNT_INCLUDE_PAD every position inside the explicit pads (ceil_mode's overhang never counts).
 #include "common.glsl"
+#include "storage.glsl"
 
 layout(constant_id = 3) const int MODE = 0;  // 0 max, 1 average
 layout(constant_id = 4) const int COUNT_INCLUDE_PAD = 0;
 
-layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
-layout(std430, set = 0, binding = 1) writeonly buffer Y { float y[]; };
+layout(std430, set = 0, binding = 0) readonly buffer X { STORE_T x[]; };
+layout(std430, set = 0, binding = 1) writeonly buffer Y { STORE_T y[]; };
 
 layout(push_constant) uniform Params {
     uint total;  // N * C * OH * OW
@@ -36,13 +37,13 @@ void main() {
         result = uintBitsToFloat(0xff800000u);  // -inf: what an all-padding window gives
         for (int iy = ya; iy < yb; ++iy) {
             uint row = base + uint(iy) * uint(p.w);
-            for (int ix = xa; ix < xb; ++ix) result = max(result, x[row + uint(ix)]);
+            for (int ix = xa; ix < xb; ++ix) result = max(result, float(x[row + uint(ix)]));
         }
     } else {
         float sum = 0.0;
         for (int iy = ya; iy < yb; ++iy) {
             uint row = base + uint(iy) * uint(p.w);
-            for (int ix = xa; ix < xb; ++ix) sum += x[row + uint(ix)];
+            for (int ix = xa; ix < xb; ++ix) sum += float(x[row + uint(ix)]);
         }
         int count;
         if (COUNT_INCLUDE_PAD != 0) {
@@ -54,5 +55,5 @@ void main() {
         }
         result = sum / float(count);
     }
-    y[i] = result;
+    y[i] = STORE(result);
 }

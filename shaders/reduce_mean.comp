@@ -2,13 +2,14 @@
 // ReduceMean over a contiguous block of axes, the tensor viewed as [outer, length, inner]: one workgroup
 // per (outer, inner) row, element k at row_base + k * inner; the output is [outer, inner] in order.
 #include "common.glsl"
+#include "storage.glsl"
 
 // PER_INVOCATION = 1: each invocation owns a whole row instead (rows short and inner long, e.g. a channel
 // axis): adjacent invocations then read adjacent elements, and no shared memory is needed.
 layout(constant_id = 3) const int PER_INVOCATION = 0;
 
-layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
-layout(std430, set = 0, binding = 1) writeonly buffer Y { float y[]; };
+layout(std430, set = 0, binding = 0) readonly buffer X { STORE_T x[]; };
+layout(std430, set = 0, binding = 1) writeonly buffer Y { STORE_T y[]; };
 
 layout(push_constant) uniform Params {
     uint rows;     // outer * inner
@@ -25,8 +26,8 @@ void main() {
     uint base = (row / p.inner) * p.row_len * p.inner + row % p.inner;
     if (PER_INVOCATION != 0) {
         float s = 0.0;
-        for (uint k = 0; k < p.row_len; ++k) s += x[base + k * p.inner];
-        y[row] = s / float(p.row_len);
+        for (uint k = 0; k < p.row_len; ++k) s += float(x[base + k * p.inner]);
+        y[row] = STORE(s / float(p.row_len));
         return;
     }
     uint t = gl_LocalInvocationID.x;
@@ -36,9 +37,9 @@ void main() {
     uint k = t, stride = step * p.inner;
     for (; k + 3 * step < p.row_len; k += 4 * step) {
         uint i = base + k * p.inner;
-        sums += vec4(x[i], x[i + stride], x[i + 2 * stride], x[i + 3 * stride]);
+        sums += vec4(float(x[i]), float(x[i + stride]), float(x[i + 2 * stride]), float(x[i + 3 * stride]));
     }
-    for (; k < p.row_len; k += step) sums.x += x[base + k * p.inner];
+    for (; k < p.row_len; k += step) sums.x += float(x[base + k * p.inner]);
     float s = (sums.x + sums.y) + (sums.z + sums.w);
     partial[t] = s;
     barrier();
@@ -46,5 +47,5 @@ void main() {
         if (t < half_) partial[t] += partial[t + half_];
         barrier();
     }
-    if (t == 0) y[row] = partial[0] / float(p.row_len);
+    if (t == 0) y[row] = STORE(partial[0] / float(p.row_len));
 }

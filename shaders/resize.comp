@@ -1,5 +1,5 @@
 #version 450
-// ONNX Resize of NCHW float32 over H and W: nearest (four rounding modes) or bilinear.
+// ONNX Resize of NCHW (fp32 or fp16 storage, storage.glsl) over H and W: nearest (four rounding modes) or bilinear.
 //
 // The host resolves the coordinate transformation mode and the scale into an exact affine map per axis,
 // x_original = (y * A + B) / D with integers A, B, D, passed as A = qa*D + ra and B = qb*D + rb
@@ -7,12 +7,13 @@
 // (no shaderInt64 needed), so ties (x.5 for the round modes, integers for floor/ceil) are decided exactly
 // as in the ONNX reference even for scales like 1.7 where float32 arithmetic would round either way.
 #include "common.glsl"
+#include "storage.glsl"
 
 layout(constant_id = 3) const int MODE = 0;     // 0 nearest, 1 linear
 layout(constant_id = 4) const int NEAREST = 0;  // 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil
 
-layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
-layout(std430, set = 0, binding = 1) writeonly buffer Y { float y[]; };
+layout(std430, set = 0, binding = 0) readonly buffer X { STORE_T x[]; };
+layout(std430, set = 0, binding = 1) writeonly buffer Y { STORE_T y[]; };
 
 struct Axis {
     int qa;     // A = qa*D + ra
@@ -107,7 +108,7 @@ void main() {
     uint plane = rest / p.out_h;
     uint src = plane * p.in_h * p.in_w;
     if (MODE == 0) {
-        y[i] = x[src + uint(nearest(p.h, oy, p.in_h)) * p.in_w + uint(nearest(p.w, ox, p.in_w))];
+        y[i] = x[src + uint(nearest(p.h, oy, p.in_h)) * p.in_w + uint(nearest(p.w, ox, p.in_w))];  // a gather: no rounding
         return;
     }
     int y0, y1, x0, x1;
@@ -115,7 +116,7 @@ void main() {
     linear(p.h, oy, p.in_h, y0, y1, ty);
     linear(p.w, ox, p.in_w, x0, x1, tx);
     uint r0 = src + uint(y0) * p.in_w, r1 = src + uint(y1) * p.in_w;
-    float top = mix(x[r0 + uint(x0)], x[r0 + uint(x1)], tx);
-    float bottom = mix(x[r1 + uint(x0)], x[r1 + uint(x1)], tx);
-    y[i] = mix(top, bottom, ty);
+    float top = mix(float(x[r0 + uint(x0)]), float(x[r0 + uint(x1)]), tx);
+    float bottom = mix(float(x[r1 + uint(x0)]), float(x[r1 + uint(x1)]), tx);
+    y[i] = STORE(mix(top, bottom, ty));
 }

@@ -6,6 +6,7 @@
 // keeps its CACHE elements in registers, so the row is read once instead of three times, and all of an
 // invocation's loads are issued together.
 #include "common.glsl"
+#include "storage.glsl"
 
 // PER_INVOCATION = 1: each invocation owns a whole row instead (rows short and inner long, e.g. a channel
 // axis): adjacent invocations then read adjacent elements, and no shared memory is needed.
@@ -13,8 +14,8 @@ layout(constant_id = 3) const int PER_INVOCATION = 0;
 layout(constant_id = 4) const int CACHE = 0;  // elements per invocation kept in registers; 0: re-read the row
 const int MAX_CACHE = 32;                     // entries past CACHE are never touched (and compiled away)
 
-layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
-layout(std430, set = 0, binding = 1) writeonly buffer Y { float y[]; };
+layout(std430, set = 0, binding = 0) readonly buffer X { STORE_T x[]; };
+layout(std430, set = 0, binding = 1) writeonly buffer Y { STORE_T y[]; };
 
 layout(push_constant) uniform Params {
     uint rows;     // outer * inner
@@ -58,7 +59,7 @@ void softmax_cached(uint base, uint t, uint step) {
     float m = NEG_INF;
     [[unroll]] for (int j = 0; j < CACHE; ++j) {
         uint k = t + uint(j) * step;
-        float e = x[base + min(k, p.row_len - 1) * p.inner];  // clamped: the load stays in bounds
+        float e = float(x[base + min(k, p.row_len - 1) * p.inner]);  // clamped: the load stays in bounds
         v[j] = k < p.row_len ? e : NEG_INF;
         m = max(m, v[j]);
     }
@@ -71,7 +72,7 @@ void softmax_cached(uint base, uint t, uint step) {
     float inv_sum = 1.0 / workgroup_sum(s);
     [[unroll]] for (int j = 0; j < CACHE; ++j) {
         uint k = t + uint(j) * step;
-        if (k < p.row_len) y[base + k * p.inner] = v[j] * inv_sum;
+        if (k < p.row_len) y[base + k * p.inner] = STORE(v[j] * inv_sum);
     }
 }
 
@@ -88,15 +89,15 @@ void main() {
     }
 
     float m = NEG_INF;
-    for (uint k = t; k < p.row_len; k += step) m = max(m, x[base + k * p.inner]);
+    for (uint k = t; k < p.row_len; k += step) m = max(m, float(x[base + k * p.inner]));
     if (PER_INVOCATION == 0) m = workgroup_max(m);
 
     float s = 0.0;
-    for (uint k = t; k < p.row_len; k += step) s += exp(x[base + k * p.inner] - m);
+    for (uint k = t; k < p.row_len; k += step) s += exp(float(x[base + k * p.inner]) - m);
     float inv_sum = 1.0 / (PER_INVOCATION != 0 ? s : workgroup_sum(s));
 
     for (uint k = t; k < p.row_len; k += step) {
         uint i = base + k * p.inner;
-        y[i] = exp(x[i] - m) * inv_sum;
+        y[i] = STORE(exp(float(x[i]) - m) * inv_sum);
     }
 }

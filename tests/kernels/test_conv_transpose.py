@@ -1,11 +1,12 @@
-"""conv_transpose.comp against vkocr.engine.ops.conv.conv_transpose2d, fresh random inputs, outputs poisoned (NaN)."""
+"""conv_transpose.comp against vkocr.engine.ops.conv.conv_transpose2d, fresh random inputs, outputs poisoned (NaN).
+Each case also runs with float16 storage: the reference is float32 on the same float16 inputs, rounded once."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tests.kernels.harness import check, fresh_rng, poisoned, release, run
+from tests.kernels.harness import TOLERANCES, check, fresh_rng, poisoned, release, run, storage_ref
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv_transpose import conv_transpose_output_shape, record_conv_transpose2d
@@ -31,26 +32,41 @@ CASES = [
 ]
 
 
-def random_case(shape: tuple[int, ...], w_tail: tuple[int, int, int], group: int, with_bias: bool
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, int]:
+def random_case(shape: tuple[int, ...], w_tail: tuple[int, int, int], group: int, with_bias: bool,
+                dtype: type = np.float32) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, int]:
+    """Inputs drawn in float32 and stored as `dtype`, returned as float32 (exactly the stored values), so the
+    references below compute on what the kernel reads."""
     rng, seed = fresh_rng()
-    x = rng.uniform(-1, 1, shape).astype(np.float32)
-    w = rng.uniform(-1, 1, (shape[1], *w_tail)).astype(np.float32)
-    b = rng.uniform(-1, 1, (w_tail[0] * group,)).astype(np.float32) if with_bias else None
+    x = rng.uniform(-1, 1, shape).astype(dtype).astype(np.float32)
+    w = rng.uniform(-1, 1, (shape[1], *w_tail)).astype(dtype).astype(np.float32)
+    b = rng.uniform(-1, 1, (w_tail[0] * group,)).astype(dtype).astype(np.float32) if with_bias else None
     return x, w, b, seed
 
 
 def run_case(device: Device, x_np: np.ndarray, w_np: np.ndarray, b_np: np.ndarray | None, ref: np.ndarray,
-             attrs: dict[str, object], what: str, seed: int) -> None:
-    x, w = device.upload(x_np), device.upload(w_np)
-    b = device.upload(b_np) if b_np is not None else None
-    out = poisoned(device, ref.shape)
+             attrs: dict[str, object], what: str, seed: int, dtype: type = np.float32) -> None:
+    x, w = device.upload(x_np.astype(dtype)), device.upload(w_np.astype(dtype))
+    b = device.upload(b_np.astype(dtype)) if b_np is not None else None
+    out = poisoned(device, ref.shape, dtype)
     run(device, lambda rec: record_conv_transpose2d(rec, x, w, out, b, **attrs))
-    check(device.download(out), ref, what, seed)
+    check(device.download(out), storage_ref(ref, dtype), f"{what} {np.dtype(dtype)}", seed,
+          TOLERANCES[np.dtype(dtype)])
     release(device, x, w, out, *([b] if b is not None else []))
 
 
 ATTRS = ("shape", "w_tail", "group", "strides", "pads", "dilations", "output_padding")
+
+
+def geometry_case(device: Device, shape: tuple[int, ...], w_tail: tuple[int, int, int], group: int,
+                  strides: tuple[int, int], pads: tuple[int, ...], dilations: tuple[int, int],
+                  output_padding: tuple[int, int], with_bias: bool, dtype: type = np.float32) -> None:
+    x, w, b, seed = random_case(shape, w_tail, group, with_bias, dtype)
+    attrs = {"strides": strides, "pads": pads, "dilations": dilations, "group": group,
+             "output_padding": output_padding}
+    ref = conv_transpose2d(x, w, b, **attrs)
+    assert conv_transpose_output_shape(x.shape, w.shape, **attrs) == ref.shape
+    run_case(device, x, w, b, ref, attrs, f"conv_transpose {shape} w{w.shape} {attrs} bias={with_bias}", seed,
+             dtype)
 
 
 @pytest.mark.parametrize(ATTRS, CASES)
@@ -59,24 +75,39 @@ def test_conv_transpose_matches_numpy(device: Device, shape: tuple[int, ...], w_
                                       group: int, strides: tuple[int, int], pads: tuple[int, ...],
                                       dilations: tuple[int, int], output_padding: tuple[int, int],
                                       with_bias: bool) -> None:
-    x, w, b, seed = random_case(shape, w_tail, group, with_bias)
-    attrs = {"strides": strides, "pads": pads, "dilations": dilations, "group": group,
-             "output_padding": output_padding}
-    ref = conv_transpose2d(x, w, b, **attrs)
-    assert conv_transpose_output_shape(x.shape, w.shape, **attrs) == ref.shape
-    run_case(device, x, w, b, ref, attrs, f"conv_transpose {shape} w{w.shape} {attrs} bias={with_bias}", seed)
+    geometry_case(device, shape, w_tail, group, strides, pads, dilations, output_padding, with_bias)
 
 
-@pytest.mark.parametrize(("activation", "alpha", "beta"),
-                         [("relu", 0.0, 0.0), ("clip", 0.0, 6.0), ("hardswish", 1 / 6, 0.5),
-                          ("sigmoid", 0.0, 0.0), ("hardsigmoid", 0.2, 0.5), ("leakyrelu", 0.1, 0.0),
-                          ("gelu", 0.0, 0.0)])
-def test_conv_transpose_fused_activation(device: Device, activation: str, alpha: float, beta: float) -> None:
-    x, w, b, seed = random_case((1, 6, 5, 6), (3, 2, 2), 2, True)
+@pytest.mark.parametrize(ATTRS, CASES)
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_conv_transpose_float16_storage_matches_numpy(
+    device: Device, shape: tuple[int, ...], w_tail: tuple[int, int, int], group: int, strides: tuple[int, int],
+    pads: tuple[int, ...], dilations: tuple[int, int], output_padding: tuple[int, int], with_bias: bool,
+) -> None:
+    geometry_case(device, shape, w_tail, group, strides, pads, dilations, output_padding, with_bias, np.float16)
+
+
+ACTIVATIONS = [("relu", 0.0, 0.0), ("clip", 0.0, 6.0), ("hardswish", 1 / 6, 0.5), ("sigmoid", 0.0, 0.0),
+               ("hardsigmoid", 0.2, 0.5), ("leakyrelu", 0.1, 0.0), ("gelu", 0.0, 0.0)]
+
+
+def activation_case(device: Device, activation: str, alpha: float, beta: float, dtype: type = np.float32) -> None:
+    x, w, b, seed = random_case((1, 6, 5, 6), (3, 2, 2), 2, True, dtype)
     attrs = {"strides": (2, 2), "group": 2}
     ref = apply_activation(conv_transpose2d(x, w, b, **attrs), activation, alpha, beta)
     attrs |= {"activation": activation, "alpha": alpha, "beta": beta}
-    run_case(device, x, w, b, ref, attrs, f"conv_transpose + {activation}", seed)
+    run_case(device, x, w, b, ref, attrs, f"conv_transpose + {activation}", seed, dtype)
+
+
+@pytest.mark.parametrize(("activation", "alpha", "beta"), ACTIVATIONS)
+def test_conv_transpose_fused_activation(device: Device, activation: str, alpha: float, beta: float) -> None:
+    activation_case(device, activation, alpha, beta)
+
+
+@pytest.mark.parametrize(("activation", "alpha", "beta"), ACTIVATIONS)
+def test_conv_transpose_fused_activation_float16_storage(device: Device, activation: str, alpha: float,
+                                                         beta: float) -> None:
+    activation_case(device, activation, alpha, beta, np.float16)
 
 
 BAD_ARGUMENTS = [
@@ -99,6 +130,14 @@ def test_conv_transpose_rejects_bad_arguments(device: Device, why: str, x_shape:
     with pytest.raises(KernelArgumentError):
         run(device, lambda rec: record_conv_transpose2d(rec, x, w, out, **attrs))
     release(device, x, w, out)
+
+
+def test_conv_transpose_refuses_mixed_storage(device: Device) -> None:
+    x, w = device.tensor((1, 6, 4, 4), np.float16), device.tensor((6, 2, 2, 2), np.float16)
+    out, b32 = device.tensor((1, 2, 5, 5), np.float16), device.tensor((2,))
+    with pytest.raises(KernelArgumentError, match="share one storage dtype"):
+        run(device, lambda rec: record_conv_transpose2d(rec, x, w, out, b32))
+    release(device, x, w, out, b32)
 
 
 def test_conv_transpose_rejects_bad_bias(device: Device) -> None:

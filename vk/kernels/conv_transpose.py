@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.launch import activation_id, flat_groups, pack, require_float32, require_shape
+from vkocr.engine.kernels.launch import activation_id, flat_groups, pack, require_shape, storage
 from vkocr.engine.kernels.spatial import four_pads, pair, require_nchw, require_positive_output
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
@@ -61,8 +61,9 @@ def record_conv_transpose2d(
     alpha: float = 0.0,
     beta: float = 0.0,
 ) -> None:
-    """out = act(conv_transpose(x, w) + b): x (N, Cin, H, W), w (Cin, Cout/group, kh, kw), b (Cout,)."""
-    require_float32(x, w, out, *([b] if b is not None else []))
+    """out = act(conv_transpose(x, w) + b): x (N, Cin, H, W), w (Cin, Cout/group, kh, kw), b (Cout,); every
+    tensor float32, or every one float16 (accumulating in float32)."""
+    kernel = storage(CONV_TRANSPOSE, x, w, out, b)
     n, cin, h, wd = require_nchw(x, "conv transpose input")
     out_shape = conv_transpose_output_shape(x.shape, w.shape, strides=strides, pads=pads, dilations=dilations,
                                             group=group, output_padding=output_padding)
@@ -80,7 +81,7 @@ def record_conv_transpose2d(
     blocks_per_group = -(-group_out // ocb)
     constants = (FLAT_LOCAL, 1, 1, kh, kw, sh, sw, dh, dw, ocb, int(b is not None), act,
                  float(alpha), float(beta))
-    pipeline = rec.device.pipeline(CONV_TRANSPOSE, constants)
+    pipeline = rec.device.pipeline(kernel, constants)
     total = n * group * blocks_per_group * oh * ow
     push = pack("IIIiiiiIIIii", total, cin, cout, h, wd, oh, ow, cin // group, group_out, blocks_per_group,
                 pt, pl)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.launch import MAX_GROUPS_X, activation_id, pack, require_float32, require_shape
+from vkocr.engine.kernels.launch import MAX_GROUPS_X, activation_id, pack, require_shape, storage
 from vkocr.engine.kernels.spatial import (
     conv_out_len,
     four_pads,
@@ -80,8 +80,9 @@ class DepthwiseConv2d:
         self._push_tail = pack("2f", float(scale), float(shift))
 
     def record(self, rec: Recorder, x: Tensor, w: Tensor, out: Tensor, b: Tensor | None = None) -> None:
-        """For input x (N, C, H, W)."""
-        require_float32(x, w, out, *([b] if b is not None else []))
+        """For input x (N, C, H, W). Every tensor stores float32, or every one float16 (weights and bias
+        too; accumulating in float32 all the same)."""
+        kernel = storage(DEPTHWISE, x, w, out, b)
         n, c, h, wd = require_nchw(x, "depthwise conv input")
         if tuple(w.shape) != self.w_shape or c != self.w_shape[0]:
             raise KernelArgumentError(f"depthwise conv weights must be ({c}, 1, kh, kw) for {c} channels, "
@@ -100,7 +101,7 @@ class DepthwiseConv2d:
         # each axis on its own: max() would compare symbolic counts with each other
         if groups[0] > MAX_GROUPS_X or groups[1] > MAX_GROUPS_X or groups[2] > MAX_GROUPS_X:
             require_group_count(max(groups), "depthwise conv")
-        pipeline = rec.device.pipeline(DEPTHWISE, self._constants)
+        pipeline = rec.device.pipeline(kernel, self._constants)
         push = pack("IIiiiiii", n * c, c, h, wd, oh, ow, *self._pads) + self._push_tail
         bias_view = (b if b is not None else w).view
         rec.dispatch(pipeline, [x.view, w.view, bias_view, out.view], push, groups, label="conv2d_depthwise")
@@ -123,7 +124,7 @@ def record_conv2d_depthwise(
 ) -> None:
     """out = act(depthwise_conv(x, w) + b) (· scale + shift when `post_affine` = (scale, shift), in one fma):
     x (N, C, H, W), w (C, 1, kh, kw), b (C,), pads (top, left, bottom, right)."""
-    require_float32(x, w, out, *([b] if b is not None else []))
+    storage(DEPTHWISE, x, w, out, b)
     n, c, h, wd = require_nchw(x, "depthwise conv input")
     if len(w.shape) != 4 or tuple(w.shape[:2]) != (c, 1):
         raise KernelArgumentError(f"depthwise conv weights must be ({c}, 1, kh, kw) for {c} channels, "

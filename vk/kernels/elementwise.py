@@ -10,8 +10,8 @@ from vkocr.engine.kernels.launch import (
     flat_groups,
     pack,
     padded,
-    require_float32,
     require_shape,
+    storage,
 )
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
@@ -66,10 +66,11 @@ def broadcast_strides(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[list[int]
 
 
 def record_binary(rec: Recorder, op: str, a: Tensor, b: Tensor, out: Tensor) -> None:
-    """out = a OP b (add, sub, mul, div, pow) with numpy broadcasting."""
+    """out = a OP b (add, sub, mul, div, pow) with numpy broadcasting; float32 or float16 storage, computed in
+    float32."""
     if op not in BINARY_IDS:
         raise KernelArgumentError(f"unknown binary op {op!r}; known: {', '.join(BINARY_IDS)}")
-    require_float32(a, b, out)
+    storage(BINARY, a, b, out)  # (both kernels: one dtype check)
     a_shape, b_shape = tuple(a.shape), tuple(b.shape)
     same = a_shape == b_shape
     try:
@@ -78,14 +79,16 @@ def record_binary(rec: Recorder, op: str, a: Tensor, b: Tensor, out: Tensor) -> 
         raise KernelArgumentError(f"shapes {a_shape} and {b_shape} do not broadcast") from exc
     require_shape(out, expected, f"{op} output")
     n = out.numel
-    if same and n % 4 == 0:  # memory-bound: move 16 bytes per load and store
-        pipeline = rec.device.pipeline(BINARY_VEC4, (FLAT_LOCAL, 1, 1, BINARY_IDS[op]))
+    # memory-bound: 4 elements per load and store (16 bytes, 8 in float16). Counted in elements, so the vec4s
+    # tile the tensors whatever the dtype; the views start at the device's storage alignment (≥ 16 bytes).
+    if same and n % 4 == 0:
+        pipeline = rec.device.pipeline(storage(BINARY_VEC4, a, b, out), (FLAT_LOCAL, 1, 1, BINARY_IDS[op]))
         rec.dispatch(pipeline, [a.view, b.view, out.view], pack("I", n // 4), flat_groups(n // 4), label=op)
         return
     shape, st_a, st_b = broadcast_strides(a_shape, b_shape)
     if len(shape) > MAX_RANK:
         raise KernelArgumentError(f"{op}: broadcast needs rank {len(shape)} > {MAX_RANK} after merging axes")
-    pipeline = rec.device.pipeline(BINARY, (FLAT_LOCAL, 1, 1, BINARY_IDS[op], 0 if same else 1))
+    pipeline = rec.device.pipeline(storage(BINARY, a, b, out), (FLAT_LOCAL, 1, 1, BINARY_IDS[op], 0 if same else 1))
     push = pack("II6I6I6I", n, len(shape), *padded(shape, 6, 1), *padded(st_a, 6), *padded(st_b, 6))
     rec.dispatch(pipeline, [a.view, b.view, out.view], push, flat_groups(n), label=op)
 
@@ -94,7 +97,7 @@ def record_unary(rec: Recorder, op: str, x: Tensor, out: Tensor, alpha: float = 
     """out = f(x); alpha/beta as in vkocr.engine.ops.activation (clip bounds, hardsigmoid slope/offset, leaky slope)."""
     if op not in UNARY_IDS:
         raise KernelArgumentError(f"unknown unary op {op!r}; known: {', '.join(UNARY_IDS)}")
-    require_float32(x, out)
+    kernel = storage(UNARY, x, out)
     require_shape(out, x.shape, f"{op} output")
-    pipeline = rec.device.pipeline(UNARY, (FLAT_LOCAL, 1, 1, UNARY_IDS[op], float(alpha), float(beta)))
+    pipeline = rec.device.pipeline(kernel, (FLAT_LOCAL, 1, 1, UNARY_IDS[op], float(alpha), float(beta)))
     rec.dispatch(pipeline, [x.view, out.view], pack("I", x.numel), flat_groups(x.numel), label=op)

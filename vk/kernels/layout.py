@@ -1,7 +1,8 @@
-"""Concat, Slice and Transpose as strided copies of 32-bit words: shaders/copy_strided.comp.
+"""Concat, Slice and Transpose as strided copies of elements: shaders/copy_strided.comp.
 
 Each op becomes an index space (≤ 6 axes after merging), a signed element stride per axis into the input,
-one into the output, and a start offset in each; float32 and int32 tensors share the one pipeline.
+one into the output, and a start offset in each (all in elements, so they hold for any element size);
+float32 and int32 tensors share the 32-bit word pipeline, float16 has a 16-bit one (copy_strided.fp16).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.launch import FLAT_LOCAL, flat_groups, pack, padded, require_shape
+from vkocr.engine.kernels.launch import FLAT_LOCAL, FLOAT16, PRECISIONS, flat_groups, pack, padded, require_shape
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.symbolic import dim
@@ -53,11 +54,15 @@ def merge_axes(
     return dims or [1], ins or [0], outs or [0]
 
 
-def require_words(*tensors: Tensor) -> None:
-    """One dtype of 4 bytes across the tensors: the kernel moves 32-bit words."""
+def copy_kernel(*tensors: Tensor) -> KernelDef:
+    """The strided copy for the one dtype the tensors share: 32-bit words for float32 and int32, 16-bit
+    elements for float16 (the element size is all that matters: a copy converts nothing)."""
     dtypes = {t.dtype.str for t in tensors}
-    if len(dtypes) != 1 or tensors[0].dtype.itemsize != 4:
-        raise KernelArgumentError(f"strided copy needs one 32-bit dtype in all tensors, got {sorted(dtypes)}")
+    dtype = tensors[0].dtype
+    if len(dtypes) != 1 or (dtype.itemsize != 4 and dtype != FLOAT16):
+        raise KernelArgumentError(f"strided copy needs one 32-bit dtype or float16 in all tensors, "
+                                  f"got {sorted(dtypes)}")
+    return COPY_STRIDED.at(PRECISIONS[FLOAT16]) if dtype == FLOAT16 else COPY_STRIDED
 
 
 def record_copy_strided(
@@ -71,8 +76,9 @@ def record_copy_strided(
     out_offset: int = 0,
     label: str = "copy_strided",
 ) -> None:
-    """out[out_offset + Σ i·out_strides] = x[in_offset + Σ i·in_strides] for every index i of `shape`."""
-    require_words(x, out)
+    """out[out_offset + Σ i·out_strides] = x[in_offset + Σ i·in_strides] for every index i of `shape` (offsets
+    and strides in elements)."""
+    kernel = copy_kernel(x, out)
     n = 1
     for size in shape:
         n *= size
@@ -85,12 +91,14 @@ def record_copy_strided(
         raise KernelArgumentError(f"{label}: tensors over {INT32_MAX} elements exceed 32-bit indexing")
     push = pack("IIiI6I6i6I", n, len(dims), in_offset, out_offset, *padded(dims, MAX_RANK, 1),
                 *padded(ins, MAX_RANK), *padded(outs, MAX_RANK))
-    pipeline = rec.device.pipeline(COPY_STRIDED, (FLAT_LOCAL, 1, 1))
+    pipeline = rec.device.pipeline(kernel, (FLAT_LOCAL, 1, 1))
     rec.dispatch(pipeline, [x.view, out.view], push, flat_groups(n), label=label)
 
 
 def record_copy(rec: Recorder, x: Tensor, out: Tensor) -> None:
-    """out = x for contiguous tensors of the same size: 16 bytes per invocation when the size allows."""
+    """out = x for contiguous tensors of the same size: 16 bytes per invocation when the size allows (any
+    dtype, float16 included: copy_vec4 moves bytes, 8 float16 elements a uvec4), else the strided copy (one
+    dtype of 4 bytes, or float16)."""
     if x.nbytes != out.nbytes:
         raise KernelArgumentError(f"copy of {x.nbytes} B into {out.nbytes} B")
     if x.nbytes % 16:
@@ -111,7 +119,7 @@ def record_concat(rec: Recorder, xs: Sequence[Tensor], out: Tensor, axis: int) -
     """ONNX Concat along `axis` (negative counts from the end): one strided copy per input."""
     if not xs:
         raise KernelArgumentError("concat of no tensors")
-    require_words(*xs, out)
+    copy_kernel(*xs, out)
     rank = len(out.shape)
     axis = normalize_axis(axis, rank, "concat")
     for x in xs:
@@ -191,7 +199,7 @@ def record_slice(
     steps: Sequence[int] | None = None,
 ) -> None:
     """ONNX Slice (opset 13): out = x[starts:ends:steps] on `axes` (default 0..len(starts)-1)."""
-    require_words(x, out)
+    copy_kernel(x, out)
     plan = slice_plan(x.shape, starts, ends, axes, steps)
     require_shape(out, tuple(count for _, _, count in plan), "slice output")
     x_strides = contiguous_strides(x.shape)
@@ -207,7 +215,7 @@ def record_transpose(rec: Recorder, x: Tensor, out: Tensor, perm: Sequence[int] 
     perm = list(range(rank - 1, -1, -1)) if perm is None else [int(p) for p in perm]
     if sorted(perm) != list(range(rank)):
         raise KernelArgumentError(f"transpose: perm {perm} is not a permutation of 0..{rank - 1}")
-    require_words(x, out)
+    copy_kernel(x, out)
     require_shape(out, tuple(x.shape[p] for p in perm), "transpose output")
     x_strides = contiguous_strides(x.shape)
     record_copy_strided(rec, x, out, out.shape, [x_strides[p] for p in perm], contiguous_strides(out.shape),

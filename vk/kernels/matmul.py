@@ -12,8 +12,8 @@ from vkocr.engine.kernels.launch import (
     broadcast_shape,
     pack,
     padded,
-    require_float32,
     require_shape,
+    storage,
 )
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
@@ -119,7 +119,7 @@ def _record(
     groups = tile.groups(m, n, math.prod(shape))
     check_groups(rec, groups, label)
     # spec constants 8, 9: fetch along the contiguous axis of A and B so that warps read coalesced
-    pipeline = rec.device.pipeline(GEMM, (*tile.constants(), int(a_k == 1), int(b_n == 1)))
+    pipeline = rec.device.pipeline(storage(GEMM, *operands), (*tile.constants(), int(a_k == 1), int(b_n == 1)))
     has_c, alpha, beta, act, act_alpha, act_beta = epilogue
     push = pack(
         "3I6II2fI2fI4I4I4I", m, n, k, *strides, has_c, alpha, beta, act, act_alpha, act_beta,
@@ -142,8 +142,9 @@ def matmul_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[in
 
 
 def record_matmul(rec: Recorder, a: Tensor, b: Tensor, out: Tensor, *, tile: str | None = None) -> None:
-    """out = a @ b (numpy.matmul) for ≥ 2-D float32 tensors, batch dims broadcast; `tile` forces a config."""
-    require_float32(a, b, out)
+    """out = a @ b (numpy.matmul) for ≥ 2-D tensors, all float32 or all float16 (accumulating in float32),
+    batch dims broadcast; `tile` forces a config."""
+    storage(GEMM, a, b, out)
     require_shape(out, matmul_shape(a.shape, b.shape), "matmul output")
     if out.numel == 0:
         return
@@ -182,8 +183,9 @@ def record_gemm(
     tile: str | None = None,
 ) -> None:
     """ONNX Gemm: out = act(alpha · A' · B' + beta · C), A' = aᵀ if trans_a (likewise B'), C broadcast to
-    (M, N); the transposes are strides, never copies. `tile` forces a tile config (see TILES)."""
-    require_float32(a, b, out, *([c] if c is not None else []))
+    (M, N); the transposes are strides, never copies. `tile` forces a tile config (see TILES). Every tensor
+    float32, or every one float16 (C too; accumulating and the epilogue in float32)."""
+    storage(GEMM, a, b, out, c)
     if len(a.shape) != 2 or len(b.shape) != 2:
         raise KernelArgumentError(f"gemm needs 2-D operands, got {a.shape} and {b.shape}")
     m, k = a.shape[::-1] if trans_a else a.shape

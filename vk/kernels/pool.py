@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.launch import flat_groups, pack, require_float32, require_shape
+from vkocr.engine.kernels.launch import flat_groups, pack, require_shape, storage
 from vkocr.engine.kernels.reduce import row_groups, row_local_size
 from vkocr.engine.kernels.spatial import four_pads, pair, require_nchw, require_positive_output
 from vkocr.engine.pipeline import KernelDef
@@ -49,12 +49,12 @@ def _record_pool(
     rec: Recorder, mode: int, x: Tensor, out: Tensor, kernel: Sequence[int], strides: Sequence[int],
     pads: Sequence[int], ceil_mode: bool, count_include_pad: bool,
 ) -> None:
-    require_float32(x, out)
+    pool = storage(POOL, x, out)
     _n, _c, h, w = require_nchw(x, "pool input")
     shape = pool_output_shape(x.shape, kernel=kernel, strides=strides, pads=pads, ceil_mode=ceil_mode)
     require_shape(out, shape, "pool output")
     (kh, kw), (sh, sw), pt_pl_pb_pr = pair(kernel, "kernel_shape"), pair(strides, "strides"), four_pads(pads)
-    pipeline = rec.device.pipeline(POOL, (FLAT_LOCAL, 1, 1, mode, int(count_include_pad)))
+    pipeline = rec.device.pipeline(pool, (FLAT_LOCAL, 1, 1, mode, int(count_include_pad)))
     push = pack("I12i", out.numel, h, w, shape[2], shape[3], kh, kw, sh, sw, *pt_pl_pb_pr)
     label = "max_pool" if mode == MAX else "average_pool"
     rec.dispatch(pipeline, [x.view, out.view], push, flat_groups(out.numel, FLAT_LOCAL), label=label)
@@ -75,10 +75,10 @@ def record_average_pool2d(rec: Recorder, x: Tensor, out: Tensor, *, kernel: Sequ
 
 def record_global_average_pool(rec: Recorder, x: Tensor, out: Tensor) -> None:
     """ONNX GlobalAveragePool: (N, C, H, W) → (N, C, 1, 1), one workgroup per plane."""
-    require_float32(x, out)
+    kernel = storage(GLOBAL_AVGPOOL, x, out)  # summed in float32 whatever the storage
     n, c, h, w = require_nchw(x, "global average pool input")
     require_shape(out, (n, c, 1, 1), "global average pool output")
     local = row_local_size(h * w)
-    pipeline = rec.device.pipeline(GLOBAL_AVGPOOL, (local, 1, 1))
+    pipeline = rec.device.pipeline(kernel, (local, 1, 1))
     rec.dispatch(pipeline, [x.view, out.view], pack("II", n * c, h * w), row_groups(n * c),
                  label="global_average_pool")

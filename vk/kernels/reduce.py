@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.launch import FLAT_LOCAL, flat_groups, pack, require_float32, require_shape
+from vkocr.engine.kernels.launch import FLAT_LOCAL, flat_groups, pack, require_float32, require_shape, storage
 from vkocr.engine.memory import BufferView
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
@@ -107,25 +107,26 @@ def _dispatch_rows(rec: Recorder, kernel: KernelDef, views: list[BufferView], ou
 
 
 def record_softmax(rec: Recorder, x: Tensor, out: Tensor, axis: int = -1) -> None:
-    """ONNX Softmax-13 along one axis: exp(x - max) / sum(exp(x - max))."""
-    require_float32(x, out)
+    """ONNX Softmax-13 along one axis: exp(x - max) / sum(exp(x - max)); the max and the sum in float32
+    whatever the storage."""
+    kernel = storage(SOFTMAX, x, out)
     require_nonempty(x, "softmax")
     require_shape(out, x.shape, "softmax output")
     a = normalize_axis(axis, len(x.shape))
     outer, length, inner = row_view(x.shape, a, a + 1)
     cache = softmax_cache(length)
-    _dispatch_rows(rec, SOFTMAX, [x.view, out.view], outer, length, inner, "softmax", (cache,))
+    _dispatch_rows(rec, kernel, [x.view, out.view], outer, length, inner, "softmax", (cache,))
 
 
 def record_reduce_mean(rec: Recorder, x: Tensor, out: Tensor, axes: Sequence[int] | None,
                        keepdims: bool = True) -> None:
-    """ONNX ReduceMean-13 over a contiguous block of axes (None or empty: all axes)."""
-    require_float32(x, out)
+    """ONNX ReduceMean-13 over a contiguous block of axes (None or empty: all axes), summed in float32."""
+    kernel = storage(REDUCE_MEAN, x, out)
     require_nonempty(x, "reduce_mean")
     first, last = contiguous_axes(axes, len(x.shape))
     require_shape(out, reduced_shape(x.shape, first, last, keepdims), "reduce_mean output")
     outer, length, inner = row_view(x.shape, first, last)
-    _dispatch_rows(rec, REDUCE_MEAN, [x.view, out.view], outer, length, inner, "reduce_mean")
+    _dispatch_rows(rec, kernel, [x.view, out.view], outer, length, inner, "reduce_mean")
 
 
 def record_argmax(rec: Recorder, x: Tensor, indices_out: Tensor, values_out: Tensor, axis: int = -1,
@@ -157,8 +158,9 @@ def normalized_param_shape(t: Tensor, normalized: tuple[int, ...], what: str) ->
 
 def record_layer_norm(rec: Recorder, x: Tensor, scale: Tensor, out: Tensor, bias: Tensor | None = None, *,
                       axis: int = -1, epsilon: float = 1e-5) -> None:
-    """ONNX LayerNormalization-17 over axes axis..end: (x - mean) / sqrt(var + epsilon) * scale + bias."""
-    require_float32(x, scale, out, *([bias] if bias is not None else []))
+    """ONNX LayerNormalization-17 over axes axis..end: (x - mean) / sqrt(var + epsilon) * scale + bias; every
+    tensor float32, or every one float16 (scale and bias too), the mean and variance in float32."""
+    kernel = storage(LAYER_NORM, x, scale, out, bias)
     require_nonempty(x, "layer norm")
     require_shape(out, x.shape, "layer norm output")
     if not epsilon >= 0:
@@ -169,7 +171,7 @@ def record_layer_norm(rec: Recorder, x: Tensor, scale: Tensor, out: Tensor, bias
     if bias is not None:
         normalized_param_shape(bias, normalized, "bias")
     outer, length, _ = row_view(x.shape, a, len(x.shape))
-    pipeline = rec.device.pipeline(LAYER_NORM, (row_local_size(length), 1, 1, int(bias is not None)))
+    pipeline = rec.device.pipeline(kernel, (row_local_size(length), 1, 1, int(bias is not None)))
     views = [x.view, scale.view, (bias if bias is not None else scale).view, out.view]
     push = pack("IIf", outer, length, float(epsilon))
     rec.dispatch(pipeline, views, push, row_groups(outer), label="layer_norm")

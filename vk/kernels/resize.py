@@ -1,4 +1,4 @@
-"""ONNX Resize (nearest / bilinear over H and W of NCHW float32): shaders/resize.comp.
+"""ONNX Resize (nearest / bilinear over H and W of NCHW float32 or float16): shaders/resize.comp.
 
 The coordinate transformation mode and the scale are resolved here into an exact affine map per axis,
 x_original = (y * A + B) / D with integers A, B, D, which the shader evaluates in exact integer arithmetic.
@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.launch import FLAT_LOCAL, flat_groups, pack, require_float32
+from vkocr.engine.kernels.launch import FLAT_LOCAL, flat_groups, pack, storage
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.symbolic import is_symbolic
@@ -100,7 +100,7 @@ def check_resize_args(x: Tensor, out: Tensor, mode: str, ctm: str, nearest_mode:
     source_map(1, 1, Fraction(1), ctm)  # raises on an unknown coordinate_transformation_mode
     if nearest_mode not in NEAREST_IDS:
         raise KernelArgumentError(f"unknown nearest_mode {nearest_mode!r}; known: {', '.join(NEAREST_IDS)}")
-    require_float32(x, out)
+    storage(RESIZE, x, out)
     if len(x.shape) != 4 or len(out.shape) != 4 or x.shape[:2] != out.shape[:2]:
         raise KernelArgumentError(f"resize scales H and W of NCHW: input {x.shape}, output {out.shape}")
     if 0 in x.shape and out.numel != 0:
@@ -135,5 +135,5 @@ def record_resize(
     push = pack("ii6Iii6I5I", *words, n * c, in_h, in_w, out.shape[2], out.shape[3])
     rounding = NEAREST_IDS[nearest_mode] if mode == "nearest" else 0  # linear: one pipeline, any nearest_mode
     constants = (FLAT_LOCAL, 1, 1, MODE_IDS[mode], rounding)
-    pipeline = rec.device.pipeline(RESIZE, constants)
+    pipeline = rec.device.pipeline(storage(RESIZE, x, out), constants)
     rec.dispatch(pipeline, [x.view, out.view], push, flat_groups(out.numel), label=f"resize_{mode}")
