@@ -28,6 +28,7 @@ Commands available now:
   bench stream     the pipeline on a stream of distinct images, each once per pass, against RapidOCR 1.4.4
   bench agent      the gRPC agent's throughput and latency at 1, 4 and 16 clients
   bench startup    `vkocr serve` from process start to SERVING and to the first answer, cold and cached
+  calibrate        measure which nodes of a model set may store fp16, and write its precision plans
   bundle           model bundles: keygen, create, sign, verify, inspect
   fleet            roll a bundle out to several agents (canary, soak, rollback), or show their versions
 """
@@ -43,6 +44,7 @@ REGISTRARS: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (("infer", "inspect", "debug"), "vkocr.agent.cli.model_commands", "add_model_parsers"),
     (("models",), "vkocr.agent.cli.models_command", "add_models_parser"),
     (("bench",), "vkocr.agent.cli.bench_command", "add_bench_parser"),
+    (("calibrate",), "vkocr.agent.cli.calibrate_command", "add_calibrate_parser"),
     (("bundle",), "vkocr.agent.cli.bundle_command", "add_bundle_parser"),
     (("fleet",), "vkocr.agent.cli.fleet_command", "add_fleet_parser"),
 )
@@ -56,6 +58,7 @@ SUMMARY = {
     "debug": "debugging tools",
     "models": "model sets: which are installed, which is the default",
     "bench": "benchmarks (run on the machine you want numbers for)",
+    "calibrate": "measure which nodes of a model set may store fp16, and write its precision plans",
     "bundle": "model bundles: keygen, create, sign, verify, inspect",
     "fleet": "roll a bundle out to several agents, or show their versions",
 }
