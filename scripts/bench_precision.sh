@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The precision run on the GPU benchmark machine (issue 36), in one command: the device and its cooperative
+# matrices, the coopmat kernels against NumPy (fails loudly), the three models in fp32 and fp16 (and ncnn where
+# its models travel), then whole-pipeline and agent figures per precision where asked. Brings up the machine as
+# scripts/bench_remote.sh says (.gl/ loader debs, .whl/ wheels with vkocr's own, .bench/shared/compat).
+# Usage: scripts/bench_precision.sh OUT_DIR [models] [coopmat] [stream] [agent] [sameness] (default: all)
+set -uo pipefail
+out="${1:-/tmp}"
+shift || true
+what="${*:-coopmat models stream agent sameness}"
+for f in .gl/lib*.deb .gl/fonts-*.deb; do [ -e "$f" ] && dpkg -x "$f" /; done
+ldconfig
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl || exit 1
+mkdir -p /tmp/models
+for m in /tmp/site/rapidocr_onnxruntime/models/*.onnx /tmp/site/rapidocr/models/*.onnx .bench/models/*.onnx; do
+    [ -e "$m" ] && ln -sf "$PWD/${m#$PWD/}" /tmp/models/ 2>/dev/null || ln -sf "$m" /tmp/models/
+done
+export PYTHONPATH=/tmp/site:$PWD VKOCR_MODELS=/tmp/models VKOCR_SHARED=$PWD/.bench/shared PYTHONUNBUFFERED=1
+[ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && \
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+vkocr() { python3 -m vkocr.agent.cli.main "$@"; }
+vkocr devices | tee "$out/devices.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv 2>/dev/null | tee -a "$out/devices.txt"
+case "$what" in *coopmat*)
+    python3 scripts/check_coopmat.py --json "$out/coopmat.json" | tee "$out/coopmat.txt"
+    echo "check_coopmat exit ${PIPESTATUS[0]}" | tee -a "$out/coopmat.txt" ;;
+esac
+case "$what" in *models*)
+    for set in ${MODEL_SETS:-ppocrv6-small}; do
+        peers=""
+        [ -d .peers ] && peers="--peers .peers"
+        # shellcheck disable=SC2086
+        vkocr bench models --models "$set" --precision fp32,fp16 --runs 30 $peers --json > "$out/models-$set.json"
+        python3 -c "import json, sys; from vkocr.agent.cli.bench_models import format_model_results as f; print(f(json.load(open(sys.argv[1]))))" \
+            "$out/models-$set.json" | tee "$out/models-$set.txt"
+    done ;;
+esac
+c=.bench/shared/compat/rapidocr-1.4.4/images
+case "$what" in *sameness*)
+    python3 scripts/precision_sameness.py $c --rendered 96 --json "$out/sameness.json" | tee "$out/sameness.txt" ;;
+esac
+case "$what" in *stream*)
+    for p in fp32 fp16; do
+        vkocr bench stream $c --rendered 96 --precision $p --json "$out/stream-$p.json" | tee "$out/stream-$p.txt"
+    done ;;
+esac
+case "$what" in *agent*)
+    for p in fp32 fp16; do
+        VKOCR_OCR_PRECISION=$p vkocr bench agent $c --rendered 96 --clients 1,4,16,64 --modes unary --raw \
+            --runs default --json > "$out/agent-raw-$p.json"
+        python3 -c "import json, sys; from vkocr.agent.cli.bench_agent import format_agent_results as f; print(f(json.load(open(sys.argv[1]))))" \
+            "$out/agent-raw-$p.json" | tee "$out/agent-raw-$p.txt"
+    done ;;
+esac
