@@ -1,4 +1,6 @@
-"""copy_strided.comp (Concat, Slice, Transpose) against vkocr.engine.ops.layout: copies must match exactly."""
+"""copy_strided.comp (Concat, Slice, Transpose) and copy_vec4.comp against vkocr.engine.ops.layout: copies must
+match exactly, for float32 and int32 (32-bit words) and float16 (copy_strided.fp16: 16-bit elements; copy_vec4
+moves bytes)."""
 
 from __future__ import annotations
 
@@ -25,9 +27,15 @@ from vkocr.engine.tensor import Tensor
 INT64_MAX, INT32_MAX = 2**63 - 1, 2**31 - 1
 
 
+DTYPES = [np.float32, np.int32, np.float16]
+
+
 def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: type) -> np.ndarray:
     if dtype is np.int32:
         return rng.integers(-(2**31), 2**31, shape, dtype=np.int32)
+    if dtype is np.float16:  # every float16 but NaN (which != itself): subnormals, ±0 and ±inf must move unchanged
+        bits = rng.integers(0, 0x7C01, shape, dtype=np.uint16) | (rng.integers(0, 2, shape, dtype=np.uint16) << 15)
+        return bits.view(np.float16)
     return rng.uniform(-1, 1, shape).astype(np.float32)
 
 
@@ -41,7 +49,7 @@ def assert_copied(device: Device, record: Callable[[Recorder, Tensor], None], re
     assert np.array_equal(got, ref), f"{what}: {np.sum(got != ref)}/{ref.size} elements differ; seed {seed}"
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("count", [2, 3, 4])
 @pytest.mark.parametrize("axis", [0, 1, 2, 3, -1, -2, -3, -4])
 def test_concat_matches_reference(device: Device, axis: int, count: int, dtype: type) -> None:
@@ -57,15 +65,16 @@ def test_concat_matches_reference(device: Device, axis: int, count: int, dtype: 
     release(device, *xs)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize(
     ("shapes", "axis"),
     [([(7,), (1,), (300,)], 0), ([(3, 0, 2), (3, 4, 2), (3, 1, 2)], 1), ([(1, 1, 5), (1, 1, 6)], -1)],
 )
-def test_concat_edge_shapes(device: Device, shapes: list[tuple[int, ...]], axis: int) -> None:
+def test_concat_edge_shapes(device: Device, shapes: list[tuple[int, ...]], axis: int, dtype: type) -> None:
     rng, seed = fresh_rng()
-    arrays = [random_array(rng, s, np.float32) for s in shapes]
+    arrays = [random_array(rng, s, dtype) for s in shapes]
     # Device.upload cannot stage 0 bytes: empty inputs are bare (never read) tensors
-    xs = [device.upload(a) if a.size else device.tensor(a.shape) for a in arrays]
+    xs = [device.upload(a) if a.size else device.tensor(a.shape, dtype) for a in arrays]
     assert_copied(device, lambda rec, out: record_concat(rec, xs, out, axis), concat(arrays, axis),
                   f"concat {shapes} axis {axis}", seed)
     release(device, *xs)
@@ -90,7 +99,7 @@ SLICES = [
 ]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("shape", "starts", "ends", "axes", "steps"), SLICES)
 def test_slice_matches_reference(device: Device, shape: tuple[int, ...], starts: list[int], ends: list[int],
                                  axes: list[int] | None, steps: list[int] | None, dtype: type) -> None:
@@ -118,7 +127,7 @@ def test_empty_slice_records_nothing(
     release(device, x, out)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("rank", [2, 3, 4, 5, 6])
 @pytest.mark.parametrize("repeat", range(4))
 def test_transpose_random_perms(device: Device, rank: int, repeat: int, dtype: type) -> None:
@@ -133,9 +142,10 @@ def test_transpose_random_perms(device: Device, rank: int, repeat: int, dtype: t
     release(device, x)
 
 
-def test_transpose_default_perm_and_nchw_to_nhwc(device: Device) -> None:
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_transpose_default_perm_and_nchw_to_nhwc(device: Device, dtype: type) -> None:
     rng, seed = fresh_rng()
-    x_np = random_array(rng, (2, 16, 9, 11), np.float32)
+    x_np = random_array(rng, (2, 16, 9, 11), dtype)
     x = device.upload(x_np)
     assert_copied(device, lambda rec, out: record_transpose(rec, x, out, None), transpose(x_np).copy(),
                   "transpose reversed", seed)
@@ -144,10 +154,11 @@ def test_transpose_default_perm_and_nchw_to_nhwc(device: Device) -> None:
     release(device, x)
 
 
-def test_large_copy_folds_grid(device: Device) -> None:
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_large_copy_folds_grid(device: Device, dtype: type) -> None:
     """16.8 M elements need more than 65535 workgroups of 256: the grid folds into 2-D."""
     rng, seed = fresh_rng()
-    x_np = random_array(rng, (2, 2049, 4096), np.float32)
+    x_np = random_array(rng, (2, 2049, 4096), dtype)
     x = device.upload(x_np)
     assert_copied(device, lambda rec, out: record_slice(rec, x, out, [-1], [-INT64_MAX], [0], [-1]),
                   x_np[::-1].copy(), "reverse 16.8 M", seed)
@@ -185,6 +196,7 @@ def expect_error(
         ([(2, 3), (2, 4, 1)], (2, 7), 1, np.float32),
         ([(2, 3), (2, 4)], (2, 7), 1, np.int32),
         ([(2, 3), (2, 4)], (2, 7), 1, np.float64),
+        ([(2, 3), (2, 4)], (2, 7), 1, np.float16),  # float32 inputs: one dtype, a copy converts nothing
         ([], (2, 7), 1, np.float32),
     ],
 )
@@ -227,10 +239,12 @@ def test_rank_above_six_after_merging_is_rejected(device: Device) -> None:
     expect_error(device, [(2,) * 7], (2,) * 7, lambda rec, xs, out: record_transpose(rec, xs[0], out, None))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.int32])
-@pytest.mark.parametrize("shape", [(1,), (3,), (4,), (2, 3, 5), (8, 16), (70_001,), (65_536 * 4 + 4,)])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1,), (3,), (4,), (2, 3, 5), (8, 16), (70_001,), (65_536 * 4 + 4,),
+                                   (65_536 * 4 + 8,)])
 def test_contiguous_copy_is_exact(device: Device, shape: tuple[int, ...], dtype: type) -> None:
-    """Sizes that are and are not multiples of 16 bytes (vec4 path and word path)."""
+    """Sizes that are and are not multiples of 16 bytes (vec4 path and element path): in float16, (4,) and
+    65_536 * 4 + 4 elements leave 8 bytes over (strided 16-bit copy), (8, 16) and 65_536 * 4 + 8 do not (vec4)."""
     rng, seed = fresh_rng()
     x_np = random_array(rng, shape, dtype)
     x = device.upload(x_np)

@@ -1,4 +1,6 @@
-"""gemm.comp (MatMul, Gemm) against NumPy on fresh random inputs (outputs poisoned with NaN)."""
+"""gemm.comp (MatMul, Gemm) against NumPy on fresh random inputs (outputs poisoned with NaN).
+Each case also runs with float16 storage (A, B, C and the output): the reference is computed on the same float16
+inputs and rounded once, the kernel accumulates in float32."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from tests.kernels.harness import TOLERANCE, check, fresh_rng, poisoned, release, run
+from tests.kernels.harness import TOLERANCES, check, fresh_rng, poisoned, release, run, storage_ref
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.matmul import TILES, pick_tile, record_gemm, record_matmul
@@ -20,24 +22,28 @@ ACTIVATIONS = [
 ]
 
 
-def uniform(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    return rng.uniform(-1.0, 1.0, shape).astype(np.float32)
+def uniform(rng: np.random.Generator, shape: tuple[int, ...], dtype: type = np.float32) -> np.ndarray:
+    return rng.uniform(-1.0, 1.0, shape).astype(dtype)
 
 
-def run_matmul(device: Device, shape_a: tuple[int, ...], shape_b: tuple[int, ...], tile: str | None = None) -> None:
+def run_matmul(device: Device, shape_a: tuple[int, ...], shape_b: tuple[int, ...], tile: str | None = None,
+               dtype: type = np.float32) -> None:
     rng, seed = fresh_rng()
-    a_np, b_np = uniform(rng, shape_a), uniform(rng, shape_b)
-    ref = matmul(a_np.astype(np.float64), b_np.astype(np.float64))
-    a, b, out = device.upload(a_np), device.upload(b_np), poisoned(device, ref.shape)
+    a_np, b_np = uniform(rng, shape_a, dtype), uniform(rng, shape_b, dtype)
+    # float32 storage: the float64 result; float16: the same, rounded once to what the kernel stores
+    exact = matmul(a_np.astype(np.float64), b_np.astype(np.float64))
+    ref = exact if dtype is np.float32 else storage_ref(exact, dtype).astype(np.float64)
+    a, b, out = device.upload(a_np), device.upload(b_np), poisoned(device, ref.shape, dtype)
     run(device, lambda rec: record_matmul(rec, a, b, out, tile=tile))
     # Measured against the size of the terms (|A|·|B|), not of the result: a sum of K products of either sign
     # can nearly cancel, and a few outputs (M = N = 1) then give any float32 sum a large error relative to it.
     scale = float(np.linalg.norm(matmul(np.abs(a_np).astype(np.float64), np.abs(b_np).astype(np.float64))))
-    got = device.download(out)
-    what = f"matmul {shape_a}@{shape_b} tile={tile}"
+    got = device.download(out).astype(np.float64)
+    what = f"matmul {shape_a}@{shape_b} tile={tile} {np.dtype(dtype)}"
     assert got.shape == ref.shape and not np.isnan(got).any(), f"{what}: unwritten (NaN) outputs; seed {seed}"
     err = float(np.linalg.norm(got - ref)) / scale
-    assert err <= TOLERANCE, f"{what}: error {err:.3g} of |A|·|B| > {TOLERANCE}; seed {seed}"
+    tol = TOLERANCES[np.dtype(dtype)]
+    assert err <= tol, f"{what}: error {err:.3g} of |A|·|B| > {tol}; seed {seed}"
     release(device, a, b, out)
 
 
@@ -46,38 +52,59 @@ def test_matmul_odd_sizes(device: Device, m: int, n: int, k: int) -> None:
     run_matmul(device, (m, k), (k, n))
 
 
+@pytest.mark.parametrize(("m", "n", "k"), list(itertools.product(ODD, repeat=3)))
+def test_matmul_odd_sizes_float16_storage(device: Device, m: int, n: int, k: int) -> None:
+    run_matmul(device, (m, k), (k, n), dtype=np.float16)
+
+
 @pytest.mark.parametrize("tile", list(TILES))
 @pytest.mark.parametrize(("m", "n", "k"), [(130, 65, 33), (1, 257, 7), (65, 1, 130), (200, 131, 17), (33, 129, 300)])
 def test_matmul_every_tile(device: Device, tile: str, m: int, n: int, k: int) -> None:
     run_matmul(device, (m, k), (k, n), tile)
 
 
-@pytest.mark.parametrize(
-    ("shape_a", "shape_b"),
-    [
-        ((2, 1, 5, 7), (3, 7, 4)),
-        ((5, 7), (4, 7, 9)),
-        ((4, 5, 7), (7, 9)),
-        ((2, 3, 33, 7), (2, 3, 7, 65)),
-        ((1, 3, 1, 2, 5, 7), (2, 1, 4, 1, 7, 3)),
-        ((3, 1, 1, 1, 6), (1, 2, 4, 6, 1)),
-    ],
-)
+@pytest.mark.parametrize("tile", list(TILES))
+@pytest.mark.parametrize(("m", "n", "k"), [(130, 65, 33), (1, 257, 7), (65, 1, 130), (200, 131, 17), (33, 129, 300)])
+def test_matmul_every_tile_float16_storage(device: Device, tile: str, m: int, n: int, k: int) -> None:
+    run_matmul(device, (m, k), (k, n), tile, np.float16)
+
+
+BROADCAST_BATCHES = [
+    ((2, 1, 5, 7), (3, 7, 4)),
+    ((5, 7), (4, 7, 9)),
+    ((4, 5, 7), (7, 9)),
+    ((2, 3, 33, 7), (2, 3, 7, 65)),
+    ((1, 3, 1, 2, 5, 7), (2, 1, 4, 1, 7, 3)),
+    ((3, 1, 1, 1, 6), (1, 2, 4, 6, 1)),
+]
+
+
+@pytest.mark.parametrize(("shape_a", "shape_b"), BROADCAST_BATCHES)
 def test_matmul_broadcast_batch(device: Device, shape_a: tuple[int, ...], shape_b: tuple[int, ...]) -> None:
     run_matmul(device, shape_a, shape_b)
 
 
-def run_gemm(device: Device, m: int, n: int, k: int, c_shape: tuple[int, ...] | None, **attrs: object) -> None:
+@pytest.mark.parametrize(("shape_a", "shape_b"), BROADCAST_BATCHES)
+def test_matmul_broadcast_batch_float16_storage(device: Device, shape_a: tuple[int, ...],
+                                                shape_b: tuple[int, ...]) -> None:
+    run_matmul(device, shape_a, shape_b, dtype=np.float16)
+
+
+def run_gemm(device: Device, m: int, n: int, k: int, c_shape: tuple[int, ...] | None, dtype: type = np.float32,
+             **attrs: object) -> None:
     rng, seed = fresh_rng()
-    a_np = uniform(rng, (k, m) if attrs.get("trans_a") else (m, k))
-    b_np = uniform(rng, (n, k) if attrs.get("trans_b") else (k, n))
-    c_np = uniform(rng, c_shape) if c_shape is not None else None
+    a_np = uniform(rng, (k, m) if attrs.get("trans_a") else (m, k), dtype)
+    b_np = uniform(rng, (n, k) if attrs.get("trans_b") else (k, n), dtype)
+    c_np = uniform(rng, c_shape, dtype) if c_shape is not None else None
     kwargs = {key: v for key, v in attrs.items() if key != "tile"}
-    ref = gemm(a_np, b_np, c_np, **kwargs)  # type: ignore[arg-type]
-    a, b, out = device.upload(a_np), device.upload(b_np), poisoned(device, ref.shape)
+    c32 = c_np.astype(np.float32) if c_np is not None else None  # the exact result on the stored inputs
+    ref = storage_ref(gemm(a_np.astype(np.float32), b_np.astype(np.float32), c32, **kwargs),  # type: ignore[arg-type]
+                      dtype)
+    a, b, out = device.upload(a_np), device.upload(b_np), poisoned(device, ref.shape, dtype)
     c = device.upload(c_np) if c_np is not None else None
     run(device, lambda rec: record_gemm(rec, a, b, out, c, **attrs))  # type: ignore[arg-type]
-    check(device.download(out), ref, f"gemm M={m} N={n} K={k} C={c_shape} {attrs}", seed)
+    check(device.download(out), ref, f"gemm M={m} N={n} K={k} C={c_shape} {attrs} {np.dtype(dtype)}", seed,
+          TOLERANCES[np.dtype(dtype)])
     release(device, a, b, out, *([c] if c is not None else []))
 
 
@@ -87,15 +114,51 @@ def test_gemm_transposes(device: Device, tile: str, trans_a: bool, trans_b: bool
     run_gemm(device, 130, 67, 33, None, trans_a=trans_a, trans_b=trans_b, tile=tile)
 
 
-@pytest.mark.parametrize("c_shape", [(33,), (1, 33), (65, 1), (65, 33), (1,), (), (1, 1)])
-@pytest.mark.parametrize(("alpha", "beta"), [(1.0, 1.0), (0.5, -2.0)])
+@pytest.mark.parametrize("tile", list(TILES))
+@pytest.mark.parametrize(("trans_a", "trans_b"), list(itertools.product([False, True], repeat=2)))
+def test_gemm_transposes_float16_storage(device: Device, tile: str, trans_a: bool, trans_b: bool) -> None:
+    run_gemm(device, 130, 67, 33, None, np.float16, trans_a=trans_a, trans_b=trans_b, tile=tile)
+
+
+C_SHAPES = [(33,), (1, 33), (65, 1), (65, 33), (1,), (), (1, 1)]
+ALPHA_BETA = [(1.0, 1.0), (0.5, -2.0)]
+
+
+@pytest.mark.parametrize("c_shape", C_SHAPES)
+@pytest.mark.parametrize(("alpha", "beta"), ALPHA_BETA)
 def test_gemm_c_broadcast(device: Device, c_shape: tuple[int, ...], alpha: float, beta: float) -> None:
     run_gemm(device, 65, 33, 7, c_shape, alpha=alpha, beta=beta, trans_b=True)
+
+
+@pytest.mark.parametrize("c_shape", C_SHAPES)
+@pytest.mark.parametrize(("alpha", "beta"), ALPHA_BETA)
+def test_gemm_c_broadcast_float16_storage(device: Device, c_shape: tuple[int, ...], alpha: float,
+                                          beta: float) -> None:
+    run_gemm(device, 65, 33, 7, c_shape, np.float16, alpha=alpha, beta=beta, trans_b=True)
 
 
 @pytest.mark.parametrize(("activation", "act_alpha", "act_beta"), ACTIVATIONS)
 def test_gemm_fused_activation(device: Device, activation: str, act_alpha: float, act_beta: float) -> None:
     run_gemm(device, 33, 130, 65, (130,), alpha=2.0, activation=activation, act_alpha=act_alpha, act_beta=act_beta)
+
+
+@pytest.mark.parametrize(("activation", "act_alpha", "act_beta"), ACTIVATIONS)
+def test_gemm_fused_activation_float16_storage(device: Device, activation: str, act_alpha: float,
+                                               act_beta: float) -> None:
+    run_gemm(device, 33, 130, 65, (130,), np.float16, alpha=2.0, activation=activation, act_alpha=act_alpha,
+             act_beta=act_beta)
+
+
+def test_gemm_refuses_mixed_storage(device: Device) -> None:
+    a, b, out = (device.tensor(s, np.float16) for s in [(3, 4), (4, 5), (3, 5)])
+    c32, b32 = device.tensor((5,)), device.tensor((4, 5))
+    for record in [
+        lambda rec: record_gemm(rec, a, b, out, c32),  # C too shares the storage dtype
+        lambda rec: record_matmul(rec, a, b32, out),
+    ]:
+        with pytest.raises(KernelArgumentError, match="share one storage dtype"):
+            run(device, record)
+    release(device, a, b, out, c32, b32)
 
 
 def test_pick_tile_by_problem_size() -> None:

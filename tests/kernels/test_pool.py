@@ -1,11 +1,12 @@
-"""pool.comp and global_avgpool.comp against vkocr.engine.ops.pool, fresh random inputs, outputs poisoned (NaN)."""
+"""pool.comp and global_avgpool.comp against vkocr.engine.ops.pool, fresh random inputs, outputs poisoned (NaN).
+Each case also runs with float16 storage: the reference is computed on the same float16 inputs, rounded once."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tests.kernels.harness import check, fresh_rng, poisoned, release, run
+from tests.kernels.harness import TOLERANCES, check, fresh_rng, poisoned, release, run, storage_ref
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.pool import (
@@ -37,21 +38,27 @@ WINDOWS = [
 
 def pool_case(device: Device, mode: str, shape: tuple[int, ...], kernel: tuple[int, int],
               strides: tuple[int, int], pads: tuple[int, ...], ceil_mode: bool,
-              count_include_pad: bool = False) -> None:
+              count_include_pad: bool = False, dtype: type = np.float32) -> None:
     rng, seed = fresh_rng()
-    x_np = rng.uniform(-1, 1, shape).astype(np.float32)
+    x_np = rng.uniform(-1, 1, shape).astype(dtype)
+    x32 = x_np.astype(np.float32)
     attrs = {"kernel": kernel, "strides": strides, "pads": pads, "ceil_mode": ceil_mode}
     if mode == "max":
-        ref = max_pool2d(x_np, **attrs)
+        ref = storage_ref(max_pool2d(x32, **attrs), dtype)
         assert pool_output_shape(shape, **attrs) == ref.shape
-        x, out = device.upload(x_np), poisoned(device, ref.shape)
+        x, out = device.upload(x_np), poisoned(device, ref.shape, dtype)
         run(device, lambda rec: record_max_pool2d(rec, x, out, **attrs))
     else:
-        ref = average_pool2d(x_np, count_include_pad=count_include_pad, **attrs)
-        x, out = device.upload(x_np), poisoned(device, ref.shape)
+        ref = storage_ref(average_pool2d(x32, count_include_pad=count_include_pad, **attrs), dtype)
+        x, out = device.upload(x_np), poisoned(device, ref.shape, dtype)
         run(device, lambda rec: record_average_pool2d(rec, x, out, count_include_pad=count_include_pad,
                                                       **attrs))
-    check(device.download(out), ref, f"{mode} pool {shape} {attrs} include_pad={count_include_pad}", seed)
+    got = device.download(out)
+    what = f"{mode} pool {shape} {attrs} include_pad={count_include_pad} {np.dtype(dtype)}"
+    if mode == "max":  # a maximum picks an input: exact in any storage
+        assert np.array_equal(got, ref), f"{what}: {np.sum(got != ref)} elements differ; seed {seed}"
+    else:
+        check(got, ref, what, seed, TOLERANCES[np.dtype(dtype)])
     release(device, x, out)
 
 
@@ -64,11 +71,27 @@ def test_max_pool(device: Device, shape: tuple[int, ...], kernel: tuple[int, int
 
 @pytest.mark.parametrize(("shape", "kernel", "strides", "pads"), WINDOWS)
 @pytest.mark.parametrize("ceil_mode", [False, True])
+def test_max_pool_float16_storage(device: Device, shape: tuple[int, ...], kernel: tuple[int, int],
+                                  strides: tuple[int, int], pads: tuple[int, ...], ceil_mode: bool) -> None:
+    pool_case(device, "max", shape, kernel, strides, pads, ceil_mode, dtype=np.float16)
+
+
+@pytest.mark.parametrize(("shape", "kernel", "strides", "pads"), WINDOWS)
+@pytest.mark.parametrize("ceil_mode", [False, True])
 @pytest.mark.parametrize("count_include_pad", [False, True])
 def test_average_pool(device: Device, shape: tuple[int, ...], kernel: tuple[int, int],
                       strides: tuple[int, int], pads: tuple[int, ...], ceil_mode: bool,
                       count_include_pad: bool) -> None:
     pool_case(device, "average", shape, kernel, strides, pads, ceil_mode, count_include_pad)
+
+
+@pytest.mark.parametrize(("shape", "kernel", "strides", "pads"), WINDOWS)
+@pytest.mark.parametrize("ceil_mode", [False, True])
+@pytest.mark.parametrize("count_include_pad", [False, True])
+def test_average_pool_float16_storage(device: Device, shape: tuple[int, ...], kernel: tuple[int, int],
+                                      strides: tuple[int, int], pads: tuple[int, ...], ceil_mode: bool,
+                                      count_include_pad: bool) -> None:
+    pool_case(device, "average", shape, kernel, strides, pads, ceil_mode, count_include_pad, np.float16)
 
 
 def test_ceil_mode_adds_a_partial_window() -> None:
@@ -78,16 +101,41 @@ def test_ceil_mode_adds_a_partial_window() -> None:
     assert pool_output_shape((1, 1, 7, 7), **attrs, ceil_mode=True) == (1, 1, 4, 4)
 
 
-@pytest.mark.parametrize("shape", [(1, 1, 1, 1), (1, 3, 7, 5), (2, 17, 16, 16), (1, 8, 1, 600),
-                                   (2, 4, 80, 81), (1, 70_000, 1, 2)])
-def test_global_average_pool(device: Device, shape: tuple[int, ...]) -> None:
+GLOBAL_SHAPES = [(1, 1, 1, 1), (1, 3, 7, 5), (2, 17, 16, 16), (1, 8, 1, 600), (2, 4, 80, 81), (1, 70_000, 1, 2)]
+
+
+def global_case(device: Device, shape: tuple[int, ...], dtype: type = np.float32) -> None:
     rng, seed = fresh_rng()
-    x_np = rng.uniform(-1, 1, shape).astype(np.float32)
-    ref = global_average_pool(x_np.astype(np.float64)).astype(np.float32)
-    x, out = device.upload(x_np), poisoned(device, ref.shape)
+    x_np = rng.uniform(-1, 1, shape).astype(dtype)
+    ref = storage_ref(global_average_pool(x_np.astype(np.float64)), dtype)
+    x, out = device.upload(x_np), poisoned(device, ref.shape, dtype)
     run(device, lambda rec: record_global_average_pool(rec, x, out))
-    check(device.download(out), ref, f"global average pool {shape}", seed)
+    check(device.download(out), ref, f"global average pool {shape} {np.dtype(dtype)}", seed,
+          TOLERANCES[np.dtype(dtype)])
     release(device, x, out)
+
+
+@pytest.mark.parametrize("shape", GLOBAL_SHAPES)
+def test_global_average_pool(device: Device, shape: tuple[int, ...]) -> None:
+    global_case(device, shape)
+
+
+@pytest.mark.parametrize("shape", GLOBAL_SHAPES)
+def test_global_average_pool_float16_storage(device: Device, shape: tuple[int, ...]) -> None:
+    global_case(device, shape, np.float16)
+
+
+def test_pools_refuse_mixed_storage(device: Device) -> None:
+    x16, out32 = device.tensor((1, 2, 4, 4), np.float16), device.tensor((1, 2, 2, 2))
+    g32 = device.tensor((1, 2, 1, 1))
+    for record in [
+        lambda rec: record_max_pool2d(rec, x16, out32, kernel=(2, 2), strides=(2, 2)),
+        lambda rec: record_average_pool2d(rec, x16, out32, kernel=(2, 2), strides=(2, 2)),
+        lambda rec: record_global_average_pool(rec, x16, g32),
+    ]:
+        with pytest.raises(KernelArgumentError, match="share one storage dtype"):
+            run(device, record)
+    release(device, x16, out32, g32)
 
 
 BAD_POOLS = [

@@ -1,6 +1,8 @@
 """softmax, layernorm, reduce_mean and argmax shaders against vkocr.engine.ops, fresh random inputs, outputs poisoned.
 
 References run in float64 so the tolerance measures the kernel, not the reference's own float32 rounding.
+Softmax, layer norm and reduce-mean cases also run with float16 storage: the float64 reference on the same float16
+inputs, rounded once to float16 (the kernels' max, sums, mean and variance stay float32). Argmax stays float32.
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.kernels.harness import check, fresh_rng, poisoned, release, run
+from tests.kernels.harness import TOLERANCES, check, fresh_rng, poisoned, release, run, storage_ref
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.reduce import (
@@ -45,60 +47,96 @@ def poisoned_any(device: Device, shape: tuple[int, ...], dtype: type = np.float3
     return Tensor(t.alloc, shape, t.dtype)
 
 
-def uniform(shape: tuple[int, ...]) -> tuple[np.ndarray, int]:
+def uniform(shape: tuple[int, ...], dtype: type = np.float32) -> tuple[np.ndarray, int]:
     rng, seed = fresh_rng()
-    return rng.uniform(-1, 1, shape).astype(np.float32), seed
+    return rng.uniform(-1, 1, shape).astype(dtype), seed
+
+
+def softmax_case(device: Device, x_np: np.ndarray, axis: int, what: str, seed: int) -> None:
+    """x_np in its storage dtype; the float64 softmax of exactly those values, rounded once to it."""
+    dtype = x_np.dtype.type
+    ref = storage_ref(softmax(x_np.astype(np.float64), axis), dtype)
+    x, out = device.upload(x_np), poisoned(device, x_np.shape, dtype)
+    run(device, lambda rec: record_softmax(rec, x, out, axis))
+    check(device.download(out), ref, f"{what} {x_np.dtype}", seed, TOLERANCES[x_np.dtype])
+    release(device, x, out)
 
 
 @pytest.mark.parametrize(("shape", "axis"), AXIS_CASES)
 def test_softmax(device: Device, shape: tuple[int, ...], axis: int) -> None:
     x_np, seed = uniform(shape)
-    ref = softmax(x_np.astype(np.float64), axis).astype(np.float32)
-    x, out = device.upload(x_np), poisoned(device, shape)
-    run(device, lambda rec: record_softmax(rec, x, out, axis))
-    check(device.download(out), ref, f"softmax {shape} axis={axis}", seed)
-    release(device, x, out)
+    softmax_case(device, x_np, axis, f"softmax {shape} axis={axis}", seed)
+
+
+@pytest.mark.parametrize(("shape", "axis"), AXIS_CASES)
+def test_softmax_float16_storage(device: Device, shape: tuple[int, ...], axis: int) -> None:
+    """(Rows of 18 710 put probabilities near 5e-5, below float16's smallest normal: rounded alike.)"""
+    x_np, seed = uniform(shape, np.float16)
+    softmax_case(device, x_np, axis, f"softmax {shape} axis={axis}", seed)
 
 
 def test_softmax_is_stable_for_large_logits(device: Device) -> None:
     """exp(1000) overflows: only the max-subtracted form gives finite probabilities."""
     x_np, seed = uniform((3, 100))
-    x_np = x_np * 50 + 1000
-    ref = softmax(x_np.astype(np.float64), -1).astype(np.float32)
-    x, out = device.upload(x_np), poisoned(device, x_np.shape)
-    run(device, lambda rec: record_softmax(rec, x, out, -1))
-    check(device.download(out), ref, "softmax of large logits", seed)
-    release(device, x, out)
+    softmax_case(device, x_np * 50 + 1000, -1, "softmax of large logits", seed)
 
 
-@pytest.mark.parametrize(("shape", "axis"), [((1,), 0), ((3, 1), -1), ((2, 25, 120), -1), ((4, 7, 9), 1),
-                                             ((2, 3, 4, 5), -3), ((3, 384), -1), ((2, VOCAB), 1),
-                                             ((70_000, 3), -1)])
-@pytest.mark.parametrize("with_bias", [True, False])
-def test_layer_norm(device: Device, shape: tuple[int, ...], axis: int, with_bias: bool) -> None:
-    x_np, seed = uniform(shape)
+def test_softmax_is_stable_for_large_logits_float16_storage(device: Device) -> None:
+    x_np, seed = uniform((3, 100))
+    softmax_case(device, (x_np * 50 + 1000).astype(np.float16), -1, "softmax of large logits", seed)
+
+
+LAYER_NORM_CASES = [((1,), 0), ((3, 1), -1), ((2, 25, 120), -1), ((4, 7, 9), 1), ((2, 3, 4, 5), -3), ((3, 384), -1),
+                    ((2, VOCAB), 1), ((70_000, 3), -1)]
+
+
+def layer_norm_case(device: Device, shape: tuple[int, ...], axis: int, with_bias: bool,
+                    dtype: type = np.float32) -> None:
+    x_np, seed = uniform(shape, dtype)
     rng, _ = fresh_rng()
     normalized = shape[axis % len(shape):]
-    scale_np = rng.uniform(-1, 1, normalized).astype(np.float32)
-    bias_np = rng.uniform(-1, 1, normalized).astype(np.float32) if with_bias else None
+    scale_np = rng.uniform(-1, 1, normalized).astype(dtype)  # scale and bias share the storage dtype
+    bias_np = rng.uniform(-1, 1, normalized).astype(dtype) if with_bias else None
     ref = layer_norm(x_np.astype(np.float64), scale_np.astype(np.float64),
                      None if bias_np is None else bias_np.astype(np.float64), axis=axis, epsilon=1e-5)
-    x, scale, out = device.upload(x_np), device.upload(scale_np), poisoned(device, shape)
+    x, scale, out = device.upload(x_np), device.upload(scale_np), poisoned(device, shape, dtype)
     bias = device.upload(bias_np) if bias_np is not None else None
     run(device, lambda rec: record_layer_norm(rec, x, scale, out, bias, axis=axis, epsilon=1e-5))
-    what = f"layer norm {shape} axis={axis} bias={with_bias}"
-    check(device.download(out), ref.astype(np.float32), what, seed)
+    what = f"layer norm {shape} axis={axis} bias={with_bias} {np.dtype(dtype)}"
+    check(device.download(out), storage_ref(ref, dtype), what, seed, TOLERANCES[np.dtype(dtype)])
     release(device, x, scale, out, *([bias] if bias is not None else []))
 
 
-def test_layer_norm_accepts_scale_without_leading_ones(device: Device) -> None:
-    x_np, seed = uniform((2, 1, 33))
-    scale_np = np.full((33,), 0.5, np.float32)
-    ref = layer_norm(x_np.astype(np.float64), scale_np.astype(np.float64), axis=1, epsilon=1e-3)
-    x, scale, out = device.upload(x_np), device.upload(scale_np), poisoned(device, x_np.shape)
+@pytest.mark.parametrize(("shape", "axis"), LAYER_NORM_CASES)
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_layer_norm(device: Device, shape: tuple[int, ...], axis: int, with_bias: bool) -> None:
+    layer_norm_case(device, shape, axis, with_bias)
+
+
+@pytest.mark.parametrize(("shape", "axis"), LAYER_NORM_CASES)
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_layer_norm_float16_storage(device: Device, shape: tuple[int, ...], axis: int, with_bias: bool) -> None:
+    layer_norm_case(device, shape, axis, with_bias, np.float16)
+
+
+def scale_without_leading_ones_case(device: Device, dtype: type) -> None:
+    x_np, seed = uniform((2, 1, 33), dtype)
+    scale_np = np.full((33,), 0.5, dtype)
+    ref = storage_ref(layer_norm(x_np.astype(np.float64), scale_np.astype(np.float64), axis=1, epsilon=1e-3),
+                      dtype)
+    x, scale, out = device.upload(x_np), device.upload(scale_np), poisoned(device, x_np.shape, dtype)
     run(device, lambda rec: record_layer_norm(rec, x, scale, out, axis=1, epsilon=1e-3))
-    check(device.download(out), ref.astype(np.float32), "layer norm, scale (33,), normalised (1, 33)", seed)
+    check(device.download(out), ref, f"layer norm, scale (33,), normalised (1, 33) {np.dtype(dtype)}", seed,
+          TOLERANCES[np.dtype(dtype)])
     release(device, x, scale, out)
+
+
+def test_layer_norm_accepts_scale_without_leading_ones(device: Device) -> None:
+    scale_without_leading_ones_case(device, np.float32)
+
+
+def test_layer_norm_accepts_scale_without_leading_ones_float16_storage(device: Device) -> None:
+    scale_without_leading_ones_case(device, np.float16)
 
 
 REDUCE_MEAN_CASES = [
@@ -109,16 +147,45 @@ REDUCE_MEAN_CASES = [
 ]
 
 
+def reduce_mean_case(device: Device, shape: tuple[int, ...], axes: tuple[int, ...] | None, keepdims: bool,
+                     dtype: type = np.float32) -> None:
+    x_np, seed = uniform(shape, dtype)
+    ref = storage_ref(np.asarray(reduce_mean(x_np.astype(np.float64), axes, keepdims)), dtype)
+    x, out = device.upload(x_np), poisoned_any(device, ref.shape, dtype)
+    run(device, lambda rec: record_reduce_mean(rec, x, out, axes, keepdims))
+    check(device.download(out), ref, f"reduce_mean {shape} axes={axes} keepdims={keepdims} {np.dtype(dtype)}",
+          seed, TOLERANCES[np.dtype(dtype)])
+    release(device, x, out)
+
+
 @pytest.mark.parametrize(("shape", "axes"), REDUCE_MEAN_CASES)
 @pytest.mark.parametrize("keepdims", [True, False])
 def test_reduce_mean(device: Device, shape: tuple[int, ...], axes: tuple[int, ...] | None,
                      keepdims: bool) -> None:
-    x_np, seed = uniform(shape)
-    ref = np.asarray(reduce_mean(x_np.astype(np.float64), axes, keepdims), np.float32)
-    x, out = device.upload(x_np), poisoned_any(device, ref.shape)
-    run(device, lambda rec: record_reduce_mean(rec, x, out, axes, keepdims))
-    check(device.download(out), ref, f"reduce_mean {shape} axes={axes} keepdims={keepdims}", seed)
-    release(device, x, out)
+    reduce_mean_case(device, shape, axes, keepdims)
+
+
+@pytest.mark.parametrize(("shape", "axes"), REDUCE_MEAN_CASES)
+@pytest.mark.parametrize("keepdims", [True, False])
+def test_reduce_mean_float16_storage(device: Device, shape: tuple[int, ...], axes: tuple[int, ...] | None,
+                                     keepdims: bool) -> None:
+    reduce_mean_case(device, shape, axes, keepdims, np.float16)
+
+
+def test_reductions_refuse_mixed_storage(device: Device) -> None:
+    """One storage dtype per kernel: layer norm's scale and bias too."""
+    x16, out16, out32 = (device.tensor((2, 4), dt) for dt in (np.float16, np.float16, np.float32))
+    s16, s32 = device.tensor((4,), np.float16), device.tensor((4,))
+    m32 = device.tensor((2, 1))
+    for record in [
+        lambda rec: record_softmax(rec, x16, out32, -1),
+        lambda rec: record_reduce_mean(rec, x16, m32, (1,), True),
+        lambda rec: record_layer_norm(rec, x16, s32, out16),
+        lambda rec: record_layer_norm(rec, x16, s16, out16, s32),
+    ]:
+        with pytest.raises(KernelArgumentError, match="share one storage dtype"):
+            run(device, record)
+    release(device, x16, out16, out32, s16, s32, m32)
 
 
 def distinct_values(shape: tuple[int, ...]) -> tuple[np.ndarray, int]:

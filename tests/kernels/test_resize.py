@@ -1,4 +1,6 @@
-"""resize.comp against vkocr.engine.ops.resize on fresh random inputs (outputs poisoned with NaN)."""
+"""resize.comp against vkocr.engine.ops.resize on fresh random inputs (outputs poisoned with NaN).
+Each case also runs with float16 storage: nearest is still an exact gather; linear is interpolated in float32
+from the float16 inputs and rounded once, against the reference on the same inputs rounded once."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from tests.kernels.harness import check, fresh_rng, poisoned, release, run
+from tests.kernels.harness import TOLERANCES, check, fresh_rng, poisoned, release, run, storage_ref
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.resize import record_resize, source_map
@@ -40,21 +42,21 @@ Scales = tuple[float, float]
 
 
 def resize_case(device: Device, hw_in: HW, sizes: HW | None, scales: Scales | None, mode: str, ctm: str,
-                nearest_mode: str, channels: int = 3) -> None:
+                nearest_mode: str, channels: int = 3, dtype: type = np.float32) -> None:
     rng, seed = fresh_rng()
-    x_np = rng.uniform(-1, 1, (2, channels, *hw_in)).astype(np.float32)
-    ref = resize(x_np, sizes=None if sizes is None else (2, channels, *sizes),
-                 scales=None if scales is None else (1, 1, *scales), mode=mode,
-                 coordinate_transformation_mode=ctm, nearest_mode=nearest_mode)
-    x, out = device.upload(x_np), poisoned(device, ref.shape)
+    x_np = rng.uniform(-1, 1, (2, channels, *hw_in)).astype(dtype)
+    ref = storage_ref(resize(x_np.astype(np.float32), sizes=None if sizes is None else (2, channels, *sizes),
+                             scales=None if scales is None else (1, 1, *scales), mode=mode,
+                             coordinate_transformation_mode=ctm, nearest_mode=nearest_mode), dtype)
+    x, out = device.upload(x_np), poisoned(device, ref.shape, dtype)
     run(device, lambda rec: record_resize(rec, x, out, mode=mode, coordinate_transformation_mode=ctm,
                                           nearest_mode=nearest_mode, scales=scales))
     got = device.download(out)
-    what = f"{mode}/{nearest_mode} {ctm} {hw_in}->{ref.shape[2:]} scales={scales}"
+    what = f"{mode}/{nearest_mode} {ctm} {hw_in}->{ref.shape[2:]} scales={scales} {np.dtype(dtype)}"
     if mode == "nearest":  # a pure gather: every element must be the very input value
         assert np.array_equal(got, ref), f"{what}: {np.sum(got != ref)} elements differ; seed {seed}"
     else:
-        check(got, ref, what, seed)
+        check(got, ref, what, seed, TOLERANCES[np.dtype(dtype)])
     release(device, x, out)
 
 
@@ -67,11 +69,27 @@ def test_resize_matches_reference(
     resize_case(device, hw_in, sizes, scales, mode, ctm, nearest_mode)
 
 
+@pytest.mark.parametrize(("mode", "nearest_mode"), MODES)
+@pytest.mark.parametrize("ctm", COORDINATE_MODES)
+@pytest.mark.parametrize(("hw_in", "sizes", "scales"), CASES)
+def test_resize_float16_storage_matches_reference(
+    device: Device, hw_in: HW, sizes: HW | None, scales: Scales | None, ctm: str, mode: str, nearest_mode: str
+) -> None:
+    resize_case(device, hw_in, sizes, scales, mode, ctm, nearest_mode, dtype=np.float16)
+
+
 def test_resize_large_output_folds_grid(device: Device) -> None:
     """16.8 M outputs (67 MB, under lavapipe's 128 MB storage-buffer range) need more than 65535 workgroups
     of 256: the grid folds into 2-D."""
     resize_case(device, (1025, 2048), None, (2.0, 2.0), "nearest", "asymmetric", "round_prefer_floor",
                 channels=1)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_large_output_float16_storage(device: Device, mode: str) -> None:
+    """The folded grid again with 2-byte elements (33.6 MB), and bilinear over it."""
+    resize_case(device, (1025, 2048), None, (2.0, 2.0), mode, "asymmetric", "round_prefer_floor", channels=1,
+                dtype=np.float16)
 
 
 def test_source_map_is_exact_at_ties() -> None:
@@ -109,5 +127,13 @@ def test_resize_rejects_non_float32(device: Device) -> None:
     x, out = device.tensor((1, 1, 2, 2), np.int32), device.tensor((1, 1, 4, 4), np.int32)
     with pytest.raises(KernelArgumentError):
         run(device, lambda rec: record_resize(rec, x, out, mode="nearest",
+                                              coordinate_transformation_mode="asymmetric"))
+    release(device, x, out)
+
+
+def test_resize_refuses_mixed_storage(device: Device) -> None:
+    x, out = device.tensor((1, 1, 2, 2), np.float16), device.tensor((1, 1, 4, 4))
+    with pytest.raises(KernelArgumentError, match="share one storage dtype"):
+        run(device, lambda rec: record_resize(rec, x, out, mode="linear",
                                               coordinate_transformation_mode="asymmetric"))
     release(device, x, out)
