@@ -22,7 +22,7 @@ KEYS = {"date", "machine", "backend", "images", "distinct_shapes", "ours_pass1_m
 
 
 @pytest.mark.slow  # about a minute and a half on lavapipe: five reads and RapidOCR
-@pytest.mark.skipif(not IMAGE.is_file(), reason=f"{IMAGE} is absent (RapidOCR's compatibility images)")
+@pytest.mark.compat
 def test_a_two_pass_stream_on_lavapipe() -> None:
     pytest.importorskip("rapidocr_onnxruntime")
     from vkocr.agent.cli.bench_stream import format_stream_results, run_stream_bench

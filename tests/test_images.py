@@ -30,7 +30,6 @@ load_image = pytest.importorskip("rapidocr_onnxruntime.utils.load_image", reason
 cv2 = pytest.importorskip("cv2", reason="opencv-python (test-only, pulled in by rapidocr-onnxruntime)")
 
 COMPAT = COMPAT_IMAGES
-needs_compat = pytest.mark.skipif(not COMPAT.is_dir(), reason=f"compatibility images absent ({COMPAT})")
 
 U8 = npt.NDArray[np.uint8]
 
@@ -519,7 +518,7 @@ COMPAT_IMAGES = [
 ]
 
 
-@needs_compat
+@pytest.mark.compat
 @pytest.mark.parametrize("name", COMPAT_IMAGES)
 def test_compat_images_equal_rapidocr(name: str) -> None:
     path = COMPAT / name
@@ -535,7 +534,7 @@ def test_compat_images_equal_rapidocr(name: str) -> None:
         np.testing.assert_array_equal(out, want)
 
 
-@needs_compat
+@pytest.mark.compat
 def test_compat_transparent_images_take_both_branches() -> None:
     black = decode_image(COMPAT / "black_font_color_transparent.png")
     white = decode_image(COMPAT / "white_font_color_transparent.png")
@@ -544,14 +543,14 @@ def test_compat_transparent_images_take_both_branches() -> None:
         assert (out == 255).mean() > 0.5
 
 
-@needs_compat
+@pytest.mark.compat
 def test_compat_1_bit_png() -> None:
     assert Image.open(COMPAT / "issue_170.png").mode == "1"
     out = decode_image(COMPAT / "issue_170.png")
     assert set(np.unique(out)) <= {0, 255}
 
 
-@needs_compat
+@pytest.mark.compat
 def test_compat_two_channel_array() -> None:
     arr = np.load(COMPAT / "two_dim_image.npy")
     assert arr.shape[2] == 2 and arr.dtype == np.uint8
@@ -562,7 +561,7 @@ def test_compat_two_channel_array() -> None:
     np.testing.assert_array_equal(out[opaque][:, 0], arr[..., 0][opaque])  # opaque → its gray
 
 
-@needs_compat
+@pytest.mark.compat
 def test_compat_decoded_arrays_as_rapidocr_takes_them() -> None:
     path = COMPAT / "ch_en_num.jpg"
     bgr = load_image.LoadImage()(path)  # a BGR array, as RapidOCR's tests pass it

@@ -15,14 +15,13 @@ import numpy as np
 import pytest
 from shapely.geometry import Polygon
 
-from tests.paths import SHARED
+from tests.paths import COMPAT, COMPAT_IMAGES
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.postproc.result import OcrResult
 
-COMPAT = SHARED / "compat" / "rapidocr-1.4.4"
-IMAGES = COMPAT / "images"
-pytestmark = pytest.mark.skipif(not IMAGES.is_dir(), reason=f"{IMAGES} is absent (RapidOCR's compatibility images)")
-REFERENCE = json.loads((COMPAT / "reference.json").read_text()) if IMAGES.is_dir() else {}
+IMAGES = COMPAT_IMAGES
+pytestmark = pytest.mark.compat
+REFERENCE = json.loads((COMPAT / "reference.json").read_text()) if IMAGES.is_dir() else {}  # read at collection
 RAPIDOCR = {"apply_exif": False}
 
 

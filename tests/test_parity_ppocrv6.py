@@ -74,7 +74,7 @@ def test_procedure_is_rapidocr_310(ocr: OcrPipeline) -> None:
     assert ocr.options.procedure == "rapidocr-3.10"
 
 
-@pytest.mark.skipif(not COMPAT_IMAGES.is_dir(), reason=f"{COMPAT_IMAGES} is absent (RapidOCR's images)")
+@pytest.mark.compat
 def test_compat_images_match_rapidocr_310(ocr: OcrPipeline, reference: Any) -> None:
     """Every compat image on the CPU backend (35 lines); on lavapipe four of them (v6 on lavapipe reads all
     eleven in about 26 minutes, more than CI can give one test). short.png letterboxed to 736x4416 makes v6

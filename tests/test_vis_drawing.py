@@ -15,7 +15,7 @@ from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.visualize import IMAGE_FILL, colour, draw_result
 from vkocr.postproc.result import OcrLine, OcrResult
 
-pytestmark = pytest.mark.skipif(not COMPAT.is_dir(), reason=f"compatibility images absent ({COMPAT})")
+pytestmark = pytest.mark.compat
 
 
 @pytest.fixture(scope="module")

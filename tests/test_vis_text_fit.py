@@ -21,7 +21,7 @@ from vkocr.agent.ocr.fonts import find_font
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.ocr.text_fit import TextInk, box_sides, reads_vertically, text_ink
 
-pytestmark = pytest.mark.skipif(not COMPAT.is_dir(), reason=f"compatibility images absent ({COMPAT})")
+pytestmark = pytest.mark.compat
 
 Line = tuple[str, np.ndarray]  # text, 4×2 box
 FILLED = 0.5  # the ink spans at least this share of the box's width or of its height

@@ -176,7 +176,7 @@ def compare(ours: Any, theirs: Any, what: str) -> int:
     return count
 
 
-@pytest.mark.skipif(not COMPAT_IMAGES.is_dir(), reason=f"{COMPAT_IMAGES} is absent (RapidOCR's images)")
+@pytest.mark.compat
 def test_compat_images_match_rapidocr_310(ocr: OcrPipeline, reference: Any) -> None:
     words = 0
     for name in COMPAT:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import ROOT, SHARED
+from tests.paths import COMPAT, ROOT
 from vkocr.agent.bundles.bundle import verify
 from vkocr.agent.bundles.signing import TrustedKeys
 from vkocr.agent.bundles.store import ModelStore
@@ -49,13 +49,12 @@ def test_dev_bundle_with_a_rendered_self_test_is_idempotent(tmp_path: Path, caps
     assert bundle.stat().st_mtime_ns == stamp and len(store.versions()) == 1
 
 
-@pytest.mark.skipif(not (SHARED / "compat" / "rapidocr-1.4.4" / "images" / "issue_170.png").is_file(),
-                    reason="../shared/compat is absent")
+@pytest.mark.compat
 def test_dev_bundle_carries_rapidocr_s_image_when_present(tmp_path: Path) -> None:
     script = load_script()
-    assert script.main(["--state", str(tmp_path / "state")]) == 0
+    assert script.main(["--state", str(tmp_path / "state"), "--compat", str(COMPAT)]) == 0
     [bundle] = (tmp_path / "state" / "bundles").glob("*.vkb")
     manifest = verify(bundle, TrustedKeys.from_paths([tmp_path / "state" / "keys"]))
     assert [(t.image, t.expect) for t in manifest.self_tests] == [("selftest/issue_170.png", "TEST")]
     image = manifest.file("selftest/issue_170.png")
-    assert image.size == (SHARED / "compat" / "rapidocr-1.4.4" / "images" / "issue_170.png").stat().st_size
+    assert image.size == (COMPAT / "images" / "issue_170.png").stat().st_size

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.graph.conftest import GetModel
 from tests.graph.test_memory_plan import check_plan
 from tests.kernels.harness import fresh_rng
-from tests.paths import MODELS, SHARED
+from tests.paths import COMPAT_IMAGES, MODELS
 from vkocr.engine.device import Device
 from vkocr.engine.errors import VkocrError
 from vkocr.engine.graph.compare import onnxruntime_values, rel_err
@@ -26,7 +26,6 @@ from vkocr.engine.graph.plan import InputError, Plan, lifetimes, view_sources
 DET = MODELS / "ch_PP-OCRv4_det_infer.onnx"
 CLS = MODELS / "ch_ppocr_mobile_v2.0_cls_infer.onnx"
 REC = MODELS / "ch_PP-OCRv4_rec_infer.onnx"
-IMAGES = SHARED / "compat" / "rapidocr-1.4.4" / "images"
 DET_LOGITS = "p2o.Add.281"  # input of det's final Sigmoid in the ONNX file
 BACKENDS = ("vulkan", "numpy")
 TOLERANCE = 1e-4
@@ -41,10 +40,8 @@ def image_input(name: str, shape: tuple[int, ...]) -> np.ndarray:
     """DESIGN.md preprocessing: RGB, Pillow bilinear resize to the plan's H × W, /255, mean 0.5, std 0.5, NCHW."""
     from PIL import Image
 
-    if not IMAGES.is_dir():
-        pytest.skip(f"{IMAGES} is absent (the RapidOCR 1.4.4 compatibility images)")
     n, _, h, w = shape
-    with Image.open(IMAGES / name) as img:
+    with Image.open(COMPAT_IMAGES / name) as img:
         rgb = np.asarray(img.convert("RGB").resize((w, h), Image.Resampling.BILINEAR), np.float32)
     chw = ((rgb / 255.0 - 0.5) / 0.5).transpose(2, 0, 1)
     return np.ascontiguousarray(np.broadcast_to(chw, (n, *chw.shape)), dtype=np.float32)
@@ -68,6 +65,7 @@ def shape_id(shape: tuple[int, ...]) -> str:
 # -- whole models against onnxruntime ---------------------------------------------------------------------------
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("shape", DET_SHAPES, ids=shape_id)
 def test_det_on_a_real_image_matches_onnxruntime(models: GetModel, backend: str, shape: tuple[int, ...]) -> None:
@@ -131,6 +129,7 @@ def test_rec_matches_onnxruntime_at_every_time_step(models: GetModel, backend: s
     check_classes(model.run(x), reference(REC, x, [model.output])[model.output], what, seed)
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_rec_on_a_real_text_line_matches_onnxruntime(models: GetModel, backend: str) -> None:
     x = image_input("text_rec.jpg", (1, 3, 48, 320))

@@ -16,7 +16,7 @@ from vkocr.postproc.db import db_boxes
 IMAGES = ["ch_en_num.jpg", "text_vertical_words.png", "black_font_color_transparent.png", "issue_170.png"]
 VARIANTS: list[dict[str, Any]] = [{}, {"box_thresh": 0.3, "unclip_ratio": 2.0}, {"thresh": 0.2, "score_mode": "slow"}]
 
-pytestmark = pytest.mark.skipif(not (COMPAT / "images").is_dir(), reason=f"{COMPAT} is absent (compat images)")
+pytestmark = pytest.mark.compat
 
 
 @pytest.fixture(scope="module")
