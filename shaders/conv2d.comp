@@ -1,6 +1,7 @@
 #version 450
 // ONNX Conv (NCHW) as an implicit GEMM, one GEMM per (image, group) = gl_WorkGroupID.z:
 //   out[img, g·Cog + m, n] = act(bias[g·Cog + m] + Σ_k W[g·Cog + m, k] · im2col[k, n]) (· post_scale + post_shift)
+//                            (+ residual[img, g·Cog + m, n]: the Add that passes.fuse_residual folded in)
 // with M = Cout/group, N = Hout·Wout, K = (Cin/group)·KH·KW. load_b builds the im2col element on the fly
 // (zero in the padding); POINTWISE (1×1, stride 1, no padding) reads the input as a plain K × N matrix.
 // The kernel size is a specialization constant so that splitting k into (channel, row, column) is a
@@ -13,6 +14,7 @@ layout(constant_id = 8) const bool POINTWISE = false;
 layout(constant_id = 9) const uint KH = 3;
 layout(constant_id = 10) const uint KW = 3;
 layout(constant_id = 11) const bool POST_AFFINE = false;  // scale and shift after the activation
+layout(constant_id = 12) const bool RESIDUAL = false;     // add the residual tensor last
 const bool A_K_FAST = true;   // weights are row-major (Cout, Cin/group·KH·KW)
 const bool B_N_FAST = true;   // consecutive n are consecutive output columns
 
@@ -20,6 +22,7 @@ layout(std430, set = 0, binding = 0) readonly buffer BufX { STORE_T x[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufW { STORE_T w[]; };
 layout(std430, set = 0, binding = 2) readonly buffer BufBias { STORE_T bias[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer BufOut { STORE_T y[]; };
+layout(std430, set = 0, binding = 4) readonly buffer BufResidual { STORE_T residual[]; };
 
 layout(push_constant) uniform Params {
     uint group;
@@ -59,7 +62,9 @@ void store_c(uint batch, uint m, uint n, float acc) {
     if (p.has_bias != 0) acc += float(bias[first_channel + m]);
     float v = activate(acc, int(p.act), p.act_alpha, p.act_beta);
     if (POST_AFFINE) v = post_affine(v, p.post_scale, p.post_shift);
-    y[base_y + m * (p.Hout * p.Wout) + n] = STORE(v);
+    uint at = base_y + m * (p.Hout * p.Wout) + n;
+    if (RESIDUAL) v += float(residual[at]);
+    y[at] = STORE(v);
 }
 
 #include "gemm_tile.glsl"

@@ -160,3 +160,30 @@ def test_an_fp16_plan_casts_only_where_precisions_meet(device: Device) -> None:
         want = run_numpy(specialize_for(model.graph, x.shape, precision=False), {"x": x})["y"]
         got = model.run(x)
         assert np.linalg.norm(got - want) / np.linalg.norm(want) < 4e-3
+
+
+def test_a_residual_add_joins_its_conv_only_where_it_is_the_conv_s_own(device: Device) -> None:
+    """Add(conv(x), r) becomes the conv's epilogue when shapes match and the conv feeds the Add alone; a
+    broadcasting Add, or a conv read elsewhere too, keeps its own Add. The fused plan computes the same."""
+    rng, seed = fresh_rng()
+    nodes = [Node("Conv", "skip", ["x", "w1"], ["s"], {"pads": [1, 1, 1, 1]}),
+             Node("Conv", "body", ["s", "w2"], ["b"], {"activation": "relu"}),
+             Node("Add", "res", ["b", "s"], ["r"]),  # fuses into body
+             Node("GlobalAveragePool", "gap", ["s"], ["c"]),
+             Node("Conv", "head", ["r", "w2"], ["h"], {}),
+             Node("Add", "bias_like", ["h", "c"], ["y"])]  # broadcasts (1, 4, 1, 1) over h: stays
+    graph = Graph(nodes, ["x"], ["y"], {"w1": weights(4, 3, 3, 3), "w2": weights(4, 4, 1, 1)})
+    for precision in ("fp32", "fp16"):
+        with Model(graph, device, precision=PrecisionPlan(precision)) as model:
+            spec = model.plan((1, 3, 9, 11)).spec
+            ops = [(n.op, n.name) for n in spec.graph.nodes if n.op != "StorageCast"]
+            assert ops == [("Conv", "skip"), ("Conv", "body"), ("GlobalAveragePool", "gap"), ("Conv", "head"),
+                           ("Add", "bias_like")], ops
+            body = next(n for n in spec.graph.nodes if n.name == "body")
+            assert body.inputs[3].startswith("s") and body.outputs == ["r"]
+            x = rng.uniform(-1, 1, (1, 3, 9, 11)).astype(np.float32)
+            unfused = Graph(list(nodes), ["x"], ["y"], dict(graph.constants))
+            want = run_numpy(specialize_for(unfused, x.shape, precision=False), {"x": x})["y"]
+            got = model.run(x)
+            err = np.linalg.norm(got - want) / np.linalg.norm(want)
+            assert err < (4e-3 if precision == "fp16" else 1e-5), f"{precision}: {err}; seed {seed}"

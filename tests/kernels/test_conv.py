@@ -166,3 +166,24 @@ def test_conv2d_post_affine(device: Device, case: Case, activation: str) -> None
                                           **attrs))
     check(device.download(out), ref, f"conv2d {case} {activation} · {scale} + {shift}", seed)
     release(device, x, w, out)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("case", [CASES[0], CASES[4], CASES[13]], ids=str)
+def test_conv2d_adds_a_residual_after_its_epilogue(device: Device, case: Case, dtype: type) -> None:
+    """out = act(conv + b) + r, r read at out's own index (passes.fuse_residual's fused Add)."""
+    rng, seed = fresh_rng()
+    x_np = rng.uniform(-1.0, 1.0, case.x).astype(dtype)
+    w_np = rng.uniform(-1.0, 1.0, (case.cout, case.x[1] // case.group, *case.kernel)).astype(dtype)
+    attrs = dict(strides=case.strides, pads=case.pads, dilations=case.dilations, group=case.group)
+    plain = conv2d(x_np.astype(np.float32), w_np.astype(np.float32), None, activation="relu",
+                   **attrs)  # type: ignore[arg-type]
+    r_np = rng.uniform(-1.0, 1.0, plain.shape).astype(dtype)
+    ref = storage_ref(plain + r_np.astype(np.float32), dtype)
+    x, w, r, out = device.upload(x_np), device.upload(w_np), device.upload(r_np), poisoned(device, ref.shape, dtype)
+    run(device, lambda rec: record_conv2d(rec, x, w, out, activation="relu", residual=r, **attrs))  # type: ignore[arg-type]
+    check(device.download(out), ref, f"conv2d+residual {case} {np.dtype(dtype)}", seed, TOLERANCES[np.dtype(dtype)])
+    bad = device.upload(np.ones((1, 1, 1, 1), dtype))
+    with pytest.raises(KernelArgumentError, match="residual"):
+        run(device, lambda rec: record_conv2d(rec, x, w, out, residual=bad, **attrs))  # type: ignore[arg-type]
+    release(device, x, w, r, out, bad)

@@ -266,17 +266,25 @@ def _prepare_conv(node: Node, static: list[Tensor | None], consts: NodeConstants
     if w is None or node.attrs.get("auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER"):
         return None  # weights computed at runtime, or pads that follow the input shape
     kernel = conv_kernel(node, w, optional(static, 2) is not None, None)
+    residual = has_residual(node)
 
     def emit(rec: Recorder, ins: list[Tensor | None], outs: list[Tensor]) -> None:
-        kernel.record(rec, operand(node, ins, 0), operand(node, ins, 1), outs[0], optional(ins, 2))
+        r = operand(node, ins, 3) if residual else None
+        kernel.record(rec, operand(node, ins, 0), operand(node, ins, 1), outs[0], optional(ins, 2), residual=r)
 
     return emit
+
+
+def has_residual(node: Node) -> bool:
+    """A Conv that passes.fuse_residual gave a fourth input: added to its output in the epilogue."""
+    return len(node.inputs) > 3 and bool(node.inputs[3])
 
 
 @lowers("Conv", prepare=_prepare_conv)
 def _conv(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor], consts: NodeConstants) -> None:
     x, w, b = operand(node, ins, 0), operand(node, ins, 1), optional(ins, 2)
-    conv_kernel(node, w, b is not None, x.shape).record(rec, x, w, outs[0], b)
+    r = operand(node, ins, 3) if has_residual(node) else None
+    conv_kernel(node, w, b is not None, x.shape).record(rec, x, w, outs[0], b, residual=r)
 
 
 @lowers("ConvTranspose")

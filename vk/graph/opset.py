@@ -125,7 +125,7 @@ def _run_conv(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
     post = post_affine(node)
     if post is not None:  # the Mul and Add that passes.fuse_post_affine replaced, rounded as they were
         y = y * y.dtype.type(post[0]) + y.dtype.type(post[1])
-    return [y]
+    return [y + x[3] if len(x) > 3 else y]  # the Add that passes.fuse_residual folded in
 
 
 def conv_transpose_attrs(node: Node) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
 
-CONV2D = KernelDef("conv2d", ("r", "r", "r", "w"), 76)
+CONV2D = KernelDef("conv2d", ("r", "r", "r", "w", "r"), 76)  # x, w, bias, out, residual
 
 
 def conv_output_shape(
@@ -78,22 +78,26 @@ class Conv2d:
         pointwise = kh == kw == sh == sw == 1 and pt == 0 and pl == 0 and pb == 0 and pr == 0  # (pads may be symbolic)
         # the kernel size is specialised (constant division); shapes and the rest travel as push constants
         self._constants = (int(pointwise), kh, kw, int(post_affine is not None))
+        self._pointwise = pointwise
         scale, shift = post_affine if post_affine is not None else (1.0, 0.0)
         self._push_head = pack("3I", group, cin_g, self.cout_g)
         self._push_tail = pack("6I2I4f", sh, sw, dh, dw, pt, pl, int(has_bias), act, float(alpha), float(beta),
                                float(scale), float(shift))
 
     def record(self, rec: Recorder, x: Tensor, w: Tensor, out: Tensor, b: Tensor | None = None, *,
-               tile: str | None = None) -> None:
-        """One GEMM per (image, group) for input x (N, Cin, H, W); `tile` forces a tile config. Every tensor
-        stores float32, or every one float16 (accumulating in float32 all the same)."""
-        kernel = storage(CONV2D, x, w, out, b)
+               residual: Tensor | None = None, tile: str | None = None) -> None:
+        """One GEMM per (image, group) for input x (N, Cin, H, W), plus `residual` (out's shape) in the epilogue
+        when given; `tile` forces a tile config. Every tensor stores float32, or every one float16
+        (accumulating in float32 all the same)."""
+        kernel = storage(CONV2D, x, w, out, b, residual)
         if tuple(w.shape) != self.w_shape or (b is not None) != self.has_bias:
             raise KernelArgumentError(f"conv2d prepared for w {self.w_shape} (bias: {self.has_bias}), given "
                                       f"{tuple(w.shape)} (bias: {b is not None})")
         shape = conv_output_shape(x.shape, self.w_shape, strides=self._strides, pads=self._pads,
                                   dilations=self._dilations, group=self.group)
         require_shape(out, shape, "conv2d output")
+        if residual is not None:
+            require_shape(residual, shape, "conv2d residual")
         n, cout, oh, ow = shape
         if b is not None:
             require_shape(b, (cout,), "conv2d bias")
@@ -101,9 +105,10 @@ class Conv2d:
         chosen = pick_tile(self.cout_g, oh * ow, n * self.group, tile)
         groups = chosen.groups(self.cout_g, oh * ow, n * self.group)
         check_groups(rec, groups, "conv2d")
-        pipeline = rec.device.pipeline(kernel, (*chosen.constants(), *self._constants))
+        pipeline = rec.device.pipeline(kernel, (*chosen.constants(), *self._constants, int(residual is not None)))
         push = self._push_head + pack("4I", h, wd, oh, ow) + self._push_tail
-        views = [x.view, w.view, (b if b is not None else w).view, out.view]
+        views = [x.view, w.view, (b if b is not None else w).view, out.view, (residual if residual is not None
+                                                                              else w).view]
         rec.dispatch(pipeline, views, push, groups, label="conv2d")
 
 
@@ -122,11 +127,12 @@ def record_conv2d(
     alpha: float = 0.0,
     beta: float = 0.0,
     post_affine: tuple[float, float] | None = None,
+    residual: Tensor | None = None,
     tile: str | None = None,
 ) -> None:
-    """out = act(conv(x, w) + b) (· scale + shift when `post_affine` = (scale, shift), in one fma): x (N, Cin,
-    H, W), w (Cout, Cin/group, kh, kw), b (Cout,), pads (top, left, bottom, right). One GEMM per (image,
-    group); `tile` forces a tile config."""
+    """out = act(conv(x, w) + b) (· scale + shift when `post_affine` = (scale, shift), in one fma) (+ residual,
+    of out's shape): x (N, Cin, H, W), w (Cout, Cin/group, kh, kw), b (Cout,), pads (top, left, bottom, right).
+    One GEMM per (image, group); `tile` forces a tile config."""
     Conv2d(w.shape, has_bias=b is not None, strides=strides, pads=pads, dilations=dilations, group=group,
            activation=activation, alpha=alpha, beta=beta, post_affine=post_affine).record(rec, x, w, out, b,
-                                                                                           tile=tile)
+                                                                                           residual=residual, tile=tile)

@@ -79,9 +79,13 @@ class DepthwiseConv2d:
         scale, shift = post_affine if post_affine is not None else (1.0, 0.0)
         self._push_tail = pack("2f", float(scale), float(shift))
 
-    def record(self, rec: Recorder, x: Tensor, w: Tensor, out: Tensor, b: Tensor | None = None) -> None:
+    def record(self, rec: Recorder, x: Tensor, w: Tensor, out: Tensor, b: Tensor | None = None, *,
+               residual: Tensor | None = None) -> None:
         """For input x (N, C, H, W). Every tensor stores float32, or every one float16 (weights and bias
-        too; accumulating in float32 all the same)."""
+        too; accumulating in float32 all the same). No residual: passes.fuse_residual leaves depthwise convs
+        their own Add."""
+        if residual is not None:
+            raise KernelArgumentError("conv2d_depthwise adds no residual")
         kernel = storage(DEPTHWISE, x, w, out, b)
         n, c, h, wd = require_nchw(x, "depthwise conv input")
         if tuple(w.shape) != self.w_shape or c != self.w_shape[0]:
