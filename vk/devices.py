@@ -105,17 +105,23 @@ COOPMAT_EXTENSION = "VK_KHR_cooperative_matrix"
 def coopmat_shapes(instance: Any, physical_device: Any) -> tuple[tuple[int, int, int], ...]:
     """The cooperative-matrix shapes (M, N, K) the device lists with subgroup scope, fp16 A and B, fp32 C and
     result, no saturation: the ones conv2d_coopmat.comp can use. vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR
-    is an extension function: called through vkGetInstanceProcAddr, raw, so that every output struct carries
-    its sType (the binding's own wrapper leaves them zero). Each array stays in a local until the call returns."""
+    is an extension function: got through vkGetInstanceProcAddr and called raw (list_coopmat_shapes)."""
+    vk = binding()
+    address = vk.lib.vkGetInstanceProcAddr(instance, b"vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
+    if address == vk.ffi.NULL:
+        return ()
+    return list_coopmat_shapes(vk.ffi.cast("PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR", address),
+                               physical_device)
+
+
+def list_coopmat_shapes(fn: Any, physical_device: Any) -> tuple[tuple[int, int, int], ...]:
+    """Call the properties function `fn` (a CFFI function pointer) the two-call way, every output struct with its
+    sType (the binding's own wrapper leaves them zero), the arrays in locals until the calls return."""
     vk = binding()
     ffi = vk.ffi
-    name = b"vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"
-    address = vk.lib.vkGetInstanceProcAddr(instance, name)
-    if address == ffi.NULL:
-        return ()
-    fn = ffi.cast("PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR", address)
+    name = "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"
     count = ffi.new("uint32_t*")
-    check(fn(physical_device, count, ffi.NULL), "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
+    check(fn(physical_device, count, ffi.NULL), name)
     if count[0] == 0:
         return ()
     props = ffi.new("VkCooperativeMatrixPropertiesKHR[]", count[0])
@@ -123,8 +129,8 @@ def coopmat_shapes(instance: Any, physical_device: Any) -> tuple[tuple[int, int,
         props[i].sType = vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
         props[i].pNext = ffi.NULL
     result = fn(physical_device, count, props)
-    if result not in (vk.VK_SUCCESS, vk.VK_INCOMPLETE):
-        check(result, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
+    if result != vk.VK_INCOMPLETE:  # INCOMPLETE: the list grew between the calls; what was written is good
+        check(result, name)
     f16, f32 = vk.VK_COMPONENT_TYPE_FLOAT16_KHR, vk.VK_COMPONENT_TYPE_FLOAT32_KHR
     shapes = {
         (int(p.MSize), int(p.NSize), int(p.KSize))

@@ -8,9 +8,9 @@ automatic choice skips it, naming it still opens it) or turns on a named workaro
 
 | vendor | device / name | driver versions | effect | why |
 |--------|---------------|-----------------|--------|-----|
-| AMD | RDNA2 (RX 6000, W6000, NAVI2x, Van Gogh, Rembrandt, Raphael, Mendocino) | all | `no_coopmat` | emulated cooperative matrix, slower than plain shaders (ncnn, llama.cpp deny it) |
-| Qualcomm | Adreno | all | `no_coopmat` | tile unrolls break the driver (ncnn denies it) |
-| Intel | Arc A-series (Xe-HPG, DG2) | all | `no_coopmat` | advertises it and regresses (llama.cpp #24404) |
+| AMD | RDNA2 (RX 6000, W6000, NAVI2x, Van Gogh, Rembrandt, …) | all | `no_coopmat` | emulated, slow (ncnn, llama.cpp) |
+| Qualcomm | Adreno | all | `no_coopmat` | tile unrolls break the driver (ncnn) |
+| Intel | Arc A-series (Xe-HPG, DG2) | all | `no_coopmat` | advertised, regresses (llama.cpp #24404) |
 
 `no_coopmat` turns VK_KHR_cooperative_matrix off on that device (vk/coopmat.py): its convolutions run the plain
 shaders. No driver is known to misbehave with vkocr's other kernels; an entry goes here, with the issue that found

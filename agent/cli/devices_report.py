@@ -97,8 +97,9 @@ def cmd_devices(args: argparse.Namespace) -> int:
 def add_devices_parser(sub: Any) -> None:
     devices = sub.add_parser("devices", help="list Vulkan devices and the backend vkocr would choose",
                              description="List every Vulkan device: name, type, vendor and driver, API version, "
-                             "memory heaps, subgroup size, fp16/int8 support, workgroup limits, cooperative-matrix shapes (fp16 "
-                             "inputs, fp32 accumulators) and whether convolutions use them, whether it is usable "
+                             "memory heaps, subgroup size, fp16/int8 support, workgroup limits, cooperative-matrix "
+                             "shapes (fp16 inputs, fp32 accumulators) and whether convolutions use them, whether it "
+                             "is usable "
                              "(CPU implementations of Vulkan and devices a quirk denies are chosen only by name), "
                              "and the backend vkocr would choose and why: a Vulkan device, else the CPU backend "
                              "(onnxruntime).")

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from vkocr.engine.coopmat import switched_off
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.matmul import check_groups
+from vkocr.engine.memory import BufferView
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
-from vkocr.engine.memory import BufferView
 
 CONV2D_COOPMAT = KernelDef("conv2d_coopmat", ("r", "r", "r", "w"), 76)
 AUTO_PRECISIONS = ("fp16",)  # storage precisions whose convolutions take the matrices unasked
