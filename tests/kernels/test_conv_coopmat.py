@@ -1,7 +1,9 @@
 """Cooperative-matrix convolutions (vk/coopmat.py, vk/kernels/conv_coopmat.py, shaders/conv2d_coopmat.comp) as far
-as lavapipe, which has no cooperative matrix, can take them: which path a convolution takes (the SIMT kernel on a
-device without matrices, with VKOCR_COOPMAT=0, under a quirk; the matrices only where they serve), the probe's
-raw properties call, the shipped SPIR-V. The kernel itself runs on the H200: scripts/check_coopmat.py."""
+as lavapipe, which has no cooperative matrix before Mesa 26, can take them: which path a convolution takes (the
+SIMT kernel on a device without matrices, with VKOCR_COOPMAT=0, under a quirk; the matrices only where they serve),
+the probe's raw properties call, the shipped SPIR-V. The kernel itself runs against NumPy where the test device
+has matrices (Mesa 26's lavapipe lists 8×8×8: see test_coopmat_conv_matches_numpy) and on the H200 through
+scripts/check_coopmat.py."""
 
 from __future__ import annotations
 
@@ -13,14 +15,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.kernels.harness import poisoned, release
+from tests.kernels.harness import check, fresh_rng, poisoned, release, storage_ref
+from tests.kernels.test_conv import CASES as SIMT_CASES
+from tests.kernels.test_conv import Case
 from vkocr.engine.coopmat import ENV, usable_shape, why_not
 from vkocr.engine.device import Device
 from vkocr.engine.devices import DeviceInfo, MemoryHeap, assess, list_coopmat_shapes
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv import Conv2d
-from vkocr.engine.kernels.conv_coopmat import SQUARE, THIN, coopmat_shape, pick_coopmat_tile
+from vkocr.engine.kernels.conv_coopmat import SQUARE, THIN, CoopmatTile, coopmat_shape, pick_coopmat_tile
 from vkocr.engine.loader import binding
+from vkocr.engine.ops.conv import conv2d
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.shaders import spirv
 
@@ -119,8 +124,10 @@ def test_tiles_fit_and_cover_the_rows() -> None:
         assert bm >= min(m, 64)
 
 
-def test_lavapipe_keeps_the_simt_kernel(device: Device) -> None:
-    assert device.coopmat_shape is None and device.coopmat_why_not
+def test_a_device_without_matrices_keeps_the_simt_kernel(device: Device) -> None:
+    if device.coopmat_shape is not None:
+        pytest.skip(f"{device.info.name} has cooperative matrices")
+    assert device.coopmat_why_not
     assert coopmat_shape(device, "fp16", 64, 576) is None
     with pytest.raises(KernelArgumentError, match="has none"):
         coopmat_shape(device, "fp16", 64, 576, want=True)
@@ -184,3 +191,49 @@ def test_shipped_spirv_needs_only_what_the_device_enables(name: str) -> None:
     cooperative_matrix_khr, vulkan_memory_model, float16, storage16 = 6022, 5345, 9, 4433
     assert {cooperative_matrix_khr, vulkan_memory_model, float16} <= capabilities
     assert (storage16 in capabilities) == name.endswith(".fp16")
+
+
+# conv2d's cases, asked onto the matrices even where M or K is tiny (partial tiles everywhere), and some of its own
+COOPMAT_CASES = [*SIMT_CASES,
+    Case((1, 16, 9, 70), 16, (1, 1)),                                          # pointwise, N over several tiles
+    Case((1, 20, 23, 19), 17, (3, 3), pads=(1, 1, 1, 1)),                      # partial M
+    Case((2, 5, 30, 30), 100, (3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),      # partial M and K, batch 2
+    Case((1, 64, 20, 24), 64, (3, 3), pads=(1, 1, 1, 1), group=2, bias=False),  # grouped
+    Case((1, 16, 12, 40), 24, (3, 5), strides=(2, 1), pads=(1, 2, 0, 3), attrs={"activation": "relu"}),
+    Case((1, 32, 21, 23), 48, (3, 3), pads=(1, 1, 1, 1), attrs={"activation": "hardswish", "alpha": 1 / 6,
+                                                                 "beta": 0.5, "post_affine": (0.5, -0.25)}),
+]
+# one column per thread (the workgroup's invocations a multiple of the tile's columns, as on NVIDIA) and not
+ONE_COLUMN = CoopmatTile(sg_m=4, sg_n=1, fm=1, fn=1)
+TILES = [None, ONE_COLUMN, CoopmatTile(sg_m=2, sg_n=2, fm=1, fn=3, ksteps=1)]
+
+
+@pytest.mark.parametrize("tile", TILES, ids=["picked", "one-column", "2x2x1x3"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("case", COOPMAT_CASES, ids=str)
+def test_coopmat_conv_matches_numpy(device: Device, case: Case, dtype: type, tile: CoopmatTile | None) -> None:
+    if device.coopmat_shape is None:
+        pytest.skip(f"no cooperative matrix on {device.info.name}: {device.coopmat_why_not}")
+    rng, seed = fresh_rng()
+    cin = case.x[1]
+    x_np = rng.uniform(-1.0, 1.0, case.x).astype(dtype)
+    w_np = rng.uniform(-1.0, 1.0, (case.cout, cin // case.group, *case.kernel)).astype(dtype)
+    b_np = rng.uniform(-1.0, 1.0, (case.cout,)).astype(dtype) if case.bias else None
+    attrs: dict[str, Any] = dict(case.attrs)
+    post = attrs.pop("post_affine", None)
+    conv_attrs = dict(strides=case.strides, pads=case.pads, dilations=case.dilations, group=case.group)
+    exact = conv2d(x_np.astype(np.float32), w_np.astype(np.float32),
+                   b_np.astype(np.float32) if b_np is not None else None, **conv_attrs, **attrs)
+    if post is not None:
+        exact = exact * np.float32(post[0]) + np.float32(post[1])
+    ref = storage_ref(exact, dtype)
+    x, w, out = device.upload(x_np), device.upload(w_np), poisoned(device, ref.shape, dtype)
+    b = device.upload(b_np) if b_np is not None else None
+    conv = Conv2d(w_np.shape, has_bias=b is not None, **conv_attrs, **attrs, post_affine=post)
+    with Recorder(device, profile=True) as rec:
+        conv.record(rec, x, w, out, b, coopmat=True, coopmat_tile=tile)
+        rec.run()
+        assert [t.label for t in rec.timings()] == ["conv2d_coopmat"]
+    # fp16 inputs: ~3e-4 against the fp32 result; fp16 storage: the reference rounds as the kernel does
+    check(device.download(out), ref, f"conv2d_coopmat {case} {np.dtype(dtype)} {tile}", seed, 2e-3)
+    release(device, x, w, out, *([b] if b is not None else []))

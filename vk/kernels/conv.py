@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.conv_coopmat import CONV2D_COOPMAT, coopmat_shape, record_conv2d_coopmat
+from vkocr.engine.kernels.conv_coopmat import CONV2D_COOPMAT, CoopmatTile, coopmat_shape, record_conv2d_coopmat
 from vkocr.engine.kernels.launch import activation_id, pack, require_shape, storage
 from vkocr.engine.kernels.matmul import check_groups, pick_tile
 from vkocr.engine.kernels.spatial import conv_out_len, four_pads, pair
@@ -86,11 +86,13 @@ class Conv2d:
                                float(scale), float(shift))
 
     def record(self, rec: Recorder, x: Tensor, w: Tensor, out: Tensor, b: Tensor | None = None, *,
-               tile: str | None = None, coopmat: bool | None = None) -> None:
+               tile: str | None = None, coopmat: bool | None = None, coopmat_tile: CoopmatTile | None = None
+               ) -> None:
         """One GEMM per (image, group) for input x (N, Cin, H, W); `tile` forces a tile config of the SIMT
         kernel. Every tensor stores float32, or every one float16 (accumulating in float32 all the same).
         `coopmat`: None lets vk/kernels/conv_coopmat.py decide whether cooperative matrices run it, False keeps
-        the SIMT kernel, True asks for them (an error where the device has none)."""
+        the SIMT kernel, True asks for them (an error where the device has none); `coopmat_tile` forces their
+        tile (tests)."""
         kernel = storage(CONV2D, x, w, out, b)
         if tuple(w.shape) != self.w_shape or (b is not None) != self.has_bias:
             raise KernelArgumentError(f"conv2d prepared for w {self.w_shape} (bias: {self.has_bias}), given "
@@ -108,7 +110,7 @@ class Conv2d:
                             want=coopmat if tile is None else False)
         if mnk is not None:
             record_conv2d_coopmat(rec, storage(CONV2D_COOPMAT, x, w, out, b), mnk, self._constants, push, views,
-                                  self.cout_g, oh * ow, n * self.group)
+                                  self.cout_g, oh * ow, n * self.group, coopmat_tile)
             return
         chosen = pick_tile(self.cout_g, oh * ow, n * self.group, tile)
         groups = chosen.groups(self.cout_g, oh * ow, n * self.group)

@@ -96,11 +96,11 @@ def coopmat_shape(device: object, precision: str, m: int, k: int, *, want: bool 
 
 def record_conv2d_coopmat(rec: Recorder, kernel: KernelDef, mnk: tuple[int, int, int],
                           conv_constants: tuple[int, ...], push: bytes, views: Sequence[BufferView], m: int, n: int,
-                          batches: int) -> None:
+                          batches: int, tile: CoopmatTile | None = None) -> None:
     """One dispatch of conv2d_coopmat.comp (`kernel`: CONV2D_COOPMAT at the tensors' storage precision) for the
     GEMM M × N (N may be symbolic) repeated over `batches` = images · groups; `conv_constants` are conv2d's
-    constants 8..11, `push` its push constants."""
-    tile = pick_coopmat_tile(m, mnk)
+    constants 8..11, `push` its push constants; `tile` forces a tile (tests)."""
+    tile = tile or pick_coopmat_tile(m, mnk)
     bm, bn, _ = tile.dims(mnk)
     info = rec.device.info
     threads = tile.sg_m * tile.sg_n * info.subgroup_size
