@@ -237,3 +237,35 @@ def test_coopmat_conv_matches_numpy(device: Device, case: Case, dtype: type, til
     # fp16 inputs: ~3e-4 against the fp32 result; fp16 storage: the reference rounds as the kernel does
     check(device.download(out), ref, f"conv2d_coopmat {case} {np.dtype(dtype)} {tile}", seed, 2e-3)
     release(device, x, w, out, *([b] if b is not None else []))
+
+
+def test_the_coopmat_launch_stays_symbolic() -> None:
+    """Under a shape-class trace (vk/symbolic.py) the choice and the launch pin no dimension, and the compiled
+    program gives another shape of the class the groups and push constants a build of that shape gives."""
+    from vkocr.engine.symbolic import Trace, compile_program, tracing
+
+    dispatched: list[tuple[Any, ...]] = []
+    device = SimpleNamespace(info=info(), coopmat_shape=(16, 16, 16), coopmat_why_not="",
+                             pipeline=lambda kernel, constants: (kernel.spirv_name, constants))
+    rec = SimpleNamespace(device=device, dispatch=lambda pipeline, views, push, groups, label: dispatched.append(
+        (pipeline, push, groups, label)))
+
+    def tensor(shape: tuple[Any, ...]) -> SimpleNamespace:
+        return SimpleNamespace(shape=shape, dtype=np.dtype(np.float16), view=None)
+
+    def build(h: Any, w: Any) -> tuple[Any, ...]:
+        conv = Conv2d((32, 16, 3, 3), strides=(2, 2), pads=(1, 1, 1, 1), activation="relu")
+        oh, ow = (h + 2 - 3) // 2 + 1, (w + 2 - 3) // 2 + 1
+        conv.record(rec, tensor((1, 16, h, w)), tensor((32, 16, 3, 3)), tensor((1, 32, oh, ow)))  # type: ignore[arg-type]
+        return dispatched[-1]
+
+    trace = Trace()
+    dims = trace.inputs((368, 512))
+    with tracing(trace):
+        traced = build(*dims)
+    assert not trace.escapes, trace.escapes
+    assert traced[0][0] == "conv2d_coopmat.fp16" and traced[3] == "conv2d_coopmat"
+    program = compile_program(trace, dims, traced[1:3])
+    for h, w in ((370, 500), (361, 515)):
+        push, groups = build(h, w)[1:3]
+        assert program(h, w) == (push, groups)
