@@ -3,7 +3,8 @@
 The chain is coopmat → fp16 → fp32: a device that lists a usable shape (vk/devices.py `coopmat_shapes`: subgroup
 scope, fp16 A/B, fp32 C/result), runs SPIR-V 1.5 (Vulkan 1.2, what shaders/build.py targets for these kernels),
 has fp16 arithmetic (the shared-memory tiles and the matrices are float16_t), the Vulkan memory model (which
-GL_KHR_cooperative_matrix brings; vk/devices.py lists no shape without it) and no quirk that turns them off
+GL_KHR_cooperative_matrix brings; vk/devices.py lists no shape without it), one subgroup size for compute shaders
+(NVIDIA's 32; requiring one per pipeline is not done yet) and no quirk that turns them off
 gets the extension and its feature at device creation (vk/device.py), and its dense convolutions run on
 shaders/conv2d_coopmat.comp (vk/kernels/conv_coopmat.py). `VKOCR_COOPMAT=0` turns the path off everywhere.
 """
@@ -41,6 +42,11 @@ def why_not(info: DeviceInfo, workarounds: Iterable[str] = ()) -> str:
         return f"Vulkan {info.api_version} < {MIN_API}"
     if not info.fp16_arithmetic:
         return "no shaderFloat16"
+    low, high = info.subgroup_size_range
+    if low != high and (low, high) != (0, 0):
+        # conv2d_coopmat.comp sizes its workgroup as 4 subgroups of `subgroup_size`; a driver free to pick another
+        # size (AMD wave32/64, Intel 8/16/32) needs the pipeline to require one (subgroup size control): not yet
+        return f"the subgroup size varies ({low}..{high}) and the kernel needs it fixed"
     if pick_shape(info.coopmat_shapes) is None:
         return f"none of the listed shapes {list(info.coopmat_shapes)} is one the kernel is written for"
     return ""

@@ -59,6 +59,8 @@ class DeviceInfo:
     non_coherent_atom_size: int
     timestamp_period_ns: float
     timestamps_supported: bool
+    # (min, max) subgroup size of compute shaders: the driver picks one in the range unless a pipeline asks
+    subgroup_size_range: tuple[int, int] = (0, 0)
     # VK_KHR_cooperative_matrix: the (M, N, K) shapes of subgroup scope with fp16 A and B and fp32 C and result,
     # when the device offers the extension and its feature for compute shaders, and the Vulkan memory model;
     # () otherwise
@@ -154,7 +156,10 @@ def probe(physical_device: Any, index: int, instance: Any = None) -> DeviceInfo:
     is_12 = api >= vk.VK_MAKE_VERSION(1, 2, 0)
 
     # Properties2 chain: subgroup size, UUID, driver name. Every struct stays in a local until the call returns.
-    subgroup = vk.VkPhysicalDeviceSubgroupProperties()
+    # the range of subgroup sizes a compute shader may get (core 1.3, VK_EXT_subgroup_size_control before)
+    has_size_control = api >= vk.VK_MAKE_VERSION(1, 3, 0) or "VK_EXT_subgroup_size_control" in extensions
+    size_control = vk.VkPhysicalDeviceSubgroupSizeControlProperties() if has_size_control else None
+    subgroup = vk.VkPhysicalDeviceSubgroupProperties(pNext=size_control)
     ids = vk.VkPhysicalDeviceIDProperties(pNext=subgroup)
     has_driver_props = is_12 or "VK_KHR_driver_properties" in extensions
     driver = vk.VkPhysicalDeviceDriverProperties(pNext=ids) if has_driver_props else None
@@ -219,6 +224,8 @@ def probe(physical_device: Any, index: int, instance: Any = None) -> DeviceInfo:
         pipeline_cache_uuid=_uuid(props.pipelineCacheUUID),
         memory_heaps=heaps,
         subgroup_size=subgroup.subgroupSize,
+        subgroup_size_range=(int(size_control.minSubgroupSize), int(size_control.maxSubgroupSize))
+        if size_control is not None else (subgroup.subgroupSize, subgroup.subgroupSize),
         fp16_storage=bool(f16_storage.storageBuffer16BitAccess),
         fp16_arithmetic=bool(arith.shaderFloat16) if arith is not None else False,
         int8_storage=bool(i8_storage.storageBuffer8BitAccess) if i8_storage is not None else False,

@@ -35,6 +35,11 @@ def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
+def _size_range(d: dict[str, Any]) -> str:
+    low, high = d["subgroup_size_range"]
+    return f" ({low}..{high})" if low != high else ""
+
+
 def _coopmat(d: dict[str, Any]) -> str:
     shapes = ", ".join("×".join(str(v) for v in s) for s in d["coopmat_shapes"])
     if d["coopmat"]:
@@ -66,7 +71,7 @@ def format_report(report: dict[str, Any]) -> str:
             f"      uuid {d['uuid']}",
             f"      memory heaps: {heaps}",
             (
-                f"      subgroup size {d['subgroup_size']}; fp16 storage {_yes(d['fp16_storage'])}, "
+                f"      subgroup size {d['subgroup_size']}{_size_range(d)}; fp16 storage {_yes(d['fp16_storage'])}, "
                 f"arithmetic {_yes(d['fp16_arithmetic'])}; int8 storage {_yes(d['int8_storage'])}, "
                 f"arithmetic {_yes(d['int8_arithmetic'])}"
             ),

@@ -115,6 +115,14 @@ def test_devices_without_what_the_kernel_needs_get_no_matrices() -> None:
     assert usable_shape(info(coopmat_shapes=((8, 16, 16),))) == (8, 16, 16)  # Intel Xe2's
 
 
+def test_a_varying_subgroup_size_keeps_the_simt_kernel() -> None:
+    """The workgroup is 4 subgroups of the reported size: where the driver may pick another (AMD wave32/64),
+    no matrices until pipelines require a subgroup size."""
+    rdna3 = info("AMD Radeon RX 7900 XTX (RADV NAVI31)", AMD, subgroup_size=64, subgroup_size_range=(32, 64))
+    assert usable_shape(rdna3) is None and "varies" in why_not(rdna3)
+    assert usable_shape(info(subgroup_size_range=(32, 32))) == (16, 16, 16)
+
+
 def test_tiles_fit_and_cover_the_rows() -> None:
     assert pick_coopmat_tile(16, (16, 16, 16)) is THIN and pick_coopmat_tile(96, (16, 16, 16)) is SQUARE
     for m in (16, 17, 32, 33, 64, 96, 130):
