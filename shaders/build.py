@@ -23,9 +23,10 @@ from vkocr.engine.shaders import SHADERS, kernel_source, read_manifest, source_h
 SHADER_DIR = Path(str(SHADERS))
 SPV_DIR = SHADER_DIR / "spv"
 GLSLC_FLAGS = ["--target-env=vulkan1.1", "-O", "-Werror", f"-I{SHADER_DIR / 'include'}"]
-# cooperative matrices are core SPIR-V 1.6 extensions glslang emits for Vulkan 1.3 (every driver that offers
-# VK_KHR_cooperative_matrix is 1.3)
-GLSLANG_FLAGS = ["-V", "--target-env", "vulkan1.3", "-Os", f"-I{SHADER_DIR / 'include'}"]
+# cooperative matrices: SPIR-V 1.5 (Vulkan 1.2), where the workgroup size stays the WorkgroupSize spec constant
+# (for Vulkan 1.3 glslang emits LocalSizeId, which needs the maintenance4 feature) and the Vulkan memory model
+# that GL_KHR_memory_scope_semantics brings is core (the device enables vulkanMemoryModel with coopmat)
+GLSLANG_FLAGS = ["-V", "--target-env", "vulkan1.2", "-Os", f"-I{SHADER_DIR / 'include'}"]
 COOPMAT_EXTENSION = "GL_KHR_cooperative_matrix"
 GLSLANG_HINT = "scripts/fetch_glslang.sh (glslang ≥ 14 for GL_KHR_cooperative_matrix)"
 

@@ -43,7 +43,7 @@ def test_devices_json_has_every_field() -> None:
     for key in ("name", "type", "vendor", "driver_version", "api_version", "memory_heaps", "subgroup_size",
                 "fp16_storage", "fp16_arithmetic", "int8_storage", "int8_arithmetic", "max_workgroup_size",
                 "max_workgroup_invocations", "max_workgroup_count", "uuid", "usable", "unusable_because",
-                "workarounds"):
+                "workarounds", "subgroup_size_range", "coopmat_shapes", "coopmat", "coopmat_unused_because"):
         assert key in first, key
     assert report["chosen"]["index"] in [d["index"] for d in report["devices"]]
     assert report["chosen"]["backend"] == "vulkan" and report["chosen"]["reason"]

@@ -14,7 +14,8 @@ from typing import Any, Self
 
 import numpy as np
 
-from vkocr.engine.devices import DeviceInfo, choose, list_devices
+from vkocr.engine.coopmat import usable_shape, why_not
+from vkocr.engine.devices import COOPMAT_EXTENSION, DeviceInfo, choose, list_devices
 from vkocr.engine.errors import NoUsableDevice, VulkanUnavailable
 from vkocr.engine.instance import Instance
 from vkocr.engine.loader import INSTALL_HINT, binding, call
@@ -65,6 +66,12 @@ class Device:
                                      "it anyway")
             self.info, self.reason = self.choice.device, self.choice.reason
             self.workarounds = self.choice.workarounds  # flags from the quirks table (vk/quirks.py)
+            # cooperative matrices (vk/coopmat.py): the (M, N, K) shape the convolutions use, None when they do
+            # not serve here, and why not
+            self.coopmat_shape = usable_shape(self.info, self.workarounds)
+            self.coopmat_why_not = why_not(self.info, self.workarounds)
+            if self.coopmat_shape is not None and self.instance.api_version < vk.VK_MAKE_VERSION(1, 2, 0):
+                self.coopmat_shape, self.coopmat_why_not = None, "the Vulkan loader is older than 1.2"
             self.physical = self.instance.physical_devices()[self.info.index]
             self.queue_family = self._compute_queue_family()
             self.queue_count = min(queues, self._family_queues)
@@ -90,7 +97,7 @@ class Device:
             self.instance.close()
             raise
         log.info("device_opened", device=self.info.name, type=self.info.type, reason=self.reason,
-                 workarounds=sorted(self.workarounds))
+                 workarounds=sorted(self.workarounds), coopmat=self.coopmat_shape or self.coopmat_why_not)
 
     def _compute_queue_family(self) -> int:
         vk = binding()
@@ -114,17 +121,28 @@ class Device:
         # MoltenVK and other portability drivers require this extension to be enabled when they offer it.
         extensions = [e for e in ("VK_KHR_portability_subset",) if e in self.info.extensions]
         # 16-bit storage (core in 1.1) lets fp16 plans store activations and weights in half the bytes
-        storage16 = vk.VkPhysicalDevice16BitStorageFeatures(storageBuffer16BitAccess=vk.VK_TRUE) \
+        # cooperative matrices: the extension, its feature, fp16 arithmetic (the kernels' float16_t tiles) and
+        # the Vulkan memory model (their SPIR-V's), chained after 16-bit storage, only where a usable shape exists
+        # and nothing turns them off
+        chain: Any = None
+        coopmat_features = arith16 = memory_model = None
+        if self.coopmat_shape is not None:
+            extensions.append(COOPMAT_EXTENSION)
+            coopmat_features = vk.VkPhysicalDeviceCooperativeMatrixFeaturesKHR(cooperativeMatrix=vk.VK_TRUE)
+            arith16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=coopmat_features, shaderFloat16=vk.VK_TRUE)
+            memory_model = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(pNext=arith16, vulkanMemoryModel=vk.VK_TRUE)
+            chain = memory_model
+        storage16 = vk.VkPhysicalDevice16BitStorageFeatures(pNext=chain, storageBuffer16BitAccess=vk.VK_TRUE) \
             if self.info.fp16_storage else None
         create_info = vk.VkDeviceCreateInfo(
-            pNext=storage16,
+            pNext=storage16 if storage16 is not None else chain,
             queueCreateInfoCount=1,
             pQueueCreateInfos=queue_infos,
             enabledExtensionCount=len(extensions),
             ppEnabledExtensionNames=extensions or None,
         )
         handle = call(vk.vkCreateDevice, self.physical, create_info, None)
-        del storage16  # (kept alive until the call returned)
+        del storage16, memory_model, arith16, coopmat_features, chain  # (kept alive until the call returned)
         return handle
 
     # -- streams --------------------------------------------------------------------------------------------

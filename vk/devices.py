@@ -10,7 +10,7 @@ from typing import Any
 
 from vkocr.engine.errors import DeviceNotFound, VulkanUnavailable
 from vkocr.engine.instance import Instance
-from vkocr.engine.loader import binding, call
+from vkocr.engine.loader import binding, call, check
 from vkocr.engine.quirks import QUIRKS, Quirk, matching
 
 # Lower rank wins: discrete > integrated > virtual > other; CPU implementations are never ranked (choose()).
@@ -59,7 +59,13 @@ class DeviceInfo:
     non_coherent_atom_size: int
     timestamp_period_ns: float
     timestamps_supported: bool
-    extensions: frozenset[str] = field(repr=False, compare=False)
+    # (min, max) subgroup size of compute shaders: the driver picks one in the range unless a pipeline asks
+    subgroup_size_range: tuple[int, int] = (0, 0)
+    # VK_KHR_cooperative_matrix: the (M, N, K) shapes of subgroup scope with fp16 A and B and fp32 C and result,
+    # when the device offers the extension and its feature for compute shaders, and the Vulkan memory model;
+    # () otherwise
+    coopmat_shapes: tuple[tuple[int, int, int], ...] = ()
+    extensions: frozenset[str] = field(repr=False, compare=False, default=frozenset())
 
     @property
     def device_local_mib(self) -> int:
@@ -69,6 +75,7 @@ class DeviceInfo:
         data = asdict(self)
         data.pop("extensions")
         data["memory_heaps"] = [asdict(h) for h in self.memory_heaps]
+        data["coopmat_shapes"] = [list(s) for s in self.coopmat_shapes]
         return data
 
 
@@ -94,8 +101,52 @@ def _uuid(raw: Any) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
-def probe(physical_device: Any, index: int) -> DeviceInfo:
-    """Query properties, limits and features of one physical device."""
+COOPMAT_EXTENSION = "VK_KHR_cooperative_matrix"
+
+
+def coopmat_shapes(instance: Any, physical_device: Any) -> tuple[tuple[int, int, int], ...]:
+    """The cooperative-matrix shapes (M, N, K) the device lists with subgroup scope, fp16 A and B, fp32 C and
+    result, no saturation: the ones conv2d_coopmat.comp can use. vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR
+    is an extension function: got through vkGetInstanceProcAddr and called raw (list_coopmat_shapes)."""
+    vk = binding()
+    address = vk.lib.vkGetInstanceProcAddr(instance, b"vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
+    if address == vk.ffi.NULL:
+        return ()
+    return list_coopmat_shapes(vk.ffi.cast("PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR", address),
+                               physical_device)
+
+
+def list_coopmat_shapes(fn: Any, physical_device: Any) -> tuple[tuple[int, int, int], ...]:
+    """Call the properties function `fn` (a CFFI function pointer) the two-call way, every output struct with its
+    sType (the binding's own wrapper leaves them zero), the arrays in locals until the calls return."""
+    vk = binding()
+    ffi = vk.ffi
+    name = "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"
+    count = ffi.new("uint32_t*")
+    check(fn(physical_device, count, ffi.NULL), name)
+    if count[0] == 0:
+        return ()
+    props = ffi.new("VkCooperativeMatrixPropertiesKHR[]", count[0])
+    for i in range(count[0]):
+        props[i].sType = vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
+        props[i].pNext = ffi.NULL
+    result = fn(physical_device, count, props)
+    if result != vk.VK_INCOMPLETE:  # INCOMPLETE: the list grew between the calls; what was written is good
+        check(result, name)
+    f16, f32 = vk.VK_COMPONENT_TYPE_FLOAT16_KHR, vk.VK_COMPONENT_TYPE_FLOAT32_KHR
+    shapes = {
+        (int(p.MSize), int(p.NSize), int(p.KSize))
+        for p in (props[i] for i in range(count[0]))
+        if p.scope == vk.VK_SCOPE_SUBGROUP_KHR and p.AType == f16 and p.BType == f16 and p.CType == f32
+        and p.ResultType == f32 and not p.saturatingAccumulation
+    }
+    del props, count
+    return tuple(sorted(shapes))
+
+
+def probe(physical_device: Any, index: int, instance: Any = None) -> DeviceInfo:
+    """Query properties, limits and features of one physical device (`instance`, the VkInstance handle, for the
+    cooperative-matrix query; None: no cooperative matrix recorded)."""
     vk = binding()
     props = call(vk.vkGetPhysicalDeviceProperties, physical_device)
     api = props.apiVersion
@@ -105,11 +156,18 @@ def probe(physical_device: Any, index: int) -> DeviceInfo:
     is_12 = api >= vk.VK_MAKE_VERSION(1, 2, 0)
 
     # Properties2 chain: subgroup size, UUID, driver name. Every struct stays in a local until the call returns.
-    subgroup = vk.VkPhysicalDeviceSubgroupProperties()
+    # the range of subgroup sizes a compute shader may get (core 1.3, VK_EXT_subgroup_size_control before)
+    has_size_control = api >= vk.VK_MAKE_VERSION(1, 3, 0) or "VK_EXT_subgroup_size_control" in extensions
+    size_control = vk.VkPhysicalDeviceSubgroupSizeControlProperties() if has_size_control else None
+    subgroup = vk.VkPhysicalDeviceSubgroupProperties(pNext=size_control)
     ids = vk.VkPhysicalDeviceIDProperties(pNext=subgroup)
     has_driver_props = is_12 or "VK_KHR_driver_properties" in extensions
     driver = vk.VkPhysicalDeviceDriverProperties(pNext=ids) if has_driver_props else None
-    props2 = vk.VkPhysicalDeviceProperties2(pNext=driver if driver is not None else ids)
+    has_coopmat = COOPMAT_EXTENSION in extensions and instance is not None
+    coopmat_props = vk.VkPhysicalDeviceCooperativeMatrixPropertiesKHR(
+        pNext=driver if driver is not None else ids) if has_coopmat else None
+    props2 = vk.VkPhysicalDeviceProperties2(
+        pNext=coopmat_props if coopmat_props is not None else driver if driver is not None else ids)
     call(vk.vkGetPhysicalDeviceProperties2, physical_device, props2)
 
     # Features2 chain: 16-bit storage is core 1.1; 8-bit storage and float16/int8 arithmetic are core 1.2.
@@ -122,8 +180,21 @@ def probe(physical_device: Any, index: int) -> DeviceInfo:
     if is_12 or "VK_KHR_shader_float16_int8" in extensions:
         arith = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=chain)
         chain = arith
+    # cooperative matrices: the extension's feature, and the Vulkan memory model (core 1.2) their SPIR-V uses
+    coopmat_features = memory_model = None
+    if has_coopmat:
+        coopmat_features = vk.VkPhysicalDeviceCooperativeMatrixFeaturesKHR(pNext=chain)
+        chain = coopmat_features
+        if is_12 or "VK_KHR_vulkan_memory_model" in extensions:
+            memory_model = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(pNext=chain)
+            chain = memory_model
     features2 = vk.VkPhysicalDeviceFeatures2(pNext=chain)
     call(vk.vkGetPhysicalDeviceFeatures2, physical_device, features2)
+    shapes: tuple[tuple[int, int, int], ...] = ()
+    if (coopmat_features is not None and coopmat_props is not None and coopmat_features.cooperativeMatrix
+            and memory_model is not None and memory_model.vulkanMemoryModel
+            and coopmat_props.cooperativeMatrixSupportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT):
+        shapes = coopmat_shapes(instance, physical_device)
 
     memory = call(vk.vkGetPhysicalDeviceMemoryProperties, physical_device)
     heaps = tuple(
@@ -153,6 +224,8 @@ def probe(physical_device: Any, index: int) -> DeviceInfo:
         pipeline_cache_uuid=_uuid(props.pipelineCacheUUID),
         memory_heaps=heaps,
         subgroup_size=subgroup.subgroupSize,
+        subgroup_size_range=(int(size_control.minSubgroupSize), int(size_control.maxSubgroupSize))
+        if size_control is not None else (subgroup.subgroupSize, subgroup.subgroupSize),
         fp16_storage=bool(f16_storage.storageBuffer16BitAccess),
         fp16_arithmetic=bool(arith.shaderFloat16) if arith is not None else False,
         int8_storage=bool(i8_storage.storageBuffer8BitAccess) if i8_storage is not None else False,
@@ -167,13 +240,14 @@ def probe(physical_device: Any, index: int) -> DeviceInfo:
         non_coherent_atom_size=limits.nonCoherentAtomSize,
         timestamp_period_ns=float(limits.timestampPeriod),
         timestamps_supported=bool(limits.timestampComputeAndGraphics) or compute_timestamps,
+        coopmat_shapes=shapes,
         extensions=extensions,
     )
 
 
 def list_devices(instance: Any) -> list[DeviceInfo]:
     """Probe every physical device the instance sees, in enumeration order."""
-    return [probe(pd, i) for i, pd in enumerate(instance.physical_devices())]
+    return [probe(pd, i, instance.handle) for i, pd in enumerate(instance.physical_devices())]
 
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")

@@ -8,11 +8,14 @@ automatic choice skips it, naming it still opens it) or turns on a named workaro
 
 | vendor | device / name | driver versions | effect | why |
 |--------|---------------|-----------------|--------|-----|
-| (none yet) | | | | |
+| AMD | RDNA2 (RX 6000, W6000, NAVI2x, Van Gogh, Rembrandt, …) | all | `no_coopmat` | emulated, slow (ncnn, llama.cpp) |
+| Qualcomm | Adreno | all | `no_coopmat` | tile unrolls break the driver (ncnn) |
+| Intel | Arc A-series (Xe-HPG, DG2) | all | `no_coopmat` | advertised, regresses (llama.cpp #24404) |
 
-No driver is known to misbehave with vkocr today, so the table is empty; an entry goes here, with the issue
-that found it, when one does. The rules for CPU implementations of Vulkan (lavapipe, SwiftShader) are not
-quirks: they live in devices.py (`cpu_implementation`).
+`no_coopmat` turns VK_KHR_cooperative_matrix off on that device (vk/coopmat.py): its convolutions run the plain
+shaders. No driver is known to misbehave with vkocr's other kernels; an entry goes here, with the issue that found
+it, when one does. Sources: ../shared/research/precision.md (issue 36). The rules for CPU implementations of Vulkan
+(lavapipe, SwiftShader) are not quirks: they live in devices.py (`cpu_implementation`).
 """
 
 from __future__ import annotations
@@ -60,7 +63,17 @@ class Quirk:
         return self.fixed is None or version < version_tuple(self.fixed)
 
 
-QUIRKS: tuple[Quirk, ...] = ()  # see the table in the module docstring
+NO_COOPMAT = "no_coopmat"  # vk/coopmat.py turns cooperative matrices off where a quirk sets it
+
+QUIRKS: tuple[Quirk, ...] = (  # see the table in the module docstring
+    Quirk(0x1002, "RDNA2's cooperative matrix is emulated and slower than plain shaders (ncnn, llama.cpp deny it)",
+          name_pattern=r"navi ?2\d|vangogh|van gogh|rembrandt|raphael|mendocino|\brx 6\d{3}|\bw6\d{3}|"
+                       r"\bv620\b|radeon ?(\(tm\))? ?6\d0m",
+          workaround=NO_COOPMAT),
+    Quirk(0x5143, "Adreno: cooperative-matrix tile unrolls break the driver (ncnn denies it)", workaround=NO_COOPMAT),
+    Quirk(0x8086, "Intel Arc A-series (Xe-HPG, DG2) advertises cooperative matrices and regresses (llama.cpp #24404)",
+          name_pattern=r"arc(\(tm\))? a\d{3}|\bdg2\b", workaround=NO_COOPMAT),
+)
 
 
 def matching(quirks: Sequence[Quirk], vendor_id: int, device_id: int, name: str, driver_version: str

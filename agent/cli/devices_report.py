@@ -9,6 +9,7 @@ from typing import Any
 
 from vkocr.agent.cli.device_option import add_device_option
 from vkocr.agent.ocr.backend_choice import choose_backend
+from vkocr.engine.coopmat import usable_shape, why_not
 from vkocr.engine.devices import assess, survey
 
 
@@ -21,7 +22,9 @@ def device_report(override: str | None = None) -> dict[str, Any]:
     return {
         "devices": [{**d.to_json(), "usable": assessments[d.index].usable,
                      "unusable_because": assessments[d.index].unusable_because,
-                     "workarounds": sorted(assessments[d.index].workarounds)} for d in devices],
+                     "workarounds": sorted(assessments[d.index].workarounds),
+                     "coopmat": list(usable_shape(d, assessments[d.index].workarounds) or ()),
+                     "coopmat_unused_because": why_not(d, assessments[d.index].workarounds)} for d in devices],
         "chosen": {"backend": choice.kind, "index": chosen_index,
                    "name": devices[chosen_index].name if chosen_index is not None else choice.kind,
                    "reason": choice.reason, "fallback": choice.fallback},
@@ -30,6 +33,18 @@ def device_report(override: str | None = None) -> dict[str, Any]:
 
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
+
+
+def _size_range(d: dict[str, Any]) -> str:
+    low, high = d["subgroup_size_range"]
+    return f" ({low}..{high})" if low != high else ""
+
+
+def _coopmat(d: dict[str, Any]) -> str:
+    shapes = ", ".join("×".join(str(v) for v in s) for s in d["coopmat_shapes"])
+    if d["coopmat"]:
+        return f"{'×'.join(str(v) for v in d['coopmat'])} used (fp16 inputs, fp32 accumulators; listed: {shapes})"
+    return f"not used: {d['coopmat_unused_because']}" + (f" (listed: {shapes})" if shapes else "")
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -56,7 +71,7 @@ def format_report(report: dict[str, Any]) -> str:
             f"      uuid {d['uuid']}",
             f"      memory heaps: {heaps}",
             (
-                f"      subgroup size {d['subgroup_size']}; fp16 storage {_yes(d['fp16_storage'])}, "
+                f"      subgroup size {d['subgroup_size']}{_size_range(d)}; fp16 storage {_yes(d['fp16_storage'])}, "
                 f"arithmetic {_yes(d['fp16_arithmetic'])}; int8 storage {_yes(d['int8_storage'])}, "
                 f"arithmetic {_yes(d['int8_arithmetic'])}"
             ),
@@ -68,6 +83,7 @@ def format_report(report: dict[str, Any]) -> str:
                 f"      timestamps {_yes(d['timestamps_supported'])} ({d['timestamp_period_ns']:g} ns/tick), "
                 f"push constants {d['max_push_constants_bytes']} B"
             ),
+            f"      cooperative matrix: {_coopmat(d)}",
         ]
     if not report["devices"]:
         lines.append("no Vulkan device")
@@ -86,7 +102,9 @@ def cmd_devices(args: argparse.Namespace) -> int:
 def add_devices_parser(sub: Any) -> None:
     devices = sub.add_parser("devices", help="list Vulkan devices and the backend vkocr would choose",
                              description="List every Vulkan device: name, type, vendor and driver, API version, "
-                             "memory heaps, subgroup size, fp16/int8 support, workgroup limits, whether it is usable "
+                             "memory heaps, subgroup size, fp16/int8 support, workgroup limits, cooperative-matrix "
+                             "shapes (fp16 inputs, fp32 accumulators) and whether convolutions use them, whether it "
+                             "is usable "
                              "(CPU implementations of Vulkan and devices a quirk denies are chosen only by name), "
                              "and the backend vkocr would choose and why: a Vulkan device, else the CPU backend "
                              "(onnxruntime).")

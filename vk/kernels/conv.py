@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.conv_coopmat import CONV2D_COOPMAT, CoopmatTile, coopmat_shape, record_conv2d_coopmat
 from vkocr.engine.kernels.launch import activation_id, pack, require_shape, storage
 from vkocr.engine.kernels.matmul import check_groups, pick_tile
 from vkocr.engine.kernels.spatial import conv_out_len, four_pads, pair
@@ -75,6 +76,7 @@ class Conv2d:
         self.group = group
         self._strides, self._pads, self._dilations = (sh, sw), (pt, pl, pb, pr), (dh, dw)
         self.cout_g = cout // group
+        self._k = cin_g * kh * kw  # the GEMM's depth
         pointwise = kh == kw == sh == sw == 1 and pt == 0 and pl == 0 and pb == 0 and pr == 0  # (pads may be symbolic)
         # the kernel size is specialised (constant division); shapes and the rest travel as push constants
         self._constants = (int(pointwise), kh, kw, int(post_affine is not None))
@@ -85,10 +87,13 @@ class Conv2d:
                                float(scale), float(shift))
 
     def record(self, rec: Recorder, x: Tensor, w: Tensor, out: Tensor, b: Tensor | None = None, *,
-               residual: Tensor | None = None, tile: str | None = None) -> None:
+               residual: Tensor | None = None, tile: str | None = None, coopmat: bool | None = None,
+               coopmat_tile: CoopmatTile | None = None) -> None:
         """One GEMM per (image, group) for input x (N, Cin, H, W), plus `residual` (out's shape) in the epilogue
-        when given; `tile` forces a tile config. Every tensor stores float32, or every one float16
-        (accumulating in float32 all the same)."""
+        when given; `tile` forces a tile config of the SIMT kernel. Every tensor stores float32, or every one
+        float16 (accumulating in float32 all the same). `coopmat`: None lets vk/kernels/conv_coopmat.py decide
+        whether cooperative matrices run it, False keeps the SIMT kernel, True asks for them (an error where the
+        device has none); `coopmat_tile` forces their tile (tests)."""
         kernel = storage(CONV2D, x, w, out, b, residual)
         if tuple(w.shape) != self.w_shape or (b is not None) != self.has_bias:
             raise KernelArgumentError(f"conv2d prepared for w {self.w_shape} (bias: {self.has_bias}), given "
@@ -102,13 +107,20 @@ class Conv2d:
         if b is not None:
             require_shape(b, (cout,), "conv2d bias")
         h, wd = x.shape[2], x.shape[3]
+        push = self._push_head + pack("4I", h, wd, oh, ow) + self._push_tail
+        views = [x.view, w.view, (b if b is not None else w).view, out.view,
+                 (residual if residual is not None else w).view]
+        mnk = coopmat_shape(rec.device, kernel.precision, self.cout_g, self._k,
+                            want=coopmat if tile is None else False)
+        if mnk is not None:
+            record_conv2d_coopmat(rec, storage(CONV2D_COOPMAT, x, w, out, b, residual), mnk, self._constants, push,
+                                  views, self.cout_g, oh * ow, n * self.group, coopmat_tile,
+                                  residual=residual is not None)
+            return
         chosen = pick_tile(self.cout_g, oh * ow, n * self.group, tile)
         groups = chosen.groups(self.cout_g, oh * ow, n * self.group)
         check_groups(rec, groups, "conv2d")
         pipeline = rec.device.pipeline(kernel, (*chosen.constants(), *self._constants, int(residual is not None)))
-        push = self._push_head + pack("4I", h, wd, oh, ow) + self._push_tail
-        views = [x.view, w.view, (b if b is not None else w).view, out.view, (residual if residual is not None
-                                                                              else w).view]
         rec.dispatch(pipeline, views, push, groups, label="conv2d")
 
 
@@ -129,10 +141,12 @@ def record_conv2d(
     post_affine: tuple[float, float] | None = None,
     residual: Tensor | None = None,
     tile: str | None = None,
+    coopmat: bool | None = None,
 ) -> None:
     """out = act(conv(x, w) + b) (· scale + shift when `post_affine` = (scale, shift), in one fma) (+ residual,
     of out's shape): x (N, Cin, H, W), w (Cout, Cin/group, kh, kw), b (Cout,), pads (top, left, bottom, right).
     One GEMM per (image, group); `tile` forces a tile config."""
     Conv2d(w.shape, has_bias=b is not None, strides=strides, pads=pads, dilations=dilations, group=group,
            activation=activation, alpha=alpha, beta=beta, post_affine=post_affine).record(rec, x, w, out, b,
-                                                                                           residual=residual, tile=tile)
+                                                                                           residual=residual, tile=tile,
+                                                                                           coopmat=coopmat)

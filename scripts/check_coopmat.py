@@ -1,0 +1,356 @@
+"""Check and time the cooperative-matrix convolution (shaders/conv2d_coopmat.comp) on one device.
+
+1. Opens the default device (or `--device SEL`) and says whether cooperative matrices serve there, with the
+   shapes the device lists (fp16 A/B, fp32 C) and the one the kernel uses, or why not. Without them (lavapipe,
+   a quirk, VKOCR_COOPMAT=0) it says "no cooperative matrix", writes the JSON and exits 0.
+2. Runs ~20 convolutions (pointwise, 3×3, strided, dilated, grouped, tiny, partial tiles in M, N and K, det
+   shapes) through `Conv2d` with the matrices asked for, fp32 and fp16 storage, against NumPy (vk/ops/conv.py)
+   on NaN-poisoned outputs: relative-norm error ≤ 2e-3 (fp16 inputs give ~1e-3 at worst). Any mismatch or error
+   prints MISMATCH and the script exits 1 after the table.
+3. Times det-sized convolutions by GPU timestamps (as `vkocr bench kernels`): the SIMT kernel with fp32 and fp16
+   storage, the matrices with fp32 and fp16 storage (fp16 through the automatic choice, checked to pick them).
+
+    python scripts/check_coopmat.py [--device SEL] [--json OUT] [--simt] [--small]
+
+It imports vkocr from the checkout it sits in (whatever else is installed), numpy and vulkan only. `--simt`
+runs steps 2 and 3 on the SIMT kernel alone: the script's own test on a device without matrices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+# setup.py's FOLDERS: the checkout's folders as the one import package vkocr
+FOLDERS = {"vkocr": "proto/vkocr", "vkocr.engine": "vk", "vkocr.agent": "agent", "vkocr.postproc": "postproc",
+           "vkocr.shaders": "shaders"}
+
+
+class _Checkout(importlib.abc.MetaPathFinder):
+    """Finds vkocr's top packages in this checkout, ahead of any installed vkocr."""
+
+    def find_spec(self, name: str, path: Sequence[str] | None, target: Any = None
+                  ) -> importlib.machinery.ModuleSpec | None:
+        folder = FOLDERS.get(name)
+        if folder is None:
+            return None
+        return importlib.util.spec_from_file_location(name, ROOT / folder / "__init__.py",
+                                                      submodule_search_locations=[str(ROOT / folder)])
+
+
+sys.meta_path.insert(0, _Checkout())
+
+from vkocr.engine.coopmat import why_not  # noqa: E402
+from vkocr.engine.device import Device  # noqa: E402
+from vkocr.engine.kernels.conv import Conv2d, conv_output_shape  # noqa: E402
+from vkocr.engine.kernels.conv_coopmat import pick_coopmat_tile  # noqa: E402
+from vkocr.engine.ops.conv import conv2d  # noqa: E402
+from vkocr.engine.recorder import Recorder  # noqa: E402
+from vkocr.engine.tensor import Tensor  # noqa: E402
+
+TOLERANCE = 2e-3
+HARD = {"alpha": 1 / 6, "beta": 0.5}  # ONNX HardSigmoid/HardSwish defaults
+WARMUP_S = 0.5
+
+
+@dataclass(frozen=True)
+class Case:
+    x: tuple[int, int, int, int]  # N, Cin, H, W
+    cout: int
+    kernel: tuple[int, int]
+    strides: tuple[int, int] = (1, 1)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dilations: tuple[int, int] = (1, 1)
+    group: int = 1
+    bias: bool = True
+    activation: str = "none"
+    post_affine: tuple[float, float] | None = None
+    what: str = ""
+    attrs: dict[str, float] = field(default_factory=dict)
+
+    def conv_attrs(self) -> dict[str, Any]:
+        return {"strides": self.strides, "pads": self.pads, "dilations": self.dilations, "group": self.group}
+
+    def mnk(self) -> tuple[int, int, int]:
+        _, _, oh, ow = conv_output_shape(self.x, self.w_shape(), **self.conv_attrs())
+        return self.cout // self.group, oh * ow, self.x[1] // self.group * self.kernel[0] * self.kernel[1]
+
+    def w_shape(self) -> tuple[int, int, int, int]:
+        return self.cout, self.x[1] // self.group, *self.kernel
+
+    def __str__(self) -> str:
+        m, n, k = self.mnk()
+        return f"{self.what:<22} x{self.x} -> {self.cout} k{self.kernel[0]}x{self.kernel[1]}  M{m} N{n} K{k}"
+
+
+CASES = [
+    Case((1, 16, 64, 64), 32, (1, 1), what="pointwise"),
+    Case((2, 64, 33, 47), 96, (1, 1), bias=False, what="pointwise, batch 2"),
+    Case((1, 16, 40, 56), 16, (3, 3), pads=(1, 1, 1, 1), activation="relu", what="3x3 pad 1, relu"),
+    Case((1, 32, 37, 29), 64, (3, 3), pads=(1, 1, 1, 1), bias=False, what="3x3 pad 1, no bias"),
+    Case((1, 32, 45, 61), 48, (3, 3), strides=(2, 2), pads=(1, 1, 1, 1), what="3x3 stride 2"),
+    Case((1, 24, 31, 33), 32, (3, 3), pads=(2, 2, 2, 2), dilations=(2, 2), what="3x3 dilation 2"),
+    Case((1, 64, 20, 24), 64, (3, 3), pads=(1, 1, 1, 1), group=2, what="grouped 3x3 (2)"),
+    Case((2, 128, 17, 19), 128, (1, 1), group=4, what="grouped 1x1 (4), batch 2"),
+    Case((1, 16, 3, 3), 16, (3, 3), pads=(1, 1, 1, 1), what="tiny 3x3"),
+    Case((1, 16, 1, 1), 16, (1, 1), what="tiny 1x1 (N = 1)"),
+    Case((1, 20, 23, 19), 17, (3, 3), pads=(1, 1, 1, 1), what="partial M (17)"),
+    Case((1, 5, 30, 30), 100, (3, 3), pads=(1, 1, 1, 1), what="partial M, K (45)"),
+    Case((1, 3, 96, 128), 16, (3, 3), strides=(2, 2), pads=(1, 1, 1, 1), activation="hardswish",
+         what="input conv, hswish"),
+    Case((1, 16, 12, 40), 24, (3, 5), strides=(2, 1), pads=(1, 2, 0, 3), what="3x5 asym pads, s(2,1)"),
+    Case((1, 16, 19, 17), 32, (5, 5), pads=(2, 2, 2, 2), activation="sigmoid", what="5x5, sigmoid"),
+    Case((2, 32, 21, 23), 48, (3, 3), pads=(1, 1, 1, 1), activation="relu", post_affine=(0.5, -0.25),
+         what="batch 2, post-affine"),
+    Case((1, 16, 368, 512), 16, (1, 1), what="det 1x1 16->16"),
+    Case((1, 16, 368, 512), 32, (3, 3), pads=(1, 1, 1, 1), activation="relu", what="det 3x3 16->32"),
+    Case((1, 64, 184, 256), 64, (3, 3), pads=(1, 1, 1, 1), what="det 3x3 64->64"),
+    Case((1, 128, 92, 128), 96, (3, 3), pads=(1, 1, 1, 1), what="det 3x3 128->96 (K 1152)"),
+    Case((1, 96, 46, 64), 96, (1, 1), activation="hardsigmoid", what="det 1x1 96->96"),
+]
+
+TIMED = [
+    Case((1, 16, 368, 512), 32, (3, 3), pads=(1, 1, 1, 1), activation="relu", what="det 3x3 16->32"),
+    Case((1, 64, 184, 256), 64, (3, 3), pads=(1, 1, 1, 1), what="det 3x3 64->64"),
+    Case((1, 128, 92, 128), 96, (3, 3), pads=(1, 1, 1, 1), what="det 3x3 128->96"),
+    Case((1, 96, 184, 256), 96, (1, 1), what="det 1x1 96->96"),
+    Case((1, 16, 368, 512), 64, (1, 1), what="det 1x1 16->64"),
+]
+
+
+def act_attrs(case: Case) -> dict[str, Any]:
+    extra = HARD if case.activation in ("hardswish", "hardsigmoid") else {}
+    return {"activation": case.activation, **extra}
+
+
+def prepared(case: Case) -> Conv2d:
+    return Conv2d(case.w_shape(), has_bias=case.bias, **case.conv_attrs(), **act_attrs(case),
+                  post_affine=case.post_affine)
+
+
+def inputs(case: Case, rng: np.random.Generator, dtype: Any) -> list[np.ndarray | None]:
+    x = rng.uniform(-1, 1, case.x).astype(dtype)
+    w = rng.uniform(-1, 1, case.w_shape()).astype(dtype)
+    b = rng.uniform(-1, 1, (case.cout,)).astype(dtype) if case.bias else None
+    return [x, w, b]
+
+
+def reference(case: Case, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, dtype: Any) -> np.ndarray:
+    """The exact result on the stored inputs, rounded once to the output's storage dtype."""
+    f32 = np.float32
+    y = conv2d(x.astype(f32), w.astype(f32), b.astype(f32) if b is not None else None, **case.conv_attrs(),
+               **act_attrs(case))
+    if case.post_affine is not None:
+        y = y * f32(case.post_affine[0]) + f32(case.post_affine[1])
+    return np.asarray(y).astype(dtype)
+
+
+def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
+    ref64 = np.asarray(ref, np.float64)
+    diff = np.linalg.norm(np.asarray(out, np.float64) - ref64)
+    return float(diff / max(float(np.linalg.norm(ref64)), 1e-30))
+
+
+def record_case(rec: Recorder, conv: Conv2d, t: list[Tensor | None], coopmat: bool | None) -> None:
+    x, w, out, b = t
+    assert x is not None and w is not None and out is not None
+    conv.record(rec, x, w, out, b, coopmat=coopmat)
+
+
+def labels(device: Device, record: Any) -> list[str]:
+    """The kernels one recording dispatches (a profiling Recorder's timestamp labels)."""
+    with Recorder(device, profile=True) as rec:
+        record(rec)
+        rec.run()
+        return [t.label for t in rec.timings()]
+
+
+def check_cases(device: Device, precisions: list[Any], coopmat: bool | None, small: bool = False
+                ) -> tuple[list[dict[str, Any]], int]:
+    rng = np.random.default_rng(36)
+    rows, failures = [], 0
+    print(f"\n{'case':<72} {'storage':<8} {'tile':<10} {'rel err':>9}  result")
+    for case in CASES:
+        if small and case.what.startswith("det"):
+            continue
+        for dtype in precisions:
+            name = np.dtype(dtype).name
+            m, n, k = case.mnk()
+            tile = "simt"
+            if coopmat and device.coopmat_shape is not None:
+                t = pick_coopmat_tile(m, device.coopmat_shape)
+                tile = f"{t.sg_m * t.fm * device.coopmat_shape[0]}x{t.sg_n * t.fn * device.coopmat_shape[1]}"
+            row: dict[str, Any] = {"case": str(case).strip(), "storage": name, "m": m, "n": n, "k": k, "tile": tile}
+            tensors: list[Tensor] = []
+            try:
+                x, w, b = inputs(case, rng, dtype)
+                assert x is not None and w is not None
+                ref = reference(case, x, w, b, dtype)
+                tx, tw = device.upload(x), device.upload(w)
+                tensors += [tx, tw]
+                tb = device.upload(b) if b is not None else None
+                if tb is not None:
+                    tensors.append(tb)
+                out = device.upload(np.full(ref.shape, np.nan, dtype=dtype))
+                tensors.append(out)
+                conv = prepared(case)
+                with Recorder(device) as rec:
+                    record_case(rec, conv, [tx, tw, out, tb], coopmat)
+                    rec.run()
+                got = device.download(out)
+                unwritten = int(np.isnan(got).sum())
+                err = rel_err(got, ref)
+                ok = unwritten == 0 and err <= TOLERANCE
+                row.update(rel_err=err, unwritten=unwritten, ok=ok)
+                verdict = "ok" if ok else f"MISMATCH ({unwritten} unwritten)" if unwritten else "MISMATCH"
+            except Exception as exc:  # noqa: BLE001  (a kernel that fails to build or run is a failure too)
+                row.update(rel_err=None, ok=False, error=f"{type(exc).__name__}: {exc}")
+                verdict = f"MISMATCH (error: {type(exc).__name__}: {exc})"
+                traceback.print_exc()
+                err = float("nan")
+            finally:
+                for t in tensors:
+                    device.free(t)
+            failures += not row["ok"]
+            print(f"{str(case):<72} {name:<8} {tile:<10} {err:>9.2e}  {verdict}", flush=True)
+            rows.append(row)
+    return rows, failures
+
+
+def time_one(device: Device, case: Case, dtype: Any, coopmat: bool | None, repeats: int, rounds: int
+             ) -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+    x, w, b = inputs(case, rng, dtype)
+    assert x is not None and w is not None
+    shape = conv_output_shape(case.x, case.w_shape(), **case.conv_attrs())
+    tx, tw, out = device.upload(x), device.upload(w), device.tensor(shape, dtype)
+    tb = device.upload(b) if b is not None else None
+    conv = prepared(case)
+    try:
+        def record(rec: Recorder) -> None:
+            record_case(rec, conv, [tx, tw, out, tb], coopmat)
+
+        kernels = sorted(set(lab for lab in labels(device, record) if lab.startswith("conv2d")))
+        samples: list[float] = []
+        with Recorder(device, profile=True) as rec:
+            for _ in range(repeats):
+                record(rec)
+            start = time.perf_counter()
+            while time.perf_counter() - start < WARMUP_S:  # idle clocks read several times slow
+                rec.run()
+            for _ in range(rounds):
+                rec.run()
+                samples += [t.ms for t in rec.timings() if t.label.startswith("conv2d")]
+    finally:
+        for t in (tx, tw, out, tb):
+            if t is not None:
+                device.free(t)
+    m, n, k = case.mnk()
+    flops = 2.0 * m * n * k * case.group * case.x[0]
+    best = min(samples)
+    return {"kernel": ",".join(kernels), "min_ms": best, "median_ms": statistics.median(samples),
+            "tflops": flops / (best * 1e-3) / 1e12}
+
+
+def time_cases(device: Device, variants: list[tuple[str, Any, bool | None]], repeats: int, rounds: int
+               ) -> tuple[list[dict[str, Any]], int]:
+    rows, failures = [], 0
+    print(f"\n{'GPU time per conv (min / median ms, TFLOP/s at min)':<60}" + "".join(f"{v[0]:>26}" for v in variants))
+    for case in TIMED:
+        row: dict[str, Any] = {"case": str(case).strip()}
+        cells = []
+        for label, dtype, coopmat in variants:
+            try:
+                got = time_one(device, case, dtype, coopmat, repeats, rounds)
+            except Exception as exc:  # noqa: BLE001
+                traceback.print_exc()
+                got = {"error": f"{type(exc).__name__}: {exc}"}
+            if label == "coopmat fp16 (auto)" and got.get("kernel") != "conv2d_coopmat":
+                got["error"] = f"the automatic choice ran {got.get('kernel')}, not conv2d_coopmat"
+            if "error" in got:
+                failures += 1
+                cells.append(f"{'MISMATCH: ' + got['error'][:14]:>26}")
+            else:
+                cells.append(f"  {got['min_ms']:>7.3f} /{got['median_ms']:>7.3f} {got['tflops']:>5.1f} TF")
+            row[label] = got
+        print(f"{case.what:<60}" + "".join(cells), flush=True)
+        rows.append(row)
+    return rows, failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default=None, help="index, UUID or name part (default: the automatic choice)")
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument("--simt", action="store_true", help="check and time the SIMT kernel alone (any device)")
+    parser.add_argument("--repeats", type=int, default=20, help="dispatches per timed recording")
+    parser.add_argument("--rounds", type=int, default=3, help="timed replays per variant")
+    parser.add_argument("--small", action="store_true",
+                        help="skip the det-sized checks and the timings (a CPU implementation of Vulkan)")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    with Device(args.device) as device:
+        info = device.info
+        result: dict[str, Any] = {
+            "device": info.name, "driver": f"{info.driver_name} {info.driver_version}", "api": info.api_version,
+            "subgroup_size": info.subgroup_size, "coopmat_shapes": [list(s) for s in info.coopmat_shapes],
+            "coopmat": list(device.coopmat_shape) if device.coopmat_shape else None,
+            "coopmat_unused_because": device.coopmat_why_not, "fp16_storage": info.fp16_storage,
+        }
+        print(f"device: {info.name} ({info.driver_name} {info.driver_version}, Vulkan {info.api_version}, "
+              f"subgroup {info.subgroup_size})")
+        listed = ", ".join("x".join(map(str, s)) for s in info.coopmat_shapes) or "none"
+        if device.coopmat_shape is None:
+            print(f"no cooperative matrix: {device.coopmat_why_not or why_not(info, device.workarounds)} "
+                  f"(shapes listed with fp16 inputs and fp32 accumulators: {listed})")
+        else:
+            print(f"cooperative matrix: usable, {'x'.join(map(str, device.coopmat_shape))} used "
+                  f"(fp16 inputs, fp32 accumulators; listed: {listed})")
+        precisions: list[Any] = [np.float32] + ([np.float16] if info.fp16_storage else [])
+        failures = 0
+        if device.coopmat_shape is not None or args.simt:
+            coopmat = False if args.simt else True
+            result["checks"], failed = check_cases(device, precisions, coopmat, args.small)
+            failures += failed
+            variants: list[tuple[str, Any, bool | None]] = [("simt fp32", np.float32, False)]
+            if info.fp16_storage:
+                variants.append(("simt fp16", np.float16, False))
+            if not args.simt:
+                variants.append(("coopmat fp32", np.float32, True))
+                if info.fp16_storage:
+                    variants.append(("coopmat fp16 (auto)", np.float16, None))
+            if not args.small:
+                result["timings"], failed = time_cases(device, variants, args.repeats, args.rounds)
+                failures += failed
+        result["failures"] = failures
+        result["seconds"] = round(time.perf_counter() - started, 1)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    if failures:
+        print(f"\n*** MISMATCH: {failures} check(s) failed: see the rows marked MISMATCH above ***", file=sys.stderr)
+        return 1
+    if "checks" not in result:
+        print("no cooperative matrix: nothing to check on this device")
+    else:
+        print(f"\nall checks passed in {result['seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

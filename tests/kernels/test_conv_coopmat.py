@@ -1,0 +1,279 @@
+"""Cooperative-matrix convolutions (vk/coopmat.py, vk/kernels/conv_coopmat.py, shaders/conv2d_coopmat.comp) as far
+as lavapipe, which has no cooperative matrix before Mesa 26, can take them: which path a convolution takes (the
+SIMT kernel on a device without matrices, with VKOCR_COOPMAT=0, under a quirk; the matrices only where they serve),
+the probe's raw properties call, the shipped SPIR-V. The kernel itself runs against NumPy where the test device
+has matrices (Mesa 26's lavapipe lists 8×8×8: scripts/fetch_lavapipe.sh, then `build/tools/lavapipe/run
+.venv/bin/python -m pytest -q tests/kernels/test_conv_coopmat.py`) and on the H200 through scripts/check_coopmat.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.kernels.harness import check, fresh_rng, poisoned, release, storage_ref
+from tests.kernels.test_conv import CASES as SIMT_CASES
+from tests.kernels.test_conv import Case
+from vkocr.engine.coopmat import ENV, usable_shape, why_not
+from vkocr.engine.device import Device
+from vkocr.engine.devices import DeviceInfo, MemoryHeap, assess, list_coopmat_shapes
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.conv import Conv2d
+from vkocr.engine.kernels.conv_coopmat import SQUARE, THIN, CoopmatTile, coopmat_shape, pick_coopmat_tile
+from vkocr.engine.loader import binding
+from vkocr.engine.ops.conv import conv2d
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.shaders import spirv
+
+NVIDIA, AMD, INTEL, QUALCOMM = 0x10DE, 0x1002, 0x8086, 0x5143
+SHAPES = ((16, 8, 8), (16, 8, 16), (16, 16, 16))
+
+
+def info(name: str = "NVIDIA H200", vendor_id: int = NVIDIA, **changes: Any) -> DeviceInfo:
+    base = DeviceInfo(
+        index=0, name=name, type="discrete", vendor="", vendor_id=vendor_id, device_id=0x2335, driver_name="",
+        driver_info="", driver_version="580.159.3", driver_version_raw=0, api_version="1.4.312", uuid="",
+        pipeline_cache_uuid="", memory_heaps=(MemoryHeap(143771, True),), subgroup_size=32, fp16_storage=True,
+        fp16_arithmetic=True, int8_storage=True, int8_arithmetic=True, max_workgroup_size=(1024, 1024, 64),
+        max_workgroup_invocations=1024, max_workgroup_count=(2**31 - 1, 65535, 65535),
+        max_shared_memory_bytes=49152, max_push_constants_bytes=256, max_storage_buffer_range=2**32 - 1,
+        min_storage_buffer_offset_alignment=16, non_coherent_atom_size=64, timestamp_period_ns=1.0,
+        timestamps_supported=True, coopmat_shapes=SHAPES)
+    return dataclasses.replace(base, **changes)
+
+
+def fake_device(device_info: DeviceInfo) -> SimpleNamespace:
+    """What the selection reads of a Device: its info and the shape device creation enabled."""
+    workarounds = assess(device_info).workarounds
+    return SimpleNamespace(info=device_info, coopmat_shape=usable_shape(device_info, workarounds),
+                           coopmat_why_not=why_not(device_info, workarounds))
+
+
+@pytest.fixture(autouse=True)
+def switch_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+
+
+def test_nvidia_uses_16x16x16_for_fp16_dense_convs() -> None:
+    h200 = fake_device(info())
+    assert h200.coopmat_shape == (16, 16, 16) and h200.coopmat_why_not == ""
+    assert coopmat_shape(h200, "fp16", 32, 144) == (16, 16, 16)
+    assert coopmat_shape(h200, "fp16", 96, 1152) == (16, 16, 16)
+
+
+def test_small_depthwise_and_fp32_convs_keep_the_simt_kernel_unless_asked() -> None:
+    h200 = fake_device(info())
+    assert coopmat_shape(h200, "fp16", 8, 144) is None      # M < 16
+    assert coopmat_shape(h200, "fp16", 1, 9) is None        # depthwise: one output channel per group
+    assert coopmat_shape(h200, "fp16", 32, 9) is None       # K < 16
+    assert coopmat_shape(h200, "fp32", 32, 144) is None     # fp32 storage keeps exact fp32 arithmetic
+    assert coopmat_shape(h200, "fp32", 32, 144, want=True) == (16, 16, 16)
+    assert coopmat_shape(h200, "fp16", 32, 144, want=False) is None
+
+
+def test_the_switch_turns_the_path_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, "0")
+    h200 = fake_device(info())
+    assert h200.coopmat_shape is None and h200.coopmat_why_not == f"{ENV}=0"
+    assert coopmat_shape(h200, "fp16", 32, 144) is None
+    enabled = SimpleNamespace(info=info(), coopmat_shape=(16, 16, 16), coopmat_why_not="")  # opened before
+    assert coopmat_shape(enabled, "fp16", 32, 144) is None
+    with pytest.raises(KernelArgumentError, match="asked for"):
+        coopmat_shape(enabled, "fp16", 32, 144, want=True)
+    monkeypatch.setenv(ENV, "1")
+    assert coopmat_shape(enabled, "fp16", 32, 144) == (16, 16, 16)
+
+
+@pytest.mark.parametrize("name, vendor_id", [
+    ("AMD Radeon RX 6800 XT (RADV NAVI21)", AMD), ("AMD Radeon RX 6700 XT", AMD), ("AMD Radeon(TM) 680M", AMD),
+    ("AMD Custom GPU 0405 (RADV VANGOGH)", AMD), ("Adreno (TM) 740", QUALCOMM),
+    ("Intel(R) Arc(tm) A770 Graphics (DG2)", INTEL), ("Intel(R) Arc(TM) A750 Graphics", INTEL),
+])
+def test_quirks_turn_the_path_off(name: str, vendor_id: int) -> None:
+    device = fake_device(info(name, vendor_id))
+    assert device.coopmat_shape is None and "quirk" in device.coopmat_why_not
+    assert coopmat_shape(device, "fp16", 64, 576) is None
+    assert assess(device.info).usable  # the device itself stays usable: only its matrices are off
+
+
+@pytest.mark.parametrize("name, vendor_id", [
+    ("AMD Radeon RX 7900 XTX (RADV NAVI31)", AMD), ("Intel(R) Arc(TM) B580 Graphics", INTEL),
+])
+def test_quirks_leave_newer_generations_alone(name: str, vendor_id: int) -> None:
+    assert fake_device(info(name, vendor_id)).coopmat_shape == (16, 16, 16)
+
+
+def test_devices_without_what_the_kernel_needs_get_no_matrices() -> None:
+    assert usable_shape(info(coopmat_shapes=())) is None
+    assert usable_shape(info(fp16_arithmetic=False)) is None
+    assert usable_shape(info(api_version="1.1.0")) is None
+    assert usable_shape(info(coopmat_shapes=((32, 8, 16),))) is None  # a shape the kernel is not written for
+    assert usable_shape(info(coopmat_shapes=((8, 16, 16),))) == (8, 16, 16)  # Intel Xe2's
+
+
+def test_a_varying_subgroup_size_keeps_the_simt_kernel() -> None:
+    """The workgroup is 4 subgroups of the reported size: where the driver may pick another (AMD wave32/64),
+    no matrices until pipelines require a subgroup size."""
+    rdna3 = info("AMD Radeon RX 7900 XTX (RADV NAVI31)", AMD, subgroup_size=64, subgroup_size_range=(32, 64))
+    assert usable_shape(rdna3) is None and "varies" in why_not(rdna3)
+    assert usable_shape(info(subgroup_size_range=(32, 32))) == (16, 16, 16)
+
+
+def test_tiles_fit_and_cover_the_rows() -> None:
+    assert pick_coopmat_tile(16, (16, 16, 16)) is THIN and pick_coopmat_tile(96, (16, 16, 16)) is SQUARE
+    for m in (16, 17, 32, 33, 64, 96, 130):
+        tile = pick_coopmat_tile(m, (16, 16, 16))
+        bm, bn, bk = tile.dims((16, 16, 16))
+        assert bn == 128 and bk == 32 and tile.shared_bytes((16, 16, 16)) <= 32768
+        assert bm >= min(m, 64)
+
+
+def test_a_device_without_matrices_keeps_the_simt_kernel(device: Device) -> None:
+    if device.coopmat_shape is not None:
+        pytest.skip(f"{device.info.name} has cooperative matrices")
+    assert device.coopmat_why_not
+    assert coopmat_shape(device, "fp16", 64, 576) is None
+    with pytest.raises(KernelArgumentError, match="has none"):
+        coopmat_shape(device, "fp16", 64, 576, want=True)
+    for dtype in (np.float32, np.float16):
+        conv = Conv2d((32, 16, 3, 3), pads=(1, 1, 1, 1))
+        x = device.upload(np.ones((1, 16, 8, 8), dtype))
+        w = device.upload(np.ones((32, 16, 3, 3), dtype))
+        out = poisoned(device, (1, 32, 8, 8), dtype)
+        with Recorder(device, profile=True) as rec:
+            conv.record(rec, x, w, out)
+            rec.run()
+            assert [t.label for t in rec.timings()] == ["conv2d"]
+        assert float(device.download(out)[0, 0, 4, 4]) == 144.0
+        release(device, x, w, out)
+
+
+def test_probe_reads_the_properties_with_their_stype() -> None:
+    """list_coopmat_shapes against a fake driver (a CFFI callback): two calls, sType set on every element before
+    the second, only subgroup fp16 × fp16 + fp32 shapes kept."""
+    vk = binding()
+    ffi = vk.ffi
+    f16, f32, u8 = vk.VK_COMPONENT_TYPE_FLOAT16_KHR, vk.VK_COMPONENT_TYPE_FLOAT32_KHR, vk.VK_COMPONENT_TYPE_UINT8_KHR
+    listed = [(16, 16, 16, f16, f32, vk.VK_SCOPE_SUBGROUP_KHR, 0), (16, 8, 16, f16, f32, vk.VK_SCOPE_SUBGROUP_KHR, 0),
+              (16, 16, 16, f16, f16, vk.VK_SCOPE_SUBGROUP_KHR, 0), (16, 16, 32, u8, f32, vk.VK_SCOPE_SUBGROUP_KHR, 0),
+              (16, 16, 16, f16, f32, vk.VK_SCOPE_WORKGROUP_KHR, 0), (16, 16, 16, f16, f32, vk.VK_SCOPE_SUBGROUP_KHR, 1)]
+    seen_stypes: list[int] = []
+
+    @ffi.callback("VkResult(VkPhysicalDevice, uint32_t*, VkCooperativeMatrixPropertiesKHR*)")
+    def fake(_pd: Any, count: Any, props: Any) -> int:
+        if props == ffi.NULL:
+            count[0] = len(listed)
+            return int(vk.VK_SUCCESS)
+        for i, (m, n, k, ab, c, scope, sat) in enumerate(listed[:count[0]]):
+            seen_stypes.append(props[i].sType)
+            props[i].MSize, props[i].NSize, props[i].KSize = m, n, k
+            props[i].AType = props[i].BType = ab
+            props[i].CType = props[i].ResultType = c
+            props[i].scope, props[i].saturatingAccumulation = scope, sat
+        return int(vk.VK_SUCCESS)
+
+    assert list_coopmat_shapes(fake, ffi.NULL) == ((16, 8, 16), (16, 16, 16))
+    assert seen_stypes == [vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR] * len(listed)
+
+
+@pytest.mark.parametrize("name", ["conv2d_coopmat", "conv2d_coopmat.fp16"])
+def test_shipped_spirv_needs_only_what_the_device_enables(name: str) -> None:
+    """SPIR-V 1.5 (Vulkan 1.2) with the workgroup size as LocalSize + spec constants, not LocalSizeId (which
+    needs maintenance4); the cooperative-matrix capability and the Vulkan memory model the device enables."""
+    code = spirv(name)
+    words = struct.unpack(f"<{len(code) // 4}I", code)
+    assert words[1] == 0x00010500, hex(words[1])
+    opcodes, i = set(), 5
+    capabilities = set()
+    while i < len(words):
+        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+        opcodes.add(opcode)
+        if opcode == 17:  # OpCapability
+            capabilities.add(words[i + 1])
+        i += count
+    assert 331 not in opcodes  # OpExecutionModeId (LocalSizeId)
+    cooperative_matrix_khr, vulkan_memory_model, float16, storage16 = 6022, 5345, 9, 4433
+    assert {cooperative_matrix_khr, vulkan_memory_model, float16} <= capabilities
+    assert (storage16 in capabilities) == name.endswith(".fp16")
+
+
+# conv2d's cases, asked onto the matrices even where M or K is tiny (partial tiles everywhere), and some of its own
+COOPMAT_CASES = [*SIMT_CASES,
+    Case((1, 16, 9, 70), 16, (1, 1)),                                          # pointwise, N over several tiles
+    Case((1, 20, 23, 19), 17, (3, 3), pads=(1, 1, 1, 1)),                      # partial M
+    Case((2, 5, 30, 30), 100, (3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),      # partial M and K, batch 2
+    Case((1, 64, 20, 24), 64, (3, 3), pads=(1, 1, 1, 1), group=2, bias=False),  # grouped
+    Case((1, 16, 12, 40), 24, (3, 5), strides=(2, 1), pads=(1, 2, 0, 3), attrs={"activation": "relu"}),
+    Case((1, 32, 21, 23), 48, (3, 3), pads=(1, 1, 1, 1), attrs={"activation": "hardswish", "alpha": 1 / 6,
+                                                                 "beta": 0.5, "post_affine": (0.5, -0.25)}),
+]
+# one column per thread (the workgroup's invocations a multiple of the tile's columns, as on NVIDIA) and not
+ONE_COLUMN = CoopmatTile(sg_m=4, sg_n=1, fm=1, fn=1)
+TILES = [None, ONE_COLUMN, CoopmatTile(sg_m=2, sg_n=2, fm=1, fn=3, ksteps=1)]
+
+
+@pytest.mark.parametrize("tile", TILES, ids=["picked", "one-column", "2x2x1x3"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("case", COOPMAT_CASES, ids=str)
+def test_coopmat_conv_matches_numpy(device: Device, case: Case, dtype: type, tile: CoopmatTile | None) -> None:
+    if device.coopmat_shape is None:
+        pytest.skip(f"no cooperative matrix on {device.info.name}: {device.coopmat_why_not}")
+    rng, seed = fresh_rng()
+    cin = case.x[1]
+    x_np = rng.uniform(-1.0, 1.0, case.x).astype(dtype)
+    w_np = rng.uniform(-1.0, 1.0, (case.cout, cin // case.group, *case.kernel)).astype(dtype)
+    b_np = rng.uniform(-1.0, 1.0, (case.cout,)).astype(dtype) if case.bias else None
+    attrs: dict[str, Any] = dict(case.attrs)
+    post = attrs.pop("post_affine", None)
+    conv_attrs = dict(strides=case.strides, pads=case.pads, dilations=case.dilations, group=case.group)
+    exact = conv2d(x_np.astype(np.float32), w_np.astype(np.float32),
+                   b_np.astype(np.float32) if b_np is not None else None, **conv_attrs, **attrs)
+    if post is not None:
+        exact = exact * np.float32(post[0]) + np.float32(post[1])
+    ref = storage_ref(exact, dtype)
+    x, w, out = device.upload(x_np), device.upload(w_np), poisoned(device, ref.shape, dtype)
+    b = device.upload(b_np) if b_np is not None else None
+    conv = Conv2d(w_np.shape, has_bias=b is not None, **conv_attrs, **attrs, post_affine=post)
+    with Recorder(device, profile=True) as rec:
+        conv.record(rec, x, w, out, b, coopmat=True, coopmat_tile=tile)
+        rec.run()
+        assert [t.label for t in rec.timings()] == ["conv2d_coopmat"]
+    # fp16 inputs: ~3e-4 against the fp32 result; fp16 storage: the reference rounds as the kernel does
+    check(device.download(out), ref, f"conv2d_coopmat {case} {np.dtype(dtype)} {tile}", seed, 2e-3)
+    release(device, x, w, out, *([b] if b is not None else []))
+
+
+def test_the_coopmat_launch_stays_symbolic() -> None:
+    """Under a shape-class trace (vk/symbolic.py) the choice and the launch pin no dimension, and the compiled
+    program gives another shape of the class the groups and push constants a build of that shape gives."""
+    from vkocr.engine.symbolic import Trace, compile_program, tracing
+
+    dispatched: list[tuple[Any, ...]] = []
+    device = SimpleNamespace(info=info(), coopmat_shape=(16, 16, 16), coopmat_why_not="",
+                             pipeline=lambda kernel, constants: (kernel.spirv_name, constants))
+    rec = SimpleNamespace(device=device, dispatch=lambda pipeline, views, push, groups, label: dispatched.append(
+        (pipeline, push, groups, label)))
+
+    def tensor(shape: tuple[Any, ...]) -> SimpleNamespace:
+        return SimpleNamespace(shape=shape, dtype=np.dtype(np.float16), view=None)
+
+    def build(h: Any, w: Any) -> tuple[Any, ...]:
+        conv = Conv2d((32, 16, 3, 3), strides=(2, 2), pads=(1, 1, 1, 1), activation="relu")
+        oh, ow = (h + 2 - 3) // 2 + 1, (w + 2 - 3) // 2 + 1
+        conv.record(rec, tensor((1, 16, h, w)), tensor((32, 16, 3, 3)), tensor((1, 32, oh, ow)))  # type: ignore[arg-type]
+        return dispatched[-1]
+
+    trace = Trace()
+    dims = trace.inputs((368, 512))
+    with tracing(trace):
+        traced = build(*dims)
+    assert not trace.escapes, trace.escapes
+    assert traced[0][0] == "conv2d_coopmat.fp16" and traced[3] == "conv2d_coopmat"
+    program = compile_program(trace, dims, traced[1:3])
+    for h, w in ((370, 500), (361, 515)):
+        push, groups = build(h, w)[1:3]
+        assert program(h, w) == (push, groups)

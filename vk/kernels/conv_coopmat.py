@@ -1,0 +1,116 @@
+"""Convolutions on cooperative matrices (shaders/conv2d_coopmat.comp): which convolutions take them, with which
+tile, and the launch.
+
+`Conv2d.record` (vk/kernels/conv.py) asks `coopmat_shape()`; a shape means it records this kernel, None the SIMT
+kernel (conv2d.comp) exactly as before. The kernel shares conv2d.comp's push constants and its constants 8..11
+(pointwise, KH, KW, post-affine), so the prepared node serves both.
+
+The chain is coopmat → fp16 → fp32. The matrices multiply fp16 inputs (fp32 sums): about 1e-3 of relative
+error against the fp32 result, where fp16 storage already rounds to that. So on its own the path serves the
+convolutions whose tensors are stored in fp16 (AUTO_PRECISIONS); an fp32-stored convolution keeps the exact SIMT
+kernel unless its caller asks for the matrices (`coopmat=True`: scripts/check_coopmat.py, benchmarks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vkocr.engine.coopmat import switched_off
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.matmul import check_groups
+from vkocr.engine.memory import BufferView
+from vkocr.engine.pipeline import KernelDef
+from vkocr.engine.recorder import Recorder
+
+CONV2D_COOPMAT = KernelDef("conv2d_coopmat", ("r", "r", "r", "w", "r"), 76)  # x, w, bias, out, residual
+AUTO_PRECISIONS = ("fp16",)  # storage precisions whose convolutions take the matrices unasked
+SUBGROUPS = 4  # subgroups per workgroup (128 invocations on NVIDIA)
+MIN_M = 16  # output channels per group below which the SIMT kernel serves (depthwise convs never reach this)
+MIN_K = 16  # input channels per group × kernel taps
+
+
+@dataclass(frozen=True)
+class CoopmatTile:
+    """A workgroup of sg_m × sg_n subgroups, each owning fm × fn accumulators of the device's TM × TN, BK =
+    ksteps·TK deep per shared-memory step."""
+
+    sg_m: int
+    sg_n: int
+    fm: int
+    fn: int
+    ksteps: int = 2
+
+    def dims(self, mnk: tuple[int, int, int]) -> tuple[int, int, int]:
+        """(BM, BN, BK) for the cooperative-matrix shape (TM, TN, TK)."""
+        tm, tn, tk = mnk
+        return self.sg_m * self.fm * tm, self.sg_n * self.fn * tn, self.ksteps * tk
+
+    def shared_bytes(self, mnk: tuple[int, int, int]) -> int:
+        """What conv2d_coopmat.comp declares: fp16 A and B tiles (rows padded by 8), one fp32 TM × TN staging
+        matrix per subgroup."""
+        bm, bn, bk = self.dims(mnk)
+        return 2 * bm * (bk + 8) + 2 * bk * (bn + 8) + 4 * self.sg_m * self.sg_n * mnk[0] * mnk[1]
+
+
+# By output channels per group (M): few rows make wide tiles, so a workgroup still covers 128 output pixels.
+THIN = CoopmatTile(sg_m=1, sg_n=SUBGROUPS, fm=1, fn=2)    # BM = TM (16), BN = 8·TN (128)
+NARROW = CoopmatTile(sg_m=1, sg_n=SUBGROUPS, fm=2, fn=2)  # BM = 2·TM (32), BN = 8·TN
+SQUARE = CoopmatTile(sg_m=2, sg_n=2, fm=2, fn=4)          # BM = 4·TM (64), BN = 8·TN
+
+
+def pick_coopmat_tile(m: int, mnk: tuple[int, int, int]) -> CoopmatTile:
+    tm = mnk[0]
+    if m <= tm:
+        return THIN
+    if m <= 2 * tm:
+        return NARROW
+    return SQUARE
+
+
+def coopmat_shape(device: object, precision: str, m: int, k: int, *, want: bool | None = None
+                  ) -> tuple[int, int, int] | None:
+    """The (TM, TN, TK) a convolution of M = Cout/group rows and K = Cin/group·KH·KW runs on, or None for the
+    SIMT kernel. `want`: None decides (the device has matrices, VKOCR_COOPMAT is not 0, the storage precision
+    is one of AUTO_PRECISIONS, M ≥ MIN_M and K ≥ MIN_K), False never, True wherever the device has them and
+    the switch is not off (KernelArgumentError where it has none). M and K come from the weights: never symbolic."""
+    if want is False:
+        return None
+    shape: tuple[int, int, int] | None = getattr(device, "coopmat_shape", None)
+    if shape is None or switched_off():
+        if want:
+            why = getattr(device, "coopmat_why_not", "") or "no cooperative matrix"
+            raise KernelArgumentError(f"conv2d: cooperative matrices asked for, and the device has none ({why})")
+        return None
+    if want is None and (precision not in AUTO_PRECISIONS or m < MIN_M or k < MIN_K):
+        return None
+    tile = pick_coopmat_tile(m, shape)
+    info = getattr(device, "info", None)
+    if info is not None and tile.shared_bytes(shape) > info.max_shared_memory_bytes:
+        if want:
+            raise KernelArgumentError(f"conv2d: the cooperative-matrix tile needs {tile.shared_bytes(shape)} B of "
+                                      f"shared memory, the device has {info.max_shared_memory_bytes}")
+        return None
+    return shape
+
+
+def record_conv2d_coopmat(rec: Recorder, kernel: KernelDef, mnk: tuple[int, int, int],
+                          conv_constants: tuple[int, ...], push: bytes, views: Sequence[BufferView], m: int, n: int,
+                          batches: int, tile: CoopmatTile | None = None, *, residual: bool = False) -> None:
+    """One dispatch of conv2d_coopmat.comp (`kernel`: CONV2D_COOPMAT at the tensors' storage precision) for the
+    GEMM M × N (N may be symbolic) repeated over `batches` = images · groups; `conv_constants` are conv2d's
+    constants 8..11, `push` its push constants, `views` its five bindings; `residual`: the fifth is added in the
+    epilogue; `tile` forces a tile (tests)."""
+    tile = tile or pick_coopmat_tile(m, mnk)
+    bm, bn, _ = tile.dims(mnk)
+    info = rec.device.info
+    threads = tile.sg_m * tile.sg_n * info.subgroup_size
+    if threads > info.max_workgroup_invocations:
+        raise KernelArgumentError(f"conv2d_coopmat: {threads} invocations per workgroup, the device allows "
+                                  f"{info.max_workgroup_invocations}")
+    groups = ((n + bn - 1) // bn, (m + bm - 1) // bm, batches)
+    check_groups(rec, groups, "conv2d_coopmat")
+    constants = (threads, 1, 1, *mnk, tile.sg_m, tile.sg_n, *conv_constants, tile.fm, tile.fn, tile.ksteps,
+                 int(residual))
+    pipeline = rec.device.pipeline(kernel, constants)
+    rec.dispatch(pipeline, views, push, groups, label="conv2d_coopmat")
