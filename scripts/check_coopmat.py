@@ -79,6 +79,7 @@ class Case:
     bias: bool = True
     activation: str = "none"
     post_affine: tuple[float, float] | None = None
+    residual: bool = False  # passes.fuse_residual's Add, in the epilogue
     what: str = ""
     attrs: dict[str, float] = field(default_factory=dict)
 
@@ -121,6 +122,8 @@ CASES = [
     Case((1, 64, 184, 256), 64, (3, 3), pads=(1, 1, 1, 1), what="det 3x3 64->64"),
     Case((1, 128, 92, 128), 96, (3, 3), pads=(1, 1, 1, 1), what="det 3x3 128->96 (K 1152)"),
     Case((1, 96, 46, 64), 96, (1, 1), activation="hardsigmoid", what="det 1x1 96->96"),
+    Case((1, 32, 46, 64), 32, (1, 1), activation="relu", residual=True, what="1x1 + residual"),
+    Case((1, 20, 23, 19), 17, (3, 3), pads=(1, 1, 1, 1), residual=True, what="partial M + residual"),
 ]
 
 TIMED = [
@@ -165,10 +168,11 @@ def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
     return float(diff / max(float(np.linalg.norm(ref64)), 1e-30))
 
 
-def record_case(rec: Recorder, conv: Conv2d, t: list[Tensor | None], coopmat: bool | None) -> None:
+def record_case(rec: Recorder, conv: Conv2d, t: list[Tensor | None], coopmat: bool | None,
+                residual: Tensor | None = None) -> None:
     x, w, out, b = t
     assert x is not None and w is not None and out is not None
-    conv.record(rec, x, w, out, b, coopmat=coopmat)
+    conv.record(rec, x, w, out, b, coopmat=coopmat, residual=residual)
 
 
 def labels(device: Device, record: Any) -> list[str]:
@@ -200,6 +204,12 @@ def check_cases(device: Device, precisions: list[Any], coopmat: bool | None, sma
                 x, w, b = inputs(case, rng, dtype)
                 assert x is not None and w is not None
                 ref = reference(case, x, w, b, dtype)
+                tr = None
+                if case.residual:
+                    r = rng.uniform(-1, 1, ref.shape).astype(dtype)
+                    ref = (reference(case, x, w, b, np.float32) + r.astype(np.float32)).astype(dtype)
+                    tr = device.upload(r)
+                    tensors.append(tr)
                 tx, tw = device.upload(x), device.upload(w)
                 tensors += [tx, tw]
                 tb = device.upload(b) if b is not None else None
@@ -209,7 +219,7 @@ def check_cases(device: Device, precisions: list[Any], coopmat: bool | None, sma
                 tensors.append(out)
                 conv = prepared(case)
                 with Recorder(device) as rec:
-                    record_case(rec, conv, [tx, tw, out, tb], coopmat)
+                    record_case(rec, conv, [tx, tw, out, tb], coopmat, tr)
                     rec.run()
                 got = device.download(out)
                 unwritten = int(np.isnan(got).sum())
