@@ -62,8 +62,8 @@ def percentile(samples: list[float], q: float) -> float:
 
 def plan_stats(ocr: Any) -> dict[str, dict[str, Any]] | None:
     """The GPU stages' plan counters per role; None on the CPU backend, which has no plans."""
-    stats = getattr(ocr.stages, "plan_stats", None)
-    return stats() if stats is not None else None
+    stats: dict[str, dict[str, Any]] = ocr.stages.plan_stats()
+    return stats or None
 
 
 def cpu_model() -> str:

@@ -1,12 +1,21 @@
 """Which backend runs the OCR models, and why: a Vulkan GPU, or the CPU backend (onnxruntime) when none is
-usable, or a backend named outright ("cpu", "numpy", or a Vulkan device by index, UUID or name part)."""
+usable, or a backend named outright ("cpu", "numpy", or a Vulkan device by index, UUID or name part); and the
+stages that backend opens (`open_stages`), for OcrPipeline.open."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+from vkocr.agent.ocr.request_halves import PipelineLanes
+from vkocr.agent.ocr.stages import StageSet
 from vkocr.engine.devices import Choice, DeviceInfo, survey
+from vkocr.log import get_logger
+
+log = get_logger(__name__)
 
 CPU = "cpu"  # onnxruntime's CPU execution provider
 NUMPY = "numpy"  # the NumPy reference executor: tests and `debug compare`
@@ -38,3 +47,46 @@ def choose_backend(device: str | None = None) -> BackendChoice:
     if choice.device is None:
         return BackendChoice(CPU, f"no usable GPU: {choice.reason}", None, tuple(devices), choice, fallback=True)
     return BackendChoice("vulkan", choice.reason, device, tuple(devices), choice)
+
+
+@dataclass(frozen=True)
+class OpenedStages:
+    """The stages a backend opened, the Vulkan device they run on (None off the GPU: closed with the stages'
+    pipeline), and why that backend."""
+
+    stages: StageSet
+    device: Any
+    reason: str
+
+
+def open_stages(device: str | None, paths: Mapping[str, Path], *, cpu_threads: int = 0,
+                lanes: PipelineLanes | None = None) -> OpenedStages:
+    """The models of `paths` on the backend `device` names (choose_backend): the GPU stages with the streams and
+    image slots of `lanes`, onnxruntime's with `cpu_threads` intra-op threads (0: every core), or the NumPy
+    reference's. A CPU backend chosen because no GPU is usable says so, loudly and once."""
+    choice = choose_backend(device)
+    if choice.kind == "vulkan":
+        from vkocr.agent.ocr.gpu_stages import GpuStages
+        from vkocr.engine.device import Device
+
+        lanes = lanes or PipelineLanes()
+        dev = Device(choice.selector, queues=lanes.queues)
+        try:
+            return OpenedStages(GpuStages(dev, paths, image_slots=lanes.image_slots), dev, choice.reason)
+        except BaseException:
+            dev.close()
+            raise
+    stages: StageSet
+    if choice.kind == NUMPY:
+        from vkocr.agent.ocr.numpy_stages import NumpyStages
+
+        stages = NumpyStages(paths)
+    else:
+        from vkocr.agent.ocr.ort_stages import OrtStages
+
+        stages = OrtStages(paths, cpu_threads)
+    if choice.fallback:  # a board whose GPU is missing or denied must say so, loudly and once
+        log.warning("cpu_backend_chosen", backend=stages.backend, reason=choice.reason)
+    else:
+        log.info("backend_chosen", backend=stages.backend, reason=choice.reason)
+    return OpenedStages(stages, None, choice.reason)

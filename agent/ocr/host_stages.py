@@ -14,10 +14,13 @@ from vkocr.agent.ocr import image_reference as reference
 from vkocr.agent.ocr.image_kernels import CropSlot
 from vkocr.agent.ocr.image_reference import preprocess_image, resize_normalize_pad, rotate_crop
 from vkocr.agent.ocr.prep import Prepared, prepared_image
+from vkocr.agent.ocr.stages import NoPlanStages
 from vkocr.engine.errors import KernelArgumentError
 
 
-class HostStages:
+class HostStages(NoPlanStages):
+    """One set of stages for every thread (NoPlanStages), implementing Stages on the host."""
+
     backend: str
     max_batch = 64  # as the GPU stages: the same submissions, so the same results
     # the image kernels: (image, out_h, out_w) → image, and (image, inverse, w, h) → crop

@@ -66,17 +66,21 @@ CHOICES: Final[dict[str, tuple[str, ...]]] = {"limit_type": ("min", "max"), "sco
                                               "procedure": ("rapidocr-1.4.4", "rapidocr-3.10")}
 NO_LETTERBOX = -1.0  # width_height_ratio: RapidOCR's "never add a letterbox"
 WIDTH_HEIGHT_RATIO = Range(0.0, 1000.0, low_open=True)
+# the metadata of an option that a request's second half (pipeline.read) uses: requests are read together only
+# when all of these are equal (agent/ocr/request_halves.py read_key)
+READ: Final = {"read": True}
 
 
 @dataclass(frozen=True)
 class OcrOptions:
     # the reference whose steps between the networks the pipeline follows: the model set's (agent/ocr/procedures.py)
-    procedure: str = "rapidocr-1.4.4"
-    use_det: bool = True
-    use_cls: bool = True
-    use_rec: bool = True
-    return_word_box: bool = False  # per-character boxes; rapidocr-3.10: per word on lines without Chinese
-    text_score: float = 0.5  # lines scoring below are dropped
+    procedure: str = field(default="rapidocr-1.4.4", metadata=READ)
+    use_det: bool = field(default=True, metadata=READ)
+    use_cls: bool = field(default=True, metadata=READ)
+    use_rec: bool = field(default=True, metadata=READ)
+    # per-character boxes; rapidocr-3.10: per word on lines without Chinese
+    return_word_box: bool = field(default=False, metadata=READ)
+    text_score: float = field(default=0.5, metadata=READ)  # lines scoring below are dropped
     # input
     max_side_len: int = 2000
     min_side_len: int = 30
@@ -98,17 +102,17 @@ class OcrOptions:
     # at most 2944x736) and a tall strip up to 15:1 (2000x133 detects at 11072x736)
     max_det_pixels: int = 8 * 1024 * 1024
     # cls
-    cls_height: int = 48
-    cls_width: int = 192
+    cls_height: int = field(default=48, metadata=READ)
+    cls_width: int = field(default=192, metadata=READ)
     cls_batch: int = 6
-    cls_thresh: float = 0.9
+    cls_thresh: float = field(default=0.9, metadata=READ)
     # rec
-    rec_height: int = 48
-    rec_width: int = 320
-    rec_batch: int = 6
+    rec_height: int = field(default=48, metadata=READ)
+    rec_width: int = field(default=320, metadata=READ)
+    rec_batch: int = field(default=6, metadata=READ)
     # rec batches run at RapidOCR's width rounded up to a multiple of this: fewer distinct shapes, fewer plans to
     # record, but the padding changes 0.25% of lines at 32 (BENCHMARKS.md, "Rec width buckets"); 1: RapidOCR's
-    rec_width_bucket: int = 1
+    rec_width_bucket: int = field(default=1, metadata=READ)
     # postprocessing plugins, in order: names, and options per name
     plugins: tuple[str, ...] = ()
     plugin_options: dict[str, Any] = field(default_factory=dict)

@@ -39,6 +39,7 @@ class OrtStages(HostStages):
 
     resize_u8 = staticmethod(opencv_kernels.resize_linear_u8)
     warp = staticmethod(opencv_kernels.warp_perspective_cubic)
+    warms = True  # each session's first run initialises its kernels: prepare does it before serving
 
     def __init__(self, model_paths: Mapping[str, Path], threads: int = 0) -> None:
         super().__init__()

@@ -8,9 +8,8 @@ import math
 from collections.abc import Sequence
 
 from vkocr.agent.ocr.image_kernels import padded_batch
-from vkocr.agent.ocr.image_reference import det_input_size
 from vkocr.agent.ocr.options import OcrOptions
-from vkocr.agent.ocr.prep import preparation
+from vkocr.agent.ocr.request import RequestGeometry
 
 
 def warm_plan_shapes(image_sizes: Sequence[tuple[int, int]], opts: OcrOptions, max_batch: int, read_batch: int = 0
@@ -21,12 +20,10 @@ def warm_plan_shapes(image_sizes: Sequence[tuple[int, int]], opts: OcrOptions, m
     its cap, 0 for rec_batch)."""
     shapes: list[tuple[str, tuple[int, ...]]] = []
     for w, h in image_sizes:
-        prep = preparation(h, w, max_side_len=opts.max_side_len, min_side_len=opts.min_side_len,
-                           min_height=opts.min_height, width_height_ratio=opts.width_height_ratio,
-                           letterbox=opts.use_det)
-        det_h, det_w = det_input_size(*prep.shape, opts.limit_side_len, opts.limit_type)
-        if opts.use_det and det_h > 0 and det_w > 0 and ("det", (1, 3, det_h, det_w)) not in shapes:
-            shapes.append(("det", (1, 3, det_h, det_w)))
+        geometry = RequestGeometry.of(h, w, opts)
+        det = ("det", (1, 3, *geometry.det_size))
+        if geometry.detects and det not in shapes:
+            shapes.append(det)
     if opts.use_cls:
         batch = 1
         while batch <= max_batch:
@@ -45,10 +42,8 @@ def reserve_shapes(opts: OcrOptions) -> list[tuple[str, tuple[int, ...]]]:
         return []
     w = opts.max_side_len
     h = max(1, math.ceil(w / opts.width_height_ratio))
-    prep = preparation(h, w, max_side_len=opts.max_side_len, min_side_len=opts.min_side_len,
-                       min_height=opts.min_height, width_height_ratio=opts.width_height_ratio, letterbox=True)
-    det_h, det_w = det_input_size(*prep.shape, opts.limit_side_len, opts.limit_type)
-    return [("det", (1, 3, det_h, det_w))] if det_h > 0 and det_w > 0 else []
+    geometry = RequestGeometry.of(h, w, opts)
+    return [("det", (1, 3, *geometry.det_size))] if geometry.detects else []
 
 
 REC_WARM_MAX_WIDTH = 960  # px at rec_height 48: a line 20 times as wide as it is tall

@@ -13,6 +13,7 @@ from vkocr.agent.ocr.images import ChannelOrder, ImageSource, decode_image
 from vkocr.agent.ocr.model_sets import choose_models
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.ocr.plugin_chains import run_plugins
 from vkocr.agent.ocr.procedures import PROCEDURES
 from vkocr.postproc.result import OcrResult
 
@@ -71,10 +72,10 @@ class OCR:
         if channel_order == "rgb":
             return pipeline(image, **options)
         opts = pipeline.options.replace(**options) if options else pipeline.options
-        chain = pipeline.chain_for(opts)
         pixels = decode_image(image, max_pixels=opts.max_pixels, channel_order=channel_order,
                               apply_exif=opts.apply_exif, copy=False, rgba=PROCEDURES[opts.procedure].rgba)
-        return pipeline.finish(pipeline.recognize(pixels, opts, decoded=True), chain)
+        request = pipeline.request(pixels, opts, decoded=True)
+        return run_plugins(pipeline.run(request), request.chain)
 
     __call__ = read
 

@@ -5,9 +5,10 @@ lanes that drive the halves side by side (agent/serving/flow.py)."""
 from __future__ import annotations
 
 import dataclasses
+import operator
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from vkocr.agent.errors import RequestStopped, StopWho
 from vkocr.agent.ocr.image_kernels import CropSlot
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.prep import Prepared
+from vkocr.agent.ocr.request import OcrRequest
 
 StopCheck = Callable[[], StopWho | None]  # who no longer wants the answer, None while it is still wanted
 
@@ -55,32 +57,31 @@ class Laps:
             raise RequestStopped(who, name)
 
 
-def stream_clock(stages: Any, device: Any) -> Callable[[], float]:
-    """The seconds the host has waited for the GPU on the stream these stages run on (the device's streams
-    together when they have none; zero off the GPU)."""
-    stream = getattr(stages, "stream", None)
-    if stream is not None:
-        return lambda: float(stream.wait_seconds)
-    if device is not None:
-        return lambda: float(device.wait_seconds)
-    return lambda: 0.0
-
-
 @dataclasses.dataclass
 class Detected:
-    """One request between `detect` and `read`: its options, its image's preparation, the quads DB found (in
-    reading order) and their crops, each naming the image slot it is cut from (which must hold the image until
-    `read` has run), and its stage times so far."""
+    """One request between `detect` and `read`: the request, the quads DB found (in reading order) and their
+    crops, each naming the image slot it is cut from (which must hold the image until `read` has run), and its
+    stage times so far."""
 
-    opts: OcrOptions
-    prep: Prepared
+    request: OcrRequest
     quads: list[np.ndarray]
     slots: list[CropSlot]
     laps: Laps
 
+    @property
+    def opts(self) -> OcrOptions:
+        return self.request.options
+
+    @property
+    def prep(self) -> Prepared:
+        return self.request.geometry.prep
+
+
+READ_OPTIONS: Final = tuple(f.name for f in dataclasses.fields(OcrOptions) if f.metadata.get("read"))
+_read_values = operator.attrgetter(*READ_OPTIONS)
+
 
 def read_key(opts: OcrOptions) -> tuple[Any, ...]:
-    """What requests must share to be classified and recognised together: every option `read` uses."""
-    return (opts.use_cls, opts.use_rec, opts.use_det, opts.cls_height, opts.cls_width, opts.cls_thresh,
-            opts.rec_height, opts.rec_width, opts.rec_batch, opts.rec_width_bucket, opts.procedure,
-            opts.return_word_box, opts.text_score)
+    """What requests must share to be classified and recognised together: every option `read` uses (the fields
+    marked READ in agent/ocr/options.py)."""
+    return tuple(_read_values(opts))

@@ -16,9 +16,10 @@ detection lane takes a request only once it holds a free slot, so the slots boun
 halves. With `overlap` off, one lane runs both halves of one request at a time, as the agent did before (to
 measure what the overlap and the batching buy).
 
-The flow knows nothing of queues, recovery or statistics: the GPU worker (agent/serving/worker.py) gives it the
-requests (`take`), decides whether one still runs (`begin`), and is told how each ended (`done`), or that the
-device failed under some (`failed`: it rebuilds and hands them in again).
+The flow knows nothing of queues or recovery: it talks to the GPU worker (agent/serving/worker.py) through one
+interface, `JobSource`: the worker gives it the requests (`take`), decides whether one still runs (`begin`), and
+is told how each ended (`end`), or that the lanes failed under some (`fail`: it rebuilds and hands them in again).
+Its reads are counted in the worker's `FlowCounts`, which outlive every flow, beside the worker's own counts.
 """
 
 from __future__ import annotations
@@ -29,18 +30,69 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 from vkocr.agent.errors import RequestStopped
-from vkocr.agent.ocr.pipeline import OcrPipeline, Stages
+from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.ocr.request_halves import Detected
-from vkocr.agent.serving.jobs import Job
+from vkocr.agent.ocr.stages import Stages
+from vkocr.agent.serving.jobs import Job, ReadingLanesLost
 from vkocr.engine.errors import VulkanError
 from vkocr.log import get_logger
 from vkocr.postproc.result import OcrResult
 
 log = get_logger(__name__)
 
-POLL_S = 0.05  # how often an idle lane looks up for a stop or a hold
+# How long a detection lane waits on the worker's queue before it looks again at a stop or a hold: the one wait
+# that no event ends (a queue.Queue has none); every other wait of a lane ends on its event.
+TAKE_WAIT_S = 0.05
+
+
+class JobSource(Protocol):
+    """What the flow asks of its owner, the GPU worker."""
+
+    def take(self, timeout: float) -> Job | None:
+        """The next request for a detection lane, None after `timeout`."""
+
+    def begin(self, job: Job) -> bool:
+        """Mark the request running; False when it is dropped instead (cancelled, or past its deadline)."""
+
+    def end(self, job: Job, outcome: OcrResult | BaseException) -> None:
+        """A lane is done with the request: its answer, or why there is none."""
+
+    def fail(self, jobs: list[Job], error: BaseException) -> None:
+        """The device (or every reading lane) failed under these requests: rebuild and hand them in again."""
+
+
+class FlowCounts:
+    """What happened to a worker's requests, over every flow it ran (any thread): dropped before their GPU work
+    (by "cancelled" or "deadline"), stopped between stages (by who: "client", "deadline"…), and the reads, by the
+    requests they held, with the crops they held."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.dropped: Counter[str] = Counter()
+        self.stopped: Counter[str] = Counter()
+        self.batches: Counter[int] = Counter()
+        self.lines = 0
+
+    def drop(self, why: str) -> None:
+        with self._lock:
+            self.dropped[why] += 1
+
+    def stop(self, who: str) -> None:
+        with self._lock:
+            self.stopped[who] += 1
+
+    def read(self, requests: int, lines: int) -> None:
+        with self._lock:
+            self.batches[requests] += 1
+            self.lines += lines
+
+    def reads(self) -> tuple[int, int, int]:
+        """(reads, requests they held, crops they held)."""
+        with self._lock:
+            return (sum(self.batches.values()), sum(size * n for size, n in self.batches.items()), self.lines)
 
 
 @dataclass(frozen=True)
@@ -71,12 +123,19 @@ class SlotPool:
     def __init__(self, count: int) -> None:
         self._free = list(range(count - 1, -1, -1))
         self._cond = threading.Condition()
+        self._closed = False
 
-    def acquire(self, timeout: float) -> int | None:
+    def acquire(self) -> int | None:
+        """A free slot, once there is one; None once the pool is closed."""
         with self._cond:
-            if not self._cond.wait_for(lambda: bool(self._free), timeout):
-                return None
-            return self._free.pop()
+            self._cond.wait_for(lambda: bool(self._free) or self._closed)
+            return None if self._closed else self._free.pop()
+
+    def close(self) -> None:
+        """Wake every lane waiting for a slot: none is handed out any more."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
 
     def release(self, slot: int) -> None:
         with self._cond:
@@ -122,11 +181,13 @@ class Batcher:
         with self._cond:
             self._cond.notify_all()
 
-    def take(self, limit: int, wait_s: float, timeout: float) -> list[Waiting]:
-        """Up to `limit` ready requests, the oldest first; [] after `timeout` with none ready. With fewer than
-        `limit`, waits up to `wait_s` from the first one's arrival for more, while some are in detection."""
+    def take(self, limit: int, wait_s: float, until: Callable[[], bool] = lambda: False,
+             timeout: float | None = None) -> list[Waiting]:
+        """Up to `limit` ready requests, the oldest first; [] when `until()` turns true (asked whenever the
+        batcher is woken) or after `timeout` with none ready. With fewer than `limit`, waits up to `wait_s` from
+        the first one's arrival for more, while some are in detection."""
         with self._cond:
-            if not self._cond.wait_for(lambda: bool(self._ready), timeout):
+            if not self._cond.wait_for(lambda: bool(self._ready) or until(), timeout) or not self._ready:
                 return []
             give_up = self._ready[0].since + wait_s
             while len(self._ready) < limit and self.detecting > 0:
@@ -137,28 +198,24 @@ class Batcher:
             return [self._ready.popleft() for _ in range(min(limit, len(self._ready)))]
 
 
-Done = Callable[[Job, "OcrResult | BaseException"], None]
-
-
 class Flow:
-    """The lanes of one pipeline. `take(timeout)` gives the next request (None after `timeout`); `begin(job)`
-    marks it running (False: it was dropped); `done(job, result or error)` ends it; `failed(jobs, error)` hands
-    back requests whose device failed (the lane that saw it stops)."""
+    """The lanes of one pipeline, fed and answered through `source` (the worker); each read counted in `counts`.
+    A lane that sees the device fail hands its requests to `source.fail` and stops."""
 
-    def __init__(self, pipeline: OcrPipeline, settings: FlowSettings, *, take: Callable[[float], Job | None],
-                 begin: Callable[[Job], bool], done: Done, failed: Callable[[list[Job], VulkanError], None]) -> None:
+    def __init__(self, pipeline: OcrPipeline, settings: FlowSettings, source: JobSource, counts: FlowCounts
+                 ) -> None:
         self.pipeline, self.settings = pipeline, settings
-        self._take, self._begin, self._done, self._failed = take, begin, done, failed
-        self.slots = SlotPool(max(1, int(getattr(pipeline.stages, "image_slots", 1))))
+        self.source, self.counts = source, counts
+        self.slots = SlotPool(max(1, pipeline.stages.image_slots))
         self.batcher = Batcher()
         self._stopping = threading.Event()  # no lane takes a new request; reading lanes drain, then all end
         self._holding = False
+        self._unheld = threading.Event()  # set while no hold is on (or the flow stops): lanes wait on it
+        self._unheld.set()
         self._gate = threading.Lock()  # held by a detection lane while it takes a request, and by held()
         self._active = 0  # requests taken and not yet done
         self._idle = threading.Condition()
         self.running: dict[str, None] = {}  # request ids taken and not yet done, oldest first
-        self.batches: Counter[int] = Counter()  # reads by how many requests they held
-        self.lines_read = 0  # crops those reads classified and recognised
         detect, read = settings.lanes_for(pipeline)
         self._threads = [threading.Thread(target=self._detect_lane, args=(i,), name=f"vkocr-detect-{i}",
                                           daemon=True) for i in range(detect)]
@@ -174,19 +231,16 @@ class Flow:
         """Take no new request; the requests inside finish (or fail), then every lane ends. Waits for them. What
         no reading lane was left to read (they all failed) is handed back as failed."""
         self._stopping.set()
+        self._unheld.set()
+        self.slots.close()
         self.batcher.wake()
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join()
-        left = self.batcher.take(len(self.batcher), 0.0, 0.0) if len(self.batcher) else []
+        left = self.batcher.take(len(self.batcher), 0.0, timeout=0.0) if len(self.batcher) else []
         if left:
             self._release(left)
-            self._fail([w.job for w in left], VulkanError("read", "no reading lane was left to read this request"))
-
-    def read_counts(self) -> tuple[Counter[int], int]:
-        """(reads by the requests they held, crops they held) so far."""
-        with self._idle:
-            return Counter(self.batches), self.lines_read
+            self._fail([w.job for w in left], ReadingLanesLost("no reading lane was left to read this request"))
 
     @property
     def idle(self) -> bool:
@@ -201,11 +255,13 @@ class Flow:
         """No lane takes a request inside (the ones in the flow finish first)."""
         with self._gate:  # no lane is between its check of the hold and its take
             self._holding = True
+            self._unheld.clear()
         try:
             self.wait_idle()
             yield
         finally:
             self._holding = False
+            self._unheld.set()
 
     # -- the lanes ------------------------------------------------------------------------------------------------
 
@@ -213,7 +269,7 @@ class Flow:
         with self._idle:
             self._active += 1
             self.running[job.request_id] = None
-        if self._begin(job):
+        if self.source.begin(job):
             return True
         self._leave(job)
         return False
@@ -226,27 +282,25 @@ class Flow:
 
     def _end(self, job: Job, outcome: OcrResult | BaseException) -> None:
         try:
-            self._done(job, outcome)
+            self.source.end(job, outcome)
         finally:
             self._leave(job)
 
-    def _fail(self, jobs: list[Job], error: VulkanError) -> None:
+    def _fail(self, jobs: list[Job], error: BaseException) -> None:
         try:
-            self._failed(jobs, error)
+            self.source.fail(jobs, error)
         finally:
             for job in jobs:
                 self._leave(job)
 
     def _next(self) -> tuple[Job, int] | None:
-        """A request and a free image slot for it, or None (stopping, holding, or nothing within POLL_S)."""
-        if self._holding:
-            time.sleep(POLL_S / 5)
-            return None
-        slot = self.slots.acquire(POLL_S)
+        """A request and a free image slot for it, or None (stopping, holding, or nothing within TAKE_WAIT_S)."""
+        self._unheld.wait()
+        slot = self.slots.acquire()
         if slot is None:
             return None
         with self._gate:  # one lane waits for the queue at a time; a hold begins between two takes
-            job = self._take(POLL_S) if not self._stopping.is_set() and not self._holding else None
+            job = self.source.take(TAKE_WAIT_S) if not self._stopping.is_set() and not self._holding else None
             if job is not None and self._enter(job):
                 return job, slot
         self.slots.release(slot)
@@ -271,8 +325,7 @@ class Flow:
             self.batcher.detection_began()
             ready = None
             try:
-                detected = self.pipeline.detect(job.image, job.options, decoded=True, stop=job.stop_reason,
-                                                lane=lane, slot=slot)
+                detected = self.pipeline.detect(job.request, stop=job.stop_reason, lane=lane, slot=slot)
                 if detected.slots and not read_here:
                     ready = Waiting(job, detected, slot, time.monotonic())
                 else:  # nothing to read, or no overlap: both halves on this lane
@@ -293,14 +346,15 @@ class Flow:
         lane = self.pipeline.lane(index)
         settings = self.settings
         while True:
-            done = self._detecting_lanes == 0  # read before taking: what the last detection left is read first
-            waiting = self.batcher.take(settings.batch_requests, settings.batch_wait_s, POLL_S)
-            if not waiting:
-                if done and self._stopping.is_set():
-                    return
-                continue
+            waiting = self.batcher.take(settings.batch_requests, settings.batch_wait_s, self._drained)
+            if not waiting:  # what the last detection left is read first: the batcher gives it before this
+                return
             if self._read(lane, waiting):
                 return
+
+    def _drained(self) -> bool:
+        """Whether a reading lane may end: the flow stops and no detection lane is left to make work."""
+        return self._stopping.is_set() and self._detecting_lanes == 0
 
     def _read(self, lane: Stages, waiting: list[Waiting]) -> bool:
         """Read these requests together and end each; True when the device failed (the lane stops)."""
@@ -319,9 +373,7 @@ class Flow:
                 self._end(w.job, exc)
             return False
         self._release(waiting)
-        with self._idle:
-            self.batches[len(waiting)] += 1
-            self.lines_read += sum(len(w.detected.slots) for w in waiting)
+        self.counts.read(len(waiting), sum(len(w.detected.slots) for w in waiting))
         for w, outcome in zip(waiting, outcomes, strict=True):
             self._end(w.job, outcome)
         return False

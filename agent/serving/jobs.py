@@ -8,12 +8,9 @@ import time
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from vkocr.agent.errors import AgentError, StopWho
-from vkocr.agent.ocr.options import OcrOptions
-from vkocr.agent.ocr.pipeline import OcrPipeline
-from vkocr.postproc.registry import PluginChain
+from vkocr.agent.ocr.plugin_chains import run_plugins
+from vkocr.agent.ocr.request import OcrRequest
 from vkocr.postproc.result import OcrResult
 
 
@@ -46,15 +43,19 @@ class DeviceFailed(WorkerError):
     recover (or the device cannot come back)."""
 
 
+class ReadingLanesLost(WorkerError):
+    """Raised when a flow stops with requests detected but no reading lane left to read them (every one failed),
+    into the worker's recovery (never to a client): the worker rebuilds and hands them in again, as after a
+    device failure."""
+
+
 @dataclass
 class Job:
     """One request's work for the worker. Its handler calls `cancel` when the answer is no longer wanted; the
     worker then drops the job, or stops it at its next stage boundary."""
 
     request_id: str
-    image: np.ndarray  # decoded H×W×3 uint8 RGB
-    options: OcrOptions
-    chain: PluginChain
+    request: OcrRequest  # what admission built: options, plugin chain, decoded image, geometry
     deadline: float | None = None  # time.monotonic() after which the answer is useless
     model_version: str = ""  # the version and device that answered, set by the worker when the job runs
     device_name: str = ""
@@ -111,7 +112,7 @@ def finish(job: Job, result: OcrResult) -> None:
     """Run the job's plugin chain over its recognised result and complete its future (plugins record their own
     errors in the result; anything else they raise is a bug of ours, and the request's answer)."""
     try:
-        finished = OcrPipeline.finish(result, job.chain)
+        finished = run_plugins(result, job.request.chain)
     except Exception as exc:  # noqa: BLE001
         settle(job.future, error=exc)
         return

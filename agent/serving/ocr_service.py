@@ -18,25 +18,23 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-import numpy as np
 from google.rpc import status_pb2 as rpc_status_pb2
 
 from vkocr.agent.errors import ShutdownCancelled, StopWho, StreamIdle
 from vkocr.agent.ocr.images import decode_image
-from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.ocr.procedures import PROCEDURES
+from vkocr.agent.ocr.request import OcrRequest
 from vkocr.agent.serving import rpc_status, wire
 from vkocr.agent.serving.decode_processes import DecodeProcesses
 from vkocr.agent.serving.errors import status_for
 from vkocr.agent.serving.jobs import DeadlineDropped, Job, NotServing, QueueFull
 from vkocr.agent.serving.malformed import MalformedRequest
-from vkocr.agent.serving.plugin_chains import PluginChains
 from vkocr.agent.serving.request_limits import MAX_REQUEST_ID_CHARS, check_request, check_resized_pixels
 from vkocr.agent.serving.state import ServingState
 from vkocr.agent.serving.stats import RequestStats
 from vkocr.agent.serving.worker import GpuWorker
 from vkocr.log import get_logger
-from vkocr.postproc.registry import PluginChain
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc
 
 log = get_logger("vkocr.agent.requests")
@@ -58,21 +56,18 @@ class RequestLog:
 
 
 @dataclass(frozen=True)
-class Prepared:
-    """A request ready for the GPU queue: its options, its plugin chain and its decoded image."""
+class Admitted:
+    """A request ready for the GPU queue, and the time its image took to decode."""
 
-    options: OcrOptions
-    chain: PluginChain
-    image: np.ndarray
+    request: OcrRequest
     decode_ms: float
 
 
 class OcrService(ocr_pb2_grpc.OcrServiceServicer):
     def __init__(self, worker: GpuWorker, stats: RequestStats, metrics: Any,
                  *, retry_after_s: float, stream_window: int, decode_threads: int = 4, decode_processes: int = 0,
-                 chains: PluginChains | None = None, stream_idle_s: float = 300.0) -> None:
+                 stream_idle_s: float = 300.0) -> None:
         self.worker = worker
-        self.chains = chains if chains is not None else PluginChains()  # entry points read once, here
         self.stats = stats
         self.metrics = metrics
         self.retry_after_s = retry_after_s
@@ -196,31 +191,32 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
             if pipeline is None:
                 raise NotServing("models not loaded")
             # the serving pipeline's options are the deployment's (with its bundle's) defaults
-            prepared = await asyncio.get_running_loop().run_in_executor(
-                self._decode, self._prepare, request, pipeline.options)
-            image = prepared.image
+            admitted = await asyncio.get_running_loop().run_in_executor(
+                self._decode, self._admit, request, pipeline)
+            image = admitted.request.image
             record.image = (image.shape[1], image.shape[0])
-            job = Job(record.request_id, image, prepared.options, prepared.chain, deadline)
+            job = Job(record.request_id, admitted.request, deadline)
             try:
                 future = await self._submit(job, block, deadline)
                 result = await asyncio.wrap_future(future)
             except asyncio.CancelledError:  # the worker drops the job, or stops it at its next stage boundary
                 job.cancel(self._who_cancelled(deadline))
                 raise
-            result.timings_ms["decode"] = result.timings_ms.get("decode", 0.0) + prepared.decode_ms
+            result.timings_ms["decode"] = result.timings_ms.get("decode", 0.0) + admitted.decode_ms
             result.timings_ms["total"] = (time.monotonic() - record.started) * 1e3
             record.lines, record.timings_ms = len(result.lines), result.timings_ms
             return wire.result_to_proto(result, record.request_id, job.model_version, job.device_name,
                                         record.image)
 
-    def _prepare(self, request: ocr_pb2.RecognizeRequest, defaults: OcrOptions) -> Prepared:
+    def _admit(self, request: ocr_pb2.RecognizeRequest, pipeline: OcrPipeline) -> Admitted:
         """On a decode thread: everything the request sends is checked, parsed, compiled and decoded here, each
         bound checked before the work it bounds (sizes before parsing, options before decoding, the pixels
         the resizes would make before the queue)."""
         check_request(request)
         overrides = wire.options_from_proto(request.options) if request.HasField("options") else {}
+        defaults = pipeline.options
         opts = defaults.replace(**overrides) if overrides else defaults
-        chain = self.chains.chain_for(opts)
+        chain = pipeline.chain_for(opts)  # built once per distinct plugin options, and kept
         clock = time.perf_counter()
         source = wire.image_from_proto(request, opts.max_pixels)
         rgba = PROCEDURES[opts.procedure].rgba
@@ -229,8 +225,9 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
         else:
             image = decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif, rgba=rgba)
         decode_ms = (time.perf_counter() - clock) * 1e3
-        check_resized_pixels(image.shape[0], image.shape[1], opts, overrides.keys())
-        return Prepared(opts, chain, image, decode_ms)
+        admitted = OcrRequest.of(image, opts, chain)
+        check_resized_pixels(admitted.geometry, opts, overrides.keys())
+        return Admitted(admitted, decode_ms)
 
     async def _submit(self, job: Job, block: bool, deadline: float | None) -> Any:
         if not block:

@@ -5,7 +5,7 @@ A plan is one model recorded for one input shape (DESIGN.md, "Shapes are cheap")
 records its plan. `warm_pipeline` records the plans that images of the configured sizes (`[plans] warm_shapes`)
 need, through the stages' `prepare`, before a pipeline serves: the GPU worker calls it after it opens one (at
 start and after a rebuild), the activator before it hands a new version over. The CPU backend records no plans:
-there it does nothing.
+there the warm-up runs each model once (OrtStages.prepare); the NumPy reference has nothing to warm.
 
 The pipeline belongs to the GPU worker's thread, so only that thread reads its statistics: `PlanLedger.publish`
 takes them after loading and after every request, into an immutable `PlanStats` that the status service and
@@ -69,11 +69,9 @@ class WarmReport:
 
 
 def plan_stats_of(pipeline: OcrPipeline | None) -> Mapping[str, Mapping[str, Any]]:
-    """The stages' per-role plan statistics (GpuStages.plan_stats); empty on the CPU backend. Call it on the
+    """The stages' per-role plan statistics (StageSet.plan_stats); empty on the CPU backend. Call it on the
     thread that owns the pipeline."""
-    stats: Callable[[], Mapping[str, Mapping[str, Any]]] | None = getattr(
-        pipeline.stages if pipeline is not None else None, "plan_stats", None)
-    return stats() if stats is not None else {}
+    return pipeline.stages.plan_stats() if pipeline is not None else {}
 
 
 def recordings(pipeline: OcrPipeline) -> int:
@@ -95,22 +93,20 @@ def warm_pipeline(pipeline: OcrPipeline, sizes: Sequence[tuple[int, int]], *,
     and skipped; a lost device ends the warm-up (the first request then rebuilds), and so does `stopping()`
     turning true (the agent is shutting down). Logs `plans_warmed`."""
     started = time.perf_counter()
-    prepare: Callable[[str, tuple[int, ...]], None] | None = getattr(pipeline.stages, "prepare", None)
-    if prepare is None or not sizes:  # the CPU backend records no plans; no sizes configured
+    stages = pipeline.stages
+    if not stages.warms or not sizes:  # nothing to warm on these stages; no sizes configured
         return WarmReport(0, 0, 0, 0, 0.0)
     shapes = largest_first(warm_plan_shapes(sizes, pipeline.options, pipeline.stages.max_batch,
                                             pipeline.read_batch))
-    reserve: Callable[[str, tuple[int, ...]], None] | None = getattr(pipeline.stages, "reserve", None)
-    if reserve is not None:
-        for role, shape in reserve_shapes(pipeline.options):
-            try:  # the largest input's memory first: later, larger requests would drop every plan recorded before
-                reserve(role, shape)
-            except DeviceLost as exc:  # every shape would fail the same way
-                log.warning("plan_warm_stopped", model=role, shape=list(shape), skipped=len(shapes), error=str(exc))
-                return WarmReport(len(shapes), 0, 0, len(shapes), (time.perf_counter() - started) * 1e3)
-            except Exception as exc:  # noqa: BLE001 - without the reserve the memory grows on demand, as before
-                log.warning("plan_memory_not_reserved", model=role, shape=list(shape),
-                            error=f"{type(exc).__name__}: {exc}")
+    for role, shape in reserve_shapes(pipeline.options):
+        try:  # the largest input's memory first: later, larger requests would drop every plan recorded before
+            stages.reserve(role, shape)
+        except DeviceLost as exc:  # every shape would fail the same way
+            log.warning("plan_warm_stopped", model=role, shape=list(shape), skipped=len(shapes), error=str(exc))
+            return WarmReport(len(shapes), 0, 0, len(shapes), (time.perf_counter() - started) * 1e3)
+        except Exception as exc:  # noqa: BLE001 - without the reserve the memory grows on demand, as before
+            log.warning("plan_memory_not_reserved", model=role, shape=list(shape),
+                        error=f"{type(exc).__name__}: {exc}")
     before = recordings(pipeline)
     prepared = skipped = 0
     for index, (role, shape) in enumerate(shapes):
@@ -119,7 +115,7 @@ def warm_pipeline(pipeline: OcrPipeline, sizes: Sequence[tuple[int, int]], *,
             log.info("plan_warm_stopped", skipped=len(shapes) - index, reason="the agent is stopping")
             break
         try:
-            prepare(role, shape)
+            stages.prepare(role, shape)
             prepared += 1
         except DeviceLost as exc:  # every later shape would fail the same way
             skipped += len(shapes) - index
@@ -143,15 +139,14 @@ def learn_rec_classes(pipeline: OcrPipeline, stopping: Callable[[], bool]) -> in
     each a trace of ~60-110 ms on the H200 host, so that a new line width costs a function call and a recording
     on the request path instead of a trace. The number traced; a failure ends it (the classes are then traced on
     demand)."""
-    learn: Callable[[str, tuple[int, ...]], bool] | None = getattr(pipeline.stages, "learn_shape_class", None)
-    if learn is None or not pipeline.options.use_rec:
+    if not pipeline.options.use_rec:
         return 0
     traced = 0
     for shape in rec_class_shapes(pipeline.options, pipeline.read_batch):
         if stopping():
             break
         try:
-            traced += learn("rec", shape)
+            traced += pipeline.stages.learn_shape_class("rec", shape)
         except Exception as exc:  # noqa: BLE001 - a class not learnt now is traced when a request brings it
             log.warning("shape_classes_not_learnt", model="rec", shape=list(shape),
                         error=f"{type(exc).__name__}: {exc}")
@@ -177,9 +172,8 @@ class PlanLedger:
         """Publish when a plan was recorded since the last time, else at most every PUBLISH_EVERY_S (the lanes
         call it after every request: the full statistics cost more than a request should pay); a thread that
         finds another publishing leaves it to that one."""
-        counted: Callable[[], int] | None = getattr(pipeline.stages if pipeline else None, "recordings_total", None)
         try:
-            recorded = counted() if counted is not None else -1
+            recorded = pipeline.stages.recordings_total() if pipeline is not None else -1
         except Exception:  # noqa: BLE001 - a lane made a model meanwhile: publish, which says when it cannot
             recorded = -2
         now = time.monotonic()

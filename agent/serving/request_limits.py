@@ -13,9 +13,8 @@ from collections.abc import Collection
 from typing import Final
 
 from vkocr.agent.errors import OptionsError, RequestError
-from vkocr.agent.ocr.image_reference import det_input_size
 from vkocr.agent.ocr.options import OcrOptions
-from vkocr.agent.ocr.prep import preparation
+from vkocr.agent.ocr.request import RequestGeometry
 from vkocr.v1 import ocr_pb2
 
 MAX_REQUEST_ID_CHARS: Final = 256
@@ -37,25 +36,18 @@ def check_request(request: ocr_pb2.RecognizeRequest) -> None:
                                field="options.plugins.options", reason="too_large")
 
 
-def resized_pixels(height: int, width: int, opts: OcrOptions) -> tuple[int, tuple[int, int]]:
-    """The largest image (pixels, (height, width)) that preparing and detecting a height x width image make:
-    each resize of the preparation, its letterbox, and the detection input."""
-    prep = preparation(height, width, max_side_len=opts.max_side_len, min_side_len=opts.min_side_len,
-                       min_height=opts.min_height, width_height_ratio=opts.width_height_ratio,
-                       letterbox=opts.use_det)
-    sizes = list(prep.sizes)
-    if prep.pad_top:
-        sizes.append(prep.shape)
-    if opts.use_det:
-        sizes.append(det_input_size(*prep.shape, opts.limit_side_len, opts.limit_type))
-    largest = max(sizes, key=lambda s: s[0] * s[1], default=(0, 0))
-    return largest[0] * largest[1], largest
+def resized_pixels(geometry: RequestGeometry) -> tuple[int, tuple[int, int]]:
+    """The largest image (pixels, (height, width)) that preparing and detecting a request's image make: each
+    resize of the preparation, its letterbox, and the detection input."""
+    h, w = geometry.largest
+    return h * w, (h, w)
 
 
-def check_resized_pixels(height: int, width: int, opts: OcrOptions, requested: Collection[str]) -> None:
+def check_resized_pixels(geometry: RequestGeometry, opts: OcrOptions, requested: Collection[str]) -> None:
     """Refuse an image whose resizes exceed ``opts.max_det_pixels``: an OptionsError naming the first of
     SIZE_OPTIONS the request set (the option that asked for it), else a RequestError on ``image``."""
-    pixels, (h, w) = resized_pixels(height, width, opts)
+    pixels, (h, w) = resized_pixels(geometry)
+    height, width = geometry.prep.raw_h, geometry.prep.raw_w
     if pixels <= opts.max_det_pixels:
         return
     message = (f"a {width}x{height} image would be resized to {w}x{h} = {pixels:,} pixels, more than the "

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from vkocr.agent.errors import RequestStopped
 from vkocr.agent.ocr.pipeline import OcrPipeline
-from vkocr.agent.serving.flow import Flow, FlowSettings
+from vkocr.agent.serving.flow import Flow, FlowCounts, FlowSettings
 from vkocr.agent.serving.jobs import (
     DeviceFailed,
     Job,
@@ -45,7 +45,6 @@ from vkocr.agent.serving.jobs import (
 from vkocr.agent.serving.plans import PlanLedger, PlanStats, WarmReport, warm_pipeline
 from vkocr.agent.serving.rebuild import PipelineFactory, reopen
 from vkocr.agent.serving.state import ServingState, StateBoard
-from vkocr.engine.errors import VulkanError
 from vkocr.log import get_logger
 from vkocr.postproc.result import OcrResult
 
@@ -65,10 +64,10 @@ class _Install:
 
 @dataclass
 class _Failed:
-    """A control message from a lane: the device failed under these requests."""
+    """A control message from a lane: the device (or every reading lane) failed under these requests."""
 
     jobs: list[Job]
-    error: VulkanError
+    error: BaseException
 
 
 _STOP = object()
@@ -106,13 +105,9 @@ class GpuWorker:
         self._room_listeners: tuple[Callable[[], None], ...] = ()
         state.subscribe(lambda _: self._notify_room())  # a state change may change what submit() answers
         self.loaded = threading.Event()
-        self.dropped: Counter[str] = Counter()  # jobs dropped before GPU work: "cancelled", "deadline"
-        self.stopped: Counter[str] = Counter()  # jobs stopped between stages, by who: "client", "deadline"…
-        self.batches: Counter[int] = Counter()  # reads by the requests they held, over every pipeline served
-        self.lines_read = 0  # crops those reads classified and recognised
+        self.counts = FlowCounts()  # dropped, stopped and read requests, over every pipeline served
         self.warm_sizes = tuple(warm_sizes)  # (width, height) of the images whose plans are recorded first
         self._plans = PlanLedger()
-        self._counts = threading.Lock()
 
     # -- outside the worker thread ------------------------------------------------------------------------
 
@@ -191,9 +186,7 @@ class GpuWorker:
         # the GPU's plans answer a line alike in any batch size (tests/ocr/test_image_slots.py); onnxruntime keeps
         # the model set's own rec_batch
         pipeline.read_batch = self.flow_settings.batch_lines if pipeline.device is not None else 0
-        set_lanes: Callable[[int, int], None] | None = getattr(pipeline.stages, "set_lanes", None)
-        if set_lanes is not None:
-            set_lanes(detect, read)
+        pipeline.stages.set_lanes(detect, read)
 
     @property
     def plan_stats(self) -> PlanStats:
@@ -275,14 +268,17 @@ class GpuWorker:
 
     def read_batches(self) -> tuple[int, int, int]:
         """(reads, requests they held, crops they held) since the worker started, over every pipeline served."""
-        with self._counts:
-            counts, lines = Counter(self.batches), self.lines_read
-        flow = self._flow
-        if flow is not None:
-            more, more_lines = flow.read_counts()
-            counts.update(more)
-            lines += more_lines
-        return sum(counts.values()), sum(size * n for size, n in counts.items()), lines
+        return self.counts.reads()
+
+    @property
+    def dropped(self) -> Counter[str]:
+        """Jobs dropped before GPU work: "cancelled", "deadline"."""
+        return self.counts.dropped
+
+    @property
+    def stopped(self) -> Counter[str]:
+        """Jobs stopped between stages, by who: "client", "deadline"…"""
+        return self.counts.stopped
 
     # -- the worker thread --------------------------------------------------------------------------------
 
@@ -326,8 +322,7 @@ class GpuWorker:
         if pipeline is None:
             return
         self._shape_lanes(pipeline)
-        self._flow = Flow(pipeline, self.flow_settings, take=self._take, begin=self._begin_job, done=self._done,
-                          failed=lambda jobs, error: self._control.put(_Failed(jobs, error)))
+        self._flow = Flow(pipeline, self.flow_settings, self, self.counts)
         self._flow.start()
 
     def _stop_flow(self) -> None:
@@ -335,11 +330,7 @@ class GpuWorker:
         flow = self._flow
         if flow is not None:
             flow.stop()
-            counts, lines = flow.read_counts()
-            with self._counts:
-                self._flow = None
-                self.batches.update(counts)
-                self.lines_read += lines
+            self._flow = None
 
     def _announce(self, state: ServingState, reason: str) -> None:
         pipeline = self.pipeline
@@ -382,7 +373,9 @@ class GpuWorker:
         self.loaded.set()  # the first load attempt is over (a later swap finds it set)
         message.done.set_result(message.pipeline)
 
-    def _take(self, timeout: float) -> Job | None:
+    # -- the flow's JobSource (agent/serving/flow.py): called from its lanes --------------------------------------
+
+    def take(self, timeout: float) -> Job | None:
         """The next job for a detection lane (a failed device's first), None after `timeout`."""
         try:
             return self._handed_back.get_nowait()
@@ -395,11 +388,7 @@ class GpuWorker:
         self._notify_room()
         return job
 
-    def _count(self, counter: Counter[str], key: str) -> None:
-        with self._counts:
-            counter[key] += 1
-
-    def _begin_job(self, job: Job) -> bool:
+    def begin(self, job: Job) -> bool:
         """Mark the job running; False when it is dropped instead (cancelled, or past its deadline). A job handed
         in again after a device failure is running already."""
         if job.attempts:
@@ -410,13 +399,13 @@ class GpuWorker:
         who = job.begin()
         if who is None:
             return True
-        self._count(self.dropped, "deadline" if who == "deadline" else "cancelled")
+        self.counts.drop("deadline" if who == "deadline" else "cancelled")
         settle(job.future, error=dropped_error(who, waited_ms))
         log.info("request_dropped", request_id=job.request_id, who=who, waited_ms=round(waited_ms))
         self._settle(-1)
         return False
 
-    def _done(self, job: Job, outcome: OcrResult | BaseException) -> None:
+    def end(self, job: Job, outcome: OcrResult | BaseException) -> None:
         """A lane is done with `job`: its answer (plugins on the postprocessing threads), or why there is none."""
         try:
             self._plans.publish_if_changed(self.pipeline)  # before the answer leaves: its client sees its plans
@@ -433,10 +422,14 @@ class GpuWorker:
             if isinstance(outcome, RequestStopped):  # the lane is free for the next job now
                 log.info("request_stopped", request_id=job.request_id, who=outcome.who, after=outcome.after,
                          ran_ms=round((time.monotonic() - job.started) * 1e3, 1))
-                self._count(self.stopped, outcome.who)  # after the log line: whoever watches the count finds it
+                self.counts.stop(outcome.who)  # after the log line: whoever watches the count finds it
             settle(job.future, error=outcome)  # the gRPC boundary maps it to a status, and logs a bug of ours
         finally:
             self._settle(-1)
+
+    def fail(self, jobs: list[Job], error: BaseException) -> None:
+        """The device (or every reading lane) failed under `jobs`: the worker thread recovers (`_recover`)."""
+        self._control.put(_Failed(jobs, error))
 
     def _recover(self, failed: _Failed) -> None:
         """A lane's device failed under `failed.jobs`: stop the lanes, rebuild, and hand the jobs in again once

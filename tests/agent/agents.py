@@ -51,7 +51,7 @@ def lot_number(i: int) -> str:
 def rec_job(pipeline: OcrPipeline, i: int, kind: type[Job] = Job) -> Job:
     """A worker job that reads lot_number(i) from its word image, recognition only (no det, no cls)."""
     options = pipeline.options.replace(use_det=False, use_cls=False)
-    return kind(f"job-{i}", word_pixels(lot_number(i)), options, pipeline.chain_for(options))
+    return kind(f"job-{i}", pipeline.request(word_pixels(lot_number(i)), options, decoded=True))
 
 
 def agent_config(**overrides: Any) -> Any:

@@ -12,8 +12,9 @@ from google.rpc import code_pb2, error_details_pb2
 
 from vkocr.agent.errors import OptionsError, RequestError
 from vkocr.agent.ocr.options import RANGES, OcrOptions
+from vkocr.agent.ocr.plugin_chains import PluginChains
+from vkocr.agent.ocr.request import RequestGeometry
 from vkocr.agent.serving import rpc_status
-from vkocr.agent.serving.plugin_chains import PluginChains
 from vkocr.agent.serving.request_limits import check_resized_pixels, resized_pixels
 from vkocr.agent.serving.wire import option_field, salvaged_request_id
 from vkocr.postproc.registry import PluginRegistry
@@ -56,17 +57,19 @@ def test_option_fields_are_the_wires_names() -> None:
 
 def test_pixels_after_every_resize() -> None:
     opts = OcrOptions()
-    assert resized_pixels(64, 200, opts.replace(limit_side_len=3000)) == (3008 * 9376, (3008, 9376))
-    assert resized_pixels(2000, 2000, opts) == (1984 * 1984, (1984, 1984))
-    assert resized_pixels(133, 2000, opts)[1] == (736, 2944)  # letterboxed first
-    assert resized_pixels(6000, 6000, opts.replace(use_det=False)) == (1984 * 1984, (1984, 1984))  # reduced
+    wide = opts.replace(limit_side_len=3000)
+    assert resized_pixels(RequestGeometry.of(64, 200, wide)) == (3008 * 9376, (3008, 9376))
+    assert resized_pixels(RequestGeometry.of(2000, 2000, opts)) == (1984 * 1984, (1984, 1984))
+    assert resized_pixels(RequestGeometry.of(133, 2000, opts))[1] == (736, 2944)  # letterboxed first
+    no_det = opts.replace(use_det=False)
+    assert resized_pixels(RequestGeometry.of(6000, 6000, no_det)) == (1984 * 1984, (1984, 1984))  # reduced
     with pytest.raises(OptionsError) as caught:
-        check_resized_pixels(64, 200, opts.replace(limit_side_len=3000), {"limit_side_len"})
+        check_resized_pixels(RequestGeometry.of(64, 200, wide), wide, {"limit_side_len"})
     assert caught.value.option == "limit_side_len"
     with pytest.raises(RequestError) as refused:
-        check_resized_pixels(2000, 100, opts, set())
+        check_resized_pixels(RequestGeometry.of(2000, 100, opts), opts, set())
     assert (refused.value.field, refused.value.reason) == ("image", "too_large")
-    check_resized_pixels(2000, 133, opts, set())  # a 15:1 strip at the defaults fits
+    check_resized_pixels(RequestGeometry.of(2000, 133, opts), opts, set())  # a 15:1 strip at the defaults fits
 
 
 class Counting:

@@ -15,6 +15,7 @@ from vkocr.agent.errors import RequestStopped, StopWho
 from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.ocr.request import OcrRequest
 from vkocr.agent.serving.jobs import Job
 from vkocr.postproc.registry import PluginChain
 
@@ -60,13 +61,13 @@ def test_each_boundary_can_stop_the_request_and_nothing_after_it_runs(pipeline: 
 
 def test_a_job_says_who_no_longer_wants_its_answer() -> None:
     image = np.full((8, 8, 3), 255, np.uint8)
-    job = Job("j1", image, OcrOptions(), PluginChain(()))
+    job = Job("j1", OcrRequest.of(image, OcrOptions(), PluginChain(())))
     assert job.stop_reason() is None
     job.cancel("shutdown")
     assert job.stop_reason() == "shutdown"
-    late = Job("j2", image, OcrOptions(), PluginChain(()), deadline=time.monotonic() - 1)
+    late = Job("j2", OcrRequest.of(image, OcrOptions(), PluginChain(())), deadline=time.monotonic() - 1)
     assert late.stop_reason() == "deadline"
-    wanted = Job("j3", image, OcrOptions(), PluginChain(()), deadline=time.monotonic() + 60)
+    wanted = Job("j3", OcrRequest.of(image, OcrOptions(), PluginChain(())), deadline=time.monotonic() + 60)
     assert wanted.stop_reason() is None
     wanted.cancel("client")
     assert wanted.stop_reason() == "client"

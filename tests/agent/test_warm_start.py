@@ -28,8 +28,9 @@ from tests.agent.agents import FONT, agent_config, word_pixels
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.ocr.plan_shapes import warm_plan_shapes
-from vkocr.agent.ocr.prep import unchanged
+from vkocr.agent.ocr.request import OcrRequest
 from vkocr.agent.ocr.request_halves import Detected, Laps, StopCheck
+from vkocr.agent.ocr.stages import NoPlanStages
 from vkocr.agent.serving.client import OcrClient
 from vkocr.agent.serving.config import ServerConfig
 from vkocr.agent.serving.jobs import Job
@@ -47,11 +48,12 @@ SIZES = [(320, 240), (1280, 720)]
 DETECT_LANES = ServerConfig().detect_lanes  # each records its own det plans
 
 
-class StandInStages:
+class StandInStages(NoPlanStages):
     """Stages that record nothing on a device: `prepare` notes the shape (or fails for those in `fail`)."""
 
     backend = "stand-in"
     max_batch = 8
+    warms = True
 
     def __init__(self, fail: dict[tuple[str, tuple[int, ...]], Exception] | None = None) -> None:
         self.fail = fail or {}
@@ -75,12 +77,15 @@ class StandInStages:
                        "plan_memory_bytes": 1000 * len(shapes), "build_ms": []}
                 for role, shapes in self.shapes.items()}
 
+    def recordings_total(self) -> int:
+        return sum(self.recordings.values())
+
     def close(self) -> None:
         pass
 
 
-class CpuLikeStages:
-    """What the CPU backend offers: neither prepare nor plan_stats."""
+class CpuLikeStages(NoPlanStages):
+    """What the NumPy backend offers: nothing to warm, no plans."""
 
     backend = "cpu (numpy)"
     max_batch = 8
@@ -96,13 +101,13 @@ class StandInPipeline(OcrPipeline):
         super().__init__(stages, ["a"], OcrOptions())
         self.fail_first = fail_first
 
-    def detect(self, source: Any, opts: OcrOptions | None = None, *, decoded: bool = False,
-               stop: StopCheck | None = None, lane: Any = None, slot: int = 0) -> Detected:
+    def detect(self, request: OcrRequest, *, stop: StopCheck | None = None, lane: Any = None,
+               slot: int = 0) -> Detected:
         if self.fail_first is not None:
             error, self.fail_first = self.fail_first, None
             raise error
         self.stages.record("det", (1, 3, 32, 32))
-        return Detected(opts or self.options, unchanged(1, 1), [], [], Laps(lambda: 0.0, stop))
+        return Detected(request, [], [], Laps(lambda: 0.0, stop))
 
 
 def stand_in(stages: Any = None) -> OcrPipeline:
@@ -177,7 +182,7 @@ def test_the_ledger_counts_recordings_over_every_pipeline_served() -> None:
     warm_pipeline(first, [(320, 240)])
     warmed = ledger.publish(first)
     assert warmed["det"].plans == 1 and warmed["det"].plan_memory_bytes == 1000 and warmed["cls"].plans == 4
-    first.recognize(None)  # a new det shape
+    first.run(job(0).request)  # a new det shape
     assert ledger.publish(first)["det"].recorded_total == 2
     second = stand_in()  # a rebuild or an activation: counts of its own from zero
     warm_pipeline(second, [(320, 240)])
@@ -226,7 +231,7 @@ def worker_on(factory: Any, sizes: Sequence[tuple[int, int]]) -> tuple[GpuWorker
 
 def job(i: int) -> Job:
     options = OcrOptions()
-    return Job(f"job-{i}", np.zeros((8, 8, 3), np.uint8), options, build_chain(options.plugins, {}))
+    return Job(f"job-{i}", OcrRequest.of(np.zeros((8, 8, 3), np.uint8), options, build_chain(options.plugins, {})))
 
 
 def test_the_worker_serves_only_after_the_warm_up() -> None:

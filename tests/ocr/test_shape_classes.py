@@ -51,7 +51,7 @@ def test_a_class_s_function_gives_the_recipe_a_full_description_gives(stages: Gp
     model = stages.models[role]
     classes = model.shape_classes
     assert classes is not None
-    hooks = stages._hooks(role)
+    hooks = stages.hooks(role)
     shapes = new_shapes(role, rng, 12)
     traced_before = classes.traced
     for shape in shapes:
@@ -116,6 +116,6 @@ def test_a_traced_plan_pins_no_dimension_but_softmax_s_cache(stages: GpuStages, 
     trace = Trace()
     dims = trace.inputs(new_shapes(role, fresh_rng()[0], 1)[0])
     with tracing(trace):
-        describe(stages.device, model.graph, model._weights, dims, shared=model.shared, hooks=stages._hooks(role),
+        describe(stages.device, model.graph, model._weights, dims, shared=model.shared, hooks=stages.hooks(role),
                  bindings=model._bindings, layouts=model._layouts)
     assert all("reduce.py" in escape for escape in trace.escapes), trace.escapes

@@ -1,4 +1,6 @@
-"""The plugin chains the agent runs: one per distinct (plugins, plugin options, budget), built once and kept.
+"""The plugin chains a pipeline runs (step 7 of a request: a plain function, `run_plugins`, with a time budget per
+plugin): one per distinct (plugins, plugin options, budget), built once and kept. The one builder of chains, for
+the agent and the local API alike.
 
 Requests that bring their own plugin options would otherwise compile them (regular expressions included) for
 every request; here a chain is built on the caller's thread (a decode thread, never the event loop), from one
@@ -10,11 +12,13 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import OrderedDict
 from typing import Final
 
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.postproc.registry import PluginChain, PluginRegistry, default_registry
+from vkocr.postproc.result import OcrResult
 
 CACHED_CHAINS: Final = 64
 
@@ -44,3 +48,12 @@ class PluginChains:
             while len(self._chains) > self.size:
                 self._chains.popitem(last=False)
         return chain
+
+
+def run_plugins(result: OcrResult, chain: PluginChain) -> OcrResult:
+    """The plugin chain over a recognised result (plugins record their own errors in it), timed: CPU work that
+    the agent overlaps with the next request's GPU work."""
+    clock = time.perf_counter()
+    chain.run(result)
+    result.timings_ms["plugins"] = (time.perf_counter() - clock) * 1e3
+    return result
