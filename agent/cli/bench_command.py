@@ -61,7 +61,8 @@ def cmd_bench_stream(args: argparse.Namespace) -> int:
         args.usage_error("no images: give image files or folders, or --rendered N with N > 0")
     results = run_stream_bench(args.device, paths, rendered=args.rendered, passes=args.passes,
                                rapid=not args.no_rapidocr, warm_sizes=[] if args.no_warm else None,
-                               rec_width_bucket=args.rec_width_bucket, models=args.models)
+                               rec_width_bucket=args.rec_width_bucket, models=args.models,
+                               precision=args.precision)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(format_stream_results(results))
@@ -202,6 +203,9 @@ def add_bench_parser(sub: Any) -> None:
     stream.add_argument("--models", metavar="NAME|DIR", default=None,
                         help="the model set (ppocrv6-small, ppocrv4) or a folder holding one (default: the default "
                         "set); its procedure names the reference run beside it: RapidOCR 1.4.4 or 3.10.0")
+    stream.add_argument("--precision", choices=["auto", "fp32", "fp16"], default="auto",
+                        help="storage precision on a GPU (default auto: fp16 where the model set's calibrated plan "
+                        "passed its sameness gate, else fp32)")
     stream.add_argument("--rec-width-bucket", type=int_in(1, 256), default=None, metavar="PX",
                         help="round rec batch widths up to a multiple of PX (default: the option's default; 1: "
                         "RapidOCR's widths exactly)")

@@ -199,7 +199,8 @@ def per_image_rows(inputs: list[tuple[str, np.ndarray]], per_pass: list[list[dic
 def run_stream_bench(device: str | None, paths: list[str], *, rendered: int = 24, passes: int = 2,
                      rapid: bool = True, progress: bool = True, seed: int = 0,
                      det_limit_side_len: int | None = None, warm_sizes: Sequence[tuple[int, int]] | None = None,
-                     rec_width_bucket: int | None = None, models: str | None = None) -> dict[str, Any]:
+                     rec_width_bucket: int | None = None, models: str | None = None,
+                     precision: str = "auto") -> dict[str, Any]:
     """The stream: `paths` (files, or directories of images) decoded, then `rendered` images of the varied set;
     `passes` passes of our pipeline over it, then RapidOCR once (unless `rapid` is False). `det_limit_side_len`
     changes the det resize target (default 736, RapidOCR's) for ours and RapidOCR alike: the tests lower it,
@@ -228,7 +229,10 @@ def run_stream_bench(device: str | None, paths: list[str], *, rendered: int = 24
     chosen = choose_models(models)
     options = chosen.ocr_options(overrides)
     sizes = AgentConfig().warm_sizes() if warm_sizes is None else list(warm_sizes)
-    with OcrPipeline.open(device, options=options, model_paths=chosen.paths) as ocr:
+    model_set = chosen.known.name if chosen.known is not None else None
+    with OcrPipeline.open(device, options=options, model_paths=chosen.paths, precision=precision,
+                          model_set=model_set) as ocr:
+        served_precision = {"precision": ocr.precision.precision, "reason": ocr.precision.reason}
         warmed = warm_pipeline(ocr, sizes)  # as the agent does before it reports SERVING
         before_warm_image = plan_stats(ocr)
         ocr(warm)  # device start-up, shader pipelines, first-call costs: not counted
@@ -253,6 +257,7 @@ def run_stream_bench(device: str | None, paths: list[str], *, rendered: int = 24
         "date": dt.date.today().isoformat(),
         "machine": {"host": platform.node(), "cpu": cpu_model(), "cpus": os.cpu_count(), "device": device_name},
         "backend": backend,
+        "precision": served_precision,
         "models": chosen.name,
         "reference": reference.label if reference is not None else None,
         "images": len(inputs),

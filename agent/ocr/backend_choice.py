@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vkocr.agent.ocr.precision import PrecisionChoice, for_device, off_the_gpu
 from vkocr.agent.ocr.request_halves import PipelineLanes
 from vkocr.agent.ocr.stages import StageSet
 from vkocr.engine.devices import Choice, DeviceInfo, survey
@@ -57,13 +58,16 @@ class OpenedStages:
     stages: StageSet
     device: Any
     reason: str
+    precision: PrecisionChoice
 
 
 def open_stages(device: str | None, paths: Mapping[str, Path], *, cpu_threads: int = 0,
-                lanes: PipelineLanes | None = None) -> OpenedStages:
+                lanes: PipelineLanes | None = None, precision: str = "fp32",
+                model_set: str | None = None) -> OpenedStages:
     """The models of `paths` on the backend `device` names (choose_backend): the GPU stages with the streams and
     image slots of `lanes`, onnxruntime's with `cpu_threads` intra-op threads (0: every core), or the NumPy
-    reference's. A CPU backend chosen because no GPU is usable says so, loudly and once."""
+    reference's. A CPU backend chosen because no GPU is usable says so, loudly and once. `precision`: auto, fp32
+    or fp16 storage on the GPU (agent/ocr/precision.py, with `model_set`'s calibrated plans)."""
     choice = choose_backend(device)
     if choice.kind == "vulkan":
         from vkocr.agent.ocr.gpu_stages import GpuStages
@@ -72,7 +76,10 @@ def open_stages(device: str | None, paths: Mapping[str, Path], *, cpu_threads: i
         lanes = lanes or PipelineLanes()
         dev = Device(choice.selector, queues=lanes.queues)
         try:
-            return OpenedStages(GpuStages(dev, paths, image_slots=lanes.image_slots), dev, choice.reason)
+            chosen = for_device(precision, dev, model_set)
+            log.info("precision_chosen", precision=chosen.precision, reason=chosen.reason)
+            return OpenedStages(GpuStages(dev, paths, image_slots=lanes.image_slots, precision=chosen.plans), dev,
+                                choice.reason, chosen)
         except BaseException:
             dev.close()
             raise
@@ -89,4 +96,4 @@ def open_stages(device: str | None, paths: Mapping[str, Path], *, cpu_threads: i
         log.warning("cpu_backend_chosen", backend=stages.backend, reason=choice.reason)
     else:
         log.info("backend_chosen", backend=stages.backend, reason=choice.reason)
-    return OpenedStages(stages, None, choice.reason)
+    return OpenedStages(stages, None, choice.reason, off_the_gpu(precision, "the CPU backend"))

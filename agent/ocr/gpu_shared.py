@@ -15,6 +15,7 @@ from vkocr.agent.ocr.device_images import COPY_THREADS, DEFAULT_MAX_STAGING, Ima
 from vkocr.engine.device import Device
 from vkocr.engine.errors import BindingTooLarge
 from vkocr.engine.graph.model import Model
+from vkocr.engine.graph.precision import FP32, PrecisionPlan
 from vkocr.log import get_logger
 
 log = get_logger(__name__)
@@ -76,7 +77,8 @@ class SharedGpu:
     stream's stages use."""
 
     def __init__(self, device: Device, model_paths: Mapping[str, Path], *, max_batch: int, image_capacity: int,
-                 max_staging_bytes: int = DEFAULT_MAX_STAGING, image_slots: int = 1) -> None:
+                 max_staging_bytes: int = DEFAULT_MAX_STAGING, image_slots: int = 1,
+                 precision: Mapping[str, PrecisionPlan] | None = None) -> None:
         self.device = device
         self.backend = f"vulkan ({device.info.name})"
         self.model_paths = dict(model_paths)
@@ -91,7 +93,9 @@ class SharedGpu:
                      f"{device.info.device_local_mib} MiB of device memory, an eighth of it for the slots")
         self.image_slots = max(1, min(image_slots, binds, fits))
         self.max_staging = max(max_staging_bytes, image_capacity)
-        self.base_models = {role: Model.load(path, device) for role, path in model_paths.items()}
+        self.precision = {role: (precision or {}).get(role, FP32) for role in model_paths}
+        self.base_models = {role: Model.load(path, device, precision=self.precision[role])
+                            for role, path in model_paths.items()}
         self.slots = ImageSlots(device, image_capacity, self.image_slots)
         # threads start on the first large image (ThreadPoolExecutor makes them on demand)
         self.copiers = (ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="vkocr-staging")

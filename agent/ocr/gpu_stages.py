@@ -34,6 +34,7 @@ from vkocr.agent.ocr.prep import Prepared
 from vkocr.engine.device import Device
 from vkocr.engine.graph.model import Model
 from vkocr.engine.graph.plan import StageHooks
+from vkocr.engine.graph.precision import PrecisionPlan
 
 
 class GpuStages:
@@ -45,9 +46,10 @@ class GpuStages:
 
     def __init__(self, device: Device, model_paths: Mapping[str, Path], *, max_batch: int = 64,
                  image_capacity: int = DEFAULT_IMAGE_CAPACITY, max_staging_bytes: int = DEFAULT_MAX_STAGING,
-                 image_slots: int = 1) -> None:
+                 image_slots: int = 1, precision: Mapping[str, PrecisionPlan] | None = None) -> None:
+        """`precision`: each model's storage precision by role (fp32 for a role not named)."""
         self.shared = SharedGpu(device, model_paths, max_batch=max_batch, image_capacity=image_capacity,
-                                max_staging_bytes=max_staging_bytes, image_slots=image_slots)
+                                max_staging_bytes=max_staging_bytes, image_slots=image_slots, precision=precision)
         self.device, self.backend, self.max_batch = device, self.shared.backend, max_batch
         self.image_capacity, self.image_slots = image_capacity, self.shared.image_slots
         self.model_paths = self.shared.model_paths

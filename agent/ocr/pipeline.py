@@ -22,6 +22,7 @@ from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.model_files import PPOCRV4_FILES, models_dir
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.plugin_chains import PluginChains, run_plugins
+from vkocr.agent.ocr.precision import FP32_CHOICE, PrecisionChoice
 from vkocr.agent.ocr.procedures import PROCEDURES
 from vkocr.agent.ocr.reading import read_group
 from vkocr.agent.ocr.request import OcrRequest
@@ -72,12 +73,14 @@ class OcrPipeline:
         self.plugins = plugins if plugins is not None else self.chains.chain_for(self.options)
         self._steps: dict[tuple[int, int], int] = {}
         self.backend_reason = ""  # why open() chose this backend (the status stream and metrics repeat it)
+        self.precision: PrecisionChoice = FP32_CHOICE  # the storage precision that serves, and why (open() sets it)
         self.read_batch = 0  # the most crops of one rec submission in `read` (0: the options' rec_batch)
 
     @classmethod
     def open(cls, device: str | None = None, *, options: OcrOptions | None = None,
              model_dir: Path | None = None, model_paths: dict[str, Path] | None = None,
-             cpu_threads: int = 0, lanes: PipelineLanes | None = None) -> OcrPipeline:
+             cpu_threads: int = 0, lanes: PipelineLanes | None = None, precision: str = "fp32",
+             model_set: str | None = None) -> OcrPipeline:
         """The pipeline on the backend `device` names (agent/ocr/backend_choice.py): a Vulkan device (index,
         UUID, name part), "cpu" (onnxruntime, `cpu_threads` intra-op threads, 0: every core), "numpy" (the
         reference executor); None: VKOCR_DEVICE, else the best ranked usable GPU, else the CPU backend, with a
@@ -85,12 +88,15 @@ class OcrPipeline:
         ``model_dir``, the set whose procedure OcrOptions() follows by default. The default set (ppocrv6-small)
         or any other, with the options it needs: agent/ocr/model_sets.py (``choose_models(…)`` gives both:
         ``model_paths=chosen.paths, options=chosen.ocr_options()``). ``lanes``: the streams and image slots a
-        server's lanes drive (agent/serving/flow.py); one of each by default."""
+        server's lanes drive (agent/serving/flow.py); one of each by default. ``precision``: auto, fp32 or fp16
+        storage on a GPU, with ``model_set``'s calibrated plans (agent/ocr/precision.py; ``pipeline.precision``
+        says what serves and why)."""
         from vkocr.engine.graph.onnx_import import load_onnx
 
         paths = model_paths or ppocrv4_paths(model_dir)
         charset = load_charset(load_onnx(paths["rec"]).metadata)
-        opened = open_stages(device, paths, cpu_threads=cpu_threads, lanes=lanes)
+        opened = open_stages(device, paths, cpu_threads=cpu_threads, lanes=lanes, precision=precision,
+                             model_set=model_set)
         try:
             pipeline = cls(opened.stages, charset, options)
         except BaseException:
@@ -99,6 +105,7 @@ class OcrPipeline:
                 opened.device.close()
             raise
         pipeline._device, pipeline.backend_reason = opened.device, opened.reason
+        pipeline.precision = opened.precision
         # The models' objects live as long as the pipeline; left in the cyclic collector's reach, every full
         # collection walks them (100-180 ms on the CI machine) in the middle of some request.
         gc.freeze()

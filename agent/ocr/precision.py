@@ -19,7 +19,7 @@ from importlib.resources import files
 from typing import Any
 
 from vkocr.agent.errors import OptionsError
-from vkocr.engine.graph.precision import FP32, PrecisionPlan
+from vkocr.engine.graph.precision import PrecisionPlan
 
 PRECISIONS = ("auto", "fp32", "fp16")
 ROLES = ("det", "cls", "rec")
@@ -66,8 +66,10 @@ def uniform(precision: str) -> dict[str, PrecisionPlan]:
 
 
 def choose_precision(setting: str, *, fp16_storage: bool, workarounds: frozenset[str] | set[str],
-                     model_set: str | None, device_name: str) -> PrecisionChoice:
-    """The precision for a Vulkan device with these features; OptionsError for fp16 where it cannot run."""
+                     model_set: str | None, device_name: str, cpu_driver: bool = False) -> PrecisionChoice:
+    """The precision for a Vulkan device with these features; OptionsError for fp16 where it cannot run.
+    `cpu_driver`: a CPU implementation of Vulkan (lavapipe), where fp16 storage saves no bandwidth and costs
+    conversions, so auto keeps fp32 (and the tests' answers stay the reference's)."""
     if setting not in PRECISIONS:
         raise OptionsError(f"precision {setting!r}: expected one of {', '.join(PRECISIONS)}")
     if setting == "fp32":
@@ -84,6 +86,9 @@ def choose_precision(setting: str, *, fp16_storage: bool, workarounds: frozenset
         return PrecisionChoice("fp16", shipped.plans, f"fp16 asked for: {model_set}'s calibrated plan")
     if unusable:
         return PrecisionChoice("fp32", uniform("fp32"), f"auto: fp32, since {unusable}")
+    if cpu_driver:
+        return PrecisionChoice("fp32", uniform("fp32"), f"auto: fp32 on {device_name}, a CPU implementation of "
+                               "Vulkan (fp16 storage saves no bandwidth there)")
     if shipped is None:
         return PrecisionChoice("fp32", uniform("fp32"),
                                f"auto: fp32, since model set {model_set or '(folder)'} has no calibrated fp16 plan")
@@ -94,5 +99,21 @@ def choose_precision(setting: str, *, fp16_storage: bool, workarounds: frozenset
                            "plan passed its sameness gate)")
 
 
-CPU_CHOICE = PrecisionChoice("fp32", uniform("fp32"), "the CPU backend computes in fp32")
-ALL_FP32 = FP32
+
+FP32_CHOICE = PrecisionChoice("fp32", uniform("fp32"), "fp32: the stages were given, not opened by precision")
+
+
+def for_device(setting: str, device: Any, model_set: str | None) -> PrecisionChoice:
+    """choose_precision for an open engine Device."""
+    from vkocr.engine.devices import cpu_implementation
+
+    return choose_precision(setting, fp16_storage=device.info.fp16_storage, workarounds=device.workarounds,
+                            model_set=model_set, device_name=device.info.name,
+                            cpu_driver=cpu_implementation(device.info))
+
+
+def off_the_gpu(setting: str, backend: str) -> PrecisionChoice:
+    """The CPU backends compute in fp32 whatever is asked (an unknown setting is still refused)."""
+    if setting not in PRECISIONS:
+        raise OptionsError(f"precision {setting!r}: expected one of {', '.join(PRECISIONS)}")
+    return PrecisionChoice("fp32", uniform("fp32"), f"{backend} computes in fp32")

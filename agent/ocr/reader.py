@@ -14,6 +14,7 @@ from vkocr.agent.ocr.model_sets import choose_models
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.ocr.plugin_chains import run_plugins
+from vkocr.agent.ocr.precision import PrecisionChoice
 from vkocr.agent.ocr.procedures import PROCEDURES
 from vkocr.postproc.result import OcrResult
 
@@ -29,7 +30,9 @@ class OCR:
     files in VKOCR_MODELS, else ~/.local/share/vkocr/models), or a folder (agent/ocr/model_sets.py: its
     modelset.toml, else a known set's file names); the set's procedure comes with it. ``options``: OcrOptions
     fields for every read
-    (``text_score=0.6``, ``use_cls=False``, ``return_word_box=True``, …).
+    (``text_score=0.6``, ``use_cls=False``, ``return_word_box=True``, …). ``precision``: "auto" (the default:
+    fp16 storage on a GPU where the model set's calibrated plan passed its sameness gate, else fp32), "fp32" or
+    "fp16" (agent/ocr/precision.py); ``ocr.precision`` says which serves and why.
 
     Raises vkocr.engine.errors.VulkanUnavailable / DeviceNotFound when there is no such device,
     vkocr.agent.errors.OptionsError for an unknown option or a bad value, FileNotFoundError when a model file
@@ -37,10 +40,12 @@ class OCR:
     """
 
     def __init__(self, device: str | None = None, *, models: str | os.PathLike[str] | None = None,
-                 **options: Any) -> None:
+                 precision: str = "auto", **options: Any) -> None:
         chosen = choose_models(os.fspath(models) if models is not None else None)
         settings = chosen.ocr_options(options)
-        self._pipeline: OcrPipeline | None = OcrPipeline.open(device, options=settings, model_paths=chosen.paths)
+        self._pipeline: OcrPipeline | None = OcrPipeline.open(
+            device, options=settings, model_paths=chosen.paths, precision=precision,
+            model_set=chosen.known.name if chosen.known is not None else None)
 
     @property
     def pipeline(self) -> OcrPipeline:
@@ -53,6 +58,11 @@ class OCR:
     def device_name(self) -> str:
         """The Vulkan device's name, or "cpu" / "numpy"."""
         return self.pipeline.device_name
+
+    @property
+    def precision(self) -> PrecisionChoice:
+        """The storage precision that serves (``.precision``: "fp32" or "fp16") and why (``.reason``)."""
+        return self.pipeline.precision
 
     @property
     def options(self) -> OcrOptions:
