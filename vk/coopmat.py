@@ -6,7 +6,9 @@ has fp16 arithmetic (the shared-memory tiles and the matrices are float16_t), th
 GL_KHR_cooperative_matrix brings; vk/devices.py lists no shape without it), one subgroup size for compute shaders
 (NVIDIA's 32; requiring one per pipeline is not done yet) and no quirk that turns them off
 gets the extension and its feature at device creation (vk/device.py), and its dense convolutions run on
-shaders/conv2d_coopmat.comp (vk/kernels/conv_coopmat.py). `VKOCR_COOPMAT=0` turns the path off everywhere.
+shaders/conv2d_coopmat.comp (vk/kernels/conv_coopmat.py) when asked: `VKOCR_COOPMAT=1` lets them take it unasked
+(off by default until the kernel beats the SIMT one: `switched_on`), `VKOCR_COOPMAT=0` turns the path off
+everywhere, asked or not.
 """
 
 from __future__ import annotations
@@ -28,6 +30,13 @@ MIN_API = "1.2.0"
 def switched_off() -> bool:
     """VKOCR_COOPMAT=0 (or false/no/off) turns the cooperative-matrix path off."""
     return os.environ.get(ENV, "").strip().lower() in ("0", "false", "no", "off")
+
+
+def switched_on() -> bool:
+    """VKOCR_COOPMAT=1 (or true/yes/on) lets convolutions take the matrices unasked. Off by default: on the H200
+    conv2d_coopmat.comp ran det's convolutions 1.0-1.6x slower than the SIMT kernel (one tile in flight, no
+    prefetch; benchmarks/2026-12-05-h200-coopmat.json), so the automatic choice waits for a faster kernel."""
+    return os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def why_not(info: DeviceInfo, workarounds: Iterable[str] = ()) -> str:

@@ -58,14 +58,18 @@ def switch_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV, raising=False)
 
 
-def test_nvidia_uses_16x16x16_for_fp16_dense_convs() -> None:
+def test_nvidia_uses_16x16x16_for_fp16_dense_convs_when_let(monkeypatch: pytest.MonkeyPatch) -> None:
     h200 = fake_device(info())
     assert h200.coopmat_shape == (16, 16, 16) and h200.coopmat_why_not == ""
+    assert coopmat_shape(h200, "fp16", 32, 144) is None  # unasked, off by default: slower than SIMT so far
+    assert coopmat_shape(h200, "fp16", 32, 144, want=True) == (16, 16, 16)
+    monkeypatch.setenv(ENV, "1")
     assert coopmat_shape(h200, "fp16", 32, 144) == (16, 16, 16)
     assert coopmat_shape(h200, "fp16", 96, 1152) == (16, 16, 16)
 
 
-def test_small_depthwise_and_fp32_convs_keep_the_simt_kernel_unless_asked() -> None:
+def test_small_depthwise_and_fp32_convs_keep_the_simt_kernel_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, "1")
     h200 = fake_device(info())
     assert coopmat_shape(h200, "fp16", 8, 144) is None      # M < 16
     assert coopmat_shape(h200, "fp16", 1, 9) is None        # depthwise: one output channel per group
@@ -247,10 +251,12 @@ def test_coopmat_conv_matches_numpy(device: Device, case: Case, dtype: type, til
     release(device, x, w, out, *([b] if b is not None else []))
 
 
-def test_the_coopmat_launch_stays_symbolic() -> None:
+def test_the_coopmat_launch_stays_symbolic(monkeypatch: pytest.MonkeyPatch) -> None:
     """Under a shape-class trace (vk/symbolic.py) the choice and the launch pin no dimension, and the compiled
     program gives another shape of the class the groups and push constants a build of that shape gives."""
     from vkocr.engine.symbolic import Trace, compile_program, tracing
+
+    monkeypatch.setenv(ENV, "1")
 
     dispatched: list[tuple[Any, ...]] = []
     device = SimpleNamespace(info=info(), coopmat_shape=(16, 16, 16), coopmat_why_not="",

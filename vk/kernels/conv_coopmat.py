@@ -7,8 +7,9 @@ kernel (conv2d.comp) exactly as before. The kernel shares conv2d.comp's push con
 
 The chain is coopmat → fp16 → fp32. The matrices multiply fp16 inputs (fp32 sums): about 1e-3 of relative
 error against the fp32 result, where fp16 storage already rounds to that. So on its own the path serves the
-convolutions whose tensors are stored in fp16 (AUTO_PRECISIONS); an fp32-stored convolution keeps the exact SIMT
-kernel unless its caller asks for the matrices (`coopmat=True`: scripts/check_coopmat.py, benchmarks).
+convolutions whose tensors are stored in fp16 (AUTO_PRECISIONS), and only with VKOCR_COOPMAT=1 (vk/coopmat.py
+`switched_on`: measured slower than the SIMT kernel on the H200 so far); an fp32-stored convolution keeps the exact
+SIMT kernel unless its caller asks for the matrices (`coopmat=True`: scripts/check_coopmat.py, benchmarks).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vkocr.engine.coopmat import switched_off
+from vkocr.engine.coopmat import switched_off, switched_on
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.matmul import check_groups
 from vkocr.engine.memory import BufferView
@@ -82,7 +83,7 @@ def coopmat_shape(device: object, precision: str, m: int, k: int, *, want: bool 
             why = getattr(device, "coopmat_why_not", "") or "no cooperative matrix"
             raise KernelArgumentError(f"conv2d: cooperative matrices asked for, and the device has none ({why})")
         return None
-    if want is None and (precision not in AUTO_PRECISIONS or m < MIN_M or k < MIN_K):
+    if want is None and (not switched_on() or precision not in AUTO_PRECISIONS or m < MIN_M or k < MIN_K):
         return None
     tile = pick_coopmat_tile(m, shape)
     info = getattr(device, "info", None)
