@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 from vkocr.agent.bundles.errors import BundleError, DowngradeRefused, VersionNotFound
 from vkocr.agent.bundles.store import InstalledVersion, ModelStore
 from vkocr.agent.errors import AgentError
+from vkocr.agent.ocr.model_files import set_of_files
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.ocr.request_halves import PipelineLanes
@@ -139,11 +140,12 @@ def run_self_tests(pipeline: OcrPipeline, installed: InstalledVersion) -> tuple[
 
 
 def open_installed(installed: InstalledVersion, device: str | None, cpu_threads: int = 0,
-                   lanes: PipelineLanes | None = None) -> OcrPipeline:
+                   lanes: PipelineLanes | None = None, precision: str = "auto") -> OcrPipeline:
     """A new pipeline for `installed` on `device` (None: the default one; "cpu": the CPU backend), with the
-    streams and image slots of the worker's `lanes`."""
-    return OcrPipeline.open(device, options=installed.options, model_paths=dict(installed.models),
-                            cpu_threads=cpu_threads, lanes=lanes)
+    streams and image slots of the worker's `lanes`, at `precision` (its files' model set's plans)."""
+    paths = dict(installed.models)
+    return OcrPipeline.open(device, options=installed.options, model_paths=paths, cpu_threads=cpu_threads,
+                            lanes=lanes, precision=precision, model_set=set_of_files(paths))
 
 
 class Activator:
@@ -153,8 +155,9 @@ class Activator:
 
     def __init__(self, store: ModelStore, state: StateBoard, base_options: OcrOptions, device: str | None,
                  on_swap: Callable[[str, OcrOptions], None] | None = None, cpu_threads: int = 0,
-                 lanes: PipelineLanes | None = None) -> None:
+                 lanes: PipelineLanes | None = None, precision: str = "auto") -> None:
         self.store = store
+        self.precision = precision
         self.cpu_threads = cpu_threads
         self.lanes = lanes
         self.state = state
@@ -182,7 +185,7 @@ class Activator:
 
     def serving_factory(self) -> OcrPipeline:
         """The GPU worker's factory after a device loss: a new pipeline for the version it serves."""
-        return open_installed(self._serving(), self.device, self.cpu_threads, self.lanes)
+        return open_installed(self._serving(), self.device, self.cpu_threads, self.lanes, self.precision)
 
     def cpu_factory(self) -> OcrPipeline:
         return open_installed(self._serving(), "cpu", self.cpu_threads)
@@ -254,7 +257,7 @@ class Activator:
             log.info("activation_step", version=version, step="verify", at_start=True)
             installed = self.store.installed(version, self.base_options, verify=True)
             log.info("activation_step", version=version, step="load", at_start=True)
-            pipeline = open_installed(installed, self.device, self.cpu_threads, self.lanes)
+            pipeline = open_installed(installed, self.device, self.cpu_threads, self.lanes, self.precision)
             self.worker.warm(pipeline)  # never raises: a plan it cannot record is recorded on demand
             # ActivationBusy when the agent began to stop meanwhile
             self._install(pipeline, installed)
@@ -329,7 +332,7 @@ class Activator:
             raise failed("verify", str(exc), exc) from exc
         log.info("activation_step", version=version, step="load", device=self.device or "default")
         try:
-            pipeline = open_installed(installed, self.device, self.cpu_threads, self.lanes)
+            pipeline = open_installed(installed, self.device, self.cpu_threads, self.lanes, self.precision)
         except Exception as exc:
             raise failed("load", f"{type(exc).__name__}: {exc}", exc) from exc
         try:

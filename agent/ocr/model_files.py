@@ -83,3 +83,13 @@ def missing_or_bad(directory: Path | None = None, files: tuple[ModelFile, ...] |
     directory = directory or models_dir()
     return [m for m in (DEFAULT_SET.files if files is None else files)
             if not (directory / m.filename).is_file() or sha256_of(directory / m.filename) != m.sha256]
+
+
+def set_of_files(paths: dict[str, Path]) -> str | None:
+    """The name of the known set whose det, cls and rec these files are (by sha256), else None: a bundle's files
+    take that set's calibrated precision plans (agent/ocr/precision.py)."""
+    hashes = {role: sha256_of(path) for role, path in paths.items() if path.is_file()}
+    for model_set in MODEL_SETS.values():
+        if all(hashes.get(m.role) == m.sha256 for m in model_set.files):
+            return model_set.name
+    return None

@@ -130,6 +130,9 @@ class DeviceConfig:
     select: str = ""
     cpu_fallback: bool = False  # when the device cannot be rebuilt after a loss, serve on the CPU backend
     cpu_threads: int = 0  # intra-op threads of the CPU backend (onnxruntime); 0: every core this process has
+    # storage precision on a GPU: "auto" (fp16 where the model set's calibrated plan passed its sameness gate and
+    # the device has 16-bit storage, else fp32), "fp32" or "fp16" (agent/ocr/precision.py)
+    precision: str = "auto"
 
 
 @dataclass
@@ -272,6 +275,8 @@ class AgentConfig:
             raise ConfigError("[models]: keep must be at least 1")
         if not 0 <= self.device.cpu_threads <= 1024:
             raise ConfigError(f"[device]: cpu_threads must be 0 (every core) to 1024, got {self.device.cpu_threads}")
+        if self.device.precision not in ("auto", "fp32", "fp16"):
+            raise ConfigError(f"[device]: precision must be auto, fp32 or fp16, got {self.device.precision!r}")
         self.validate_limits()
         self.warm_sizes()
         self.ocr_options()

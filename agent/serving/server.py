@@ -93,7 +93,7 @@ class Agent:
                                     keep=models.keep, max_bundle_bytes=models.max_bundle_bytes)
             self.activator = Activator(self.store, self.state, self.options, config.device.select or None,
                                        on_swap=self._on_swap, cpu_threads=config.device.cpu_threads,
-                                       lanes=config.pipeline_lanes())
+                                       lanes=config.pipeline_lanes(), precision=config.device.precision)
             factory: PipelineFactory = self.activator.serving_factory
             cpu = self.activator.cpu_factory if use_cpu_fallback else None
             version = ""  # the activator names it once the active version has loaded
@@ -125,9 +125,11 @@ class Agent:
 
     def _default_factory(self) -> PipelineFactory:
         select, threads = self.config.device.select or None, self.config.device.cpu_threads
-        lanes = self.config.pipeline_lanes()
+        lanes, precision = self.config.pipeline_lanes(), self.config.device.precision
+        chosen = self.config.chosen_models()
+        model_set = chosen.known.name if chosen.known is not None else None
         return lambda: OcrPipeline.open(select, options=self.options, model_paths=self._model_paths(),
-                                        cpu_threads=threads, lanes=lanes)
+                                        cpu_threads=threads, lanes=lanes, precision=precision, model_set=model_set)
 
     def _cpu_factory(self) -> PipelineFactory:
         threads = self.config.device.cpu_threads
