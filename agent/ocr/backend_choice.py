@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vkocr.agent.ocr.request_halves import PipelineLanes
 from vkocr.agent.ocr.stages import StageSet
 from vkocr.engine.devices import Choice, DeviceInfo, survey
 from vkocr.log import get_logger
@@ -50,6 +49,17 @@ def choose_backend(device: str | None = None) -> BackendChoice:
 
 
 @dataclass(frozen=True)
+class LaneResources:
+    """What a pipeline opens for the lanes that will drive it: a stream each (vk/streams.py), the device queues
+    those streams share (a device with fewer has its streams share its own), and image slots (images held on the
+    device at once)."""
+
+    streams: int = 1
+    image_slots: int = 1
+    queues: int = 1
+
+
+@dataclass(frozen=True)
 class OpenedStages:
     """The stages a backend opened, the Vulkan device they run on (None off the GPU: closed with the stages'
     pipeline), and why that backend."""
@@ -60,7 +70,7 @@ class OpenedStages:
 
 
 def open_stages(device: str | None, paths: Mapping[str, Path], *, cpu_threads: int = 0,
-                lanes: PipelineLanes | None = None) -> OpenedStages:
+                lanes: LaneResources | None = None) -> OpenedStages:
     """The models of `paths` on the backend `device` names (choose_backend): the GPU stages with the streams and
     image slots of `lanes`, onnxruntime's with `cpu_threads` intra-op threads (0: every core), or the NumPy
     reference's. A CPU backend chosen because no GPU is usable says so, loudly and once."""
@@ -69,7 +79,7 @@ def open_stages(device: str | None, paths: Mapping[str, Path], *, cpu_threads: i
         from vkocr.agent.ocr.gpu_stages import GpuStages
         from vkocr.engine.device import Device
 
-        lanes = lanes or PipelineLanes()
+        lanes = lanes or LaneResources()
         dev = Device(choice.selector, queues=lanes.queues)
         try:
             return OpenedStages(GpuStages(dev, paths, image_slots=lanes.image_slots), dev, choice.reason)

@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vkocr.agent.errors import AgentError, ModelSetError, OptionsError
+from vkocr.agent.errors import ModelSetError, OptionsError
+from vkocr.agent.ocr.backend_choice import LaneResources
 from vkocr.agent.ocr.model_files import MODEL_SETS
 from vkocr.agent.ocr.model_sets import ChosenModels, choose_models
 from vkocr.agent.ocr.options import OcrOptions
-from vkocr.agent.ocr.request_halves import PipelineLanes
+from vkocr.agent.serving.errors import ConfigError
 from vkocr.agent.serving.flow import FlowSettings
 
 ENV_PREFIX = "VKOCR_"
@@ -49,11 +50,6 @@ OTHER_VARIABLES = {
     "VKOCR_DEV_BUNDLE": "0: scripts/setup.sh bakes in no development bundle key",
     "VKOCR_RENDER_SEED": "the seed that replays tests/test_rendered.py's random images",
 }
-
-
-class ConfigError(AgentError):
-    """Raised when the configuration file or an override (environment, command line) is invalid; the message
-    names the key."""
 
 
 def decode_thread_count(configured: int) -> int:
@@ -196,12 +192,12 @@ class AgentConfig:
         return FlowSettings(server.detect_lanes, server.read_lanes, server.batch_requests,
                             server.batch_wait_ms / 1e3, server.batch_lines, server.overlap)
 
-    def pipeline_lanes(self) -> PipelineLanes:
+    def lane_resources(self) -> LaneResources:
         """What a served pipeline opens for those lanes: a stream each, and the image slots they hold."""
         flow = self.flow()
-        detect, read = flow.streams
+        detect, read = flow.lanes
         slots = self.server.image_slots or detect + read * flow.batch_requests + 2
-        return PipelineLanes(streams=detect + read, image_slots=slots,
+        return LaneResources(streams=detect + read, image_slots=slots,
                              queues=min(self.server.gpu_queues, detect + read))
 
     @property

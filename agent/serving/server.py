@@ -93,7 +93,7 @@ class Agent:
                                     keep=models.keep, max_bundle_bytes=models.max_bundle_bytes)
             self.activator = Activator(self.store, self.state, self.options, config.device.select or None,
                                        on_swap=self._on_swap, cpu_threads=config.device.cpu_threads,
-                                       lanes=config.pipeline_lanes())
+                                       lanes=config.lane_resources())
             factory: PipelineFactory = self.activator.serving_factory
             cpu = self.activator.cpu_factory if use_cpu_fallback else None
             version = ""  # the activator names it once the active version has loaded
@@ -125,7 +125,7 @@ class Agent:
 
     def _default_factory(self) -> PipelineFactory:
         select, threads = self.config.device.select or None, self.config.device.cpu_threads
-        lanes = self.config.pipeline_lanes()
+        lanes = self.config.lane_resources()
         return lambda: OcrPipeline.open(select, options=self.options, model_paths=self._model_paths(),
                                         cpu_threads=threads, lanes=lanes)
 

@@ -31,17 +31,9 @@ from dataclasses import dataclass, field
 
 from vkocr.agent.errors import RequestStopped
 from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.serving.errors import DeviceFailed, NotServing, QueueFull, WorkerError
 from vkocr.agent.serving.flow import Flow, FlowCounts, FlowSettings
-from vkocr.agent.serving.jobs import (
-    DeviceFailed,
-    Job,
-    NotServing,
-    QueueFull,
-    WorkerError,
-    dropped_error,
-    finish,
-    settle,
-)
+from vkocr.agent.serving.jobs import Job, dropped_error, finish, settle
 from vkocr.agent.serving.plans import PlanLedger, PlanStats, WarmReport, warm_pipeline
 from vkocr.agent.serving.rebuild import PipelineFactory, reopen
 from vkocr.agent.serving.state import ServingState, StateBoard
