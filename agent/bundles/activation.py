@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from vkocr.agent.bundles.errors import ActivationBusy, ActivationFailed, BundleError, DowngradeRefused, VersionNotFound
-from vkocr.agent.bundles.store import InstalledVersion, ModelStore
-from vkocr.agent.ocr.backend_choice import LaneResources
+from vkocr.agent.bundles.store import ModelStore
+from vkocr.agent.bundles.stored import InstalledVersion
+from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.serving.state import ServingState, StateBoard

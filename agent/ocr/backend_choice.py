@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.stages import StageSet
 from vkocr.engine.devices import Choice, DeviceInfo, survey
 from vkocr.log import get_logger
@@ -46,17 +47,6 @@ def choose_backend(device: str | None = None) -> BackendChoice:
     if choice.device is None:
         return BackendChoice(CPU, f"no usable GPU: {choice.reason}", None, tuple(devices), choice, fallback=True)
     return BackendChoice("vulkan", choice.reason, device, tuple(devices), choice)
-
-
-@dataclass(frozen=True)
-class LaneResources:
-    """What a pipeline opens for the lanes that will drive it: a stream each (vk/streams.py), the device queues
-    those streams share (a device with fewer has its streams share its own), and image slots (images held on the
-    device at once)."""
-
-    streams: int = 1
-    image_slots: int = 1
-    queues: int = 1
 
 
 @dataclass(frozen=True)

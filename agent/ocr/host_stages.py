@@ -18,6 +18,13 @@ from vkocr.agent.ocr.stages import NoPlanStages
 from vkocr.engine.errors import KernelArgumentError
 
 
+class LastLoaded(threading.local):
+    """Per thread (an agent's lanes share one set of host stages): the image it loaded last, which its detect
+    reads."""
+
+    image: np.ndarray | None = None
+
+
 class HostStages(NoPlanStages):
     """One set of stages for every thread (NoPlanStages), implementing Stages on the host."""
 
@@ -30,13 +37,13 @@ class HostStages(NoPlanStages):
     image_slots = 64  # images held at once (load's slot): host memory, so as many as a batch may want
 
     def __init__(self) -> None:
-        self._last = threading.local()  # per thread (an agent's lanes share these stages): what detect reads
+        self._last = LastLoaded()
         self.images: dict[int, np.ndarray] = {}  # by slot, which crops read
 
     @property
     def image(self) -> np.ndarray:
         """The image this thread loaded last, which its detect reads."""
-        image: np.ndarray | None = getattr(self._last, "image", None)
+        image = self._last.image
         return image if image is not None else np.zeros((1, 1, 3), np.uint8)
 
     def run_model(self, role: str, x: np.ndarray) -> np.ndarray:

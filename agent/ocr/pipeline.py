@@ -16,9 +16,10 @@ from typing import Any, Self
 import numpy as np
 
 from vkocr.agent.errors import RequestStopped
-from vkocr.agent.ocr.backend_choice import LaneResources, open_stages
+from vkocr.agent.ocr.backend_choice import open_stages
 from vkocr.agent.ocr.image_kernels import Crop, line_crops
 from vkocr.agent.ocr.images import decode_image
+from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.model_files import PPOCRV4_FILES, models_dir
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.plugin_chains import PluginChains, run_plugins
@@ -116,6 +117,15 @@ class OcrPipeline:
     def device_name(self) -> str:
         """The Vulkan device's name, else the backend's: "cpu" (onnxruntime) or "numpy"."""
         return self._device.info.name if self._device is not None else self.stages.backend.split(" ")[0]
+
+    def memory_usage(self) -> tuple[int, int]:
+        """(bytes in live allocations, bytes allocated from the driver) of the device's pool; zeros off the GPU."""
+        return self._device.memory_usage() if self._device is not None else (0, 0)
+
+    def gpu_busy_seconds(self) -> float:
+        """The time the GPU was busy with this pipeline's recordings so far (every stream's at once counted once:
+        vk/streams.py); 0 off the GPU."""
+        return float(self._device.gpu_busy_seconds) if self._device is not None else 0.0
 
     def close(self) -> None:
         try:

@@ -38,6 +38,7 @@ from vkocr.agent.ocr.request_halves import Detected
 from vkocr.agent.ocr.stages import Stages
 from vkocr.agent.serving.errors import ReadingLanesLost
 from vkocr.agent.serving.jobs import Job
+from vkocr.agent.serving.throughput import FlowSettings
 from vkocr.engine.errors import VulkanError
 from vkocr.log import get_logger
 from vkocr.postproc.result import OcrResult
@@ -94,28 +95,6 @@ class FlowCounts:
         """(reads, requests they held, crops they held)."""
         with self._lock:
             return (sum(self.batches.values()), sum(size * n for size, n in self.batches.items()), self.lines)
-
-
-@dataclass(frozen=True)
-class FlowSettings:
-    """server.detect_lanes, read_lanes, batch_requests, batch_wait_ms, batch_lines and overlap (config.py)."""
-
-    detect_lanes: int = 1
-    read_lanes: int = 1
-    batch_requests: int = 8
-    batch_wait_s: float = 0.002
-    batch_lines: int = 16
-    overlap: bool = True
-
-    @property
-    def lanes(self) -> tuple[int, int]:
-        """(detection, reading) lanes as they run on a GPU: one lane for both halves with the overlap off."""
-        return (self.detect_lanes, self.read_lanes) if self.overlap else (1, 0)
-
-    def lanes_for(self, pipeline: OcrPipeline) -> tuple[int, int]:
-        """(detection, reading) lanes for this pipeline: off the GPU one lane for both halves (onnxruntime already
-        runs each model on every core; two at once only contend for them)."""
-        return self.lanes if pipeline.device is not None else (1, 0)
 
 
 class SlotPool:
@@ -242,6 +221,12 @@ class Flow:
         if left:
             self._release(left)
             self._fail([w.job for w in left], ReadingLanesLost("no reading lane was left to read this request"))
+
+    @property
+    def newest(self) -> str:
+        """The request id of the newest request inside the lanes, "" when none is."""
+        ids = list(self.running)
+        return ids[-1] if ids else ""
 
     @property
     def idle(self) -> bool:

@@ -34,7 +34,8 @@ from vkocr.agent.bundles.errors import (
 )
 from vkocr.agent.bundles.manifest import NAME_PATTERN
 from vkocr.agent.bundles.signing import TrustedKeys
-from vkocr.agent.bundles.store import BundleInfo, ModelStore
+from vkocr.agent.bundles.store import ModelStore
+from vkocr.agent.bundles.stored import BundleInfo
 from vkocr.agent.bundles.uploads import Upload, UploadArea, idle_bounded
 from vkocr.agent.serving import rpc_status
 from vkocr.agent.serving.auth import require_model_admin

@@ -11,7 +11,8 @@ import pytest
 
 from tests.paths import ROOT
 from vkocr.agent.cli.main import main
-from vkocr.agent.serving.config import OTHER_VARIABLES, AgentConfig, env_name, load_config, settable_keys
+from vkocr.agent.serving.config import AgentConfig, load_config
+from vkocr.agent.serving.config_sources import OTHER_VARIABLES, env_name, settable_keys
 from vkocr.agent.serving.errors import ConfigError
 
 KEYS = {env_name(section, key) for section, key in settable_keys(AgentConfig())}

@@ -15,13 +15,14 @@ import pytest
 
 from tests.agent.agents import lot_number, rec_job, wait_for
 from vkocr.agent.errors import StopWho
-from vkocr.agent.ocr.backend_choice import LaneResources
+from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.serving.config import MAX_LANES, load_config
 from vkocr.agent.serving.errors import ConfigError
-from vkocr.agent.serving.flow import Batcher, FlowSettings, Waiting
+from vkocr.agent.serving.flow import Batcher, Waiting
 from vkocr.agent.serving.jobs import Job
 from vkocr.agent.serving.state import ServingState, StateBoard
+from vkocr.agent.serving.throughput import FlowSettings
 from vkocr.agent.serving.worker import GpuWorker
 from vkocr.postproc.result import OcrResult
 
