@@ -3,7 +3,7 @@
 Every error the agent raises derives from `AgentError` (a `vkocr.errors.VkocrError`): these two, the bundle
 and model store errors (agent/bundles/errors.py), activation's (agent/bundles/activation.py), the GPU worker's
 (agent/serving/worker.py), configuration's, TLS files' and the client's targets'. The gRPC boundary
-(agent/serving/errors.py) turns ImageError and OptionsError into ``INVALID_ARGUMENT`` naming the field, with
+(agent/serving/status_table.py) turns ImageError and OptionsError into ``INVALID_ARGUMENT`` naming the field, with
 an image's reason in the status details; nothing else about the process is affected by one bad request.
 """
 

@@ -13,7 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from vkocr.agent.cli.bench_charts import DPI, SIZE_PX, ChartError, render_chart
+from vkocr.agent.cli.bench_charts import DPI, SIZE_PX, render_chart
+from vkocr.agent.cli.errors import ChartError
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,7 +14,8 @@ import pytest
 from PIL import Image
 
 from tests.paths import ROOT
-from vkocr.agent.cli.bench_charts import COLOURS, RUN_COLOURS, ChartError, chart_kind, render_chart
+from vkocr.agent.cli.bench_charts import COLOURS, RUN_COLOURS, chart_kind, render_chart
+from vkocr.agent.cli.errors import ChartError
 
 STREAM = ROOT / "benchmarks" / "2026-12-01-h200-stream-9.json"
 AGENT = ROOT / "benchmarks" / "2026-11-30-h200-agent-3.json"

@@ -2,7 +2,7 @@
 
 Every error class of the engine, the agent and postprocessing (found by importing every module) derives from
 vkocr.errors.VkocrError through its branch and says when it is raised; one function classifies VkResults; the
-table of agent/serving/errors.py maps only error classes and gives the codes and details clients rely on.
+table of agent/serving/status_table.py maps only error classes and gives the codes and details clients rely on.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from structlog.testing import capture_logs
 
 import vkocr.errors
-from vkocr.agent.bundles.activation import ActivationBusy, ActivationFailed
 from vkocr.agent.bundles.errors import (
+    ActivationBusy,
+    ActivationFailed,
     ChecksumMismatch,
     IntegrityError,
     OffsetMismatch,
@@ -32,8 +33,8 @@ from vkocr.agent.bundles.errors import (
 )
 from vkocr.agent.errors import AgentError, ImageError, OptionsError, RequestError, RequestStopped, ShutdownCancelled
 from vkocr.agent.serving import rpc_status
-from vkocr.agent.serving.errors import INTERNAL_MESSAGE, STATUS_TABLE, status_for
-from vkocr.agent.serving.jobs import DeadlineDropped, NotServing, QueueFull
+from vkocr.agent.serving.errors import DeadlineDropped, NotServing, QueueFull
+from vkocr.agent.serving.status_table import INTERNAL_MESSAGE, STATUS_TABLE, status_for
 from vkocr.engine.device import Device
 from vkocr.engine.errors import DeviceLost, EngineError, OutOfMemory, VulkanError, vulkan_error
 from vkocr.engine.kernels.elementwise import record_unary
@@ -77,7 +78,7 @@ ERRORS = _error_classes()
 
 def test_the_walk_finds_the_tree() -> None:
     assert len(ERRORS) >= 50  # 53 classes before the tree was made one
-    assert "vkocr.agent.serving.jobs.QueueFull" in ERRORS and "vkocr.engine.errors.DeviceLost" in ERRORS
+    assert "vkocr.agent.serving.errors.QueueFull" in ERRORS and "vkocr.engine.errors.DeviceLost" in ERRORS
 
 
 @pytest.mark.parametrize("name", sorted(ERRORS))

@@ -19,7 +19,8 @@ import yaml
 
 from tests.paths import ROOT
 from tests.test_deploy import IMAGE_CONFIG, RUNTIME, image_ports
-from vkocr.agent.serving.config import AgentConfig, ConfigError, load_config, split_host_port
+from vkocr.agent.serving.config import AgentConfig, load_config, split_host_port
+from vkocr.agent.serving.errors import ConfigError
 from vkocr.agent.serving.server import HEALTH_SERVICES, LIVENESS_SERVICE
 
 HELM = ROOT / "build" / "tools" / "helm"

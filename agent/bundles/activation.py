@@ -34,13 +34,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from vkocr.agent.bundles.errors import BundleError, DowngradeRefused, VersionNotFound
-from vkocr.agent.bundles.store import InstalledVersion, ModelStore
-from vkocr.agent.errors import AgentError
+from vkocr.agent.bundles.errors import ActivationBusy, ActivationFailed, BundleError, DowngradeRefused, VersionNotFound
+from vkocr.agent.bundles.store import ModelStore
+from vkocr.agent.bundles.stored import InstalledVersion
+from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.model_files import set_of_files
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
-from vkocr.agent.ocr.request_halves import PipelineLanes
 from vkocr.agent.serving.state import ServingState, StateBoard
 from vkocr.agent.serving.worker import GpuWorker
 from vkocr.log import get_logger
@@ -52,27 +52,6 @@ log = get_logger(__name__)
 # The worker swaps between two requests; a request takes seconds, a device recovery (rebuild, reload) longer.
 SWAP_TIMEOUT_S = 300.0
 NO_ACTIVE_VERSION = "no active model version; upload and activate a bundle"
-
-
-class ActivationError(AgentError):
-    """Base of the reasons an activation did not happen (the old version keeps serving); raised only as one
-    of its subclasses."""
-
-
-class ActivationBusy(ActivationError):
-    """Raised when another activation (or a change of the store) is in progress."""
-
-
-class ActivationFailed(ActivationError):
-    """Raised when an activation stopped at `step` (verify, load, self_tests, swap, record); `cause` is the
-    underlying error, `self_tests` the results so far."""
-
-    def __init__(self, step: str, message: str, *, cause: BaseException | None = None,
-                 self_tests: tuple[SelfTestOutcome, ...] = ()) -> None:
-        super().__init__(message)
-        self.step = step
-        self.cause = cause
-        self.self_tests = self_tests
 
 
 @dataclass(frozen=True)
@@ -140,7 +119,7 @@ def run_self_tests(pipeline: OcrPipeline, installed: InstalledVersion) -> tuple[
 
 
 def open_installed(installed: InstalledVersion, device: str | None, cpu_threads: int = 0,
-                   lanes: PipelineLanes | None = None, precision: str = "auto") -> OcrPipeline:
+                   lanes: LaneResources | None = None, precision: str = "auto") -> OcrPipeline:
     """A new pipeline for `installed` on `device` (None: the default one; "cpu": the CPU backend), with the
     streams and image slots of the worker's `lanes`, at `precision` (its files' model set's plans)."""
     paths = dict(installed.models)
@@ -155,7 +134,7 @@ class Activator:
 
     def __init__(self, store: ModelStore, state: StateBoard, base_options: OcrOptions, device: str | None,
                  on_swap: Callable[[str, OcrOptions], None] | None = None, cpu_threads: int = 0,
-                 lanes: PipelineLanes | None = None, precision: str = "auto") -> None:
+                 lanes: LaneResources | None = None, precision: str = "auto") -> None:
         self.store = store
         self.precision = precision
         self.cpu_threads = cpu_threads

@@ -1,7 +1,7 @@
 """Why a model bundle, a signing key, the model store or an upload refused something.
 
 Every message names the file, entry, version or upload concerned and what to do about it. The gRPC boundary
-(agent/serving/errors.py) maps each class to a status code: a missing version → NOT_FOUND, a bad or untrusted
+(agent/serving/status_table.py) maps each class to a status code: a missing version → NOT_FOUND, a bad or untrusted
 signature → PERMISSION_DENIED, a busy upload → ABORTED, an idle one → DEADLINE_EXCEEDED, a chunk at the wrong
 offset → OUT_OF_RANGE, the agent's own disk full → RESOURCE_EXHAUSTED or unwritable → UNAVAILABLE (never the
 bundle's fault), a downgrade → FAILED_PRECONDITION, the rest → INVALID_ARGUMENT or FAILED_PRECONDITION.
@@ -9,7 +9,12 @@ bundle's fault), a downgrade → FAILED_PRECONDITION, the rest → INVALID_ARGUM
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from vkocr.agent.errors import AgentError
+
+if TYPE_CHECKING:  # the activation's results, which the activation module defines beside its use
+    from vkocr.agent.bundles.activation import SelfTestOutcome
 
 
 class BundleError(AgentError):
@@ -134,3 +139,24 @@ class UploadBusy(UploadError):
 class UploadIdle(UploadError):
     """Raised when an upload stream sent no chunk for the configured idle timeout ([models] upload_idle_s); the
     bytes it sent are removed."""
+
+
+class ActivationError(AgentError):
+    """Base of the reasons an activation did not happen (the old version keeps serving); raised only as one
+    of its subclasses."""
+
+
+class ActivationBusy(ActivationError):
+    """Raised when another activation (or a change of the store) is in progress."""
+
+
+class ActivationFailed(ActivationError):
+    """Raised when an activation stopped at `step` (verify, load, self_tests, swap, record); `cause` is the
+    underlying error, `self_tests` the results so far."""
+
+    def __init__(self, step: str, message: str, *, cause: BaseException | None = None,
+                 self_tests: tuple[SelfTestOutcome, ...] = ()) -> None:
+        super().__init__(message)
+        self.step = step
+        self.cause = cause
+        self.self_tests = self_tests

@@ -21,13 +21,12 @@ import os
 import secrets
 import shutil
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from vkocr.agent.bundles.atomic_files import TEMP_SUFFIX, fsync_dir, write_atomic
 from vkocr.agent.bundles.bundle import extract, verify_signature
@@ -45,6 +44,7 @@ from vkocr.agent.bundles.high_water import HighWater, VersionMark
 from vkocr.agent.bundles.manifest import MANIFEST_NAME, MODEL_ROLES, NAME_PATTERN, SIGNATURE_NAME, Manifest
 from vkocr.agent.bundles.reader import DEFAULT_MAX_BYTES
 from vkocr.agent.bundles.signing import TrustedKeys, short_fingerprint
+from vkocr.agent.bundles.stored import BundleInfo, InstalledVersion, Recovery, SelfTestCase
 from vkocr.agent.ocr.model_files import sha256_of
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.log import get_logger
@@ -53,73 +53,6 @@ log = get_logger(__name__)
 
 MARKER = ".installed.json"
 HISTORY_LIMIT = 32
-
-
-@dataclass(frozen=True)
-class BundleInfo:
-    """One stored version, as the Models service lists it."""
-
-    name: str
-    version: str
-    created: datetime  # when the bundle was made (its manifest)
-    installed: datetime  # when this store added it
-    sequence: int  # order of adding: larger is newer (clocks on boards without an RTC cannot say)
-    size: int  # bytes of the bundle file that was added
-    sha256: str  # of the bundle file that was added
-    signer: str | None
-    content_digest: str
-    path: Path  # the version's directory
-    active: bool = False
-
-
-@dataclass(frozen=True)
-class SelfTestCase:
-    image: Path
-    expect: str  # text that must appear among the recognised lines
-
-
-@dataclass(frozen=True)
-class InstalledVersion:
-    """A stored version as `ModelStore.installed()` read it: everything activating and serving it needs, so
-    nobody asks the store again by version string. Its files stay while it is active or the rollback
-    target (the store never deletes those)."""
-
-    version: str
-    root: Path  # the version's directory, resolved
-    manifest: Manifest
-    models: Mapping[str, Path]  # {"det", "cls", "rec": absolute path of the ONNX file}
-    options: OcrOptions  # the bundle's overrides over the base options it was read with
-    self_tests: tuple[SelfTestCase, ...]
-
-    @property
-    def overrides(self) -> dict[str, Any]:
-        """The OcrOptions overrides the bundle sets (preprocess and postprocess together)."""
-        return self.manifest.options()
-
-
-@dataclass(frozen=True)
-class Recovery:
-    """What recover() found and did."""
-
-    removed_leftovers: tuple[str, ...]
-    removed_incomplete: tuple[str, ...]
-    active_before: str | None
-    active_after: str | None
-
-    @property
-    def active_changed(self) -> bool:
-        return self.active_before != self.active_after
-
-    def describe(self) -> str:
-        parts = []
-        if self.removed_leftovers:
-            parts.append(f"removed {len(self.removed_leftovers)} leftover(s) of interrupted changes")
-        if self.removed_incomplete:
-            parts.append(f"removed incomplete version(s) {', '.join(self.removed_incomplete)}")
-        if self.active_changed:
-            after = self.active_after or "none (no complete version is stored)"
-            parts.append(f"active version {self.active_before} is missing or incomplete: now {after}")
-        return "; ".join(parts) or "nothing to recover"
 
 
 class ModelStore:

@@ -34,12 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vkocr.agent.cli.bench_agent_report import gain
 from vkocr.agent.cli.bench_clients import client_process
 from vkocr.agent.cli.workspace import compat_images
 from vkocr.agent.errors import AgentError
 
 if TYPE_CHECKING:
-    from vkocr.agent.serving.server import BackgroundAgent
+    from vkocr.agent.serving.background import BackgroundAgent
     from vkocr.v1 import ocr_pb2
 
 DEFAULT_CLIENTS = (1, 4, 16, 64)
@@ -178,8 +179,8 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
     """The runs of RUNS named in `runs`, in every mode, at every client count; each level sends every image
     once. With `reference`, then the default model set's reference (RapidOCR, CPU) once over the same images in
     this process, one at a time: the single-process images/s an agent on the CPU backend is measured against."""
+    from vkocr.agent.serving.background import start_agent
     from vkocr.agent.serving.config import load_config
-    from vkocr.agent.serving.server import start_agent
     from vkocr.agent.serving.wire import options_to_proto
 
     if max(clients) > len(images):
@@ -391,61 +392,3 @@ def measure_level(background: BackgroundAgent, requests: Path, expected: list[li
         "lines_per_read": lines_read / reads if reads else 0.0,
         "server_median_ms": {k: statistics.median(s.get(k, 0.0) for s in stages) for k in keys},
     }
-
-
-def gain(rows: list[dict[str, Any]], on_run: str, off_run: str) -> list[dict[str, Any]]:
-    """Throughput of run `on_run` against `off_run` (the same deployment with one thing switched off), per mode
-    and client count."""
-    out = []
-    for on in (r for r in rows if r["run"] == on_run):
-        off = next((r for r in rows if r["run"] == off_run and r["mode"] == on["mode"]), None)
-        if off is None:
-            continue
-        for a, b in zip(on["levels"], off["levels"], strict=True):
-            ratio = a["images_per_s"] / b["images_per_s"] if b["images_per_s"] else None
-            out.append({"mode": on["mode"], "clients": a["clients"], "on_images_per_s": a["images_per_s"],
-                        "off_images_per_s": b["images_per_s"], "on_p50_ms": a["p50_ms"],
-                        "off_p50_ms": b["p50_ms"], "throughput_ratio": ratio})
-    return out
-
-
-def format_agent_results(r: dict[str, Any]) -> str:
-    m = r["machine"]
-    what = ", ".join(f"{k}={v}" for k, v in r["request_options"].items()) or "whole pipeline"
-    header = (f"{'run':<24} {'clients':>7} {'answered':>8} {'errors':>6} {'images/s':>9} {'p50 ms':>9} "
-              f"{'p99 ms':>9} {'GPU busy':>8} {'cores':>5} {'queue ms':>9} {'req/read':>8}")
-    device = f"{m.get('device', '?')} ({m.get('backend', '?')})"
-    lines = [f"machine: {m['cpu']} ({m['cores']} cores); device: {device}",
-             f"images: {r['images']} distinct, each sent once per level, as {r.get('sent_as', 'files')}; {what}",
-             header]
-    for row in r["runs"]:
-        for level in row["levels"]:
-            server = level["server_median_ms"]
-            errors = sum(level["errors"].values())
-            lines.append(
-                f"{row['name']:<24} {level['clients']:>7} {level['ok']:>8} {errors:>6} "
-                f"{level['images_per_s']:>9.2f} {level['p50_ms']:>9.1f} {level['p99_ms']:>9.1f} "
-                f"{100 * level['gpu_busy_fraction']:>7.0f}% {level['agent_cpu_cores']:>5.2f} "
-                f"{server.get('queue', 0.0):>9.1f} {level.get('requests_per_read', 0.0):>8.2f}")
-    failed: Counter[str] = Counter()
-    for row in r["runs"]:
-        for level in row["levels"]:
-            failed.update(level["errors"])
-    if failed:
-        lines.append("errors by code: " + ", ".join(f"{code} {n}" for code, n in sorted(failed.items())))
-    if r.get("reference"):
-        ref = r["reference"]
-        lines.append(f"{ref['label']}, one process, one image at a time: {ref['images_per_s']:.2f} images/s "
-                     f"(median {ref['median_ms']:.1f} ms); the default deployment against it: " + ", ".join(
-                         f"{level['clients']} clients {level['ratio_to_reference']:.2f}x" for level in r["levels"]))
-    for key, title in (("batching", "cross-request batching (throughput, on ÷ off)"),
-                       ("overlap", "overlapped lanes and batching against one request at a time (throughput, ÷)"),
-                       ("decode_processes", "decode processes against the default (throughput, ÷)")):
-        if r.get(key):
-            lines.append(f"{title}:")
-            for g in r[key]:
-                head = f"  {g['mode']:<6} {g['clients']:>3} clients: "
-                lines.append(head + (f"{g['on_images_per_s']:.2f} vs {g['off_images_per_s']:.2f} images/s = "
-                                     f"{g['throughput_ratio']:.2f}x" if g["throughput_ratio"] else
-                                     "no answers with it switched off"))
-    return "\n".join(lines)

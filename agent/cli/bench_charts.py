@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vkocr.agent.errors import AgentError
+from vkocr.agent.cli.errors import ChartError
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -32,12 +32,6 @@ DPI = 100
 COLOURS = {"ours pass 1": "#1f77b4", "ours pass 2": "#2ca02c", "RapidOCR 1.4.4": "#d62728"}
 OTHER_COLOURS = ("#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#e377c2", "#bcbd22", "#7f7f7f", "#1a1a6e")
 RUN_COLOURS = ("#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#17becf")
-
-
-class ChartError(AgentError):
-    """Raised when a chart cannot be drawn: matplotlib cannot be imported (the message says to
-    ``pip install 'vkocr[plots]'``), the JSON is no bench result of a kind with a chart, or it lacks a key the
-    chart needs (the message names the key and where it was looked for)."""
 
 
 def require_matplotlib() -> None:

@@ -98,7 +98,8 @@ def int_in(low: int, high: int) -> Callable[[str], int]:
 
 
 def cmd_bench_agent(args: argparse.Namespace) -> int:
-    from vkocr.agent.cli.bench_agent import format_agent_results, load_images, run_agent_bench
+    from vkocr.agent.cli.bench_agent import load_images, run_agent_bench
+    from vkocr.agent.cli.bench_agent_report import format_agent_results
 
     if args.plot:
         require_matplotlib()  # before the run, not after it

@@ -27,16 +27,12 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from vkocr.agent.errors import AgentError
+from vkocr.agent.cli.errors import StartupBenchError
 
 RUNS = ("cold", "cached")
 LISTENING = re.compile(r"^vkocr agent listening on (\S+):(\d+) \(([^)]*)\)")
 POLL_S = 0.02
 EVENTS = ("device_opened", "pipeline_cache_rejected", "plans_warmed", "plan_warm_failed", "plan_warm_stopped")
-
-
-class StartupBenchError(AgentError):
-    """Raised when the agent of a startup run does not start, does not serve in time, or cannot answer."""
 
 
 class ServeProcess:

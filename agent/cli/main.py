@@ -41,7 +41,7 @@ REGISTRARS: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (("ocr",), "vkocr.agent.cli.ocr_command", "add_ocr_parser"),
     (("client",), "vkocr.agent.cli.client_command", "add_client_parser"),
     (("devices",), "vkocr.agent.cli.devices_report", "add_devices_parser"),
-    (("infer", "inspect", "debug"), "vkocr.agent.cli.model_commands", "add_model_parsers"),
+    (("infer", "inspect", "debug"), "vkocr.agent.cli.onnx_commands", "add_model_parsers"),
     (("models",), "vkocr.agent.cli.models_command", "add_models_parser"),
     (("bench",), "vkocr.agent.cli.bench_command", "add_bench_parser"),
     (("calibrate",), "vkocr.agent.cli.calibrate_command", "add_calibrate_parser"),

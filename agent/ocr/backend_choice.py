@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.precision import PrecisionChoice, for_device, off_the_gpu
-from vkocr.agent.ocr.request_halves import PipelineLanes
 from vkocr.agent.ocr.stages import StageSet
 from vkocr.engine.devices import Choice, DeviceInfo, survey
 from vkocr.log import get_logger
@@ -62,7 +62,7 @@ class OpenedStages:
 
 
 def open_stages(device: str | None, paths: Mapping[str, Path], *, cpu_threads: int = 0,
-                lanes: PipelineLanes | None = None, precision: str = "fp32",
+                lanes: LaneResources | None = None, precision: str = "fp32",
                 model_set: str | None = None) -> OpenedStages:
     """The models of `paths` on the backend `device` names (choose_backend): the GPU stages with the streams and
     image slots of `lanes`, onnxruntime's with `cpu_threads` intra-op threads (0: every core), or the NumPy
@@ -73,7 +73,7 @@ def open_stages(device: str | None, paths: Mapping[str, Path], *, cpu_threads: i
         from vkocr.agent.ocr.gpu_stages import GpuStages
         from vkocr.engine.device import Device
 
-        lanes = lanes or PipelineLanes()
+        lanes = lanes or LaneResources()
         dev = Device(choice.selector, queues=lanes.queues)
         try:
             chosen = for_device(precision, dev, model_set)

@@ -29,7 +29,7 @@ import numpy as np
 from vkocr.agent.ocr.device_images import DEFAULT_MAX_STAGING, DeviceImage
 from vkocr.agent.ocr.gpu_shared import DEFAULT_IMAGE_CAPACITY, SharedGpu
 from vkocr.agent.ocr.gpu_stream import ROLES, StreamStages
-from vkocr.agent.ocr.image_kernels import CropSlot
+from vkocr.agent.ocr.image_kernels import Crop
 from vkocr.agent.ocr.prep import Prepared
 from vkocr.engine.device import Device
 from vkocr.engine.graph.model import Model
@@ -40,7 +40,7 @@ from vkocr.engine.graph.precision import PrecisionPlan
 class GpuStages:
     """The OCR stages on a Vulkan device (a StageSet): what the streams share (SharedGpu: the models, `image_slots`
     images on the device at once, so that one cls or rec batch may hold the crops of several, the CPU spill) and
-    a StreamStages per stream (`lane`). As Stages, it is stream 0's: a pipeline that one thread drives."""
+    a StreamStages per stream (`stream`). As Stages, it is stream 0's: a pipeline that one thread drives."""
 
     warms = True
 
@@ -54,11 +54,11 @@ class GpuStages:
         self.image_capacity, self.image_slots = image_capacity, self.shared.image_slots
         self.model_paths = self.shared.model_paths
         self._streams: dict[int, StreamStages] = {}
-        self._first = self.lane(0)
+        self._first = self.stream(0)
 
     # -- the streams --------------------------------------------------------------------------------------------
 
-    def lane(self, index: int) -> StreamStages:
+    def stream(self, index: int) -> StreamStages:
         """The stages on stream `index`, made on first use."""
         found = self._streams.get(index)
         if found is None:
@@ -69,7 +69,7 @@ class GpuStages:
         """Streams 0..detect-1 run detection, the next `read` streams classification and recognition (read 0:
         stream 0 runs every stage): what a warm-up prepares on each (`prepare`, `reserve`, `learn_shape_class`)."""
         for index in range(detect + read):
-            lane = self.lane(index)
+            lane = self.stream(index)
             lane.roles = {"det"} if index < detect and read else {"cls", "rec"} if index >= detect else set(ROLES)
 
     def _lanes_for(self, role: str) -> list[StreamStages]:
@@ -100,10 +100,10 @@ class GpuStages:
     def db_row_spans(self) -> np.ndarray | None:
         return self._first.db_row_spans()
 
-    def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
+    def classify(self, crops: Sequence[Crop], height: int, width: int) -> np.ndarray:
         return self._first.classify(crops, height, width)
 
-    def recognize(self, crops: Sequence[CropSlot], height: int, width: int, batch: int = 0
+    def recognize(self, crops: Sequence[Crop], height: int, width: int, batch: int = 0
                   ) -> tuple[np.ndarray, np.ndarray]:
         return self._first.recognize(crops, height, width, batch)
 

@@ -15,7 +15,7 @@ from vkocr.agent.ocr.device_images import DeviceImage, HostBuffer
 from vkocr.agent.ocr.gpu_shared import SharedGpu
 from vkocr.agent.ocr.image_kernels import (
     IMAGE_PARAMS_WORDS,
-    CropSlot,
+    Crop,
     ImageSource,
     crop_params,
     crop_params_words,
@@ -190,7 +190,7 @@ class StreamStages:
         stop for an empty row; read-only, valid until the next detect), None without a bitmap."""
         return self._last_bitmap[1] if self._last_bitmap is not None else None
 
-    def _crop_params(self, crops: Sequence[CropSlot], batch: int, height: int, width: int) -> np.ndarray:
+    def _crop_params(self, crops: Sequence[Crop], batch: int, height: int, width: int) -> np.ndarray:
         if len(crops) > self.max_batch:
             raise KernelArgumentError(f"{len(crops)} crops in one batch; at most {self.max_batch}")
         try:
@@ -199,7 +199,7 @@ class StreamStages:
             raise KernelArgumentError(f"a crop of image slot {exc.args[0]}, where no image was loaded") from None
         return crop_params(0, 0, crops, batch, height, width, sources=sources, capacity=self.image.tensor.nbytes)
 
-    def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
+    def classify(self, crops: Sequence[Crop], height: int, width: int) -> np.ndarray:
         """Crops in a batch rounded up to a power of two (few plans); the warp zero-fills the spare slots."""
         batch = padded_batch(len(crops), self.max_batch)
         self.cls_params.write(self._crop_params(crops, batch, height, width))
@@ -208,7 +208,7 @@ class StreamStages:
             return self.shared.cpu.run(lambda cpu: cpu.classify(crops, height, width), [c.image for c in crops])
         return plan.run()[plan.output_names[0]][: len(crops)]
 
-    def recognize(self, crops: Sequence[CropSlot], height: int, width: int, batch: int = 0
+    def recognize(self, crops: Sequence[Crop], height: int, width: int, batch: int = 0
                   ) -> tuple[np.ndarray, np.ndarray]:
         """Crops in a batch rounded up to a power of two, at most `batch` (RapidOCR's batch size, so a full batch
         runs as it is): few shapes, little spare work; the warp zero-fills the spare slots."""

@@ -11,11 +11,18 @@ from collections.abc import Sequence
 import numpy as np
 
 from vkocr.agent.ocr import image_reference as reference
-from vkocr.agent.ocr.image_kernels import CropSlot
+from vkocr.agent.ocr.image_kernels import Crop
 from vkocr.agent.ocr.image_reference import preprocess_image, resize_normalize_pad, rotate_crop
 from vkocr.agent.ocr.prep import Prepared, prepared_image
 from vkocr.agent.ocr.stages import NoPlanStages
 from vkocr.engine.errors import KernelArgumentError
+
+
+class LastLoaded(threading.local):
+    """Per thread (an agent's lanes share one set of host stages): the image it loaded last, which its detect
+    reads."""
+
+    image: np.ndarray | None = None
 
 
 class HostStages(NoPlanStages):
@@ -30,13 +37,13 @@ class HostStages(NoPlanStages):
     image_slots = 64  # images held at once (load's slot): host memory, so as many as a batch may want
 
     def __init__(self) -> None:
-        self._last = threading.local()  # per thread (an agent's lanes share these stages): what detect reads
+        self._last = LastLoaded()
         self.images: dict[int, np.ndarray] = {}  # by slot, which crops read
 
     @property
     def image(self) -> np.ndarray:
         """The image this thread loaded last, which its detect reads."""
-        image: np.ndarray | None = getattr(self._last, "image", None)
+        image = self._last.image
         return image if image is not None else np.zeros((1, 1, 3), np.uint8)
 
     def run_model(self, role: str, x: np.ndarray) -> np.ndarray:
@@ -59,7 +66,7 @@ class HostStages(NoPlanStages):
         """None: no bitmap comes from here, so DB has no row spans of one."""
         return None
 
-    def _batch(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
+    def _batch(self, crops: Sequence[Crop], height: int, width: int) -> np.ndarray:
         items = []
         for c in crops:
             warped = self.warp(self.images[c.image], c.inverse, c.width, c.height)
@@ -67,10 +74,10 @@ class HostStages(NoPlanStages):
             items.append(resize_normalize_pad(crop, height, width, c.resized_w, resize=self.resize_u8))
         return np.stack(items)
 
-    def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
+    def classify(self, crops: Sequence[Crop], height: int, width: int) -> np.ndarray:
         return self.run_model("cls", self._batch(crops, height, width))
 
-    def recognize(self, crops: Sequence[CropSlot], height: int, width: int, batch: int = 0
+    def recognize(self, crops: Sequence[Crop], height: int, width: int, batch: int = 0
                   ) -> tuple[np.ndarray, np.ndarray]:
         """`batch` is ignored: the CPU has no plans to save, only work, so spare slots are not run."""
         probs = self.run_model("rec", self._batch(crops, height, width))

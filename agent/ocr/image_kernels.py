@@ -59,8 +59,8 @@ from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
 
 __all__ = [
-    "CROP_HEADER_WORDS", "CROP_SLOT_WORDS", "IMAGE_PARAMS_WORDS", "MAX_SIDE", "RESIZE_PARAMS_WORDS", "CropSlot",
-    "ImageSource", "crop_geometry", "crop_params", "crop_params_words", "crop_slot", "crop_slots", "det_input_size",
+    "CROP_HEADER_WORDS", "CROP_SLOT_WORDS", "IMAGE_PARAMS_WORDS", "MAX_SIDE", "RESIZE_PARAMS_WORDS", "Crop",
+    "ImageSource", "crop_geometry", "crop_params", "crop_params_words", "crop_slot", "line_crops", "det_input_size",
     "image_params", "record_crop_warp", "record_image_preprocess", "record_image_resize", "resize_params",
     "resize_tie", "rgb_words",
 ]
@@ -176,7 +176,7 @@ class ImageSource:
 
 
 @dataclass(frozen=True)
-class CropSlot:
+class Crop:
     """One crop for record_crop_warp: what get_rotate_crop_image and resize_norm_img derive from a quad."""
 
     inverse: np.ndarray  # 3×3 float64, crop pixel (x, y, 1) → source pixel
@@ -192,25 +192,25 @@ class CropSlot:
         """(width, height) of the crop as the model sees it: after the 90° turn."""
         return (self.height, self.width) if self.rotate90 else (self.width, self.height)
 
-    def fitted(self, out_h: int, max_w: int) -> CropSlot:
+    def fitted(self, out_h: int, max_w: int) -> Crop:
         """This slot with resized_w as resize_norm_img computes it for an out_h-high, max_w-wide input."""
         width, height = self.model_size
-        return CropSlot(self.inverse, self.width, self.height, self.rotate90, self.rotate180,
+        return Crop(self.inverse, self.width, self.height, self.rotate90, self.rotate180,
                         resized_width(width, height, out_h, max_w), self.image)  # not dataclasses.replace: 3× faster
 
 
-def crop_slots(quads: np.ndarray, out_h: int, max_w: int, image: int = 0) -> list[CropSlot]:
+def line_crops(quads: np.ndarray, out_h: int, max_w: int, image: int = 0) -> list[Crop]:
     """crop_slot of N quads (N, 4, 2) of image slot `image`, their geometry computed in one batch."""
-    return [CropSlot(inverse, w, h, h * 1.0 / w >= ROTATE90_RATIO, False, 0, image).fitted(out_h, max_w)
+    return [Crop(inverse, w, h, h * 1.0 / w >= ROTATE90_RATIO, False, 0, image).fitted(out_h, max_w)
             for w, h, inverse in crop_geometries(quads)]
 
 
 def crop_slot(quad: np.ndarray, out_h: int, max_w: int, *, rotate180: bool = False,
-              resized_w: int | None = None) -> CropSlot:
-    """The CropSlot of a 4×2 quad (RapidOCR's point order) going into an out_h-high, max_w-wide model input:
+              resized_w: int | None = None) -> Crop:
+    """The Crop of a 4×2 quad (RapidOCR's point order) going into an out_h-high, max_w-wide model input:
     resized_w as resize_norm_img computes it (for rec, max_w is RapidOCR's batch width int(out_h ·
     max_wh_ratio), which may be less than the tensor's width: the kernel pads to the tensor)."""
-    slot = dataclasses.replace(crop_slots(np.asarray(quad)[None], out_h, max_w)[0], rotate180=rotate180)
+    slot = dataclasses.replace(line_crops(np.asarray(quad)[None], out_h, max_w)[0], rotate180=rotate180)
     return slot if resized_w is None else dataclasses.replace(slot, resized_w=resized_w)
 
 
@@ -224,7 +224,7 @@ def crop_params_words(batch: int) -> int:
     return CROP_HEADER_WORDS + CROP_SLOT_WORDS * batch
 
 
-def crop_params(src_h: int, src_w: int, slots: Sequence[CropSlot], batch: int, out_h: int, out_w: int, *,
+def crop_params(src_h: int, src_w: int, slots: Sequence[Crop], batch: int, out_h: int, out_w: int, *,
                 row_stride: int | None = None, offset: int = 0, capacity: int | None = None,
                 sources: Sequence[ImageSource] | None = None) -> np.ndarray:
     """The params words of record_crop_warp for an output tensor (batch, 3, out_h, out_w): slots[b] fills slot

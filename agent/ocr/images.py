@@ -13,8 +13,8 @@ input                  vkocr                                         LoadImage
 RGB                    as is                                         same (BGR)
 L (gray)               gray replicated to 3 channels                 same
 1 (bit)                ``convert("L")`` (0/255), replicated          same
-LA / H×W×2 array       gray+alpha rule (``_gray_alpha_rule``)        same
-RGBA / H×W×4 array     RGBA rule (``_rgba_rule``) — note: it         same
+LA / H×W×2 array       gray+alpha rule (``gray_alpha_rule``)        same
+RGBA / H×W×4 array     RGBA rule (``rgba_rule``) — note: it         same
                        INVERTS any image whose visible pixels are
                        not all black, opaque ones included
 16-bit RGB/RGBA/LA     Pillow keeps the high byte, then as above     same
@@ -51,7 +51,7 @@ from __future__ import annotations
 import io
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import BinaryIO, Final, Literal
 
@@ -60,6 +60,16 @@ import numpy.typing as npt
 from PIL import Image, UnidentifiedImageError
 
 from vkocr.agent.errors import ImageError
+from vkocr.agent.ocr.pixel_rules import (
+    RGBA_RULES,
+    U8,
+    RgbaRule,
+    float_to_u8,
+    gray_alpha_rule,
+    gray_to_rgb,
+    pil_to_rgb,
+    u16_to_u8,
+)
 
 DEFAULT_MAX_PIXELS: Final = 40_000_000
 
@@ -81,7 +91,6 @@ _TRANSPOSE: Final[dict[int, Image.Transpose]] = {
     8: Image.Transpose.ROTATE_90,
 }
 
-U8 = npt.NDArray[np.uint8]
 
 
 def decode_image(
@@ -110,8 +119,8 @@ def decode_image(
 
     ``max_pixels``: width × height above this is refused from the header, before any pixel is decoded.
 
-    ``rgba``: how a colour image with alpha becomes RGB: ``"mask"``, RapidOCR 1.4.4's rule (``_rgba_rule``), or
-    ``"blend"``, RapidOCR 3.10's (``_rgba_blend_rule``): the procedure's (agent/ocr/procedures.py).
+    ``rgba``: how a colour image with alpha becomes RGB: ``"mask"``, RapidOCR 1.4.4's rule (``rgba_rule``), or
+    ``"blend"``, RapidOCR 3.10's (``rgba_blend_rule``): the procedure's (agent/ocr/procedures.py).
 
     ``copy=False``: an array that already is C-contiguous H×W×3 uint8 RGB comes back itself, not copied (for a
     caller that is done with it before its owner can change it: the pipeline copies it into GPU staging).
@@ -301,41 +310,11 @@ def _from_pil(img: Image.Image, max_pixels: int, apply_exif: bool, name: str, rg
         if method is not None:
             img = img.transpose(method)
     try:
-        return _pil_to_rgb(img, rgba_rule)
+        return pil_to_rgb(img, rgba_rule)
     except ImageError:
         raise
     except Exception as e:  # noqa: BLE001 - a mode Pillow cannot convert to RGB
         raise ImageError("unsupported", f"{name}: cannot convert mode {img.mode} to RGB: {e}") from None
-
-
-def _pil_to_rgb(img: Image.Image, rgba_rule: RgbaRule) -> U8:
-    mode = img.mode
-    if mode == "RGB":
-        return np.ascontiguousarray(np.asarray(img, dtype=np.uint8))
-    if mode == "L":
-        return _gray_to_rgb(np.asarray(img, dtype=np.uint8))
-    if mode == "1":
-        # LoadImage.img_to_ndarray: mode "1" → convert("L") (0/255).
-        return _gray_to_rgb(np.asarray(img.convert("L"), dtype=np.uint8))
-    if mode == "LA":
-        return _gray_alpha_rule(np.asarray(img, dtype=np.uint8))
-    if mode == "RGBA":
-        return rgba_rule(np.asarray(img, dtype=np.uint8))
-    if mode.startswith("I;16"):  # I;16, I;16L, I;16B, I;16N: any byte order, numpy knows it
-        return _gray_to_rgb(_u16_to_u8(np.asarray(img)))
-    if mode == "I":
-        return _gray_to_rgb(_u16_to_u8(np.clip(np.asarray(img), 0, 65535)))
-    if mode == "F":
-        return _gray_to_rgb(_float_to_u8(np.asarray(img), "image"))
-    if mode in ("P", "PA"):
-        # Deviation: LoadImage feeds the palette *indices* to OCR as gray levels. We use the colours.
-        if mode == "PA" or "transparency" in img.info:
-            return rgba_rule(np.asarray(img.convert("RGBA"), dtype=np.uint8))
-        return np.ascontiguousarray(np.asarray(img.convert("RGB"), dtype=np.uint8))
-    if "A" in img.getbands() or "a" in img.getbands():  # RGBa, La (premultiplied), …
-        return rgba_rule(np.asarray(img.convert("RGBA"), dtype=np.uint8))
-    # CMYK, YCbCr, LAB, HSV, RGBX, …: Pillow's conversion (LoadImage would take the raw channels as RGB(A)).
-    return np.ascontiguousarray(np.asarray(img.convert("RGB"), dtype=np.uint8))
 
 
 # --- arrays -------------------------------------------------------------------------------------------------
@@ -363,21 +342,21 @@ def _from_array(arr: npt.NDArray[np.generic], max_pixels: int, channel_order: Ch
     if kind == "u" and itemsize == 1:
         a8 = np.asarray(arr, dtype=np.uint8)
     elif kind == "u" and itemsize == 2:
-        a8 = _u16_to_u8(arr)
+        a8 = u16_to_u8(arr)
     elif kind == "f":
-        a8 = _float_to_u8(arr, f"array of shape {arr.shape}")
+        a8 = float_to_u8(arr, f"array of shape {arr.shape}")
     else:
         raise ImageError(
             "unsupported",
             f"array dtype {arr.dtype}: expected uint8, uint16 (0..65535) or float16/32/64 (0..255)",
         )
     if a8.ndim == 2:
-        return _gray_to_rgb(a8)
+        return gray_to_rgb(a8)
     channels = a8.shape[2]
     if channels == 1:
-        return _gray_to_rgb(a8[..., 0])
+        return gray_to_rgb(a8[..., 0])
     if channels == 2:
-        return _gray_alpha_rule(a8)
+        return gray_alpha_rule(a8)
     if channel_order == "bgr":
         a8 = a8[..., [2, 1, 0, 3][:channels]]  # BGR(A) → RGB(A); fancy indexing copies
     if channels == 3:
@@ -385,83 +364,6 @@ def _from_array(arr: npt.NDArray[np.generic], max_pixels: int, channel_order: Ch
             return np.array(a8, dtype=np.uint8, order="C")  # never hand back (a view of) the caller's array
         return np.ascontiguousarray(a8)
     return rgba_rule(a8)
-
-
-# --- pixel rules --------------------------------------------------------------------------------------------
-
-
-def _gray_to_rgb(gray: U8) -> U8:
-    return np.repeat(gray[:, :, None], 3, axis=2)  # cv2.COLOR_GRAY2BGR: the same value in every channel
-
-
-def _u16_to_u8(a: npt.NDArray[np.generic]) -> U8:
-    # 16 → 8 bits keeps the high byte: what cv2.imread(IMREAD_COLOR) does to 16-bit PNG/TIFF and what Pillow's
-    # own PNG loader does for 16-bit RGB/RGBA/LA (rawmodes RGB;16B etc.).
-    return (np.asarray(a).astype(np.uint16) >> 8).astype(np.uint8)
-
-
-def _float_to_u8(a: npt.NDArray[np.generic], name: str) -> U8:
-    f = np.asarray(a, dtype=np.float64)
-    if not np.isfinite(f).all():
-        raise ImageError("unsupported", f"{name} contains NaN or infinite values")
-    # Floats are 0..255 (RapidOCR's convention); rint is round-half-to-even like OpenCV's saturate_cast.
-    return np.rint(np.clip(f, 0.0, 255.0)).astype(np.uint8)
-
-
-def _gray_alpha_rule(la: U8) -> U8:
-    """Gray+alpha → RGB, exactly as RapidOCR 1.4.4 ``LoadImage.cvt_two_to_three``.
-
-    It computes ``cv2.add(cv2.bitwise_and(gray, gray, mask=alpha), cv2.bitwise_not(alpha))`` per channel:
-    gray where alpha ≠ 0 (0 elsewhere) plus 255 − alpha, saturated at 255. Opaque pixels keep their gray,
-    transparent ones become white, and partial alpha only ever lightens — it is not alpha blending.
-    """
-    gray = la[..., 0].astype(np.uint16)
-    alpha = la[..., 1]
-    masked = np.where(alpha != 0, gray, 0)
-    out = np.minimum(masked + (255 - alpha.astype(np.uint16)), 255).astype(np.uint8)
-    return _gray_to_rgb(out)
-
-
-def _rgba_rule(rgba: U8) -> U8:
-    """RGBA → RGB, exactly as RapidOCR 1.4.4 ``LoadImage.cvt_four_to_three``.
-
-    It keeps the colour where alpha ≠ 0 and zeroes it elsewhere
-    (``new_img = cv2.bitwise_and(new_img, new_img, mask=a)``), then looks at ``np.mean(new_img)``:
-
-    * mean ≤ 0, i.e. every visible pixel is pure black (black text on a transparent background): the result is
-      ``new_img + (255 − alpha)`` = 255 − alpha in every channel — black text on white;
-    * otherwise: ``cv2.bitwise_not(new_img)`` — the image is **inverted**: transparent pixels become white,
-      visible ones 255 − colour. White text on transparent becomes black on white; but an ordinary opaque RGBA
-      image (alpha 255 everywhere) also comes out as its negative. We reproduce that for parity.
-    """
-    rgb = rgba[..., :3]
-    alpha = rgba[..., 3]
-    masked = np.where((alpha != 0)[..., None], rgb, np.uint8(0))
-    if not masked.any():
-        return _gray_to_rgb(255 - alpha)
-    return np.ascontiguousarray(255 - masked, dtype=np.uint8)
-
-
-def _rgba_blend_rule(rgba: U8) -> U8:
-    """RGBA → RGB, exactly as RapidOCR 3.10 ``LoadImage.cvt_four_to_three``: alpha blending over white when
-    the opaque pixels (alpha > 0) are dark on average (luminance 0.299 R + 0.587 G + 0.114 B below 128, or no
-    pixel is opaque), else over black; in float32, truncated to uint8."""
-    rgb = rgba[..., :3]
-    alpha = rgba[..., 3]
-    opaque = rgb[alpha > 0]
-    if opaque.size == 0:
-        background = 255
-    else:
-        luminance = 0.299 * opaque[:, 0] + 0.587 * opaque[:, 1] + 0.114 * opaque[:, 2]
-        background = 255 if np.mean(luminance) < 128 else 0
-    weight = alpha.astype(np.float32) / np.float32(255.0)
-    ground = np.full_like(rgb, background, dtype=np.uint8).astype(np.float32)
-    blended = rgb.astype(np.float32) * weight[..., None] + ground * (np.float32(1.0) - weight)[..., None]
-    return np.ascontiguousarray(blended.astype(np.uint8))
-
-
-RgbaRule = Callable[[U8], U8]
-RGBA_RULES: dict[str, RgbaRule] = {"mask": _rgba_rule, "blend": _rgba_blend_rule}
 
 
 def _check_arguments(max_pixels: int, channel_order: str) -> None:

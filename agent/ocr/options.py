@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 from vkocr.agent.errors import OptionsError
 
@@ -71,16 +71,23 @@ WIDTH_HEIGHT_RATIO = Range(0.0, 1000.0, low_open=True)
 READ: Final = {"read": True}
 
 
+_T = TypeVar("_T")
+
+
+def read(default: _T) -> _T:
+    """An OcrOptions field that `read` uses (marked READ)."""
+    return field(default=default, metadata=READ)
+
+
 @dataclass(frozen=True)
 class OcrOptions:
     # the reference whose steps between the networks the pipeline follows: the model set's (agent/ocr/procedures.py)
-    procedure: str = field(default="rapidocr-1.4.4", metadata=READ)
-    use_det: bool = field(default=True, metadata=READ)
-    use_cls: bool = field(default=True, metadata=READ)
-    use_rec: bool = field(default=True, metadata=READ)
-    # per-character boxes; rapidocr-3.10: per word on lines without Chinese
-    return_word_box: bool = field(default=False, metadata=READ)
-    text_score: float = field(default=0.5, metadata=READ)  # lines scoring below are dropped
+    procedure: str = read("rapidocr-1.4.4")
+    use_det: bool = read(True)
+    use_cls: bool = read(True)
+    use_rec: bool = read(True)
+    return_word_box: bool = read(False)  # per-character boxes; rapidocr-3.10: per word on lines without Chinese
+    text_score: float = read(0.5)  # lines scoring below are dropped
     # input
     max_side_len: int = 2000
     min_side_len: int = 30
@@ -102,17 +109,17 @@ class OcrOptions:
     # at most 2944x736) and a tall strip up to 15:1 (2000x133 detects at 11072x736)
     max_det_pixels: int = 8 * 1024 * 1024
     # cls
-    cls_height: int = field(default=48, metadata=READ)
-    cls_width: int = field(default=192, metadata=READ)
+    cls_height: int = read(48)
+    cls_width: int = read(192)
     cls_batch: int = 6
-    cls_thresh: float = field(default=0.9, metadata=READ)
+    cls_thresh: float = read(0.9)
     # rec
-    rec_height: int = field(default=48, metadata=READ)
-    rec_width: int = field(default=320, metadata=READ)
-    rec_batch: int = field(default=6, metadata=READ)
+    rec_height: int = read(48)
+    rec_width: int = read(320)
+    rec_batch: int = read(6)
     # rec batches run at RapidOCR's width rounded up to a multiple of this: fewer distinct shapes, fewer plans to
     # record, but the padding changes 0.25% of lines at 32 (BENCHMARKS.md, "Rec width buckets"); 1: RapidOCR's
-    rec_width_bucket: int = field(default=1, metadata=READ)
+    rec_width_bucket: int = read(1)
     # postprocessing plugins, in order: names, and options per name
     plugins: tuple[str, ...] = ()
     plugin_options: dict[str, Any] = field(default_factory=dict)

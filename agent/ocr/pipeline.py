@@ -17,8 +17,9 @@ import numpy as np
 
 from vkocr.agent.errors import RequestStopped
 from vkocr.agent.ocr.backend_choice import open_stages
-from vkocr.agent.ocr.image_kernels import CropSlot, crop_slots
+from vkocr.agent.ocr.image_kernels import Crop, line_crops
 from vkocr.agent.ocr.images import decode_image
+from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.model_files import PPOCRV4_FILES, models_dir
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.plugin_chains import PluginChains, run_plugins
@@ -29,7 +30,6 @@ from vkocr.agent.ocr.request import OcrRequest
 from vkocr.agent.ocr.request_halves import (
     Detected,
     Laps,
-    PipelineLanes,
     StopCheck,
     read_key,
 )
@@ -79,7 +79,7 @@ class OcrPipeline:
     @classmethod
     def open(cls, device: str | None = None, *, options: OcrOptions | None = None,
              model_dir: Path | None = None, model_paths: dict[str, Path] | None = None,
-             cpu_threads: int = 0, lanes: PipelineLanes | None = None, precision: str = "fp32",
+             cpu_threads: int = 0, lanes: LaneResources | None = None, precision: str = "fp32",
              model_set: str | None = None) -> OcrPipeline:
         """The pipeline on the backend `device` names (agent/ocr/backend_choice.py): a Vulkan device (index,
         UUID, name part), "cpu" (onnxruntime, `cpu_threads` intra-op threads, 0: every core), "numpy" (the
@@ -124,6 +124,15 @@ class OcrPipeline:
     def device_name(self) -> str:
         """The Vulkan device's name, else the backend's: "cpu" (onnxruntime) or "numpy"."""
         return self._device.info.name if self._device is not None else self.stages.backend.split(" ")[0]
+
+    def memory_usage(self) -> tuple[int, int]:
+        """(bytes in live allocations, bytes allocated from the driver) of the device's pool; zeros off the GPU."""
+        return self._device.memory_usage() if self._device is not None else (0, 0)
+
+    def gpu_busy_seconds(self) -> float:
+        """The time the GPU was busy with this pipeline's recordings so far (every stream's at once counted once:
+        vk/streams.py); 0 off the GPU."""
+        return float(self._device.gpu_busy_seconds) if self._device is not None else 0.0
 
     def close(self) -> None:
         try:
@@ -179,11 +188,11 @@ class OcrPipeline:
             raise result
         return result
 
-    def lane(self, index: int) -> Stages:
+    def stream(self, index: int) -> Stages:
         """The stages on stream `index` of the device, for one thread to drive beside the others (each
         detection or reading lane of the agent: agent/serving/flow.py); the stages themselves where there are
         no streams (the CPU backends, whose onnxruntime sessions take calls from several threads)."""
-        return self.stages.lane(index)
+        return self.stages.stream(index)
 
     def detect(self, request: OcrRequest, *, stop: StopCheck | None = None, lane: Stages | None = None,
                slot: int = 0) -> Detected:
@@ -192,18 +201,18 @@ class OcrPipeline:
         other requests'. ``stop`` is asked after each stage (RequestStopped when it names who no longer wants
         the answer); it is kept for `read`."""
         opts, prep = request.options, request.geometry.prep
-        stages = lane if lane is not None else self.stages.lane(0)
+        stages = lane if lane is not None else self.stages.stream(0)
         laps = Laps(stages.wait_seconds, stop)
         stages.load(request.image, prep, slot)
         laps.lap("decode")
         h, w = prep.shape
         if opts.use_det:
             quads = self._detect(stages, request, laps.lap)
-            slots = crop_slots(np.stack(quads), opts.rec_height, 10**6, slot) if quads else []
+            crops = line_crops(np.stack(quads), opts.rec_height, 10**6, slot) if quads else []
         else:
             quads = [whole_image_quad(h, w)]
-            slots = [CropSlot(np.eye(3), w, h, False, False, 1, slot)]  # RapidOCR passes the image itself on
-        return Detected(request, quads, slots, laps)
+            crops = [Crop(np.eye(3), w, h, False, False, 1, slot)]  # RapidOCR passes the image itself on
+        return Detected(request, quads, crops, laps)
 
     def read(self, requests: Sequence[Detected], *, lane: Stages | None = None) -> list[OcrResult | RequestStopped]:
         """The second half of these requests (`detect`'s output): classification and recognition of every crop,
@@ -212,12 +221,12 @@ class OcrPipeline:
         cls and after rec) gets RequestStopped instead. A rec submission holds at most `read_batch` crops (0: the
         requests' rec_batch); only crops of one width share one, so each line is read at its RapidOCR batch
         width exactly, whoever it shares the batch with."""
-        stages = lane if lane is not None else self.stages.lane(0)
+        stages = lane if lane is not None else self.stages.stream(0)
         results: list[OcrResult | RequestStopped | None] = [None] * len(requests)
         groups: dict[tuple[Any, ...], list[int]] = {}
         for i, request in enumerate(requests):
             request.laps.restart(stages.wait_seconds)
-            if not request.slots:
+            if not request.crops:
                 results[i] = OcrResult(timings_ms=request.laps.timings, gpu_wait_ms=request.laps.waits)
             else:
                 groups.setdefault(read_key(request.opts), []).append(i)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vkocr.agent.errors import RequestStopped
-from vkocr.agent.ocr.image_kernels import CropSlot
+from vkocr.agent.ocr.image_kernels import Crop
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.plan_shapes import rec_tensor_width
 from vkocr.agent.ocr.prep import Prepared, to_original
@@ -33,7 +33,7 @@ def ratio_batches(ratios: Sequence[float], batch: int) -> list[list[int]]:
     return [order[i:i + batch].tolist() for i in range(0, len(order), batch)]
 
 
-def slot_ratio(slot: CropSlot) -> float:
+def crop_ratio(slot: Crop) -> float:
     """Width/height of the crop as the model sees it (after the 90° turn): RapidOCR's sort key."""
     width, height = slot.model_size
     return width / height
@@ -45,7 +45,7 @@ class Reading:
     their texts and the ratio each one's RapidOCR batch was padded to, and why it stopped, if it did."""
 
     detected: Detected
-    crops: list[CropSlot]
+    crops: list[Crop]
     angles: list[int]
     verdicts: list[tuple[str, float]] = field(default_factory=list)
     texts: list[CtcText] | None = None
@@ -54,7 +54,7 @@ class Reading:
 
     @classmethod
     def of(cls, detected: Detected) -> Reading:
-        return cls(detected, list(detected.slots), [0] * len(detected.slots))
+        return cls(detected, list(detected.crops), [0] * len(detected.crops))
 
     def lap(self, name: str) -> None:
         """Close stage `name` of this request, unless it stopped; note why it stops now, if it does."""
@@ -133,21 +133,21 @@ def recognize(stages: Stages, readings: Sequence[Reading], opts: OcrOptions, bat
     `wanted()` is asked after each submission (and once if there is none): the requests still wanted, whose
     crops the later submissions hold (a submission with none is skipped)."""
     requests = [reading.crops for reading in readings]
-    by_width: dict[int, list[tuple[int, int, int, CropSlot]]] = {}  # tensor width → (request, line, width, crop)
-    ratios: list[list[float]] = [[0.0] * len(slots) for slots in requests]
-    for r, slots in enumerate(requests):
-        for group in ratio_batches([slot_ratio(s) for s in slots], opts.rec_batch):
-            max_ratio = max([opts.rec_width / opts.rec_height, *(slot_ratio(slots[i]) for i in group)])
+    by_width: dict[int, list[tuple[int, int, int, Crop]]] = {}  # tensor width → (request, line, width, crop)
+    ratios: list[list[float]] = [[0.0] * len(crops) for crops in requests]
+    for r, crops in enumerate(requests):
+        for group in ratio_batches([crop_ratio(c) for c in crops], opts.rec_batch):
+            max_ratio = max([opts.rec_width / opts.rec_height, *(crop_ratio(crops[i]) for i in group)])
             width = int(opts.rec_height * max_ratio)  # RapidOCR's batch width, exactly
             for i in group:
                 ratios[r][i] = max_ratio
                 by_width.setdefault(rec_tensor_width(width, opts), []).append(
-                    (r, i, width, slots[i].fitted(opts.rec_height, width)))
+                    (r, i, width, crops[i].fitted(opts.rec_height, width)))
     # every submission first, decoded after the last (shorter idle gaps between submissions)
     outputs = []
     live = set(range(len(requests)))
-    for tensor_width, crops in by_width.items():
-        pending = crops
+    for tensor_width, queued in by_width.items():
+        pending = queued
         while pending:
             pending = [c for c in pending if c[0] in live]  # a stopped request's crops leave the rest
             chunk, pending = pending[:batch], pending[batch:]
@@ -157,7 +157,7 @@ def recognize(stages: Stages, readings: Sequence[Reading], opts: OcrOptions, bat
                 live = wanted()
     if not outputs:
         wanted()
-    texts: list[list[CtcText]] = [[CtcText("", 0.0, (), (), 0)] * len(slots) for slots in requests]
+    texts: list[list[CtcText]] = [[CtcText("", 0.0, (), (), 0)] * len(crops) for crops in requests]
     decimals = PROCEDURES[opts.procedure].score_decimals
     for chunk, (indices, scores) in outputs:
         for (r, i, width, _), decoded in zip(chunk, ctc_decode(indices, scores, charset, decimals)):
@@ -168,7 +168,7 @@ def recognize(stages: Stages, readings: Sequence[Reading], opts: OcrOptions, bat
         reading.texts, reading.ratios = request_texts, request_ratios
 
 
-def line_chars(text: CtcText, quad: np.ndarray, slot: CropSlot, batch_ratio: float, prep: Prepared,
+def line_chars(text: CtcText, quad: np.ndarray, slot: Crop, batch_ratio: float, prep: Prepared,
                words: bool) -> tuple[CharBox, ...]:
     """Word results in original-image pixels, truncated to integers as RapidOCR does: 3.10's (``words``)
     or 1.4.4's per-character boxes."""

@@ -1,6 +1,5 @@
 """A request between its two halves (agent/ocr/pipeline.py `detect` and `read`): what detection found, the time
-its stages took so far, and what requests must share to be read together; and what a pipeline opens for the
-lanes that drive the halves side by side (agent/serving/flow.py)."""
+its stages took so far, and what requests must share to be read together."""
 
 from __future__ import annotations
 
@@ -13,23 +12,12 @@ from typing import Any, Final
 import numpy as np
 
 from vkocr.agent.errors import RequestStopped, StopWho
-from vkocr.agent.ocr.image_kernels import CropSlot
+from vkocr.agent.ocr.image_kernels import Crop
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.prep import Prepared
 from vkocr.agent.ocr.request import OcrRequest
 
 StopCheck = Callable[[], StopWho | None]  # who no longer wants the answer, None while it is still wanted
-
-
-@dataclasses.dataclass(frozen=True)
-class PipelineLanes:
-    """What a pipeline opens for the lanes that will drive it: a stream each (vk/streams.py), the device queues
-    those streams share (a device with fewer has its streams share its own), and image slots (images held on the
-    device at once)."""
-
-    streams: int = 1
-    image_slots: int = 1
-    queues: int = 1
 
 
 class Laps:
@@ -65,7 +53,7 @@ class Detected:
 
     request: OcrRequest
     quads: list[np.ndarray]
-    slots: list[CropSlot]
+    crops: list[Crop]
     laps: Laps
 
     @property

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from vkocr.agent.ocr.image_kernels import CropSlot
+from vkocr.agent.ocr.image_kernels import Crop
 from vkocr.agent.ocr.prep import Prepared
 
 
@@ -21,7 +21,7 @@ class Stages(Protocol):
 
     backend: str
     max_batch: int  # crops one classify or recognize call takes
-    image_slots: int  # images held at once: a batch may hold crops of each (CropSlot.image names the slot)
+    image_slots: int  # images held at once: a batch may hold crops of each (Crop.image names the slot)
 
     def load(self, image: np.ndarray, prep: Prepared, slot: int = 0) -> None:
         """The image (H×W×3 uint8 RGB), prepared as ``prep`` says, into image slot `slot`: detect reads the one
@@ -38,10 +38,10 @@ class Stages(Protocol):
         """With that bitmap, the columns of each of its rows that hold its set pixels (H×2, [start, stop)); None:
         DB traces contours over the whole bitmap."""
 
-    def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
+    def classify(self, crops: Sequence[Crop], height: int, width: int) -> np.ndarray:
         """(n, 2) class probabilities of the crops (0°, 180°)."""
 
-    def recognize(self, crops: Sequence[CropSlot], height: int, width: int, batch: int = 0
+    def recognize(self, crops: Sequence[Crop], height: int, width: int, batch: int = 0
                   ) -> tuple[np.ndarray, np.ndarray]:
         """(n, T) argmax indices and (n, T) max probabilities per time step; `batch`: the batch size to run
         (spare slots are zero), for fewer distinct shapes."""
@@ -58,7 +58,7 @@ class StageSet(Protocol):
     image_slots: int
     warms: bool  # whether a warm-up has anything to do (record plans, or run each model once)
 
-    def lane(self, index: int) -> Stages:
+    def stream(self, index: int) -> Stages:
         """The stages on stream `index`, for one thread to drive beside the others; stream 0 serves a pipeline
         that one thread drives."""
 
@@ -94,7 +94,7 @@ class NoPlanStages:
     image_slots = 1
     warms = False
 
-    def lane(self, index: int) -> Any:
+    def stream(self, index: int) -> Any:
         return self
 
     def set_lanes(self, detect: int, read: int) -> None:

@@ -22,9 +22,10 @@ import numpy as np
 import numpy.typing as npt
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from vkocr.agent.errors import AgentError, ImageError
+from vkocr.agent.errors import ImageError
 from vkocr.agent.ocr.images import read_image_file
 from vkocr.agent.serving.call_deadlines import OCR_TIMEOUT_S, ocr_timeout_for
+from vkocr.agent.serving.errors import TargetError
 from vkocr.agent.serving.proto_enums import enum_name
 from vkocr.agent.serving.retries import RetryPolicy, call_with_retries
 from vkocr.agent.serving.tls import channel_credentials
@@ -38,13 +39,6 @@ _SCHEMES: Final = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:"
 
 ImageInput = str | os.PathLike[str] | bytes | bytearray | memoryview | npt.NDArray[np.generic]
 StreamItem = ImageInput | tuple[str, ImageInput]  # an image, or (request id, image)
-
-
-# Also a ValueError: the CLI (agent/cli/client_command.py, fleet_command.py) treats every ValueError of opening
-# a client, this one and a bad TLS flag combination alike, as a usage error.
-class TargetError(AgentError, ValueError):
-    """Raised when a target is not HOST:PORT, a host does not resolve, or several hosts cannot share one
-    channel (mixed IPv4/IPv6, or different names over TLS without a server name override)."""
 
 
 class OcrClient:

@@ -11,7 +11,6 @@ field's comment below. Relative paths in a file are relative to the file's folde
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import ipaddress
 import os
 import re
@@ -21,14 +20,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vkocr.agent.errors import AgentError, ModelSetError, OptionsError
+from vkocr.agent.errors import ModelSetError, OptionsError
+from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.model_files import MODEL_SETS
 from vkocr.agent.ocr.model_sets import ChosenModels, choose_models
 from vkocr.agent.ocr.options import OcrOptions
-from vkocr.agent.ocr.request_halves import PipelineLanes
-from vkocr.agent.serving.flow import FlowSettings
+from vkocr.agent.serving.config_sources import (
+    apply_table,
+    check_environment,
+    env_name,
+    parse_text,
+    resolve_paths,
+    set_key,
+    settable_keys,
+)
+from vkocr.agent.serving.errors import ConfigError
+from vkocr.agent.serving.throughput import FlowSettings
 
-ENV_PREFIX = "VKOCR_"
 MAX_DECODE_THREADS = 64  # server.decode_threads' range
 AUTO_DECODE_THREADS = 16  # server.decode_threads = 0: one per core, at most this many
 MIN_SWITCH_MS, MAX_SWITCH_MS = 0.05, 50.0  # server.switch_interval_ms' range
@@ -37,24 +45,6 @@ MAX_BATCH_REQUESTS = 64  # server.batch_requests' range
 MAX_BATCH_WAIT_MS = 50.0  # server.batch_wait_ms' range (from 0)
 MAX_BATCH_LINES = 64  # server.batch_lines' range: the GPU stages' largest batch
 MAX_IMAGE_SLOTS = 256  # server.image_slots' range (from 0: automatic)
-# The VKOCR_ variables that are not config keys, and who reads them: load_config lets these through and refuses
-# any other VKOCR_ name that is no VKOCR_<SECTION>_<KEY> (a misspelt override would be ignored without a word).
-OTHER_VARIABLES = {
-    "VKOCR_DEVICE": "the device when device.select is empty (agent/ocr/backend_choice.py, vk/devices.py)",
-    "VKOCR_MODELS": "the default models' folder (agent/ocr/model_files.py)",
-    "VKOCR_CACHE_DIR": "the Vulkan pipeline cache's folder (vk/pipeline_cache.py)",
-    "VKOCR_VALIDATION": "1: the Khronos validation layer on every instance (vk/instance.py, test.sh)",
-    "VKOCR_COOPMAT": "1: fp16 convolutions take cooperative matrices unasked; 0: never (vk/coopmat.py)",
-    "VKOCR_SHARED": "the workspace's shared/ folder (agent/cli/workspace.py)",
-    "VKOCR_TARGET": "the agents `vkocr client` calls (agent/cli/client_command.py)",
-    "VKOCR_DEV_BUNDLE": "0: scripts/setup.sh bakes in no development bundle key",
-    "VKOCR_RENDER_SEED": "the seed that replays tests/test_rendered.py's random images",
-}
-
-
-class ConfigError(AgentError):
-    """Raised when the configuration file or an override (environment, command line) is invalid; the message
-    names the key."""
 
 
 def decode_thread_count(configured: int) -> int:
@@ -200,13 +190,23 @@ class AgentConfig:
         return FlowSettings(server.detect_lanes, server.read_lanes, server.batch_requests,
                             server.batch_wait_ms / 1e3, server.batch_lines, server.overlap)
 
-    def pipeline_lanes(self) -> PipelineLanes:
+    def lane_resources(self) -> LaneResources:
         """What a served pipeline opens for those lanes: a stream each, and the image slots they hold."""
         flow = self.flow()
-        detect, read = flow.streams
+        detect, read = flow.lanes
         slots = self.server.image_slots or detect + read * flow.batch_requests + 2
-        return PipelineLanes(streams=detect + read, image_slots=slots,
+        return LaneResources(streams=detect + read, image_slots=slots,
                              queues=min(self.server.gpu_queues, detect + read))
+
+    def resolved(self) -> dict[str, int]:
+        """Every setting whose 0 means "automatic", as the agent serves it: the one place that works them out
+        (the agent logs them at start-up, `config_resolved`)."""
+        lanes = self.lane_resources()
+        detect, read = self.flow().lanes
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return {"decode_threads": decode_thread_count(self.server.decode_threads), "detect_lanes": detect,
+                "read_lanes": read, "image_slots": lanes.image_slots, "gpu_queues": lanes.queues,
+                "cpu_threads": self.device.cpu_threads or cores}
 
     @property
     def tls_enabled(self) -> bool:
@@ -359,93 +359,3 @@ def load_config(path: Path | None = None, *, env: Mapping[str, str] | None = Non
         set_key(config, section, key, value, dotted)
     config.validate()
     return config
-
-
-# Keys that name files or folders. In a config file, a relative one is relative to that file's folder (so a
-# checked-in config works from any working directory); from the environment or a flag, to the working directory.
-PATH_KEYS = (("tls", "cert"), ("tls", "key"), ("tls", "client_ca"), ("models", "dir"), ("models", "store"),
-             ("models", "trusted_keys"))
-
-
-def resolve_paths(config: AgentConfig, base: Path) -> None:
-    """Make the relative paths of PATH_KEYS absolute against `base` (the config file's folder)."""
-
-    def resolve(value: str) -> str:
-        return os.path.normpath(base.resolve() / value) if value and not Path(value).is_absolute() else value
-
-    for section, key in PATH_KEYS:
-        table = getattr(config, section)
-        value = getattr(table, key)
-        setattr(table, key, [resolve(v) for v in value] if isinstance(value, list) else resolve(value))
-
-
-def settable_keys(config: AgentConfig) -> list[tuple[str, str]]:
-    return [(s.name, f.name) for s in dataclasses.fields(config) if s.name != "ocr"
-            for f in dataclasses.fields(getattr(config, s.name))]
-
-
-def env_name(section: str, key: str) -> str:
-    """The environment variable that overrides a key: VKOCR_<SECTION>_<KEY>."""
-    return f"{ENV_PREFIX}{section}_{key}".upper()
-
-
-def check_environment(config: AgentConfig, env: Mapping[str, str]) -> None:
-    """ConfigError for the first VKOCR_ variable that is neither a key's nor one of OTHER_VARIABLES, naming
-    the closest of those (difflib, on the names without the common prefix)."""
-    keys = {env_name(section, key) for section, key in settable_keys(config)}
-    for name in sorted(env):
-        if not name.startswith(ENV_PREFIX) or name in keys or name in OTHER_VARIABLES:
-            continue
-        if name.startswith(env_name("ocr", "")):
-            raise ConfigError(f"{name}: [ocr] options come from the config file (or a bundle), not the "
-                              "environment")
-        known = {n.removeprefix(ENV_PREFIX): n for n in (*keys, *OTHER_VARIABLES)}
-        close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), known, n=1)
-        hint = f"did you mean {known[close[0]]}?" if close else "`vkocr serve --print-config` shows every key"
-        raise ConfigError(f"{name} is neither a configuration key (VKOCR_<SECTION>_<KEY>) nor another variable "
-                          f"vkocr reads; {hint}")
-
-
-def apply_table(config: AgentConfig, data: Mapping[str, Any], origin: str) -> None:
-    sections = {f.name for f in dataclasses.fields(config)}
-    for section, table in data.items():
-        if section not in sections:
-            raise ConfigError(f"{origin}: unknown section [{section}]; known: {', '.join(sorted(sections))}")
-        if not isinstance(table, dict):
-            raise ConfigError(f"{origin}: [{section}] must be a table")
-        if section == "ocr":
-            config.ocr.update(table)
-            continue
-        for key, value in table.items():
-            set_key(config, section, key, value, f"{origin}: [{section}] {key}")
-
-
-def set_key(config: AgentConfig, section: str, key: str, value: Any, origin: str) -> None:
-    if section == "ocr":
-        config.ocr[key] = value
-        return
-    target = getattr(config, section, None)
-    known = {f.name: f for f in dataclasses.fields(target)} if dataclasses.is_dataclass(target) else {}
-    if key not in known:
-        raise ConfigError(f"{origin}: unknown key {section}.{key}")
-    expected = type(getattr(target, key))
-    if expected is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-        raise ConfigError(f"{origin}: {section}.{key} must be {expected.__name__}, got {value!r}")
-    setattr(target, key, value)
-
-
-def parse_text(config: AgentConfig, section: str, key: str, text: str) -> Any:
-    """An environment variable's text as the key's type."""
-    expected = type(getattr(getattr(config, section), key))
-    try:
-        if expected is bool:
-            if text.lower() not in ("1", "0", "true", "false", "yes", "no"):
-                raise ValueError(text)
-            return text.lower() in ("1", "true", "yes")
-        if expected is list:
-            return [part.strip() for part in text.split(",") if part.strip()]
-        return expected(text)
-    except ValueError as exc:
-        raise ConfigError(f"{env_name(section, key)}: {text!r} is not a {expected.__name__}") from exc

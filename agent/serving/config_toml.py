@@ -10,8 +10,10 @@ import json
 import tokenize
 from typing import Any
 
+from vkocr.agent.errors import OptionsError
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.serving.config import AgentConfig
+from vkocr.agent.serving.errors import ConfigError
 
 # What [ocr]'s values mean, above them in --print-config: the other sections' comments are their fields'.
 OCR_SECTION_NOTE = ("OcrOptions (agent/ocr/options.py): this deployment's defaults; a served bundle's options apply",
@@ -26,7 +28,7 @@ def to_toml(config: AgentConfig) -> str:
     for section, table in config.to_dict().items():
         lines.append(f"[{section}]")
         if section == "ocr":
-            lines.extend(f"# {line}" for line in OCR_SECTION_NOTE)
+            lines.extend(f"# {line}" for line in (*OCR_SECTION_NOTE, *served_note(config)))
             table = dataclasses.asdict(config.ocr_options())
         notes = field_comments(OcrOptions if section == "ocr" else type(getattr(config, section)))
         for key, value in table.items():
@@ -36,6 +38,22 @@ def to_toml(config: AgentConfig) -> str:
             lines.append(f"{line}  # {trailing}" if trailing else line)
         lines.append("")
     return "\n".join(lines)
+
+
+def served_note(config: AgentConfig) -> list[str]:
+    """What the model set served without a bundle store sets itself, where [ocr] does not set it (its procedure:
+    ppocrv6-small serves RapidOCR 3.10's, whatever OcrOptions' default below says). Independent of [ocr], so
+    that the printed file reads back as the same."""
+    try:
+        chosen = config.chosen_models()
+        own = chosen.ocr_options({})
+    except (ConfigError, OptionsError) as exc:
+        return [f"without a bundle store nothing serves: {exc}"]
+    defaults = OcrOptions()
+    changed = [f"  {f.name} = {toml_value(getattr(own, f.name))}" for f in dataclasses.fields(OcrOptions)
+               if getattr(own, f.name) != getattr(defaults, f.name)]
+    head = f"without a bundle store, model set {chosen.name} serves"
+    return [f"{head} with its own options where this section does not set them:", *changed] if changed else [head]
 
 
 FieldComments = dict[str, tuple[tuple[str, ...], str]]

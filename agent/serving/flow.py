@@ -36,7 +36,9 @@ from vkocr.agent.errors import RequestStopped
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.ocr.request_halves import Detected
 from vkocr.agent.ocr.stages import Stages
-from vkocr.agent.serving.jobs import Job, ReadingLanesLost
+from vkocr.agent.serving.errors import ReadingLanesLost
+from vkocr.agent.serving.jobs import Job
+from vkocr.agent.serving.throughput import FlowSettings
 from vkocr.engine.errors import VulkanError
 from vkocr.log import get_logger
 from vkocr.postproc.result import OcrResult
@@ -93,28 +95,6 @@ class FlowCounts:
         """(reads, requests they held, crops they held)."""
         with self._lock:
             return (sum(self.batches.values()), sum(size * n for size, n in self.batches.items()), self.lines)
-
-
-@dataclass(frozen=True)
-class FlowSettings:
-    """server.detect_lanes, read_lanes, batch_requests, batch_wait_ms, batch_lines and overlap (config.py)."""
-
-    detect_lanes: int = 1
-    read_lanes: int = 1
-    batch_requests: int = 8
-    batch_wait_s: float = 0.002
-    batch_lines: int = 16
-    overlap: bool = True
-
-    @property
-    def streams(self) -> tuple[int, int]:
-        """(detection, reading) lanes as they run on a GPU: one lane for both halves with the overlap off."""
-        return (self.detect_lanes, self.read_lanes) if self.overlap else (1, 0)
-
-    def lanes_for(self, pipeline: OcrPipeline) -> tuple[int, int]:
-        """(detection, reading) lanes for this pipeline: off the GPU one lane for both halves (onnxruntime already
-        runs each model on every core; two at once only contend for them)."""
-        return self.streams if pipeline.device is not None else (1, 0)
 
 
 class SlotPool:
@@ -243,6 +223,12 @@ class Flow:
             self._fail([w.job for w in left], ReadingLanesLost("no reading lane was left to read this request"))
 
     @property
+    def newest(self) -> str:
+        """The request id of the newest request inside the lanes, "" when none is."""
+        ids = list(self.running)
+        return ids[-1] if ids else ""
+
+    @property
     def idle(self) -> bool:
         return self._active == 0
 
@@ -315,7 +301,7 @@ class Flow:
             self.batcher.wake()
 
     def _detect_requests(self, index: int) -> None:
-        lane = self.pipeline.lane(index)
+        lane = self.pipeline.stream(index)
         read_here = self.settings.lanes_for(self.pipeline)[1] == 0
         while not self._stopping.is_set():
             taken = self._next()
@@ -326,7 +312,7 @@ class Flow:
             ready = None
             try:
                 detected = self.pipeline.detect(job.request, stop=job.stop_reason, lane=lane, slot=slot)
-                if detected.slots and not read_here:
+                if detected.crops and not read_here:
                     ready = Waiting(job, detected, slot, time.monotonic())
                 else:  # nothing to read, or no overlap: both halves on this lane
                     if self._read(lane, [Waiting(job, detected, slot, time.monotonic())]):
@@ -343,7 +329,7 @@ class Flow:
                 self.batcher.detection_ended(ready)
 
     def _read_lane(self, index: int) -> None:
-        lane = self.pipeline.lane(index)
+        lane = self.pipeline.stream(index)
         settings = self.settings
         while True:
             waiting = self.batcher.take(settings.batch_requests, settings.batch_wait_s, self._drained)
@@ -373,7 +359,7 @@ class Flow:
                 self._end(w.job, exc)
             return False
         self._release(waiting)
-        self.counts.read(len(waiting), sum(len(w.detected.slots) for w in waiting))
+        self.counts.read(len(waiting), sum(len(w.detected.crops) for w in waiting))
         for w, outcome in zip(waiting, outcomes, strict=True):
             self._end(w.job, outcome)
         return False

@@ -1,5 +1,5 @@
-"""A request's work for the GPU worker (`Job`), how it completes (`settle`), and why a request got no result
-from the worker (the gRPC boundary, agent/serving/errors.py, maps each error to a status code)."""
+"""A request's work for the GPU worker (`Job`) and how it completes (`settle`); why a request got no result from
+the worker is in agent/serving/errors.py."""
 
 from __future__ import annotations
 
@@ -8,45 +8,11 @@ import time
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 
-from vkocr.agent.errors import AgentError, StopWho
+from vkocr.agent.errors import StopWho
 from vkocr.agent.ocr.plugin_chains import run_plugins
 from vkocr.agent.ocr.request import OcrRequest
+from vkocr.agent.serving.errors import CancelledDropped, DeadlineDropped, WorkerError
 from vkocr.postproc.result import OcrResult
-
-
-class WorkerError(AgentError):
-    """Base of why a request got no result from the worker (the gRPC boundary, agent/serving/errors.py, maps
-    each subclass to a status code); raised only as one of its subclasses."""
-
-
-class QueueFull(WorkerError):
-    """Raised by `submit` when the bounded queue in front of the GPU is full."""
-
-
-class NotServing(WorkerError):
-    """Raised when the agent is not serving: no models loaded, loading, rebuilding, failed, or stopped before
-    the request reached the GPU."""
-
-
-class DeadlineDropped(WorkerError):
-    """Raised when a request's deadline passed before its GPU work started (the worker drops it), or before
-    its answer was ready (the service's log line and status for a handler gRPC cancelled at the deadline)."""
-
-
-class CancelledDropped(WorkerError):
-    """Raised when a request was cancelled (by its client, or by the agent's shutdown) before its GPU work
-    started; the request is dropped."""
-
-
-class DeviceFailed(WorkerError):
-    """Raised when a request's device stages failed with a Vulkan error and a rebuild and retry did not
-    recover (or the device cannot come back)."""
-
-
-class ReadingLanesLost(WorkerError):
-    """Raised when a flow stops with requests detected but no reading lane left to read them (every one failed),
-    into the worker's recovery (never to a client): the worker rebuilds and hands them in again, as after a
-    device failure."""
 
 
 @dataclass

@@ -20,7 +20,7 @@ import grpc
 
 from vkocr.agent.errors import RequestError
 from vkocr.agent.serving import rpc_status
-from vkocr.agent.serving.errors import status_for
+from vkocr.agent.serving.status_table import status_for
 from vkocr.log import get_logger
 
 log = get_logger(__name__)

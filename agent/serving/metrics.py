@@ -31,7 +31,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from vkocr.agent.serving.config import ConfigError, is_loopback
+from vkocr.agent.serving.config import is_loopback
+from vkocr.agent.serving.errors import ConfigError
 from vkocr.log import get_logger
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ had sent is removed: an idle client holds no thread, no file and no disk space f
 
 Thin: every RPC first checks the caller (agent/serving/auth.py), then runs the store's or the activator's blocking
 work on the model-management threads (never the event loop, never the GPU worker), and maps what they raise
-to a status through the agent's one table (agent/serving/errors.py). The old version serves every request
+to a status through the agent's one table (agent/serving/status_table.py). The old version serves every request
 until an activation's swap.
 """
 
@@ -34,12 +34,13 @@ from vkocr.agent.bundles.errors import (
 )
 from vkocr.agent.bundles.manifest import NAME_PATTERN
 from vkocr.agent.bundles.signing import TrustedKeys
-from vkocr.agent.bundles.store import BundleInfo, ModelStore
+from vkocr.agent.bundles.store import ModelStore
+from vkocr.agent.bundles.stored import BundleInfo
 from vkocr.agent.bundles.uploads import Upload, UploadArea, idle_bounded
 from vkocr.agent.serving import rpc_status
 from vkocr.agent.serving.auth import require_model_admin
 from vkocr.agent.serving.config import AgentConfig
-from vkocr.agent.serving.errors import status_for
+from vkocr.agent.serving.status_table import status_for
 from vkocr.log import get_logger
 from vkocr.v1 import models_pb2, models_pb2_grpc
 

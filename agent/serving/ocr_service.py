@@ -3,7 +3,7 @@
 A request's options are parsed and range-checked, its plugin chain built (or found in the cache) and its image
 decoded and checked against the agent's pixel bound on a decode thread (never on the event loop, never on the
 GPU worker), then it is queued for the GPU worker; its answer is converted back on the loop. Every failure
-becomes a status with a reason (the table of agent/serving/errors.py); nothing one request does reaches
+becomes a status with a reason (the table of agent/serving/status_table.py); nothing one request does reaches
 another. A stream answers every frame it read, in order: one that does not parse or is refused gets an answer
 with its id and ``error``, and the stream goes on.
 """
@@ -27,12 +27,13 @@ from vkocr.agent.ocr.procedures import PROCEDURES
 from vkocr.agent.ocr.request import OcrRequest
 from vkocr.agent.serving import rpc_status, wire
 from vkocr.agent.serving.decode_processes import DecodeProcesses
-from vkocr.agent.serving.errors import status_for
-from vkocr.agent.serving.jobs import DeadlineDropped, Job, NotServing, QueueFull
+from vkocr.agent.serving.errors import DeadlineDropped, NotServing, QueueFull
+from vkocr.agent.serving.jobs import Job
 from vkocr.agent.serving.malformed import MalformedRequest
 from vkocr.agent.serving.request_limits import MAX_REQUEST_ID_CHARS, check_request, check_resized_pixels
 from vkocr.agent.serving.state import ServingState
 from vkocr.agent.serving.stats import RequestStats
+from vkocr.agent.serving.status_table import status_for
 from vkocr.agent.serving.worker import GpuWorker
 from vkocr.log import get_logger
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc
@@ -291,7 +292,7 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
                  ms=round(seconds * 1e3, 2), stages_ms=stages, **extra)
 
     def _failure(self, exc: BaseException, record: RequestLog) -> rpc_status_pb2.Status:
-        """The status a failed request gets (agent/serving/errors.py); logged once, with an incident id for
+        """The status a failed request gets (agent/serving/status_table.py); logged once, with an incident id for
         internal errors."""
         if isinstance(exc, asyncio.CancelledError):
             # While the agent stops, the server cancels what its grace period did not finish (a client that

@@ -5,7 +5,7 @@ its ``error`` field, and ``as_grpc_status`` turns the same message into the ``gr
 ``context.abort_with_status`` sends (the rich message rides in the ``grpc-status-details-bin`` trailer, so
 clients without google.rpc still see the code and the message). The client side, ``describe_rpc_error`` and
 ``describe_status``, turns either back into one readable line. Which exception gets which status is decided in
-one place, agent/serving/errors.py.
+one place, agent/serving/status_table.py.
 
 Every status is bounded (``bounded``): a message that echoes a client's 4,000-character name would otherwise
 make trailers larger than a client accepts (8 KiB of metadata by default; the client then sees

@@ -20,7 +20,6 @@ import asyncio
 import hashlib
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,7 +38,7 @@ from vkocr.agent.bundles.uploads import UploadArea
 from vkocr.agent.ocr.model_files import missing_or_bad
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
-from vkocr.agent.serving.config import AgentConfig, decode_thread_count, split_host_port
+from vkocr.agent.serving.config import AgentConfig, split_host_port
 from vkocr.agent.serving.malformed import MalformedRequests
 from vkocr.agent.serving.metrics import Metrics
 from vkocr.agent.serving.models_service import ModelsService
@@ -93,7 +92,7 @@ class Agent:
                                     keep=models.keep, max_bundle_bytes=models.max_bundle_bytes)
             self.activator = Activator(self.store, self.state, self.options, config.device.select or None,
                                        on_swap=self._on_swap, cpu_threads=config.device.cpu_threads,
-                                       lanes=config.pipeline_lanes(), precision=config.device.precision)
+                                       lanes=config.lane_resources(), precision=config.device.precision)
             factory: PipelineFactory = self.activator.serving_factory
             cpu = self.activator.cpu_factory if use_cpu_fallback else None
             version = ""  # the activator names it once the active version has loaded
@@ -125,7 +124,7 @@ class Agent:
 
     def _default_factory(self) -> PipelineFactory:
         select, threads = self.config.device.select or None, self.config.device.cpu_threads
-        lanes, precision = self.config.pipeline_lanes(), self.config.device.precision
+        lanes, precision = self.config.lane_resources(), self.config.device.precision
         chosen = self.config.chosen_models()
         model_set = chosen.known.name if chosen.known is not None else None
         return lambda: OcrPipeline.open(select, options=self.options, model_paths=self._model_paths(),
@@ -156,7 +155,7 @@ class Agent:
         self.ocr = OcrService(self.worker, self.stats, self.metrics,
                               retry_after_s=config.server.retry_after_s, stream_window=config.server.stream_window,
                               stream_idle_s=config.server.stream_idle_s,
-                              decode_threads=decode_thread_count(config.server.decode_threads),
+                              decode_threads=config.resolved()["decode_threads"],
                               decode_processes=config.server.decode_processes)
         ocr_pb2_grpc.add_OcrServiceServicer_to_server(self.ocr, server)
         status_pb2_grpc.add_StatusServiceServicer_to_server(
@@ -218,6 +217,7 @@ class Agent:
             self.worker.start()  # loads the models on the worker thread; health turns SERVING when done
         log.info("listening", address=f"{host}:{self.port}", tls=config.tls_enabled,
                  mutual_tls=bool(config.tls.client_ca))
+        log.info("config_resolved", **config.resolved())
 
     async def _start_health_port(self, listen: str) -> None:
         """A plaintext port with grpc.health.v1 only, for probes that cannot speak TLS (the kubelet's): it
@@ -360,56 +360,3 @@ def serve(config: AgentConfig, *, on_listening: Callable[[Agent], None] | None =
 
     asyncio.run(main())
     return 0
-
-
-class BackgroundAgent:
-    """An agent on its own event loop thread (tests, benchmarks, embedding): `start_agent()` returns one."""
-
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="vkocr-agent-loop", daemon=True)
-
-    @property
-    def port(self) -> int:
-        return self.agent.port
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.agent.port}"
-
-    def call(self, coroutine: Any, timeout: float | None = None) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
-
-    def stop(self, grace_s: float = 5.0) -> None:
-        if self.loop.is_closed():
-            return
-        try:
-            self.call(self.agent.stop(grace_s), timeout=grace_s + 30)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(10)
-            self.loop.close()
-
-
-def start_agent(config: AgentConfig, *, wait_serving: bool = True, timeout: float = 300.0,
-                before_start: Callable[[Agent], None] | None = None, **agent_args: Any) -> BackgroundAgent:
-    """Start an agent on a background thread; with `wait_serving`, return once its models are loaded (raises
-    when they failed to load). `before_start` gets the agent before it starts (to subscribe to its state from
-    the first change)."""
-    background = BackgroundAgent(Agent(config, **agent_args))
-    if before_start is not None:
-        before_start(background.agent)
-    background._thread.start()
-    try:
-        background.call(background.agent.start(), timeout=60)
-        if wait_serving:
-            if not background.agent.worker.loaded.wait(timeout):
-                raise VkocrError(f"models did not load within {timeout:.0f} s")
-            snapshot = background.agent.state.get()
-            if snapshot.state is not ServingState.SERVING:
-                raise VkocrError(f"agent is {snapshot.state.value}: {snapshot.reason}")
-    except BaseException:
-        background.stop(0)
-        raise
-    return background

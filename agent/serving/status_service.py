@@ -11,11 +11,11 @@ from google.protobuf import timestamp_pb2
 
 from vkocr.agent.serving import rpc_status
 from vkocr.agent.serving.durations import duration_from_ms, duration_from_s, seconds_of
-from vkocr.agent.serving.errors import status_for
 from vkocr.agent.serving.proto_enums import value_name
 from vkocr.agent.serving.sensors import serving_device_sensors
 from vkocr.agent.serving.state import StateBoard, StateSnapshot
 from vkocr.agent.serving.stats import RequestStats
+from vkocr.agent.serving.status_table import status_for
 from vkocr.agent.serving.worker import GpuWorker
 from vkocr.v1 import status_pb2, status_pb2_grpc
 
@@ -66,7 +66,7 @@ class StatusService(status_pb2_grpc.StatusServiceServicer):
         """`snapshot` off the event loop; a failure leaves as the status of the agent's one table."""
         try:
             snapshot = await asyncio.get_running_loop().run_in_executor(None, self.snapshot, sequence)
-        except Exception as exc:  # noqa: BLE001 - every failure leaves as a status (agent/serving/errors.py)
+        except Exception as exc:  # noqa: BLE001 - every failure leaves as a status (agent/serving/status_table.py)
             await rpc_status.abort_async(context, status_for(exc))
         return snapshot
 

@@ -12,16 +12,7 @@ import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from vkocr.agent.errors import AgentError
-
-
-class TlsFileError(AgentError):
-    """Raised when a TLS certificate, key or CA file is missing, unreadable, not PEM, or when a key does not
-    match its certificate. ``path`` is the file at fault."""
-
-    def __init__(self, path: Path, problem: str) -> None:
-        super().__init__(f"TLS file {str(path)!r}: {problem}")
-        self.path = path
+from vkocr.agent.serving.errors import TlsFileError
 
 
 def server_credentials(

@@ -23,7 +23,6 @@ import dataclasses
 import queue
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -31,25 +30,18 @@ from dataclasses import dataclass, field
 
 from vkocr.agent.errors import RequestStopped
 from vkocr.agent.ocr.pipeline import OcrPipeline
-from vkocr.agent.serving.flow import Flow, FlowCounts, FlowSettings
-from vkocr.agent.serving.jobs import (
-    DeviceFailed,
-    Job,
-    NotServing,
-    QueueFull,
-    WorkerError,
-    dropped_error,
-    finish,
-    settle,
-)
+from vkocr.agent.serving.errors import NotServing, WorkerError
+from vkocr.agent.serving.flow import Flow, FlowCounts
+from vkocr.agent.serving.job_queue import JobQueue
+from vkocr.agent.serving.jobs import Job, dropped_error, finish, settle
 from vkocr.agent.serving.plans import PlanLedger, PlanStats, WarmReport, warm_pipeline
 from vkocr.agent.serving.rebuild import PipelineFactory, reopen
 from vkocr.agent.serving.state import ServingState, StateBoard
+from vkocr.agent.serving.throughput import FlowSettings
 from vkocr.log import get_logger
 from vkocr.postproc.result import OcrResult
 
 log = get_logger(__name__)
-
 
 
 @dataclass
@@ -85,9 +77,8 @@ class GpuWorker:
         self.state = state
         self.model_version = model_version
         self.pipeline: OcrPipeline | None = None
-        self._jobs: queue.Queue[Job] = queue.Queue(queue_size)
+        self.jobs = JobQueue(queue_size)
         self._control: queue.Queue[object] = queue.Queue()
-        self._handed_back: queue.SimpleQueue[Job] = queue.SimpleQueue()  # a failed device's, served first
         self._overlap = overlap
         settings = flow or FlowSettings()
         self.flow_settings = settings if overlap else dataclasses.replace(settings, overlap=False)
@@ -100,10 +91,7 @@ class GpuWorker:
         self._start_lock = threading.Lock()
         self._started = False
         self._initial: _Install | None = None  # the install that started the thread: its first pipeline
-        self._settled = threading.Condition()  # notified when a job leaves the queue or its device stages
-        self._unsettled = 0  # jobs queued or on their device stages; stop() waits for none, within its grace
-        self._room_listeners: tuple[Callable[[], None], ...] = ()
-        state.subscribe(lambda _: self._notify_room())  # a state change may change what submit() answers
+        state.subscribe(lambda _: self.jobs.notify_room())  # a state change may change what submit() answers
         self.loaded = threading.Event()
         self.counts = FlowCounts()  # dropped, stopped and read requests, over every pipeline served
         self.warm_sizes = tuple(warm_sizes)  # (width, height) of the images whose plans are recorded first
@@ -126,17 +114,16 @@ class GpuWorker:
 
     @property
     def queue_capacity(self) -> int:
-        return self._jobs.maxsize
+        return self.jobs.capacity
 
     def queue_depth(self) -> int:
-        return self._jobs.qsize()
+        return self.jobs.depth()
 
     @property
     def running(self) -> str:
         """The request id of the newest request inside the lanes, "" when none is."""
         flow = self._flow
-        ids = list(flow.running) if flow is not None else []
-        return ids[-1] if ids else ""
+        return flow.newest if flow is not None else ""
 
     def submit(self, job: Job, *, block: bool = False, timeout: float | None = None) -> Future[OcrResult]:
         """Queue a job; QueueFull when the queue is full (after `timeout` when blocking), NotServing when the
@@ -144,12 +131,7 @@ class GpuWorker:
         if not self._accepting or not self.state.serving:
             snapshot = self.state.get()
             raise NotServing(f"agent is {snapshot.state.value.lower()}: {snapshot.reason}")
-        self._settle(+1)
-        try:
-            self._jobs.put(job, block=block, timeout=timeout)
-        except queue.Full:
-            self._settle(-1)
-            raise QueueFull(f"queue full ({self._jobs.maxsize} requests waiting for the GPU)") from None
+        self.jobs.put(job, block=block, timeout=timeout)
         return job.future
 
     def install(self, pipeline: OcrPipeline, model_version: str) -> Future[OcrPipeline]:
@@ -173,20 +155,12 @@ class GpuWorker:
         thread (the one that opened it: the activator's before `install`, this worker's after it opens one).
         Never raises for a plan that cannot be recorded: the pipeline still serves, recording that plan on
         demand. Stops early when the agent stops or `stopping()` turns true."""
-        self._shape_lanes(pipeline)
+        self.flow_settings.shape(pipeline)
         try:
             return warm_pipeline(pipeline, self.warm_sizes, stopping=lambda: self._stopping or stopping())
         except Exception as exc:  # noqa: BLE001 - a warm-up is an optimisation; serving goes on without it
             log.warning("plans_not_warmed", error=f"{type(exc).__name__}: {exc}")
             return WarmReport(0, 0, 0, 0, 0.0)
-
-    def _shape_lanes(self, pipeline: OcrPipeline) -> None:
-        """Tell the pipeline which of its streams detect and which read, and how many lines a read batches."""
-        detect, read = self.flow_settings.lanes_for(pipeline)
-        # the GPU's plans answer a line alike in any batch size (tests/ocr/test_image_slots.py); onnxruntime keeps
-        # the model set's own rec_batch
-        pipeline.read_batch = self.flow_settings.batch_lines if pipeline.device is not None else 0
-        pipeline.stages.set_lanes(detect, read)
 
     @property
     def plan_stats(self) -> PlanStats:
@@ -198,12 +172,7 @@ class GpuWorker:
         """Call `listener` (from any thread; it must not block) whenever submit() may answer otherwise than
         before: a job left the queue, the serving state changed, or the worker stopped accepting. Returns the
         function that removes it."""
-        self._room_listeners = (*self._room_listeners, listener)
-
-        def remove() -> None:
-            self._room_listeners = tuple(x for x in self._room_listeners if x is not listener)
-
-        return remove
+        return self.jobs.add_room_listener(listener)
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -219,7 +188,7 @@ class GpuWorker:
                     with flow.held():
                         yield
         finally:
-            self._settle(0)
+            self.jobs.settle(0)
 
     def inject_device_loss(self) -> None:
         """Fault injection for recovery drills and tests: the device's next queue submission fails with
@@ -233,33 +202,24 @@ class GpuWorker:
         """Stop accepting, let queued and running jobs finish for up to `grace_s`, fail the rest, close."""
         self._stopping = True
         self._accepting = False
-        self._notify_room()  # a request waiting for room in the queue is refused now
+        self.jobs.notify_room()  # a request waiting for room in the queue is refused now
         deadline = time.monotonic() + grace_s
-        with self._settled:
-            self._settled.wait_for(lambda: self._unsettled == 0, grace_s)
+        self.jobs.wait_settled(grace_s)
         self._control.put(_STOP)
         if self._thread.is_alive():
             self._thread.join(max(0.0, deadline - time.monotonic()) + 5.0)
-        while True:  # whatever the grace period did not reach is failed, never silently dropped
-            try:
-                job = self._jobs.get_nowait()
-            except queue.Empty:
-                break
-            settle(job.future, error=NotServing("agent stopped before this request reached the GPU"))
+        self.jobs.fail_all("agent stopped before this request reached the GPU")  # never silently dropped
         self._postproc.shutdown(wait=True)
 
     def pool_usage(self) -> tuple[int, int]:
         """(bytes in live allocations, bytes allocated from the driver) of the device's pool; zeros on the CPU."""
         pipeline = self.pipeline
-        device = pipeline.device if pipeline is not None else None
-        return device.memory_usage() if device is not None else (0, 0)
+        return pipeline.memory_usage() if pipeline is not None else (0, 0)
 
     def gpu_busy_seconds(self) -> float:
-        """The time the GPU was busy with the serving pipeline's recordings so far (their timestamps, every
-        stream's at once counted once: vk/streams.py)."""
+        """The time the GPU was busy with the serving pipeline's recordings so far (OcrPipeline.gpu_busy_seconds)."""
         pipeline = self.pipeline
-        device = pipeline.device if pipeline is not None else None
-        return float(device.gpu_busy_seconds) if device is not None else 0.0
+        return pipeline.gpu_busy_seconds() if pipeline is not None else 0.0
 
     def waiting_to_read(self) -> int:
         """Requests detected and waiting for a reading lane now."""
@@ -269,16 +229,6 @@ class GpuWorker:
     def read_batches(self) -> tuple[int, int, int]:
         """(reads, requests they held, crops they held) since the worker started, over every pipeline served."""
         return self.counts.reads()
-
-    @property
-    def dropped(self) -> Counter[str]:
-        """Jobs dropped before GPU work: "cancelled", "deadline"."""
-        return self.counts.dropped
-
-    @property
-    def stopped(self) -> Counter[str]:
-        """Jobs stopped between stages, by who: "client", "deadline"…"""
-        return self.counts.stopped
 
     # -- the worker thread --------------------------------------------------------------------------------
 
@@ -294,7 +244,7 @@ class GpuWorker:
                 self.state.set(state=ServingState.FAILED, reason=f"cannot load models: {exc}")
                 self._accepting = False
                 self.loaded.set()
-                self._fail_queued("models failed to load")
+                self.jobs.fail_all("models failed to load")
                 return
             if self.warm_sizes and self.state.get().state is ServingState.LOADING:
                 self.state.set(reason=f"recording plans for {len(self.warm_sizes)} image sizes")
@@ -321,7 +271,7 @@ class GpuWorker:
         pipeline = self.pipeline
         if pipeline is None:
             return
-        self._shape_lanes(pipeline)
+        self.flow_settings.shape(pipeline)
         self._flow = Flow(pipeline, self.flow_settings, self, self.counts)
         self._flow.start()
 
@@ -338,18 +288,6 @@ class GpuWorker:
                        device=pipeline.device_name if pipeline else "",
                        backend=pipeline.backend.split(" ")[0] if pipeline else "",
                        backend_reason=pipeline.backend_reason if pipeline else "")
-
-    def _settle(self, change: int) -> None:
-        with self._settled:
-            self._unsettled += change
-            self._settled.notify_all()
-
-    def _notify_room(self) -> None:
-        for listener in self._room_listeners:
-            try:
-                listener()
-            except Exception as exc:  # noqa: BLE001 - a listener's fault must not stop the worker
-                log.warning("room_listener_failed", error=repr(exc))
 
     def _do_swap(self, message: _Install) -> None:
         if not message.done.set_running_or_notify_cancel():  # abandoned by install()'s caller (a timeout)
@@ -377,16 +315,7 @@ class GpuWorker:
 
     def take(self, timeout: float) -> Job | None:
         """The next job for a detection lane (a failed device's first), None after `timeout`."""
-        try:
-            return self._handed_back.get_nowait()
-        except queue.Empty:
-            pass
-        try:
-            job = self._jobs.get(timeout=timeout)
-        except queue.Empty:
-            return None
-        self._notify_room()
-        return job
+        return self.jobs.take(timeout)
 
     def begin(self, job: Job) -> bool:
         """Mark the job running; False when it is dropped instead (cancelled, or past its deadline). A job handed
@@ -402,7 +331,7 @@ class GpuWorker:
         self.counts.drop("deadline" if who == "deadline" else "cancelled")
         settle(job.future, error=dropped_error(who, waited_ms))
         log.info("request_dropped", request_id=job.request_id, who=who, waited_ms=round(waited_ms))
-        self._settle(-1)
+        self.jobs.settle(-1)
         return False
 
     def end(self, job: Job, outcome: OcrResult | BaseException) -> None:
@@ -425,7 +354,7 @@ class GpuWorker:
                 self.counts.stop(outcome.who)  # after the log line: whoever watches the count finds it
             settle(job.future, error=outcome)  # the gRPC boundary maps it to a status, and logs a bug of ours
         finally:
-            self._settle(-1)
+            self.jobs.settle(-1)
 
     def fail(self, jobs: list[Job], error: BaseException) -> None:
         """The device (or every reading lane) failed under `jobs`: the worker thread recovers (`_recover`)."""
@@ -447,14 +376,7 @@ class GpuWorker:
             else:
                 self._control.put(more)  # an install or a stop: after the rebuild
                 break
-        rebuilt = self._rebuild(str(failed.error))
-        for job in jobs:
-            if not rebuilt or job.attempts >= 2:
-                settle(job.future, error=DeviceFailed(f"device failure: {failed.error}"))
-                self._settle(-1)
-            else:
-                job.attempts += 1
-                self._handed_back.put(job)
+        self.jobs.retry(jobs, self._rebuild(str(failed.error)), failed.error)
 
     def _rebuild(self, reason: str) -> bool:
         """Close the failed pipeline and open a new one; False when the agent cannot serve any more."""
@@ -469,20 +391,10 @@ class GpuWorker:
             self.state.set(state=ServingState.FAILED, reason=f"device lost and not rebuilt: {reason}",
                            device_rebuilds=rebuilds)
             self._accepting = False
-            self._fail_queued("device lost and not rebuilt")
+            self.jobs.fail_all("device lost and not rebuilt")
             return False
         self.state.set(device_rebuilds=rebuilds)
         self._announce(ServingState.SERVING, "")
         log.info("device_rebuilt", device=self.pipeline.device_name, rebuilds=rebuilds)
         self._start_flow()
         return True
-
-    def _fail_queued(self, why: str) -> None:
-        while True:
-            try:
-                job = self._jobs.get_nowait()
-            except queue.Empty:
-                return
-            settle(job.future, error=NotServing(why))
-            self._settle(-1)
-            self._notify_room()

@@ -12,9 +12,9 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.serving.background import BackgroundAgent, start_agent
 from vkocr.agent.serving.config import load_config
 from vkocr.agent.serving.jobs import Job
-from vkocr.agent.serving.server import BackgroundAgent, start_agent
 from vkocr.v1 import ocr_pb2
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"  # fonts-dejavu-core, installed by ./test.sh

@@ -14,8 +14,8 @@ from structlog.testing import capture_logs
 
 import vkocr
 from tests.agent.agents import REC_ONLY, agent_config, lot_number, word_png
+from vkocr.agent.serving.background import start_agent
 from vkocr.agent.serving.metrics import STAGES
-from vkocr.agent.serving.server import start_agent
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc
 
 

@@ -18,13 +18,13 @@ from vkocr.agent.cli.bench_agent import (
     RUNS,
     UNANSWERED,
     BenchImage,
-    format_agent_results,
     measure_level,
     parse_clients,
     parse_modes,
     request_for,
     warm_up,
 )
+from vkocr.agent.cli.bench_agent_report import format_agent_results
 from vkocr.agent.cli.main import main
 from vkocr.agent.serving.wire import options_to_proto
 

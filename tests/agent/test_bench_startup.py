@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.agent.agents import FONT, word_png
-from vkocr.agent.cli.bench_startup import StartupBenchError, format_startup_results, run_startup_bench
+from vkocr.agent.cli.bench_startup import format_startup_results, run_startup_bench
+from vkocr.agent.cli.errors import StartupBenchError
 from vkocr.agent.cli.main import build_parser, main
 
 pytestmark = pytest.mark.skipif(not os.path.exists(FONT),

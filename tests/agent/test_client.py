@@ -22,8 +22,9 @@ from tests.agent.certs import TlsFiles
 from vkocr.agent.cli.client_command import format_status, parse_duration, status_to_dict
 from vkocr.agent.cli.main import main
 from vkocr.agent.errors import ImageError
-from vkocr.agent.serving.client import OcrClient, TargetError, build_request, channel_target
+from vkocr.agent.serving.client import OcrClient, build_request, channel_target
 from vkocr.agent.serving.durations import duration_from_ms, duration_from_s
+from vkocr.agent.serving.errors import TargetError
 from vkocr.agent.serving.tls import server_credentials
 from vkocr.v1 import ocr_pb2, status_pb2
 

@@ -23,8 +23,8 @@ from tests.agent.certs import TlsFiles
 from vkocr.agent.cli.logs import configure_logging
 from vkocr.agent.cli.main import main
 from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.serving.background import BackgroundAgent
 from vkocr.agent.serving.client import OcrClient
-from vkocr.agent.serving.server import BackgroundAgent
 
 pytestmark = pytest.mark.skipif(not os.path.exists(FONT),
                                 reason="fonts-dejavu-core (installed by ./test.sh) renders the test images")

@@ -11,7 +11,7 @@ import pytest
 from tests.agent.agents import running_agent
 from vkocr.agent.cli.logs import configure_logging
 from vkocr.agent.cli.main import main
-from vkocr.agent.serving.server import BackgroundAgent
+from vkocr.agent.serving.background import BackgroundAgent
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,9 @@ import pytest
 
 from tests.paths import ROOT
 from vkocr.agent.cli.main import main
-from vkocr.agent.serving.config import (
-    OTHER_VARIABLES,
-    AgentConfig,
-    ConfigError,
-    env_name,
-    load_config,
-    settable_keys,
-)
+from vkocr.agent.serving.config import AgentConfig, load_config
+from vkocr.agent.serving.config_sources import OTHER_VARIABLES, env_name, settable_keys
+from vkocr.agent.serving.errors import ConfigError
 
 KEYS = {env_name(section, key) for section, key in settable_keys(AgentConfig())}
 VKOCR_NAME = re.compile(r"\bVKOCR_[A-Z0-9]+(?:_[A-Z0-9]+)*\b")

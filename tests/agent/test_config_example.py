@@ -10,7 +10,8 @@ from pathlib import Path
 
 from tests.paths import ROOT
 from vkocr.agent.ocr.options import OcrOptions
-from vkocr.agent.serving.config import AgentConfig, load_config, settable_keys
+from vkocr.agent.serving.config import AgentConfig, load_config
+from vkocr.agent.serving.config_sources import settable_keys
 
 EXAMPLE = ROOT / "deploy" / "agent.example.toml"
 COMMENTED_KEY = re.compile(r"# ([a-z_]+ = .*)")  # "# text_score = 0.5   # why": a key left at its default

@@ -13,7 +13,8 @@ import pytest
 
 from vkocr.agent.cli.main import main
 from vkocr.agent.ocr.options import OcrOptions
-from vkocr.agent.serving.config import OTHER_VARIABLES, AgentConfig, load_config
+from vkocr.agent.serving.config import AgentConfig, load_config
+from vkocr.agent.serving.config_sources import OTHER_VARIABLES
 from vkocr.agent.serving.config_toml import to_toml
 
 

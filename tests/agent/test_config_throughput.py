@@ -15,10 +15,10 @@ from vkocr.agent.serving.config import (
     MAX_DECODE_THREADS,
     MAX_SWITCH_MS,
     MIN_SWITCH_MS,
-    ConfigError,
     decode_thread_count,
     load_config,
 )
+from vkocr.agent.serving.errors import ConfigError
 
 
 def test_zero_means_one_per_core_up_to_the_bound() -> None:

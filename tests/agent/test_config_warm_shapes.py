@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from vkocr.agent.cli.main import main
-from vkocr.agent.serving.config import DEFAULT_WARM_SHAPES, MAX_WARM_SHAPES, ConfigError, load_config
+from vkocr.agent.serving.config import DEFAULT_WARM_SHAPES, MAX_WARM_SHAPES, load_config
 from vkocr.agent.serving.config_toml import to_toml
+from vkocr.agent.serving.errors import ConfigError
 
 
 def from_file(tmp_path: Path, body: str) -> Path:

@@ -9,9 +9,9 @@ import pytest
 from tests.agent.agents import REC_ONLY, agent_config, lot_number, word_png
 from vkocr.agent.cli.logs import configure_logging
 from vkocr.agent.ocr.ort_stages import OrtStages
+from vkocr.agent.serving.background import start_agent
 from vkocr.agent.serving.call_deadlines import OCR_TIMEOUT_S
 from vkocr.agent.serving.client import OcrClient
-from vkocr.agent.serving.server import start_agent
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
 
 

@@ -18,8 +18,9 @@ from tests.agent.agents import lot_number, running_agent, word_png
 from vkocr.agent.errors import ImageError
 from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.serving.client import OcrClient
-from vkocr.agent.serving.config import ConfigError, load_config
+from vkocr.agent.serving.config import load_config
 from vkocr.agent.serving.decode_processes import DecodeProcesses
+from vkocr.agent.serving.errors import ConfigError
 
 BIG = 10**8
 

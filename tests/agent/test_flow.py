@@ -15,17 +15,19 @@ import pytest
 
 from tests.agent.agents import lot_number, rec_job, wait_for
 from vkocr.agent.errors import StopWho
+from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.pipeline import OcrPipeline
-from vkocr.agent.ocr.request_halves import PipelineLanes
-from vkocr.agent.serving.config import MAX_LANES, ConfigError, load_config
-from vkocr.agent.serving.flow import Batcher, FlowSettings, Waiting
+from vkocr.agent.serving.config import MAX_LANES, load_config
+from vkocr.agent.serving.errors import ConfigError
+from vkocr.agent.serving.flow import Batcher, Waiting
 from vkocr.agent.serving.jobs import Job
 from vkocr.agent.serving.state import ServingState, StateBoard
+from vkocr.agent.serving.throughput import FlowSettings
 from vkocr.agent.serving.worker import GpuWorker
 from vkocr.postproc.result import OcrResult
 
 WAIT_S = 120
-LANES = PipelineLanes(streams=3, image_slots=10, queues=3)  # lavapipe has one queue: its streams share it
+LANES = LaneResources(streams=3, image_slots=10, queues=3)  # lavapipe has one queue: its streams share it
 
 
 def open_lavapipe() -> OcrPipeline:
@@ -86,10 +88,10 @@ def test_a_lane_or_batch_setting_outside_its_range_is_refused(key: str, bad: flo
 def test_the_pipeline_gets_a_stream_per_lane_and_slots_for_the_batches() -> None:
     config = load_config(None, env={}, overrides={"server.detect_lanes": 3, "server.read_lanes": 2,
                                                   "server.batch_requests": 4})
-    assert config.pipeline_lanes() == PipelineLanes(streams=5, image_slots=3 + 2 * 4 + 2, queues=1)
+    assert config.lane_resources() == LaneResources(streams=5, image_slots=3 + 2 * 4 + 2, queues=1)
     serial = load_config(None, env={}, overrides={"server.overlap": False, "server.image_slots": 7,
                                                   "server.gpu_queues": 4})
-    assert serial.pipeline_lanes() == PipelineLanes(streams=1, image_slots=7, queues=1)
+    assert serial.lane_resources() == LaneResources(streams=1, image_slots=7, queues=1)
 
 
 def ready(job: Job, since: float = 0.0) -> Waiting:
@@ -210,7 +212,7 @@ def test_a_held_worker_holds_every_lane(lanes: GpuWorker) -> None:
 def test_with_the_overlap_off_one_lane_runs_each_request_whole() -> None:
     worker = serving(FlowSettings(detect_lanes=2, read_lanes=2, overlap=False))
     try:
-        assert worker.flow_settings.streams == (1, 0)
+        assert worker.flow_settings.lanes == (1, 0)
         assert worker.pipeline is not None
         futures = [worker.submit(rec_job(worker.pipeline, i)) for i in range(70, 73)]
         assert [f.result(WAIT_S).lines[0].text for f in futures] == [lot_number(i) for i in range(70, 73)]

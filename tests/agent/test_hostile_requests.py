@@ -27,7 +27,7 @@ from structlog.testing import capture_logs
 from tests.agent.agents import FONT, REC_ONLY, agent_config, wait_for, word_png
 from tests.agent.hostile import health_watched, raw_unary, violations
 from tests.agent.hostile_plugins import Spin
-from vkocr.agent.serving.server import BackgroundAgent, start_agent
+from vkocr.agent.serving.background import BackgroundAgent, start_agent
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc, status_pb2
 
 pytestmark = pytest.mark.skipif(not os.path.exists(FONT),

@@ -15,7 +15,7 @@ from google.rpc import code_pb2
 
 from tests.agent.agents import FONT, REC_ONLY, frame, running_agent, word_png
 from tests.agent.hostile import health_watched, status_violations
-from vkocr.agent.serving.server import BackgroundAgent
+from vkocr.agent.serving.background import BackgroundAgent
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc
 
 pytestmark = pytest.mark.skipif(not os.path.exists(FONT),

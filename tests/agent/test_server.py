@@ -25,9 +25,9 @@ from tests.agent.agents import (
     word_png,
 )
 from tests.agent.certs import TlsFiles
+from vkocr.agent.serving.background import BackgroundAgent, start_agent
 from vkocr.agent.serving.call_deadlines import OCR_TIMEOUT_S, SLOW_OCR_TIMEOUT_S, ocr_timeout_for
 from vkocr.agent.serving.client import OcrClient
-from vkocr.agent.serving.server import BackgroundAgent, start_agent
 from vkocr.engine.errors import VulkanUnavailable
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
 
@@ -184,12 +184,12 @@ def test_oversized_message_is_refused_and_the_agent_serves_on(ocr: ocr_pb2_grpc.
 
 def test_expired_deadline_is_dropped_before_gpu_work(ocr: ocr_pb2_grpc.OcrServiceStub, agent: BackgroundAgent) -> None:
     worker = agent.agent.worker
-    dropped, served = worker.dropped["deadline"], agent.agent.stats.snapshot().requests_total
+    dropped, served = worker.counts.dropped["deadline"], agent.agent.stats.snapshot().requests_total
     with worker.held():  # the request waits for the worker past its deadline
         with pytest.raises(grpc.RpcError) as caught:
             ocr.Recognize(rec_request(5), timeout=0.3)
         assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-    wait_for(lambda: worker.dropped["deadline"] == dropped + 1)
+    wait_for(lambda: worker.counts.dropped["deadline"] == dropped + 1)
     assert ocr.Recognize(rec_request(5)).lines[0].text == lot_number(5)
     assert agent.agent.stats.snapshot().requests_total == served + 2  # the expired one is counted, as failed
 
@@ -206,12 +206,12 @@ def test_a_request_cancelled_on_the_gpu_stops_at_the_next_stage_and_frees_the_wo
     buffer = io.BytesIO()
     page.save(buffer, format="PNG")
     worker = agent.agent.worker
-    stopped = worker.stopped["client"]
+    stopped = worker.counts.stopped["client"]
     with capture_logs() as logs:
         call = ocr.Recognize.future(ocr_pb2.RecognizeRequest(request_id="abandoned", encoded=buffer.getvalue()))
         wait_for(lambda: worker.running == "abandoned")
         call.cancel()  # the client goes while its request is on the GPU
-        wait_for(lambda: worker.stopped["client"] == stopped + 1)
+        wait_for(lambda: worker.counts.stopped["client"] == stopped + 1)
     assert call.cancelled()
     (line,) = [e for e in logs if e.get("event") == "request_stopped"]
     assert line["request_id"] == "abandoned" and line["who"] == "client", line

@@ -12,7 +12,8 @@ import grpc
 import pytest
 
 from tests.agent.certs import TlsFiles, make_tls_files
-from vkocr.agent.serving.tls import TlsFileError, channel_credentials, peer_identity, server_credentials
+from vkocr.agent.serving.errors import TlsFileError
+from vkocr.agent.serving.tls import channel_credentials, peer_identity, server_credentials
 
 
 def _identity(_request: bytes, context: grpc.ServicerContext) -> bytes:

@@ -31,13 +31,14 @@ from vkocr.agent.ocr.plan_shapes import warm_plan_shapes
 from vkocr.agent.ocr.request import OcrRequest
 from vkocr.agent.ocr.request_halves import Detected, Laps, StopCheck
 from vkocr.agent.ocr.stages import NoPlanStages
+from vkocr.agent.serving.background import start_agent
 from vkocr.agent.serving.client import OcrClient
 from vkocr.agent.serving.config import ServerConfig
 from vkocr.agent.serving.jobs import Job
 from vkocr.agent.serving.metrics import Metrics
 from vkocr.agent.serving.plans import ModelPlans, PlanLedger, PlanStats, largest_first, warm_pipeline
 from vkocr.agent.serving.proto_enums import enum_name
-from vkocr.agent.serving.server import Agent, start_agent
+from vkocr.agent.serving.server import Agent
 from vkocr.agent.serving.state import ServingState, StateBoard, StateSnapshot
 from vkocr.agent.serving.worker import GpuWorker
 from vkocr.engine.errors import DeviceLost, OutOfMemory, VulkanError

@@ -11,7 +11,7 @@ from google.rpc import code_pb2
 
 from vkocr.agent.bundles.disk_errors import disk_error
 from vkocr.agent.bundles.errors import StorageFull, StorageUnavailable
-from vkocr.agent.serving.errors import status_for
+from vkocr.agent.serving.status_table import status_for
 
 
 @pytest.mark.parametrize(("number", "kind", "code"), [

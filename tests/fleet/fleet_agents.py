@@ -19,9 +19,9 @@ from tests.bundles.conftest import KeyPair
 from vkocr.agent.bundles import bundle
 from vkocr.agent.bundles.store import ModelStore
 from vkocr.agent.ocr.model_files import PPOCRV4_FILES, models_dir
+from vkocr.agent.serving.background import BackgroundAgent, start_agent
 from vkocr.agent.serving.client import OcrClient
 from vkocr.agent.serving.config import AgentConfig
-from vkocr.agent.serving.server import BackgroundAgent, start_agent
 from vkocr.v1 import models_pb2
 
 FAST = {"limit_type": "max", "limit_side_len": 960}

@@ -14,8 +14,8 @@ from tests.fleet.conftest import Bundles
 from tests.fleet.fleet_agents import WORD, WORD_SWAPPED, read_word, seed_store, store_agent, store_config
 from vkocr.agent.bundles.activation import NO_ACTIVE_VERSION
 from vkocr.agent.fleet.rollout import upload_bundle
+from vkocr.agent.serving.background import BackgroundAgent
 from vkocr.agent.serving.client import OcrClient
-from vkocr.agent.serving.server import BackgroundAgent
 from vkocr.agent.serving.state import ServingState
 from vkocr.v1 import models_pb2, status_pb2
 

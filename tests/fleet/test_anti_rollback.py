@@ -21,9 +21,9 @@ from tests.fleet.fleet_agents import FAST, WORD, WORD_SWAPPED, default_models, r
 from vkocr.agent.bundles import bundle
 from vkocr.agent.cli.main import main
 from vkocr.agent.fleet.rollout import upload_bundle
+from vkocr.agent.serving.background import BackgroundAgent, start_agent
 from vkocr.agent.serving.client import OcrClient
 from vkocr.agent.serving.config import AgentConfig
-from vkocr.agent.serving.server import BackgroundAgent, start_agent
 from vkocr.v1 import models_pb2
 
 

@@ -16,8 +16,8 @@ from tests.bundles.conftest import KeyPair
 from tests.fleet.conftest import Bundles
 from tests.fleet.fleet_agents import WORD, read_word, seed_store, store_agent, store_config
 from vkocr.agent.serving.auth import decide, peer_is_loopback
+from vkocr.agent.serving.background import BackgroundAgent
 from vkocr.agent.serving.client import OcrClient
-from vkocr.agent.serving.server import BackgroundAgent
 from vkocr.v1 import models_pb2
 
 OPERATOR = "fleet-operator"

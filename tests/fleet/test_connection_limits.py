@@ -20,9 +20,10 @@ from tests.fleet.fleet_agents import store_agent, store_config
 from tests.fleet.test_storage_full import random_bundle
 from vkocr.agent.cli.main import main
 from vkocr.agent.fleet.rollout import upload_bundle
+from vkocr.agent.serving.background import BackgroundAgent
 from vkocr.agent.serving.client import OcrClient
-from vkocr.agent.serving.config import ConfigError
-from vkocr.agent.serving.server import LIVENESS_SERVICE, OCR_SERVICE, BackgroundAgent
+from vkocr.agent.serving.errors import ConfigError
+from vkocr.agent.serving.server import LIVENESS_SERVICE, OCR_SERVICE
 from vkocr.v1 import models_pb2, status_pb2
 
 MAX_CONNECTIONS = 8

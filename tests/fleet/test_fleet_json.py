@@ -15,7 +15,7 @@ import pytest
 from tests.bundles.conftest import KeyPair
 from tests.fleet.fleet_agents import WORD, make_bundle, seed_store, store_agent, store_config
 from vkocr.agent.cli.main import main
-from vkocr.agent.serving.server import BackgroundAgent
+from vkocr.agent.serving.background import BackgroundAgent
 
 NOBODY = "127.0.0.1:1"  # a loopback port nothing listens on
 

@@ -36,8 +36,8 @@ from tests.fleet.fleet_agents import (
 from vkocr.agent.bundles import bundle as bundles_lib
 from vkocr.agent.bundles.manifest import MANIFEST_NAME, SIGNATURE_NAME
 from vkocr.agent.fleet.rollout import upload_bundle, upload_id_for
+from vkocr.agent.serving.background import BackgroundAgent
 from vkocr.agent.serving.client import OcrClient
-from vkocr.agent.serving.server import BackgroundAgent
 from vkocr.v1 import models_pb2, status_pb2
 
 

@@ -18,8 +18,8 @@ from tests.bundles.conftest import KeyPair
 from tests.fleet.conftest import Bundles
 from tests.fleet.fleet_agents import WORD, WORD_SWAPPED, read_word, seed_store, store_agent, store_config
 from vkocr.agent.cli.main import main
+from vkocr.agent.serving.background import BackgroundAgent
 from vkocr.agent.serving.client import OcrClient
-from vkocr.agent.serving.server import BackgroundAgent
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 
 from tests.kernels.harness import check, fresh_rng, poisoned, release, run
 from vkocr.agent.ocr.image_kernels import (
-    CropSlot,
+    Crop,
     ImageSource,
     crop_params,
     crop_params_words,
@@ -263,12 +263,12 @@ def test_argument_errors(device: Device) -> None:
         image_params(4, 5, 8, 8, capacity=59)
     with pytest.raises(KernelArgumentError, match="outside"):
         image_params(4, 40000, 8, 8)
-    slot = CropSlot(np.eye(3), 10, 5, False, False, 30)
+    slot = Crop(np.eye(3), 10, 5, False, False, 30)
     with pytest.raises(KernelArgumentError, match="resized width"):
         crop_params(20, 20, [slot], 2, 48, 20)
     with pytest.raises(KernelArgumentError, match="3 crops"):
         crop_params(20, 20, [slot] * 3, 2, 48, 40)
-    huge = CropSlot(np.full((3, 3), 1e39), 10, 5, False, False, 30)  # infinite in float32
+    huge = Crop(np.full((3, 3), 1e39), 10, 5, False, False, 30)  # infinite in float32
     with pytest.raises(KernelArgumentError, match="crop 1: matrix .* not finite"):
         crop_params(20, 20, [slot, huge], 2, 48, 40)
     with pytest.raises(KernelArgumentError, match="crop 0 height"):
@@ -390,13 +390,13 @@ def test_resize_norm_img_matches_rapidocr(rapidocr: ModuleType) -> None:
 
 
 def test_batched_crop_slots_equal_one_at_a_time() -> None:
-    from vkocr.agent.ocr.image_kernels import crop_slot, crop_slots
+    from vkocr.agent.ocr.image_kernels import crop_slot, line_crops
 
     rng = np.random.default_rng()
     centres = rng.uniform(50, 400, (25, 1, 2))
     quads = (centres + rng.uniform(-40, 40, (25, 4, 2)) + np.array([[-60, -9], [60, -9], [60, 9], [-60, 9]]))
     quads = quads.astype(np.float32)
-    batched = crop_slots(quads, 48, 10**6)
+    batched = line_crops(quads, 48, 10**6)
     single = [crop_slot(q, 48, 10**6) for q in quads]
     for a, b in zip(batched, single):
         assert (a.width, a.height, a.rotate90, a.resized_w) == (b.width, b.height, b.rotate90, b.resized_w)

@@ -12,7 +12,7 @@ import pytest
 
 from tests.kernels.harness import fresh_rng
 from vkocr.agent.ocr.gpu_stages import GpuStages
-from vkocr.agent.ocr.image_kernels import CropSlot, crop_slots
+from vkocr.agent.ocr.image_kernels import Crop, line_crops
 from vkocr.agent.ocr.pipeline import ppocrv4_paths
 from vkocr.agent.ocr.prep import preparation
 from vkocr.engine.device import Device
@@ -29,13 +29,13 @@ def stages(device: Device) -> Iterator[GpuStages]:
     gpu.close()
 
 
-def random_crops(rng: np.random.Generator, h: int, w: int, n: int, image: int) -> list[CropSlot]:
+def random_crops(rng: np.random.Generator, h: int, w: int, n: int, image: int) -> list[Crop]:
     quads = []
     for _ in range(n):
         x0, y0 = rng.uniform(0, w * 0.5), rng.uniform(0, h * 0.7)
         x1, y1 = x0 + rng.uniform(20, w * 0.5), y0 + rng.uniform(8, 30)
         quads.append([[x0, y0], [x1, y0 + rng.uniform(-2, 2)], [x1, y1], [x0, y1]])
-    return crop_slots(np.array(quads, np.float32), 48, 320, image=image)
+    return line_crops(np.array(quads, np.float32), 48, 320, image=image)
 
 
 def load(stages: GpuStages, image: np.ndarray, slot: int) -> tuple[int, int]:
@@ -54,7 +54,7 @@ def test_a_batch_of_several_images_crops_answers_as_each_alone(stages: GpuStages
         own = random_crops(rng, h, w, 2, image=0)
         alone_cls.append(stages.classify([c.fitted(48, 192) for c in own], 48, 192))
         alone_rec.append(stages.recognize([c.fitted(48, 320) for c in own], 48, 320, 6))
-        crops.append([CropSlot(c.inverse, c.width, c.height, c.rotate90, c.rotate180, c.resized_w, slot)
+        crops.append([Crop(c.inverse, c.width, c.height, c.rotate90, c.rotate180, c.resized_w, slot)
                       for c in own])
     for slot, image in enumerate(images):
         load(stages, image, slot)

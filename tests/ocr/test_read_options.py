@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from vkocr.agent.ocr.image_kernels import CropSlot, crop_slots
+from vkocr.agent.ocr.image_kernels import Crop, line_crops
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.ocr.request import OcrRequest
@@ -36,10 +36,10 @@ class ReadOnlyStages(NoPlanStages):
     backend = "stand-in"
     max_batch = 64
 
-    def classify(self, crops: Sequence[CropSlot], height: int, width: int) -> np.ndarray:
+    def classify(self, crops: Sequence[Crop], height: int, width: int) -> np.ndarray:
         return np.tile(np.array([[0.05, 0.95]], np.float32), (len(crops), 1))
 
-    def recognize(self, crops: Sequence[CropSlot], height: int, width: int, batch: int = 0
+    def recognize(self, crops: Sequence[Crop], height: int, width: int, batch: int = 0
                   ) -> tuple[np.ndarray, np.ndarray]:
         steps = width // 8
         indices = np.zeros((len(crops), steps), np.int32)
@@ -62,7 +62,7 @@ def test_every_option_read_uses_is_marked_read() -> None:
         quads = [np.array([[10, 10], [200, 10], [200, 40], [10, 40]], np.float32)]
         watched = Watched(opts)
         detected = Detected(dataclasses.replace(request, options=watched), quads,  # type: ignore[arg-type]
-                            crop_slots(np.stack(quads), opts.rec_height, 10**6, 0), Laps(lambda: 0.0, None))
+                            line_crops(np.stack(quads), opts.rec_height, 10**6, 0), Laps(lambda: 0.0, None))
         (result,) = pipeline.read([detected])
         assert not isinstance(result, BaseException) and [line.text for line in result.lines] == ["ab"]
         assert watched.seen <= set(READ_OPTIONS), f"read uses {sorted(watched.seen - set(READ_OPTIONS))} unmarked"

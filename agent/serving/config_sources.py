@@ -1,0 +1,119 @@
+"""Where a setting of the agent's configuration comes from, and how it is taken in: a TOML file's tables, a
+``VKOCR_<SECTION>_<KEY>`` variable's text, or a flag's value, each checked against the key's type, with the
+relative paths of a file made absolute against its folder (agent/serving/config.py has the sections)."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from vkocr.agent.serving.errors import ConfigError
+
+ENV_PREFIX = "VKOCR_"
+# The VKOCR_ variables that are not config keys, and who reads them: load_config lets these through and refuses
+# any other VKOCR_ name that is no VKOCR_<SECTION>_<KEY> (a misspelt override would be ignored without a word).
+OTHER_VARIABLES = {
+    "VKOCR_DEVICE": "the device when device.select is empty (agent/ocr/backend_choice.py, vk/devices.py)",
+    "VKOCR_MODELS": "the default models' folder (agent/ocr/model_files.py)",
+    "VKOCR_CACHE_DIR": "the Vulkan pipeline cache's folder (vk/pipeline_cache.py)",
+    "VKOCR_VALIDATION": "1: the Khronos validation layer on every instance (vk/instance.py, test.sh)",
+    "VKOCR_COOPMAT": "1: fp16 convolutions take cooperative matrices unasked; 0: never (vk/coopmat.py)",
+    "VKOCR_SHARED": "the workspace's shared/ folder (agent/cli/workspace.py)",
+    "VKOCR_TARGET": "the agents `vkocr client` calls (agent/cli/client_command.py)",
+    "VKOCR_DEV_BUNDLE": "0: scripts/setup.sh bakes in no development bundle key",
+    "VKOCR_RENDER_SEED": "the seed that replays tests/test_rendered.py's random images",
+}
+
+
+# Keys that name files or folders. In a config file, a relative one is relative to that file's folder (so a
+# checked-in config works from any working directory); from the environment or a flag, to the working directory.
+PATH_KEYS = (("tls", "cert"), ("tls", "key"), ("tls", "client_ca"), ("models", "dir"), ("models", "store"),
+             ("models", "trusted_keys"))
+
+
+def resolve_paths(config: Any, base: Path) -> None:
+    """Make the relative paths of PATH_KEYS absolute against `base` (the config file's folder)."""
+
+    def resolve(value: str) -> str:
+        return os.path.normpath(base.resolve() / value) if value and not Path(value).is_absolute() else value
+
+    for section, key in PATH_KEYS:
+        table = getattr(config, section)
+        value = getattr(table, key)
+        setattr(table, key, [resolve(v) for v in value] if isinstance(value, list) else resolve(value))
+
+
+def settable_keys(config: Any) -> list[tuple[str, str]]:
+    return [(s.name, f.name) for s in dataclasses.fields(config) if s.name != "ocr"
+            for f in dataclasses.fields(getattr(config, s.name))]
+
+
+def env_name(section: str, key: str) -> str:
+    """The environment variable that overrides a key: VKOCR_<SECTION>_<KEY>."""
+    return f"{ENV_PREFIX}{section}_{key}".upper()
+
+
+def check_environment(config: Any, env: Mapping[str, str]) -> None:
+    """ConfigError for the first VKOCR_ variable that is neither a key's nor one of OTHER_VARIABLES, naming
+    the closest of those (difflib, on the names without the common prefix)."""
+    keys = {env_name(section, key) for section, key in settable_keys(config)}
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIX) or name in keys or name in OTHER_VARIABLES:
+            continue
+        if name.startswith(env_name("ocr", "")):
+            raise ConfigError(f"{name}: [ocr] options come from the config file (or a bundle), not the "
+                              "environment")
+        known = {n.removeprefix(ENV_PREFIX): n for n in (*keys, *OTHER_VARIABLES)}
+        close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), known, n=1)
+        hint = f"did you mean {known[close[0]]}?" if close else "`vkocr serve --print-config` shows every key"
+        raise ConfigError(f"{name} is neither a configuration key (VKOCR_<SECTION>_<KEY>) nor another variable "
+                          f"vkocr reads; {hint}")
+
+
+def apply_table(config: Any, data: Mapping[str, Any], origin: str) -> None:
+    sections = {f.name for f in dataclasses.fields(config)}
+    for section, table in data.items():
+        if section not in sections:
+            raise ConfigError(f"{origin}: unknown section [{section}]; known: {', '.join(sorted(sections))}")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{origin}: [{section}] must be a table")
+        if section == "ocr":
+            config.ocr.update(table)
+            continue
+        for key, value in table.items():
+            set_key(config, section, key, value, f"{origin}: [{section}] {key}")
+
+
+def set_key(config: Any, section: str, key: str, value: Any, origin: str) -> None:
+    if section == "ocr":
+        config.ocr[key] = value
+        return
+    target = getattr(config, section, None)
+    known = {f.name: f for f in dataclasses.fields(target)} if dataclasses.is_dataclass(target) else {}
+    if key not in known:
+        raise ConfigError(f"{origin}: unknown key {section}.{key}")
+    expected = type(getattr(target, key))
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise ConfigError(f"{origin}: {section}.{key} must be {expected.__name__}, got {value!r}")
+    setattr(target, key, value)
+
+
+def parse_text(config: Any, section: str, key: str, text: str) -> Any:
+    """An environment variable's text as the key's type."""
+    expected = type(getattr(getattr(config, section), key))
+    try:
+        if expected is bool:
+            if text.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                raise ValueError(text)
+            return text.lower() in ("1", "true", "yes")
+        if expected is list:
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return expected(text)
+    except ValueError as exc:
+        raise ConfigError(f"{env_name(section, key)}: {text!r} is not a {expected.__name__}") from exc
