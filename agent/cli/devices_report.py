@@ -9,8 +9,10 @@ from typing import Any
 
 from vkocr.agent.cli.device_option import add_device_option
 from vkocr.agent.ocr.backend_choice import choose_backend
+from vkocr.agent.ocr.model_files import DEFAULT_SET
+from vkocr.agent.ocr.precision import choose_precision, off_the_gpu
 from vkocr.engine.coopmat import usable_shape, why_not
-from vkocr.engine.devices import assess, survey
+from vkocr.engine.devices import assess, cpu_implementation, survey
 
 
 def device_report(override: str | None = None) -> dict[str, Any]:
@@ -19,6 +21,13 @@ def device_report(override: str | None = None) -> dict[str, Any]:
     devices = list(choice.devices) if choice.kind == "vulkan" or choice.fallback else survey()[0]
     assessments = {a.device.index: a for a in (assess(d) for d in devices)}
     chosen_index = choice.vulkan.device.index if choice.vulkan is not None and choice.vulkan.device else None
+    if chosen_index is not None:
+        d = devices[chosen_index]
+        precision = choose_precision("auto", fp16_storage=d.fp16_storage, model_set=DEFAULT_SET.name,
+                                     workarounds=assessments[d.index].workarounds, device_name=d.name,
+                                     cpu_driver=cpu_implementation(d))
+    else:
+        precision = off_the_gpu("auto", f"the {choice.kind} backend")
     return {
         "devices": [{**d.to_json(), "usable": assessments[d.index].usable,
                      "unusable_because": assessments[d.index].unusable_because,
@@ -27,7 +36,8 @@ def device_report(override: str | None = None) -> dict[str, Any]:
                      "coopmat_unused_because": why_not(d, assessments[d.index].workarounds)} for d in devices],
         "chosen": {"backend": choice.kind, "index": chosen_index,
                    "name": devices[chosen_index].name if chosen_index is not None else choice.kind,
-                   "reason": choice.reason, "fallback": choice.fallback},
+                   "reason": choice.reason, "fallback": choice.fallback,
+                   "precision": precision.precision, "precision_reason": precision.reason},
     }
 
 
@@ -90,6 +100,8 @@ def format_report(report: dict[str, Any]) -> str:
     name = report["chosen"]["name"]
     where = f"[{chosen}] {name}" if chosen is not None else f"the {name} backend"
     lines.append(f"chosen: {where}: {report['chosen']['reason']}")
+    lines.append(f"precision (auto, {DEFAULT_SET.name}): {report['chosen']['precision']}: "
+                 f"{report['chosen']['precision_reason']}")
     return "\n".join(lines)
 
 

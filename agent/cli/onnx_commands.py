@@ -64,15 +64,20 @@ def cmd_infer(args: argparse.Namespace) -> int:
     return 0
 
 
-def inspect_report(model_path: str, shape: tuple[int, ...], selector: str | None) -> dict[str, Any]:
+def inspect_report(model_path: str, shape: tuple[int, ...], selector: str | None,
+                   precision: str | None = None) -> dict[str, Any]:
+    """`precision`: "fp32", "fp16", or a precision plan's JSON file (a model set's, from `vkocr calibrate`:
+    agent/ocr/precision_plans/<set>.json, with `ROLE` after a colon: plans.json:rec); each node's storage
+    precision is then listed."""
     from vkocr.engine.graph.model import Model
     from vkocr.engine.graph.onnx_import import load_onnx
     from vkocr.engine.graph.plan import Plan
 
     imported = load_onnx(model_path)
+    plan_of_nodes = precision_plan(precision)
     device = open_device(selector)
     try:
-        with Model.load(model_path, device) as model:
+        with Model.load(model_path, device, precision=plan_of_nodes) as model:
             plan = model.plan(shape)
             after = plan.spec.graph
             report: dict[str, Any] = {
@@ -84,6 +89,7 @@ def inspect_report(model_path: str, shape: tuple[int, ...], selector: str | None
                 "nodes_after_passes": len(after.nodes),
                 "ops_after_passes": after.op_counts(),
                 "output_shape": list(plan.spec.shape(after.outputs[0])),
+                "precision": {n.name: plan.spec.dtype(n.outputs[0]).name for n in after.nodes} if precision else None,
             }
             if isinstance(plan, Plan):  # the NumPy executor has no dispatches or arenas to report
                 report.update({
@@ -97,6 +103,23 @@ def inspect_report(model_path: str, shape: tuple[int, ...], selector: str | None
     finally:
         if device is not None:
             device.close()
+
+
+def precision_plan(text: str | None) -> Any:
+    """The PrecisionPlan `vkocr inspect --precision` names (see inspect_report)."""
+    from vkocr.agent.ocr.precision import parse_plans
+    from vkocr.engine.graph.precision import FP32, PrecisionPlan
+
+    if text in (None, "fp32"):
+        return FP32
+    if text == "fp16":
+        return PrecisionPlan("fp16")
+    path, _, role = str(text).partition(":")
+    plans = parse_plans(Path(path).read_text()).plans
+    if role not in plans:
+        raise SystemExit(f"vkocr inspect: --precision {text}: name a model of {path} after a colon "
+                         f"({', '.join(sorted(plans))})")
+    return plans[role]
 
 
 def format_inspect(r: dict[str, Any]) -> str:
@@ -117,6 +140,9 @@ def format_inspect(r: dict[str, Any]) -> str:
              f"{r['one_buffer_per_tensor_mib']:.2f} MiB one buffer per tensor ({100 * ratio:.0f}%)"),
             f"pipelines:           {', '.join(r['pipelines'])}",
         ]
+    if r.get("precision"):
+        lines.append("storage precision per node:")
+        lines += [f"  {dtype.replace('float', 'fp'):<5} {node}" for node, dtype in r["precision"].items()]
     return "\n".join(lines)
 
 
@@ -157,7 +183,7 @@ def format_compare(r: dict[str, Any]) -> str:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    report = inspect_report(args.model, args.shape, args.device)
+    report = inspect_report(args.model, args.shape, args.device, args.precision)
     print(json.dumps(report, indent=2) if args.json else format_inspect(report))
     return 0
 
@@ -185,6 +211,10 @@ def add_model_parsers(sub: Any) -> None:
                              "(MiB) and the pipelines a plan for this input shape uses.")
     inspect.add_argument("model", metavar="MODEL.onnx")
     inspect.add_argument("--shape", required=True, type=parse_shape, help="input shape, e.g. 1x3x736x736")
+    inspect.add_argument("--precision", metavar="fp32|fp16|PLANS.json:ROLE", default=None,
+                         help="storage precision of the plan, listed node by node (StorageCast nodes where "
+                         "precisions meet): fp32, fp16, or a model set's plans file and the model's role, e.g. "
+                         "agent/ocr/precision_plans/ppocrv6-small.json:rec")
     inspect.add_argument("--json", action="store_true", help="print as JSON")
     add_device_option(inspect, numpy=True)
     inspect.set_defaults(func=cmd_inspect)

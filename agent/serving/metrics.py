@@ -5,7 +5,8 @@ Names, with the default namespace: `vkocr_requests_total{method,code}`, `vkocr_r
 `vkocr_queue_depth`, `vkocr_queue_capacity` (requests the queue holds before RESOURCE_EXHAUSTED),
 `vkocr_in_flight`, `vkocr_pool_used_bytes`, `vkocr_pool_reserved_bytes`, `vkocr_serving`, counters
 `vkocr_device_rebuilds_total`, `vkocr_rejected_total`, and
-`vkocr_build_info{version,device,backend,backend_reason,model_version}` (which backend serves, and why);
+`vkocr_build_info{version,device,backend,backend_reason,precision,precision_reason,model_version}` (which backend
+and storage precision serve, and why);
 per model (det, cls, rec) the gauges `vkocr_plans{model}` and `vkocr_plan_memory_bytes{model}` and the counter
 `vkocr_plans_recorded_total{model}` (PlanCollector, once `watch_plans` is called); the device's
 `vkocr_temperature_celsius` and `vkocr_power_watts` as the status service reads them (SensorCollector, once
@@ -133,9 +134,10 @@ class Metrics:
         self.rejected_requests.inc()
 
     def set_info(self, version: str, device: str, model_version: str, *, backend: str = "",
-                 backend_reason: str = "") -> None:
+                 backend_reason: str = "", precision: str = "", precision_reason: str = "") -> None:
         self.build.info({"version": version, "device": device, "backend": backend,
-                         "backend_reason": backend_reason, "model_version": model_version})
+                         "backend_reason": backend_reason, "precision": precision,
+                         "precision_reason": precision_reason, "model_version": model_version})
 
     def watch_plans(self, snapshot: Callable[[], PlanStats]) -> None:
         """Export the plan statistics `snapshot()` returns at each scrape (it must not block)."""

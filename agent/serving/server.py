@@ -258,7 +258,8 @@ class Agent:
         """Health and metrics follow the state as it is now (changes from several threads may arrive out of
         order); the log line records the change that was made."""
         log.info("state", state=changed.state.value, reason=changed.reason, device=changed.device,
-                 backend=changed.backend, backend_reason=changed.backend_reason, model_version=changed.model_version,
+                 backend=changed.backend, backend_reason=changed.backend_reason, precision=changed.precision,
+                 model_version=changed.model_version,
                  device_rebuilds=changed.device_rebuilds)
         snapshot = self.state.get()
         status = (health_pb2.HealthCheckResponse.SERVING if snapshot.state is ServingState.SERVING
@@ -270,7 +271,8 @@ class Agent:
         if self.metrics is not None:
             self.metrics.set_serving(snapshot.state is ServingState.SERVING)
             self.metrics.set_info(vkocr.__version__, snapshot.device, snapshot.model_version,
-                                  backend=snapshot.backend, backend_reason=snapshot.backend_reason)
+                                  backend=snapshot.backend, backend_reason=snapshot.backend_reason,
+                                  precision=snapshot.precision, precision_reason=snapshot.precision_reason)
             for _ in range(snapshot.device_rebuilds - self._rebuilds_counted):
                 self.metrics.rebuilt()
             self._rebuilds_counted = max(self._rebuilds_counted, snapshot.device_rebuilds)

@@ -29,6 +29,8 @@ class StateSnapshot:
     model_version: str
     device_rebuilds: int
     backend_reason: str = ""  # why this backend serves (a GPU chosen by rank, the CPU for want of one, a name)
+    precision: str = ""  # the storage precision that serves (fp32, fp16; agent/ocr/precision.py)
+    precision_reason: str = ""
 
 
 Listener = Callable[[StateSnapshot], None]

@@ -40,7 +40,7 @@ class StatusService(status_pb2_grpc.StatusServiceServicer):
         message = status_pb2.AgentStatus(
             sequence=sequence, time=now, state=value_name(status_pb2.ServingState, state.state.value),
             reason=state.reason, device=state.device, backend=value_name(status_pb2.Backend, state.backend),
-            backend_reason=state.backend_reason,
+            backend_reason=state.backend_reason, precision=state.precision, precision_reason=state.precision_reason,
             model_version=state.model_version,
             queue_depth=depth, queue_capacity=self.worker.queue_capacity, in_flight=numbers.in_flight,
             latency_p50=duration_from_ms(numbers.p50_ms), latency_p99=duration_from_ms(numbers.p99_ms),

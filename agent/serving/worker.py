@@ -287,7 +287,9 @@ class GpuWorker:
         self.state.set(state=state, reason=reason, model_version=self.model_version,
                        device=pipeline.device_name if pipeline else "",
                        backend=pipeline.backend.split(" ")[0] if pipeline else "",
-                       backend_reason=pipeline.backend_reason if pipeline else "")
+                       backend_reason=pipeline.backend_reason if pipeline else "",
+                       precision=pipeline.precision.precision if pipeline else "",
+                       precision_reason=pipeline.precision.reason if pipeline else "")
 
     def _do_swap(self, message: _Install) -> None:
         if not message.done.set_running_or_notify_cancel():  # abandoned by install()'s caller (a timeout)

@@ -71,7 +71,7 @@ class WatchStatusResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[AgentStatus, _Mapping]] = ...) -> None: ...
 
 class AgentStatus(_message.Message):
-    __slots__ = ("sequence", "time", "state", "reason", "device", "backend", "model_version", "queue_depth", "queue_capacity", "in_flight", "latency_p50", "latency_p99", "latency_window", "requests_total", "errors_total", "rejected_total", "pool_used_bytes", "pool_reserved_bytes", "temperature_c", "power_w", "uptime", "device_rebuilds", "plans", "backend_reason")
+    __slots__ = ("sequence", "time", "state", "reason", "device", "backend", "model_version", "queue_depth", "queue_capacity", "in_flight", "latency_p50", "latency_p99", "latency_window", "requests_total", "errors_total", "rejected_total", "pool_used_bytes", "pool_reserved_bytes", "temperature_c", "power_w", "uptime", "device_rebuilds", "plans", "backend_reason", "precision", "precision_reason")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -96,6 +96,8 @@ class AgentStatus(_message.Message):
     DEVICE_REBUILDS_FIELD_NUMBER: _ClassVar[int]
     PLANS_FIELD_NUMBER: _ClassVar[int]
     BACKEND_REASON_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_REASON_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     time: _timestamp_pb2.Timestamp
     state: ServingState
@@ -120,7 +122,9 @@ class AgentStatus(_message.Message):
     device_rebuilds: int
     plans: _containers.RepeatedCompositeFieldContainer[ModelPlans]
     backend_reason: str
-    def __init__(self, sequence: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[_Union[ServingState, str]] = ..., reason: _Optional[str] = ..., device: _Optional[str] = ..., backend: _Optional[_Union[Backend, str]] = ..., model_version: _Optional[str] = ..., queue_depth: _Optional[int] = ..., queue_capacity: _Optional[int] = ..., in_flight: _Optional[int] = ..., latency_p50: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., latency_p99: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., latency_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., requests_total: _Optional[int] = ..., errors_total: _Optional[int] = ..., rejected_total: _Optional[int] = ..., pool_used_bytes: _Optional[int] = ..., pool_reserved_bytes: _Optional[int] = ..., temperature_c: _Optional[float] = ..., power_w: _Optional[float] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., device_rebuilds: _Optional[int] = ..., plans: _Optional[_Iterable[_Union[ModelPlans, _Mapping]]] = ..., backend_reason: _Optional[str] = ...) -> None: ...
+    precision: str
+    precision_reason: str
+    def __init__(self, sequence: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[_Union[ServingState, str]] = ..., reason: _Optional[str] = ..., device: _Optional[str] = ..., backend: _Optional[_Union[Backend, str]] = ..., model_version: _Optional[str] = ..., queue_depth: _Optional[int] = ..., queue_capacity: _Optional[int] = ..., in_flight: _Optional[int] = ..., latency_p50: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., latency_p99: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., latency_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., requests_total: _Optional[int] = ..., errors_total: _Optional[int] = ..., rejected_total: _Optional[int] = ..., pool_used_bytes: _Optional[int] = ..., pool_reserved_bytes: _Optional[int] = ..., temperature_c: _Optional[float] = ..., power_w: _Optional[float] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., device_rebuilds: _Optional[int] = ..., plans: _Optional[_Iterable[_Union[ModelPlans, _Mapping]]] = ..., backend_reason: _Optional[str] = ..., precision: _Optional[str] = ..., precision_reason: _Optional[str] = ...) -> None: ...
 
 class ModelPlans(_message.Message):
     __slots__ = ("model", "plans", "plan_memory_bytes", "recorded_total", "distinct_shapes")
