@@ -156,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
 
         charset = load_keys_file(args.rec_keys)  # an unreadable or empty file is refused before models load
     with Inputs(args.images, dpi=args.pdf_dpi, max_pixels=options.max_pixels) as inputs, \
-            OcrPipeline.open(args.device, options=options, model_paths=models.paths) as ocr:
+            OcrPipeline.open(args.device, options=options, model_paths=models.paths, precision=args.precision,
+                             model_set=models.known.name if models.known is not None else None) as ocr:
         if charset is not None:
             use_keys_file(ocr, charset, args.rec_keys)
         check_batch(ocr, options)
@@ -204,4 +205,7 @@ def add_ocr_parser(sub: Any) -> None:
                          epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(ocr)
     add_device_option(ocr, cpu=True)
+    ocr.add_argument("--precision", choices=["auto", "fp32", "fp16"], default="auto",
+                     help="storage precision on a GPU: auto (the default: fp16 where the model set's calibrated "
+                     "plan passed its sameness gate, else fp32), fp32, fp16; the CPU backend computes in fp32")
     ocr.set_defaults(func=run, usage_error=ocr.error)
