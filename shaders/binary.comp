@@ -4,7 +4,7 @@
 #include "common.glsl"
 #include "storage.glsl"
 
-layout(constant_id = 3) const int OP = 0;         // 0 add, 1 sub, 2 mul, 3 div, 4 pow
+layout(constant_id = 3) const int OP = 0;         // 0 add, 1 sub, 2 mul, 3 div, 4 pow, 5 gated add: a + a·b
 layout(constant_id = 4) const int BROADCAST = 1;
 
 layout(std430, set = 0, binding = 0) readonly buffer A { STORE_T a[]; };
@@ -24,6 +24,10 @@ float apply(float x, float y) {
     if (OP == 1) return x - y;
     if (OP == 2) return x * y;
     if (OP == 3) return x / y;
+    if (OP == 5) {
+        precise float gated = x * y;  // rounded before the add, as the Mul and Add it replaces: no fma
+        return x + gated;
+    }
     return pow(x, y);
 }
 

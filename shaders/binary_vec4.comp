@@ -4,7 +4,7 @@
 #include "common.glsl"
 #include "storage.glsl"
 
-layout(constant_id = 3) const int OP = 0;  // as in binary.comp: 0 add, 1 sub, 2 mul, 3 div, 4 pow
+layout(constant_id = 3) const int OP = 0;  // as in binary.comp: 0 add, 1 sub, 2 mul, 3 div, 4 pow, 5 gated add
 
 layout(std430, set = 0, binding = 0) readonly buffer A { STORE4_T a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer B { STORE4_T b[]; };
@@ -17,6 +17,10 @@ vec4 apply(vec4 x, vec4 y) {
     if (OP == 1) return x - y;
     if (OP == 2) return x * y;
     if (OP == 3) return x / y;
+    if (OP == 5) {
+        precise vec4 gated = x * y;  // rounded before the add, as the Mul and Add it replaces: no fma
+        return x + gated;
+    }
     return pow(x, y);
 }
 

@@ -24,6 +24,7 @@ from vkocr.engine.graph.model import Model
 from vkocr.engine.graph.numpy_executor import run_numpy
 from vkocr.engine.graph.plan_recipe import specialize_for
 from vkocr.engine.graph.precision import PrecisionPlan
+from vkocr.engine.graph.specialize import specialize
 
 Build = Callable[[np.random.Generator], tuple[list[Node], dict[str, np.ndarray]]]
 
@@ -81,6 +82,7 @@ CASES = {
     "global_average_pool": Case(("GlobalAveragePool",), one("GlobalAveragePool"), nchw(7)),
     "add_broadcast": Case(("Add", "Sub", "Mul", "Div"), one("Add", {"c": weights(1, 5, 1, 1)}), nchw(5)),
     "mul_same": Case(("Mul",), one("Mul", {"c": weights(1, 3, 1, 1) + 2}), nchw(3)),
+    "gated_add": Case(("GatedAdd",), one("GatedAdd", {"s": weights(1, 3, 1, 1)}), nchw(3)),
     "pow_square": Case(("Pow",), one("Pow", {"p": np.array(2.0, np.float32)}), nchw(3)),
     "unary": Case(("Relu", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "Sqrt", "Exp", "Tanh", "Neg", "Abs",
                    "Reciprocal", "Erf", "Gelu"), one("Sigmoid"), nchw(3)),
@@ -183,7 +185,31 @@ def test_a_residual_add_joins_its_conv_only_where_it_is_the_conv_s_own(device: D
             assert body.inputs[3].startswith("s") and body.outputs == ["r"]
             x = rng.uniform(-1, 1, (1, 3, 9, 11)).astype(np.float32)
             unfused = Graph(list(nodes), ["x"], ["y"], dict(graph.constants))
-            want = run_numpy(specialize_for(unfused, x.shape, precision=False), {"x": x})["y"]
+            want = run_numpy(specialize(unfused, {"x": x.shape}), {"x": x})["y"]  # no per-shape pass: no fusion
             got = model.run(x)
             err = np.linalg.norm(got - want) / np.linalg.norm(want)
             assert err < (4e-3 if precision == "fp16" else 1e-5), f"{precision}: {err}; seed {seed}"
+
+
+def test_an_se_block_s_gate_and_residual_become_one_pass(device: Device) -> None:
+    """x + x·s (s from the pooled x) → GatedAdd(x, s), computing what the two nodes computed, bit for bit in
+    fp32; a Mul read elsewhere too keeps its Add."""
+    rng, seed = fresh_rng()
+    nodes = [Node("Conv", "body", ["x", "w"], ["b"], {"pads": [1, 1, 1, 1]}),
+             Node("GlobalAveragePool", "pool", ["b"], ["p"]),
+             Node("Conv", "excite", ["p", "w1"], ["s"], {"activation": "hardsigmoid", "act_alpha": 0.2,
+                                                        "act_beta": 0.5}),
+             Node("Mul", "scale", ["b", "s"], ["m"]),
+             Node("Add", "gate", ["b", "m"], ["g"]),
+             Node("Mul", "kept", ["g", "s"], ["k"]),
+             Node("Add", "stays", ["k", "k"], ["y"])]
+    graph = Graph(nodes, ["x"], ["y"], {"w": weights(4, 3, 3, 3), "w1": weights(4, 4, 1, 1)})
+    with Model(graph, device) as model:
+        spec = model.plan((1, 3, 9, 11)).spec
+        assert [n.op for n in spec.graph.nodes] == ["Conv", "GlobalAveragePool", "Conv", "GatedAdd", "Mul", "Add"]
+        x = rng.uniform(-1, 1, (1, 3, 9, 11)).astype(np.float32)
+        unfused = Graph(list(nodes), ["x"], ["y"], dict(graph.constants))
+        want = run_numpy(specialize_for(model.graph, x.shape, precision=False), {"x": x})["y"]
+        assert np.array_equal(want, run_numpy(specialize(unfused, {"x": x.shape}), {"x": x})["y"])  # no fusion
+        got = model.run(x)
+        assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5, seed

@@ -341,9 +341,10 @@ def _global_average_pool(rec: Recorder, node: Node, ins: list[Tensor | None], ou
 # -- elementwise -------------------------------------------------------------------------------------------------
 
 
-@lowers("Add", "Sub", "Mul", "Div")
+@lowers("Add", "Sub", "Mul", "Div", "GatedAdd")
 def _binary(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor], consts: NodeConstants) -> None:
-    record_binary(rec, node.op.lower(), operand(node, ins, 0), operand(node, ins, 1), outs[0])
+    op = "gated_add" if node.op == "GatedAdd" else node.op.lower()  # x + x·s, one pass (passes.fuse_gate)
+    record_binary(rec, op, operand(node, ins, 0), operand(node, ins, 1), outs[0])
 
 
 def _squaring(node: Node, values: Values) -> frozenset[int]:

@@ -189,13 +189,14 @@ def _infer_broadcast(node: Node, shapes: list[Shape], consts: list[np.ndarray | 
     return [broadcast_shape(shapes[0], shapes[1])]
 
 
-@op("Add", "Sub", "Mul", "Div", "Pow", infer=_infer_broadcast)
+@op("Add", "Sub", "Mul", "Div", "Pow", "GatedAdd", infer=_infer_broadcast)
 def _run_binary(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
     a, b = x
     if a.dtype.kind != "f" or b.dtype.kind != "f":  # shape arithmetic stays integer
         fn = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.floor_divide, "Pow": np.power}
         return [fn[node.op](a, b)]
-    return [ops.binary(node.op.lower(), a, b.astype(a.dtype, copy=False))]
+    name = "gated_add" if node.op == "GatedAdd" else node.op.lower()  # x + x·s (passes.fuse_gate)
+    return [ops.binary(name, a, b.astype(a.dtype, copy=False))]
 
 
 def clip_bounds(node: Node, consts: Sequence[np.ndarray | None]) -> tuple[float, float]:

@@ -360,6 +360,38 @@ def fuse_residual(spec: Specialized) -> Specialized:
     return Specialized(out, spec.shapes, spec.dtypes)
 
 
+def fuse_gate(spec: Specialized) -> Specialized:
+    """Add(x, Mul(x, s)) → GatedAdd(x, s): an SE block's x + x·s in one pass over x instead of two (s broadcasts
+    into x; the Mul's product feeds the Add alone). The product is rounded before the add, as before."""
+    g = spec.graph
+    uses: dict[str, int] = {}
+    for node in g.nodes:
+        for name in node.inputs:
+            uses[name] = uses.get(name, 0) + 1
+    producer = {out: node for node in g.nodes for out in node.outputs}
+    dropped: set[str] = set()
+    replaced: dict[str, Node] = {}
+    for node in g.nodes:
+        if node.op != "Add" or len(node.inputs) != 2:
+            continue
+        for x, m in (node.inputs, node.inputs[::-1]):
+            mul = producer.get(m)
+            if (mul is None or mul.op != "Mul" or len(mul.inputs) != 2 or x not in mul.inputs or uses[m] != 1
+                    or m in g.outputs or mul.name in dropped or x not in spec.shapes):
+                continue
+            s = mul.inputs[1] if mul.inputs[0] == x else mul.inputs[0]
+            if s == x or spec.shape(x) != spec.shapes.get(node.outputs[0]):
+                continue
+            replaced[node.name] = Node("GatedAdd", node.name, [x, s], list(node.outputs))
+            dropped.add(mul.name)
+            break
+    if not replaced:
+        return spec
+    out = g.shallow_copy()
+    out.nodes = [replaced.get(n.name, n) for n in g.nodes if n.name not in dropped]
+    return Specialized(out, spec.shapes, spec.dtypes)
+
+
 def _is_depthwise(g: Graph, conv: Node) -> bool:
     w = g.constants.get(conv.inputs[1])
     group = int(conv.attrs.get("group", 1))
@@ -367,8 +399,8 @@ def _is_depthwise(g: Graph, conv: Node) -> bool:
 
 
 def finalize(spec: Specialized) -> Specialized:
-    """Passes that need this plan's shapes, in order: as_views, fuse_residual, then remove_dead."""
-    spec = fuse_residual(as_views(spec))
+    """Passes that need this plan's shapes, in order: as_views, fuse_residual, fuse_gate, then remove_dead."""
+    spec = fuse_gate(fuse_residual(as_views(spec)))
     return Specialized(remove_dead(spec.graph), spec.shapes)
 
 

@@ -20,7 +20,7 @@ from vkocr.engine.tensor import Tensor
 BINARY = KernelDef("binary", ("r", "r", "w"), 80)
 BINARY_VEC4 = KernelDef("binary_vec4", ("r", "r", "w"), 4)
 UNARY = KernelDef("unary", ("r", "w"), 4)
-BINARY_IDS = {"add": 0, "sub": 1, "mul": 2, "div": 3, "pow": 4}
+BINARY_IDS = {"add": 0, "sub": 1, "mul": 2, "div": 3, "pow": 4, "gated_add": 5}  # gated_add: a + a·b
 UNARY_IDS = {**ACTIVATION_IDS, "sqrt": 16, "exp": 17, "tanh": 18, "neg": 19, "abs": 20, "reciprocal": 21,
              "erf": 22}
 MAX_RANK = 6
