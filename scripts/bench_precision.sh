@@ -50,7 +50,7 @@ case "$what" in *agent*)
     for p in fp32 fp16; do
         VKOCR_DEVICE_PRECISION=$p vkocr bench agent $c --rendered 96 --clients 1,4,16,64 --modes unary --raw \
             --runs default --json > "$out/agent-raw-$p.json"
-        python3 -c "import json, sys; from vkocr.agent.cli.bench_agent import format_agent_results as f; print(f(json.load(open(sys.argv[1]))))" \
+        python3 -c "import json, sys; from vkocr.agent.cli.bench_agent_report import format_agent_results as f; print(f(json.load(open(sys.argv[1]))))" \
             "$out/agent-raw-$p.json" | tee "$out/agent-raw-$p.txt"
     done ;;
 esac

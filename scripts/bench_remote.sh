@@ -96,7 +96,7 @@ case "$what" in *agent*)
         # shellcheck disable=SC2086
         python3 -m vkocr.agent.cli.main bench agent $c --rendered 96 --clients 1,4,16,64 --modes $modes $flag \
             --runs "${AGENT_RUNS:-default,no-batching,no-overlap}" --json > "$out/agent_$how.json"
-        python3 -c "import json, sys; from vkocr.agent.cli.bench_agent import format_agent_results as f; print(f(json.load(open(sys.argv[1]))))" \
+        python3 -c "import json, sys; from vkocr.agent.cli.bench_agent_report import format_agent_results as f; print(f(json.load(open(sys.argv[1]))))" \
             "$out/agent_$how.json" | tee "$out/agent_$how.txt"
     done ;;
 esac
