@@ -5,8 +5,12 @@ set's calibrated precision plans (agent/ocr/precision_plans/<set>.json, made by 
 - `fp32`: every node stores fp32 (the answers of every earlier release, bit for bit).
 - `fp16`: the set's calibrated plans (nodes out of fp16's range, or that change answers, stay fp32); a set
   without one stores fp16 everywhere but the outputs' producers. Refused on a device without 16-bit storage.
-- `auto`: fp16 where the device has 16-bit storage, no quirk turns it off and the set's plans passed their
-  sameness gate (fp16's lines and boxes equal fp32's on the parity sets); fp32 otherwise.
+- `auto`: fp16 where the device has 16-bit storage, no quirk turns it off, the set's plans passed their sameness
+  gate (fp16's lines and boxes equal fp32's on the parity and stream sets) and the GPU is not a discrete one;
+  fp32 otherwise. On the H200 (discrete, 4.8 TB/s) fp16 storage ran det, cls and rec 6-15% slower than fp32
+  (BENCHMARKS.md, 2026-12-05): its convolutions are bound by arithmetic, not by memory. Integrated and embedded
+  GPUs have far less bandwidth per FLOP, which fp16 storage halves; that is where auto takes it (not yet
+  measured on one).
 
 The CPU backends (onnxruntime, NumPy) compute in fp32 whatever is asked; the choice says so.
 """
@@ -66,7 +70,8 @@ def uniform(precision: str) -> dict[str, PrecisionPlan]:
 
 
 def choose_precision(setting: str, *, fp16_storage: bool, workarounds: frozenset[str] | set[str],
-                     model_set: str | None, device_name: str, cpu_driver: bool = False) -> PrecisionChoice:
+                     model_set: str | None, device_name: str, cpu_driver: bool = False,
+                     discrete: bool = False) -> PrecisionChoice:
     """The precision for a Vulkan device with these features; OptionsError for fp16 where it cannot run.
     `cpu_driver`: a CPU implementation of Vulkan (lavapipe), where fp16 storage saves no bandwidth and costs
     conversions, so auto keeps fp32 (and the tests' answers stay the reference's)."""
@@ -95,6 +100,9 @@ def choose_precision(setting: str, *, fp16_storage: bool, workarounds: frozenset
     if not shipped.gate_passed:
         return PrecisionChoice("fp32", uniform("fp32"), f"auto: fp32, since {model_set}'s fp16 plan did not pass "
                                "its sameness gate")
+    if discrete:
+        return PrecisionChoice("fp32", uniform("fp32"), f"auto: fp32 on {device_name}, a discrete GPU (fp16 storage "
+                               "ran 6-15% slower than fp32 on the H200: its bandwidth is not what limits it)")
     return PrecisionChoice("fp16", shipped.plans, f"auto: fp16 storage on {device_name} ({model_set}'s calibrated "
                            "plan passed its sameness gate)")
 
@@ -109,7 +117,7 @@ def for_device(setting: str, device: Any, model_set: str | None) -> PrecisionCho
 
     return choose_precision(setting, fp16_storage=device.info.fp16_storage, workarounds=device.workarounds,
                             model_set=model_set, device_name=device.info.name,
-                            cpu_driver=cpu_implementation(device.info))
+                            cpu_driver=cpu_implementation(device.info), discrete=device.info.type == "discrete")
 
 
 def off_the_gpu(setting: str, backend: str) -> PrecisionChoice:
