@@ -93,7 +93,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     doc = {
         "models": {role: json.loads(r.plan.to_json()) for role, r in reports.items()},
         "gate": {"passed": False, "note": "not yet measured: the sameness gate runs the whole pipeline "
-                 "(tests/ocr/test_precision_gate.py, scripts/bench_precision.sh)"},
+                 "(tests/agent/ocr/test_precision_gate.py, scripts/bench_precision.sh)"},
         "calibration": {
             "model_set": chosen.name, "date": date.today().isoformat(), "device": device_name,
             "images": len(images), "headroom": args.headroom,

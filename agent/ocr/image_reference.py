@@ -12,7 +12,7 @@ except the network inputs, whose channel planes are in the order RapidOCR feeds 
 - cls / rec (``resize_norm_img``): ``cv2.resize`` to (H, resized_w), ``(float32(v) / 255 - 0.5) / 0.5`` in
   float32, zero padding to the model width.
 
-The OpenCV arithmetic reproduced here (opencv-python 5.0, checked against it in tests/ocr/test_image.py):
+The OpenCV arithmetic reproduced here (opencv-python 5.0, checked against it in tests/agent/ocr/test_image.py):
 
 - ``resize`` INTER_LINEAR on uint8: per output column ``fx = float32((dx + 0.5) * scale - 0.5)`` (double
   arithmetic, ``scale = 1 / (dst / src)``), ``sx = floor(fx)``, 11-bit weights ``rint((1 - frac) * 2048)``,

@@ -1,5 +1,5 @@
 """The OpenCV calls that the NumPy references of the image kernels (image_reference.py) reproduce bit for bit
-(tests/ocr/test_image.py holds them to it): the same bytes at OpenCV's speed, for the CPU backend."""
+(tests/agent/ocr/test_image.py holds them to it): the same bytes at OpenCV's speed, for the CPU backend."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ class FlowSettings:
 
     def shape(self, pipeline: OcrPipeline) -> None:
         """Tell the pipeline which of its streams detect and which read, and how many lines a read batches: the
-        GPU's plans answer a line alike in any batch size (tests/ocr/test_image_slots.py); onnxruntime keeps the
+        GPU's plans answer a line alike in any batch size (tests/agent/ocr/test_image_slots.py); onnxruntime keeps the
         model set's own rec_batch."""
         pipeline.read_batch = self.batch_lines if pipeline.device is not None else 0
         pipeline.stages.set_lanes(*self.lanes_for(pipeline))

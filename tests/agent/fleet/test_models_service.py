@@ -19,10 +19,10 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from tests.bundles import craft
-from tests.bundles.conftest import KeyPair
-from tests.fleet.conftest import Bundles
-from tests.fleet.fleet_agents import (
+from tests.agent.bundles import craft
+from tests.agent.bundles.conftest import KeyPair
+from tests.agent.fleet.conftest import Bundles
+from tests.agent.fleet.fleet_agents import (
     MAX_BUNDLE_BYTES,
     WORD,
     WORD_SWAPPED,

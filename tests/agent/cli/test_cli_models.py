@@ -8,8 +8,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from tests.agent.cli.test_cli import vkocr
 from tests.paths import MODELS
-from tests.test_cli import vkocr
 
 CLS = MODELS / "ch_ppocr_mobile_v2.0_cls_infer.onnx"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bundles.conftest import BundleFactory, KeyPair
+from tests.agent.bundles.conftest import BundleFactory, KeyPair
 from vkocr.agent.bundles.errors import BundleFormatError, DowngradeRefused, HighWaterUnreadable
 from vkocr.agent.bundles.high_water import VersionMark, release_numbers
 from vkocr.agent.bundles.manifest import Manifest

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from tests.bundles.conftest import BundleFactory, KeyPair
+from tests.agent.bundles.conftest import BundleFactory, KeyPair
 from vkocr.agent.bundles.errors import VersionConflict
 from vkocr.agent.bundles.store import MARKER, ModelStore
 

@@ -15,9 +15,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.bundles.conftest import KeyPair
-from tests.fleet.fleet_agents import store_agent, store_config
-from tests.fleet.test_storage_full import random_bundle
+from tests.agent.bundles.conftest import KeyPair
+from tests.agent.fleet.fleet_agents import store_agent, store_config
+from tests.agent.fleet.test_storage_full import random_bundle
 from vkocr.agent.cli.main import main
 from vkocr.agent.fleet.rollout import upload_bundle
 from vkocr.agent.serving.background import BackgroundAgent

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.bundles import craft
-from tests.bundles.conftest import BundleFactory, KeyPair
+from tests.agent.bundles import craft
+from tests.agent.bundles.conftest import BundleFactory, KeyPair
 from vkocr.agent.bundles import bundle
 from vkocr.agent.bundles.errors import (
     BundleError,

@@ -22,9 +22,9 @@ from typing import IO, Any
 
 import grpc
 
-from tests.bundles.conftest import KeyPair
-from tests.fleet.conftest import Bundles
-from tests.fleet.fleet_agents import MAX_BUNDLE_BYTES, WORD, WORD_SWAPPED, read_word, seed_store
+from tests.agent.bundles.conftest import KeyPair
+from tests.agent.fleet.conftest import Bundles
+from tests.agent.fleet.fleet_agents import MAX_BUNDLE_BYTES, WORD, WORD_SWAPPED, read_word, seed_store
 from tests.paths import ROOT
 from vkocr.agent.fleet.rollout import upload_bundle
 from vkocr.agent.serving.client import OcrClient

@@ -1,5 +1,6 @@
 """The agent's own disk refusing a write leaves as the board's fault: RESOURCE_EXHAUSTED when full, UNAVAILABLE
-otherwise, never INVALID_ARGUMENT, and without the board's paths. A real full disk: tests/fleet/test_storage_full.py."""
+otherwise, never INVALID_ARGUMENT, and without the board's paths. A real full disk:
+tests/agent/fleet/test_storage_full.py."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.bundles.conftest import KeyPair
+from tests.agent.bundles.conftest import KeyPair
 from vkocr.agent.bundles import bundle
 from vkocr.agent.cli.bench_startup import ServeProcess
 from vkocr.agent.fleet.rollout import upload_bundle

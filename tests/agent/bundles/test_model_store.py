@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bundles.conftest import BundleFactory, KeyPair
+from tests.agent.bundles.conftest import BundleFactory, KeyPair
 from vkocr.agent.bundles.errors import (
     ActiveVersionError,
     IntegrityError,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bundles.conftest import BundleFactory, KeyPair
+from tests.agent.bundles.conftest import BundleFactory, KeyPair
 from vkocr.agent.bundles import bundle
 from vkocr.agent.bundles.errors import BundleError, BundleFormatError, SignatureError
 from vkocr.agent.bundles.manifest import MANIFEST_NAME, SIGNATURE_NAME

@@ -15,7 +15,7 @@ from typing import Any
 import onnx
 
 from tests.agent.agents import agent_config, word_png
-from tests.bundles.conftest import KeyPair
+from tests.agent.bundles.conftest import KeyPair
 from vkocr.agent.bundles import bundle
 from vkocr.agent.bundles.store import ModelStore
 from vkocr.agent.ocr.model_files import PPOCRV4_FILES, models_dir

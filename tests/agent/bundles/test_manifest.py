@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.bundles.conftest import BundleFactory
+from tests.agent.bundles.conftest import BundleFactory
 from vkocr.agent.bundles.errors import BundleFormatError
 from vkocr.agent.bundles.manifest import Manifest
 from vkocr.agent.bundles.options import parse_assignment, split_options

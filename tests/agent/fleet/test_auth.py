@@ -11,10 +11,10 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.agent.bundles.conftest import KeyPair
 from tests.agent.certs import TlsFiles, make_tls_files
-from tests.bundles.conftest import KeyPair
-from tests.fleet.conftest import Bundles
-from tests.fleet.fleet_agents import WORD, read_word, seed_store, store_agent, store_config
+from tests.agent.fleet.conftest import Bundles
+from tests.agent.fleet.fleet_agents import WORD, read_word, seed_store, store_agent, store_config
 from vkocr.agent.serving.auth import decide, peer_is_loopback
 from vkocr.agent.serving.background import BackgroundAgent
 from vkocr.agent.serving.client import OcrClient

@@ -14,9 +14,9 @@ from contextlib import ExitStack
 
 import pytest
 
-from tests.bundles.conftest import KeyPair
-from tests.fleet.conftest import Bundles
-from tests.fleet.fleet_agents import WORD, WORD_SWAPPED, read_word, seed_store, store_agent, store_config
+from tests.agent.bundles.conftest import KeyPair
+from tests.agent.fleet.conftest import Bundles
+from tests.agent.fleet.fleet_agents import WORD, WORD_SWAPPED, read_word, seed_store, store_agent, store_config
 from vkocr.agent.cli.main import main
 from vkocr.agent.serving.background import BackgroundAgent
 from vkocr.agent.serving.client import OcrClient

@@ -9,9 +9,9 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
-from tests.bundles.conftest import KeyPair
-from tests.fleet.conftest import Bundles
-from tests.fleet.fleet_agents import WORD, WORD_SWAPPED, read_word, seed_store, store_agent, store_config
+from tests.agent.bundles.conftest import KeyPair
+from tests.agent.fleet.conftest import Bundles
+from tests.agent.fleet.fleet_agents import WORD, WORD_SWAPPED, read_word, seed_store, store_agent, store_config
 from vkocr.agent.fleet.rollout import upload_bundle
 from vkocr.agent.serving.client import OcrClient
 from vkocr.agent.serving.config import ServerConfig

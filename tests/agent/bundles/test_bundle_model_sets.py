@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bundles.conftest import KeyPair
+from tests.agent.bundles.conftest import KeyPair
 from vkocr.agent.bundles.store import ModelStore
 from vkocr.agent.cli.main import main
 from vkocr.agent.ocr.model_files import PPOCRV6_SMALL, missing_or_bad, models_dir

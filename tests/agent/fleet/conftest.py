@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.bundles.conftest import KeyPair, make_keypair
-from tests.fleet.fleet_agents import (
+from tests.agent.bundles.conftest import KeyPair, make_keypair
+from tests.agent.fleet.fleet_agents import (
     WORD,
     WORD_SWAPPED,
     default_models,
@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         skip = pytest.mark.skip(reason="the ppocrv4 models are missing: run scripts/fetch_models.py")
     if skip is not None:
         for item in items:
-            if "tests/fleet/" in str(item.fspath):
+            if "tests/agent/fleet/" in str(item.fspath):
                 item.add_marker(skip)
 
 

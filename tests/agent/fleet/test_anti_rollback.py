@@ -1,6 +1,6 @@
 """Anti-rollback on a real agent over loopback: the store's high-water mark (the newest version ever activated)
 refuses older signed bundles with FAILED_PRECONDITION until an operator asks for the downgrade (Activate with
-allow_downgrade, `vkocr fleet rollout --allow-downgrade`; Rollback in tests/bundles/test_high_water.py), and it
+allow_downgrade, `vkocr fleet rollout --allow-downgrade`; Rollback in tests/agent/bundles/test_high_water.py), and it
 survives a restart. One agent per module; its store starts with 3.0.0 active (mark 3.0.0) and 1.0.0, 2.0.0
 stored. The tests run in order."""
 
@@ -15,9 +15,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.bundles.conftest import KeyPair
-from tests.fleet.conftest import Bundles
-from tests.fleet.fleet_agents import FAST, WORD, WORD_SWAPPED, default_models, read_word, seed_store, store_config
+from tests.agent.bundles.conftest import KeyPair
+from tests.agent.fleet.conftest import Bundles
+from tests.agent.fleet.fleet_agents import FAST, WORD, WORD_SWAPPED, default_models, read_word, seed_store, store_config
 from vkocr.agent.bundles import bundle
 from vkocr.agent.cli.main import main
 from vkocr.agent.fleet.rollout import upload_bundle

@@ -12,7 +12,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from tests.fleet.fleet_agents import WORD, WORD_SWAPPED, default_models, swapped_digits_rec
+from tests.agent.fleet.fleet_agents import WORD, WORD_SWAPPED, default_models, swapped_digits_rec
 from tests.text_pages import FONT, text_page
 from vkocr.agent.cli.main import main
 from vkocr.agent.ocr.model_files import PPOCRV6_SMALL, missing_or_bad, models_dir

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.bundles.conftest import BundleFactory, KeyPair
+from tests.agent.bundles.conftest import BundleFactory, KeyPair
 from vkocr.agent.cli.main import main
 
 

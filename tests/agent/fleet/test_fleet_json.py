@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.bundles.conftest import KeyPair
-from tests.fleet.fleet_agents import WORD, make_bundle, seed_store, store_agent, store_config
+from tests.agent.bundles.conftest import KeyPair
+from tests.agent.fleet.fleet_agents import WORD, make_bundle, seed_store, store_agent, store_config
 from vkocr.agent.cli.main import main
 from vkocr.agent.serving.background import BackgroundAgent
 
