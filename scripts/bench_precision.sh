@@ -8,18 +8,8 @@ set -uo pipefail
 out="${1:-/tmp}"
 shift || true
 what="${*:-coopmat models stream agent sameness}"
-for f in .gl/lib*.deb .gl/fonts-*.deb; do [ -e "$f" ] && dpkg -x "$f" /; done
-ldconfig
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    .whl/*.whl || exit 1
-mkdir -p /tmp/models  # both model sets in one folder, as the set-up lays them out
-for m in /tmp/site/rapidocr_onnxruntime/models/*.onnx /tmp/site/rapidocr/models/*.onnx; do
-    [ -e "$m" ] && ln -sf "$m" /tmp/models/
-done
-for m in .bench/models/*.onnx; do [ -e "$m" ] && ln -sf "$PWD/$m" /tmp/models/; done
-export PYTHONPATH=/tmp/site:$PWD VKOCR_MODELS=/tmp/models VKOCR_SHARED=$PWD/.bench/shared PYTHONUNBUFFERED=1
-[ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && \
-    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+# shellcheck source=scripts/remote_setup.sh
+source scripts/remote_setup.sh
 vkocr() { python3 -m vkocr.agent.cli.main "$@"; }
 vkocr devices | tee "$out/devices.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv 2>/dev/null | tee -a "$out/devices.txt"

@@ -19,15 +19,9 @@ set -uo pipefail
 out="${1:-/tmp}"
 shift || true
 what="${*:-tests kernels models}"
-for f in .gl/lib*.deb .gl/fonts-*.deb; do [ -e "$f" ] && dpkg -x "$f" /; done
-ldconfig
+# shellcheck source=scripts/remote_setup.sh
+source scripts/remote_setup.sh
 mkdir -p /tmp/vl && dpkg -x .gl/vulkan-validationlayers*.deb /tmp/vl
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    .whl/*.whl || exit 1
-# vkocr from its wheel (/tmp/site); the checkout only for tests/ and scripts/
-# both model sets in one folder, as the set-up lays them out
-mkdir -p /tmp/models && ln -sf /tmp/site/rapidocr_onnxruntime/models/*.onnx /tmp/site/rapidocr/models/*.onnx /tmp/models/
-export PYTHONPATH=/tmp/site:$PWD VKOCR_MODELS=/tmp/models VKOCR_SHARED=$PWD/.bench/shared
 python3 -m vkocr.agent.cli.main devices | tee "$out/devices.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv 2>/dev/null | tee -a "$out/devices.txt"
 lscpu 2>/dev/null | grep -E "Model name|^CPU\(s\)" | tee -a "$out/devices.txt"

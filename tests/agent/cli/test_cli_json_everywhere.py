@@ -8,6 +8,7 @@ from tests.cli_commands import command_parsers, subcommands
 WITHOUT_JSON = {
     ("serve",): "runs the agent; its logs are JSON with --log-json",
     ("infer",): "writes the output tensor to a .npy file",
+    ("calibrate",): "its result is JSON already: the precision plans, printed or written with --out",
     ("bundle", "keygen"): "writes key files",
     ("bundle", "create"): "writes a bundle (bundle inspect --json describes it)",
     ("bundle", "sign"): "rewrites a bundle (bundle verify --json checks it)",
