@@ -31,12 +31,12 @@ def test_local_and_remote_ocr_take_the_same_ocr_flags() -> None:
     remote = flags(subparser(build_parser("client"), "client", "ocr"))
     stream = flags(subparser(build_parser("client"), "client", "stream"))
     assert OCR_FLAGS <= local and OCR_FLAGS <= remote and OCR_FLAGS <= stream
-    # local only: drawing, the device, models, inputs and the options a request does not carry
+    # local only: drawing, the device and its precision, models, inputs and the options a request does not carry
     from vkocr.agent.cli.ocr_flags import TUNING_FLAGS
 
     local_only = {name for flag in TUNING_FLAGS if not flag.remote for name in flag.names}
     models = {f"--{role}-model{path}" for role in ("det", "cls", "rec") for path in ("", "-path")}
-    assert local - remote == {"--vis", "--vis-scores", "--device", "--progress", "--rec-keys",
+    assert local - remote == {"--vis", "--vis-scores", "--device", "--precision", "--progress", "--rec-keys",
                               "--rec-keys-path", "--models", *models, *local_only}
 
 
