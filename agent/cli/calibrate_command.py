@@ -43,12 +43,12 @@ def add_calibrate_parser(sub: Any) -> None:
 
 
 def pick(inputs: list[Any], count: int) -> list[Any]:
-    """The `count` largest inputs (most pixels or crops), distinct shapes first."""
+    """The `count` largest inputs (most pixels or crops), one of each shape first."""
     by_size = sorted(inputs, key=lambda x: -x.size)
-    seen: set[tuple[int, ...]] = set()
-    distinct = [x for x in by_size if not (x.shape in seen or seen.add(x.shape))]  # type: ignore[func-returns-value]
-    rest = [x for x in by_size if all(x is not d for d in distinct)]
-    return (distinct + rest)[:count]
+    first_of_shape = list({tuple(x.shape): x for x in reversed(by_size)}.values())[::-1]
+    chosen = sorted(first_of_shape, key=lambda x: -x.size)
+    rest = [x for x in by_size if all(x is not c for c in chosen)]
+    return (chosen + rest)[:count]
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

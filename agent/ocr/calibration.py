@@ -60,12 +60,6 @@ class RoleReport:
     largest: list[NodeRange] = field(default_factory=list)  # the five largest ranges
     plan: PrecisionPlan = FP32
 
-    @property
-    def fp16_share(self) -> float:
-        return 1.0 - len(self.plan.fp32_nodes & self._computing) / max(self.nodes, 1)
-
-    _computing: frozenset[str] = frozenset()
-
 
 def changed_decisions(role: str, ref: np.ndarray, got: np.ndarray) -> tuple[int, int]:
     """(decisions compared, decisions changed) between fp32's output `ref` and another plan's `got`."""
@@ -96,7 +90,6 @@ def calibrate_role(role: str, path: Path, device: Any, inputs: Sequence[np.ndarr
     candidate = propose(fp32.graph, ranges, headroom=headroom)
     report = RoleReport(role, len(inputs), len(order), sorted(candidate.fp32_nodes & set(order)),
                         largest=sorted(ranges.values(), key=lambda r: -r.max_abs)[:5])
-    report._computing = frozenset(order)
     keep = 0
     while True:
         plan = candidate.with_fp32(order[len(order) - keep:] if keep else ())
