@@ -24,7 +24,6 @@ import numpy as np
 
 from vkocr.agent.ocr.ort_stages import OrtStages
 from vkocr.engine.graph.calibration import HEADROOM, NodeRange, propose, value_ranges
-from vkocr.engine.graph.lower import is_view
 from vkocr.engine.graph.model import Model, runtime_nodes
 from vkocr.engine.graph.precision import FP32, PrecisionPlan
 
@@ -86,8 +85,8 @@ def calibrate_role(role: str, path: Path, device: Any, inputs: Sequence[np.ndarr
         progress(f"{role}: ranges over {len(inputs)} inputs")
         ranges = value_ranges(fp32, inputs)
         reference = outputs(fp32, inputs)
-        order = [n.name for n in runtime_nodes(fp32.graph) if not is_view(n)]
-    candidate = propose(fp32.graph, ranges, headroom=headroom)
+        order = [n.name for n in runtime_nodes(fp32.graph) if n.name in ranges]  # graph order, as the plans ran
+    candidate = propose(ranges, headroom=headroom)
     report = RoleReport(role, len(inputs), len(order), sorted(candidate.fp32_nodes & set(order)),
                         largest=sorted(ranges.values(), key=lambda r: -r.max_abs)[:5])
     keep = 0

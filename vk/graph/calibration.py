@@ -15,9 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from vkocr.engine.errors import ModelError
-from vkocr.engine.graph.ir import Graph
 from vkocr.engine.graph.lower import is_view
-from vkocr.engine.graph.model import Model, runtime_nodes
+from vkocr.engine.graph.model import Model
 from vkocr.engine.graph.numpy_executor import run_numpy
 from vkocr.engine.graph.plan_recipe import specialize_for
 from vkocr.engine.graph.precision import PrecisionPlan
@@ -59,10 +58,10 @@ def value_ranges(model: Model, inputs: Iterable[np.ndarray]) -> dict[str, NodeRa
     return ranges
 
 
-def propose(graph: Graph, ranges: dict[str, NodeRange], *, default: str = "fp16", headroom: float = HEADROOM,
+def propose(ranges: dict[str, NodeRange], *, default: str = "fp16", headroom: float = HEADROOM,
             keep_fp32: Iterable[str] = ()) -> PrecisionPlan:
-    """A plan storing `default` everywhere except the nodes whose range does not fit with `headroom`, the nodes
-    no range was measured for (never run on the calibration inputs: nothing says they fit), and `keep_fp32`."""
-    computing = {n.name for n in runtime_nodes(graph) if not is_view(n)}
-    unsafe = {name for name in computing if name not in ranges or not ranges[name].fits(headroom)}
+    """A plan storing `default` everywhere except the nodes whose range does not fit with `headroom`, and
+    `keep_fp32`. The nodes are those the plans of the calibration inputs ran (value_ranges): a node a per-shape
+    pass fused away (an Add become a conv's epilogue) never runs, so it needs no precision of its own."""
+    unsafe = {name for name, measured in ranges.items() if not measured.fits(headroom)}
     return PrecisionPlan(default, frozenset(unsafe | set(keep_fp32)))

@@ -14,7 +14,6 @@ from vkocr.agent.ocr import precision as choice
 from vkocr.agent.ocr.calibration import changed_decisions
 from vkocr.engine.errors import ModelError
 from vkocr.engine.graph.calibration import NodeRange, propose
-from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.precision import PrecisionPlan
 
 GATED = json.dumps({"models": {"det": {"default": "fp16", "fp32_nodes": ["head"]},
@@ -71,14 +70,13 @@ def test_a_plan_survives_its_file_and_a_broken_file_is_refused() -> None:
             PrecisionPlan.from_json(text)
 
 
-def test_propose_keeps_fp32_what_leaves_no_headroom_and_what_was_never_measured() -> None:
-    nodes = [Node("Conv", "small", ["x", "w"], ["a"]), Node("Conv", "large", ["a", "w"], ["b"]),
-             Node("Relu", "unseen", ["b"], ["y"])]
-    graph = Graph(nodes, ["x"], ["y"], {"w": np.ones((1, 1, 1, 1), np.float32)})
-    ranges = {"small": NodeRange("small", "Conv", 100.0), "large": NodeRange("large", "Conv", 5000.0)}
-    plan = propose(graph, ranges)
-    assert plan.default == "fp16" and plan.fp32_nodes == {"large", "unseen"}
-    assert propose(graph, ranges, headroom=10.0).fp32_nodes == {"unseen"}
+def test_propose_keeps_fp32_what_leaves_no_headroom() -> None:
+    ranges = {"small": NodeRange("small", "Conv", 100.0), "large": NodeRange("large", "Conv", 5000.0),
+              "broken": NodeRange("broken", "Conv", float("inf"))}
+    plan = propose(ranges)
+    assert plan.default == "fp16" and plan.fp32_nodes == {"large", "broken"}
+    assert propose(ranges, headroom=10.0).fp32_nodes == {"broken"}
+    assert propose(ranges, keep_fp32=["small"]).fp32_nodes == {"small", "large", "broken"}
     assert not NodeRange("n", "Conv", float("inf")).fits()
 
 
