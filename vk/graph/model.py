@@ -165,7 +165,6 @@ class Model:
         self.device = device
         self.stream = stream
         self.graph = replace(passes.optimize(graph), precision=precision) if _weights_of is None else graph
-        self.precision = precision
         self.input = input_spec or InputSpec(graph.inputs[0], None)
         if not self.input.float32:
             raise ModelError(f"model {graph.name}: input {self.input.name} is not float32")
@@ -218,6 +217,11 @@ class Model:
         graph, spec = read_model(source)
         return cls(graph, device, input_spec=spec, plan_cache_size=plan_cache_size,
                    plan_cache_bytes=plan_cache_bytes, shape_classes=shape_classes, precision=precision)
+
+    @property
+    def precision(self) -> PrecisionPlan:
+        """Each node's storage precision (the graph carries it, so every plan and sibling sees the same)."""
+        return self.graph.precision or FP32
 
     @property
     def backend(self) -> str:

@@ -47,6 +47,7 @@ from vkocr.engine.tensor import Tensor
 if TYPE_CHECKING:
     from vkocr.engine.device import Device
 
+
 class NotTraceable(EngineError):
     """Raised when a model's plans need something per shape that is not arithmetic (constants folded for one
     shape only): they are described shape by shape."""
