@@ -41,7 +41,8 @@ class ConstantArena:
 
     def __init__(self, device: Device, arrays: Mapping[str, np.ndarray]) -> None:
         self.device = device
-        self._arrays = {k: np.ascontiguousarray(a, dtype=FLOAT16 if np.asarray(a).dtype == FLOAT16 else FLOAT32)
+        # float16 arrays keep their dtype (an fp16 node's); anything else is stored as float32
+        self._arrays = {k: np.ascontiguousarray(a, dtype=FLOAT16 if a.dtype == FLOAT16 else FLOAT32)
                         for k, a in arrays.items()}
         offsets, total = _layout(self._arrays, device.alignment)
         self.nbytes = sum(a.nbytes for a in self._arrays.values())

@@ -16,7 +16,6 @@ FLOAT32 = np.dtype("<f4")
 FLOAT16 = np.dtype("<f2")
 # storage precision of a kernel's tensors → the SPIR-V variant that runs (KernelDef.at)
 PRECISIONS = {FLOAT32: "fp32", FLOAT16: "fp16"}
-DTYPES = {name: dtype for dtype, name in PRECISIONS.items()}
 FLAT_LOCAL = 256  # workgroup size of one-dimensional kernels
 MAX_GROUPS_X = 65535  # the minimum maxComputeWorkGroupCount[0] every device guarantees
 
