@@ -23,6 +23,7 @@ from importlib.resources import files
 from typing import Any
 
 from vkocr.agent.errors import OptionsError
+from vkocr.engine.devices import cpu_implementation
 from vkocr.engine.graph.precision import PrecisionPlan
 
 PRECISIONS = ("auto", "fp32", "fp16")
@@ -69,14 +70,18 @@ def uniform(precision: str) -> dict[str, PrecisionPlan]:
     return {role: PrecisionPlan(precision) for role in ROLES}
 
 
+def check_setting(setting: str) -> None:
+    if setting not in PRECISIONS:
+        raise OptionsError(f"precision {setting!r}: expected one of {', '.join(PRECISIONS)}")
+
+
 def choose_precision(setting: str, *, fp16_storage: bool, workarounds: frozenset[str] | set[str],
                      model_set: str | None, device_name: str, cpu_driver: bool = False,
                      discrete: bool = False) -> PrecisionChoice:
     """The precision for a Vulkan device with these features; OptionsError for fp16 where it cannot run.
     `cpu_driver`: a CPU implementation of Vulkan (lavapipe), where fp16 storage saves no bandwidth and costs
     conversions, so auto keeps fp32 (and the tests' answers stay the reference's)."""
-    if setting not in PRECISIONS:
-        raise OptionsError(f"precision {setting!r}: expected one of {', '.join(PRECISIONS)}")
+    check_setting(setting)
     if setting == "fp32":
         return PrecisionChoice("fp32", uniform("fp32"), "fp32 asked for")
     shipped = shipped_plans(model_set) if model_set else None
@@ -107,14 +112,11 @@ def choose_precision(setting: str, *, fp16_storage: bool, workarounds: frozenset
                            "plan passed its sameness gate)")
 
 
-
 FP32_CHOICE = PrecisionChoice("fp32", uniform("fp32"), "fp32: the stages were given, not opened by precision")
 
 
 def for_device(setting: str, device: Any, model_set: str | None) -> PrecisionChoice:
     """choose_precision for an open engine Device."""
-    from vkocr.engine.devices import cpu_implementation
-
     return choose_precision(setting, fp16_storage=device.info.fp16_storage, workarounds=device.workarounds,
                             model_set=model_set, device_name=device.info.name,
                             cpu_driver=cpu_implementation(device.info), discrete=device.info.type == "discrete")
@@ -122,6 +124,5 @@ def for_device(setting: str, device: Any, model_set: str | None) -> PrecisionCho
 
 def off_the_gpu(setting: str, backend: str) -> PrecisionChoice:
     """The CPU backends compute in fp32 whatever is asked (an unknown setting is still refused)."""
-    if setting not in PRECISIONS:
-        raise OptionsError(f"precision {setting!r}: expected one of {', '.join(PRECISIONS)}")
+    check_setting(setting)
     return PrecisionChoice("fp32", uniform("fp32"), f"{backend} computes in fp32")
