@@ -45,7 +45,8 @@ def populated() -> Metrics:
     m.rebuilt()
     m.rebuilt()
     m.set_info(version="0.3.1", device="NVIDIA H200", model_version="ppocrv4-2024.1", backend="vulkan",
-               backend_reason="the best ranked usable GPU: [0] NVIDIA H200 (discrete)")
+               backend_reason="the best ranked usable GPU: [0] NVIDIA H200 (discrete)", precision="fp32",
+               precision_reason="fp32 asked for")
     return m
 
 
@@ -103,7 +104,8 @@ def test_gauges_counters_and_build_info(scraped: Samples) -> None:
     assert value(scraped, "vkocr_device_rebuilds_total") == 2
     assert value(scraped, "vkocr_rejected_total") == 1
     info = value(scraped, "vkocr_build_info", version="0.3.1", device="NVIDIA H200", model_version="ppocrv4-2024.1",
-                 backend="vulkan", backend_reason="the best ranked usable GPU: [0] NVIDIA H200 (discrete)")
+                 backend="vulkan", backend_reason="the best ranked usable GPU: [0] NVIDIA H200 (discrete)",
+                 precision="fp32", precision_reason="fp32 asked for")
     assert info == 1
 
 
