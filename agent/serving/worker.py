@@ -283,13 +283,11 @@ class GpuWorker:
             self._flow = None
 
     def _announce(self, state: ServingState, reason: str) -> None:
-        pipeline = self.pipeline
-        self.state.set(state=state, reason=reason, model_version=self.model_version,
-                       device=pipeline.device_name if pipeline else "",
-                       backend=pipeline.backend.split(" ")[0] if pipeline else "",
-                       backend_reason=pipeline.backend_reason if pipeline else "",
-                       precision=pipeline.precision.precision if pipeline else "",
-                       precision_reason=pipeline.precision.reason if pipeline else "")
+        p = self.pipeline  # what serves, and why (all empty while none is open)
+        served = ({"device": p.device_name, "backend": p.backend.split(" ")[0], "backend_reason": p.backend_reason,
+                   "precision": p.precision.precision, "precision_reason": p.precision.reason} if p else
+                  dict.fromkeys(("device", "backend", "backend_reason", "precision", "precision_reason"), ""))
+        self.state.set(state=state, reason=reason, model_version=self.model_version, **served)
 
     def _do_swap(self, message: _Install) -> None:
         if not message.done.set_running_or_notify_cancel():  # abandoned by install()'s caller (a timeout)

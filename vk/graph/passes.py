@@ -33,6 +33,8 @@ from vkocr.engine.graph.rewrite import (
     operands,
     rewrite,
 )
+from vkocr.engine.graph.shape_fusion import fuse_gate as fuse_gate  # re-exported: the passes are all here
+from vkocr.engine.graph.shape_fusion import fuse_residual as fuse_residual
 from vkocr.engine.graph.specialize import Specialized
 
 CONV_OPS = ("Conv", "ConvTranspose")
@@ -325,81 +327,9 @@ def optimize(graph: Graph) -> Graph:
     return graph
 
 
-def fuse_residual(spec: Specialized) -> Specialized:
-    """Add(conv(x), r) → one Conv with r as a fourth input, added in its epilogue after the activation (one
-    dispatch and one pass over the output fewer). Only where the Add's two inputs have one shape (no
-    broadcasting), the conv's output feeds the Add alone, r is computed before the conv runs, and the conv is a
-    dense one (the depthwise kernel has no residual)."""
-    g = spec.graph
-    uses: dict[str, int] = {}
-    for node in g.nodes:
-        for name in node.inputs:
-            uses[name] = uses.get(name, 0) + 1
-    position = {out: i for i, node in enumerate(g.nodes) for out in node.outputs}
-    fused: dict[int, Node] = {}  # conv position → the conv with its residual
-    dropped: set[int] = set()
-    for i, node in enumerate(g.nodes):
-        if node.op != "Add" or len(node.inputs) != 2 or any(n not in spec.shapes for n in node.inputs):
-            continue
-        for value, other in (node.inputs, node.inputs[::-1]):
-            at = position.get(value, -1)
-            conv = g.nodes[at] if at >= 0 else None
-            if (conv is None or at in fused or conv.op != "Conv" or len(conv.inputs) > 3 or uses[value] != 1
-                    or value in g.outputs or position.get(other, -1) >= at or _is_depthwise(g, conv)
-                    or spec.shapes[value] != spec.shapes[other]):
-                continue
-            bias = conv.inputs[2] if len(conv.inputs) > 2 else ""
-            fused[at] = Node("Conv", conv.name, [conv.inputs[0], conv.inputs[1], bias, other], [node.outputs[0]],
-                             conv.attrs)
-            dropped.add(i)
-            break
-    if not fused:
-        return spec
-    out = g.shallow_copy()
-    out.nodes = [fused.get(i, node) for i, node in enumerate(g.nodes) if i not in dropped]
-    return Specialized(out, spec.shapes, spec.dtypes)
-
-
-def fuse_gate(spec: Specialized) -> Specialized:
-    """Add(x, Mul(x, s)) → GatedAdd(x, s): an SE block's x + x·s in one pass over x instead of two (s broadcasts
-    into x; the Mul's product feeds the Add alone). The product is rounded before the add, as before."""
-    g = spec.graph
-    uses: dict[str, int] = {}
-    for node in g.nodes:
-        for name in node.inputs:
-            uses[name] = uses.get(name, 0) + 1
-    producer = {out: node for node in g.nodes for out in node.outputs}
-    dropped: set[str] = set()
-    replaced: dict[str, Node] = {}
-    for node in g.nodes:
-        if node.op != "Add" or len(node.inputs) != 2:
-            continue
-        for x, m in (node.inputs, node.inputs[::-1]):
-            mul = producer.get(m)
-            if (mul is None or mul.op != "Mul" or len(mul.inputs) != 2 or x not in mul.inputs or uses[m] != 1
-                    or m in g.outputs or mul.name in dropped or x not in spec.shapes):
-                continue
-            s = mul.inputs[1] if mul.inputs[0] == x else mul.inputs[0]
-            if s == x or spec.shape(x) != spec.shapes.get(node.outputs[0]):
-                continue
-            replaced[node.name] = Node("GatedAdd", node.name, [x, s], list(node.outputs))
-            dropped.add(mul.name)
-            break
-    if not replaced:
-        return spec
-    out = g.shallow_copy()
-    out.nodes = [replaced.get(n.name, n) for n in g.nodes if n.name not in dropped]
-    return Specialized(out, spec.shapes, spec.dtypes)
-
-
-def _is_depthwise(g: Graph, conv: Node) -> bool:
-    w = g.constants.get(conv.inputs[1])
-    group = int(conv.attrs.get("group", 1))
-    return w is None or (w.ndim == 4 and w.shape[1] == 1 and w.shape[0] == group and group > 1)
-
-
 def finalize(spec: Specialized) -> Specialized:
-    """Passes that need this plan's shapes, in order: as_views, fuse_residual, fuse_gate, then remove_dead."""
+    """Passes that need this plan's shapes, in order: as_views, fuse_residual and fuse_gate (shape_fusion.py),
+    then remove_dead."""
     spec = fuse_gate(fuse_residual(as_views(spec)))
     return Specialized(remove_dead(spec.graph), spec.shapes)
 

@@ -9,7 +9,7 @@ import numpy as np
 from .activation import apply_activation
 from .erf import erf
 
-BINARY_OPS: tuple[str, ...] = ("add", "sub", "mul", "div", "pow", "gated_add")
+BINARY_OPS: tuple[str, ...] = ("add", "sub", "mul", "div", "pow")  # ONNX's; binary() also does our "gated_add"
 UNARY_OPS: tuple[str, ...] = ("sqrt", "sigmoid", "hardsigmoid", "relu", "clip", "exp", "tanh", "neg", "abs",
                               "reciprocal", "leakyrelu", "hardswish", "erf", "gelu")
 # ONNX attribute defaults callers should pass as (alpha, beta); clip's are (min, max).
@@ -48,7 +48,7 @@ def binary(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.power(a, b).astype(a.dtype, copy=False)  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
     if op == "gated_add":  # a + a·b, rounded after the product as the Mul and Add it replaces (passes.fuse_gate)
         return np.add(a, np.multiply(a, b))  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
-    raise ValueError(f"unknown binary op {op!r}; expected one of {BINARY_OPS}")
+    raise ValueError(f"unknown binary op {op!r}; expected one of {BINARY_OPS} or gated_add")
 
 
 def unary(op: str, x: np.ndarray, alpha: float = 0.0, beta: float = 0.0) -> np.ndarray:
