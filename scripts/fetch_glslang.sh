@@ -26,14 +26,9 @@ installed && exit 0
 say "installing glslang 15 into $target (Debian $suite's glslang-tools and its runtime, unpacked, not installed)"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/lists/partial" "$tmp/root"
-echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $suite main" \
-    >"$tmp/sources.list"
-apt_opts=(-oDir::Etc::SourceList="$tmp/sources.list" -oDir::Etc::SourceParts=/dev/null
-          -oDir::State::Lists="$tmp/lists" -oAPT::Sandbox::User=root)
-apt-get "${apt_opts[@]}" update >/dev/null
-(cd "$tmp" && apt-get "${apt_opts[@]}" download "${packages[@]}" >/dev/null)
-for deb in "$tmp"/*.deb; do dpkg-deb -x "$deb" "$tmp/root"; done
+# shellcheck source=scripts/debian13.sh
+source scripts/debian13.sh
+debian13_unpack "$tmp/root" "$suite" "${packages[@]}"
 rm -rf "$target"
 mkdir -p "$target"
 cp -a "$tmp/root/usr/lib/x86_64-linux-gnu" "$target/lib"

@@ -35,18 +35,11 @@ installed && exit 0
 say "installing Mesa's lavapipe with cooperative matrices into $target (Debian 13 backports, unpacked)"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/lists/partial" "$tmp/root"
-for suite in trixie trixie-backports; do
-    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $suite main"
-done >"$tmp/sources.list"
-apt_opts=(-oDir::Etc::SourceList="$tmp/sources.list" -oDir::Etc::SourceParts=/dev/null
-          -oDir::State::Lists="$tmp/lists" -oDir::Cache="$tmp/cache" -oAPT::Sandbox::User=root)
-mkdir -p "$tmp/cache"
-apt-get "${apt_opts[@]}" update >/dev/null
+# shellcheck source=scripts/debian13.sh
+source scripts/debian13.sh
 # lavapipe's own needs beyond what Debian 12 has: LLVM 19, libdisplay-info 2, and the C/C++ runtime (glibc ≥ 2.39)
-(cd "$tmp" && apt-get "${apt_opts[@]}" download mesa-vulkan-drivers/trixie-backports libllvm19 libdisplay-info2 \
-    libc6 libstdc++6 libgcc-s1 >/dev/null)
-for deb in "$tmp"/*.deb; do dpkg-deb -x "$deb" "$tmp/root"; done
+debian13_unpack "$tmp/root" "trixie trixie-backports" mesa-vulkan-drivers/trixie-backports libllvm19 \
+    libdisplay-info2 libc6 libstdc++6 libgcc-s1
 rm -rf "$target"
 mkdir -p "$target/lib"
 cp -a "$tmp/root/usr/lib/x86_64-linux-gnu/." "$target/lib/"
@@ -65,4 +58,5 @@ exec "$here/lib/ld-linux-x86-64.so.2" \
 SH
 chmod +x "$target/run"
 installed || { say "lavapipe: $target/run lists no cooperative matrix"; exit 1; }
-say "lavapipe: $(grep -o 'mesa-vulkan-drivers_[^ ]*' <<<"$(ls "$tmp")" || true) in $target"
+say "lavapipe: $(zcat "$tmp/root/usr/share/doc/mesa-vulkan-drivers/changelog.Debian.gz" 2>/dev/null | head -n 1 \
+    | cut -d';' -f1) in $target"
