@@ -57,7 +57,7 @@ sys.meta_path.insert(0, _Checkout())
 from vkocr.engine.coopmat import why_not  # noqa: E402
 from vkocr.engine.device import Device  # noqa: E402
 from vkocr.engine.kernels.conv import Conv2d, conv_output_shape  # noqa: E402
-from vkocr.engine.kernels.conv_coopmat import pick_coopmat_tile  # noqa: E402
+from vkocr.engine.kernels.conv_coopmat import CoopmatTile, pick_coopmat_tile  # noqa: E402
 from vkocr.engine.ops.conv import conv2d  # noqa: E402
 from vkocr.engine.recorder import Recorder  # noqa: E402
 from vkocr.engine.tensor import Tensor  # noqa: E402
@@ -126,13 +126,28 @@ CASES = [
     Case((1, 20, 23, 19), 17, (3, 3), pads=(1, 1, 1, 1), residual=True, what="partial M + residual"),
 ]
 
+# PP-OCRv6 small's costliest convolutions: det at 1x3x736x1024, rec at 16x3x48x320
 TIMED = [
-    Case((1, 16, 368, 512), 32, (3, 3), pads=(1, 1, 1, 1), activation="relu", what="det 3x3 16->32"),
-    Case((1, 64, 184, 256), 64, (3, 3), pads=(1, 1, 1, 1), what="det 3x3 64->64"),
-    Case((1, 128, 92, 128), 96, (3, 3), pads=(1, 1, 1, 1), what="det 3x3 128->96"),
-    Case((1, 96, 184, 256), 96, (1, 1), what="det 1x1 96->96"),
-    Case((1, 16, 368, 512), 64, (1, 1), what="det 1x1 16->64"),
+    Case((1, 96, 184, 256), 24, (3, 3), pads=(1, 1, 1, 1), what="det Conv.82 3x3 96->24"),
+    Case((1, 48, 368, 512), 24, (3, 3), strides=(2, 2), pads=(1, 1, 1, 1), what="det Conv.3 3x3 s2 48->24"),
+    Case((1, 48, 184, 256), 96, (1, 1), what="det Conv.8 1x1 48->96"),
+    Case((1, 96, 184, 256), 48, (1, 1), what="det Conv.9 1x1 96->48"),
+    Case((1, 96, 92, 128), 192, (1, 1), what="det Conv.22 1x1 96->192"),
+    Case((1, 192, 46, 64), 384, (1, 1), what="det Conv.41 1x1 192->384"),
+    Case((1, 768, 23, 32), 384, (1, 1), what="det Conv.53 1x1 768->384"),
+    Case((16, 96, 24, 160), 48, (3, 3), strides=(2, 2), pads=(1, 1, 1, 1), what="rec Conv.3 3x3 s2 96->48"),
+    Case((16, 192, 6, 80), 384, (1, 1), what="rec Conv.22 1x1 192->384"),
+    Case((16, 768, 3, 80), 384, (1, 1), what="rec Conv.53 1x1 768->384"),
 ]
+# Tiles to compare with the picked one (--tiles): 128 or 256 invocations on a 32-wide subgroup
+EXTRA_TILES = {
+    "thin 16x128": CoopmatTile(sg_m=1, sg_n=4, fm=1, fn=2),
+    "square 64x128": CoopmatTile(sg_m=2, sg_n=2, fm=2, fn=4),
+    "wide 64x128/256": CoopmatTile(sg_m=2, sg_n=4, fm=2, fn=2),
+    "big 128x128/256": CoopmatTile(sg_m=4, sg_n=2, fm=2, fn=4),
+    "tall 128x64": CoopmatTile(sg_m=2, sg_n=2, fm=4, fn=2),
+    "32x64": CoopmatTile(sg_m=2, sg_n=2, fm=1, fn=2),
+}
 
 
 def act_attrs(case: Case) -> dict[str, Any]:
@@ -169,10 +184,10 @@ def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
 
 
 def record_case(rec: Recorder, conv: Conv2d, t: list[Tensor | None], coopmat: bool | None,
-                residual: Tensor | None = None) -> None:
+                residual: Tensor | None = None, tile: CoopmatTile | None = None) -> None:
     x, w, out, b = t
     assert x is not None and w is not None and out is not None
-    conv.record(rec, x, w, out, b, coopmat=coopmat, residual=residual)
+    conv.record(rec, x, w, out, b, coopmat=coopmat, residual=residual, coopmat_tile=tile)
 
 
 def labels(device: Device, record: Any) -> list[str]:
@@ -241,8 +256,8 @@ def check_cases(device: Device, precisions: list[Any], coopmat: bool | None, sma
     return rows, failures
 
 
-def time_one(device: Device, case: Case, dtype: Any, coopmat: bool | None, repeats: int, rounds: int
-             ) -> dict[str, Any]:
+def time_one(device: Device, case: Case, dtype: Any, coopmat: bool | None, repeats: int, rounds: int,
+             tile: CoopmatTile | None = None) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     x, w, b = inputs(case, rng, dtype)
     assert x is not None and w is not None
@@ -252,7 +267,7 @@ def time_one(device: Device, case: Case, dtype: Any, coopmat: bool | None, repea
     conv = prepared(case)
     try:
         def record(rec: Recorder) -> None:
-            record_case(rec, conv, [tx, tw, out, tb], coopmat)
+            record_case(rec, conv, [tx, tw, out, tb], coopmat, tile=tile)
 
         kernels = sorted(set(lab for lab in labels(device, record) if lab.startswith("conv2d")))
         samples: list[float] = []
@@ -276,16 +291,19 @@ def time_one(device: Device, case: Case, dtype: Any, coopmat: bool | None, repea
             "tflops": flops / (best * 1e-3) / 1e12}
 
 
-def time_cases(device: Device, variants: list[tuple[str, Any, bool | None]], repeats: int, rounds: int
+Variant = tuple[str, Any, "bool | None", "CoopmatTile | None"]  # label, storage dtype, coopmat, forced tile
+
+
+def time_cases(device: Device, variants: list[Variant], repeats: int, rounds: int
                ) -> tuple[list[dict[str, Any]], int]:
     rows, failures = [], 0
     print(f"\n{'GPU time per conv (min / median ms, TFLOP/s at min)':<60}" + "".join(f"{v[0]:>26}" for v in variants))
     for case in TIMED:
         row: dict[str, Any] = {"case": str(case).strip()}
         cells = []
-        for label, dtype, coopmat in variants:
+        for label, dtype, coopmat, tile in variants:
             try:
-                got = time_one(device, case, dtype, coopmat, repeats, rounds)
+                got = time_one(device, case, dtype, coopmat, repeats, rounds, tile)
             except Exception as exc:  # noqa: BLE001
                 traceback.print_exc()
                 got = {"error": f"{type(exc).__name__}: {exc}"}
@@ -309,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--simt", action="store_true", help="check and time the SIMT kernel alone (any device)")
     parser.add_argument("--repeats", type=int, default=20, help="dispatches per timed recording")
     parser.add_argument("--rounds", type=int, default=3, help="timed replays per variant")
+    parser.add_argument("--tiles", action="store_true", help="also time fp16 with each tile of EXTRA_TILES")
     parser.add_argument("--small", action="store_true",
                         help="skip the det-sized checks and the timings (a CPU implementation of Vulkan)")
     args = parser.parse_args(argv)
@@ -336,13 +355,15 @@ def main(argv: list[str] | None = None) -> int:
             coopmat = False if args.simt else True
             result["checks"], failed = check_cases(device, precisions, coopmat, args.small)
             failures += failed
-            variants: list[tuple[str, Any, bool | None]] = [("simt fp32", np.float32, False)]
+            variants: list[Variant] = [("simt fp32", np.float32, False, None)]
             if info.fp16_storage:
-                variants.append(("simt fp16", np.float16, False))
+                variants.append(("simt fp16", np.float16, False, None))
             if not args.simt:
-                variants.append(("coopmat fp32", np.float32, True))
+                variants.append(("coopmat fp32", np.float32, True, None))
                 if info.fp16_storage:
-                    variants.append(("coopmat fp16 (auto)", np.float16, None))
+                    variants.append(("coopmat fp16 (auto)", np.float16, None, None))
+                    variants += [(f"fp16 {name}", np.float16, True, tile) for name, tile in EXTRA_TILES.items()
+                                 if args.tiles]
             if not args.small:
                 result["timings"], failed = time_cases(device, variants, args.repeats, args.rounds)
                 failures += failed

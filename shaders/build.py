@@ -26,7 +26,9 @@ GLSLC_FLAGS = ["--target-env=vulkan1.1", "-O", "-Werror", f"-I{SHADER_DIR / 'inc
 # cooperative matrices: SPIR-V 1.5 (Vulkan 1.2), where the workgroup size stays the WorkgroupSize spec constant
 # (for Vulkan 1.3 glslang emits LocalSizeId, which needs the maintenance4 feature) and the Vulkan memory model
 # that GL_KHR_memory_scope_semantics brings is core (the device enables vulkanMemoryModel with coopmat)
-GLSLANG_FLAGS = ["-V", "--target-env", "vulkan1.2", "-Os", f"-I{SHADER_DIR / 'include'}"]
+# No -Os: glslang 15.2's SPIR-V optimizer crashes (SIGSEGV) on conv2d_coopmat.comp's prefetch registers; the
+# driver's compiler optimizes the unoptimized SPIR-V as well.
+GLSLANG_FLAGS = ["-V", "--target-env", "vulkan1.2", f"-I{SHADER_DIR / 'include'}"]
 COOPMAT_EXTENSION = "GL_KHR_cooperative_matrix"
 GLSLANG_HINT = "scripts/fetch_glslang.sh (glslang ≥ 14 for GL_KHR_cooperative_matrix)"
 

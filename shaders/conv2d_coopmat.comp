@@ -5,12 +5,18 @@
 // with M = Cout/group, N = Hout·Wout, K = (Cin/group)·KH·KW, one GEMM per (image, group) = gl_WorkGroupID.z.
 //
 // A workgroup of SG_M × SG_N subgroups owns a BM × BN output tile (BM = SG_M·FM·TM, BN = SG_N·FN·TN); each
-// subgroup an FM × FN grid of TM × TN accumulators (fp32). Per step of BK = KSTEPS·TK along K the workgroup
-// fetches the BM × BK slice of the weights and the BK × BN slice of im2col (built on the fly, zero in the
-// padding and past every edge of M, N and K), converts them to fp16 into shared memory, and each subgroup
-// multiplies its rows of A by its columns of B with coopMatMulAdd. The accumulators leave through shared
-// memory, one TM × TN matrix per subgroup at a time, so that each element gets the fp32 epilogue (bias,
-// activation, post-affine) and one rounding on store (STORE), bounds-checked, exactly as in conv2d.comp.
+// subgroup an FM × FN grid of TM × TN accumulators (fp32). The K dimension goes by steps of BK = KSTEPS·TK:
+// the BM × BK slice of the weights and the BK × BN slice of im2col (built on the fly, zero in the padding and
+// past every edge of M, N and K) are converted to fp16 into one of two shared buffers while the subgroups
+// multiply the other's with coopMatMulAdd. The next step's global loads are issued into registers before this
+// step's multiplications, so their latency hides behind the matrix units; one barrier per step.
+// The accumulators leave through shared memory, one TM × TN matrix per subgroup at a time, so that each element
+// gets the fp32 epilogue (bias, activation, post-affine, residual) and one rounding on store (STORE),
+// bounds-checked, exactly as in conv2d.comp.
+//
+// im2col: where the workgroup's invocations are a multiple of BN (NVIDIA's tiles), an invocation fetches one
+// column of B and every RP-th row of it, so it walks k by a fixed stride and keeps (channel, tap row, tap column)
+// by additions: no division per element. Otherwise each element is located by division.
 //
 // TM × TN × TK must be a shape the device lists (vk/devices.py coopmat_shapes; the host picks it, 16×16×16 on
 // NVIDIA). The workgroup must hold exactly SG_M·SG_N subgroups (the host sizes it from the device's subgroup
@@ -39,18 +45,26 @@ layout(constant_id = 12) const uint FM = 1;      // accumulators per subgroup al
 layout(constant_id = 13) const uint FN = 2;
 layout(constant_id = 14) const uint KSTEPS = 2;  // TK-deep steps per shared-memory tile
 layout(constant_id = 15) const bool RESIDUAL = false;  // add the residual tensor last (passes.fuse_residual)
+// fp32 inputs as a pair of fp16 (hi = fp16(v), lo = fp16(v - hi)) and three products per step, small ones first
+// (lo·hi, hi·lo, hi·hi): about 21 bits of each input instead of 11, so the sums stay close to an fp32 kernel's
+layout(constant_id = 16) const bool SPLIT = false;
 
 const uint SUBGROUPS = SG_M * SG_N;
 const uint THREADS = gl_WorkGroupSize.x;
 const uint BM = SG_M * FM * TM;
 const uint BN = SG_N * FN * TN;
 const uint BK = KSTEPS * TK;
-const uint A_STRIDE = BK + 8;  // halves per row of the shared A tile (BM rows, k fastest)
-const uint B_STRIDE = BN + 8;  // halves per row of the shared B tile (BK rows, n fastest)
+const uint A_STRIDE = BK + 8;  // halves per row of a shared A tile (BM rows, k fastest)
+const uint B_STRIDE = BN + 8;  // halves per row of a shared B tile (BK rows, n fastest)
+const uint A_SIZE = BM * A_STRIDE;
+const uint B_SIZE = BK * B_STRIDE;
+const uint PARTS = SPLIT ? 2 : 1;  // fp16 tiles per operand per buffer: hi (and lo)
 const uint C_SIZE = TM * TN;   // one accumulator's staging per subgroup
-// With THREADS a multiple of BN a thread fetches the same im2col column in every slot and step: its column
-// state (a division by the output width) is computed once.
-const bool ONE_COLUMN = THREADS % BN == 0;
+const uint A_LOADS = (BM * BK + THREADS - 1) / THREADS;  // elements per invocation per step
+const uint B_LOADS = (BK * BN + THREADS - 1) / THREADS;
+// One im2col column per invocation, every RP-th row: the walk by additions (see above).
+const uint RP = (THREADS + BN - 1) / BN;  // rows per pass (never 0: a constant divides by it)
+const bool ONE_COLUMN = THREADS % BN == 0 && BK % RP == 0;
 
 layout(std430, set = 0, binding = 0) readonly buffer BufX { STORE_T x[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufW { STORE_T w[]; };
@@ -72,27 +86,101 @@ layout(push_constant) uniform Params {
     float post_scale, post_shift;  // read only when POST_AFFINE
 } p;
 
-shared float16_t tile_a[BM * A_STRIDE];
-shared float16_t tile_b[BK * B_STRIDE];
+shared float16_t tile_a[2 * PARTS * A_SIZE];  // [buffer][part][row][k]
+shared float16_t tile_b[2 * PARTS * B_SIZE];  // [buffer][part][k][column]
 shared float stage_c[SUBGROUPS * C_SIZE];
 
-uint base_x, base_w, base_y, first_channel;
+uint base_x, base_w, base_y, first_channel, M, N, K;
+uint tid;
 
-// (top row, left column) of output pixel n's receptive field in the unpadded input, or its address if POINTWISE
-uvec2 b_column(uint n) {
-    if (POINTWISE) return uvec2(base_x + n, 0);
+// The next step's elements, fetched ahead into registers, and where each goes in the shared tiles.
+float next_a[A_LOADS];
+float next_b[B_LOADS];
+
+// ONE_COLUMN's walk: this invocation's column (its receptive field's top row and left column, or its address if
+// POINTWISE), the row it fetches next and that row's (channel, tap row, tap column).
+uint col_n, col_top, col_left, walk_k, walk_c, walk_kh, walk_kw;
+
+// (top row, left column) of output pixel n's receptive field in the unpadded input (wrapping below zero)
+uvec2 receptive_corner(uint n) {
     uint oh = n / p.Wout, ow = n - oh * p.Wout;
     return uvec2(oh * p.stride_h - p.pad_top, ow * p.stride_w - p.pad_left);
 }
 
-// im2col[k][n] for k < K, n < N; col = b_column(n)
-float load_b(uint k, uvec2 col) {
-    if (POINTWISE) return float(x[col.x + k * (p.H * p.W)]);
+// im2col[k][n] for in-range k and n, located by division (the general path)
+float im2col(uint k, uint n) {
+    if (POINTWISE) return float(x[base_x + k * (p.H * p.W) + n]);
+    uvec2 corner = receptive_corner(n);
     uint ci = k / (KH * KW), tap = k % (KH * KW);
     // unsigned wrap-around makes rows/columns in the top/left padding fail the < test too
-    uint ih = col.x + (tap / KW) * p.dil_h, iw = col.y + (tap % KW) * p.dil_w;
+    uint ih = corner.x + (tap / KW) * p.dil_h, iw = corner.y + (tap % KW) * p.dil_w;
     if (ih >= p.H || iw >= p.W) return 0.0;
     return float(x[base_x + (ci * p.H + ih) * p.W + iw]);
+}
+
+// im2col at the walk's row for this invocation's column, then the walk steps RP rows on
+float walk_next() {
+    float v = 0.0;
+    if (walk_k < K && col_n < N) {
+        if (POINTWISE) {
+            v = float(x[base_x + walk_k * (p.H * p.W) + col_n]);
+        } else {
+            uint ih = col_top + walk_kh * p.dil_h, iw = col_left + walk_kw * p.dil_w;
+            if (ih < p.H && iw < p.W) v = float(x[base_x + (walk_c * p.H + ih) * p.W + iw]);
+        }
+    }
+    walk_k += RP;
+    if (!POINTWISE) {
+        walk_kw += RP;
+        while (walk_kw >= KW) { walk_kw -= KW; walk_kh += 1; }
+        while (walk_kh >= KH) { walk_kh -= KH; walk_c += 1; }
+    }
+    return v;
+}
+
+void fetch(uint k0, uint m0, uint n0) {
+    [[unroll]] for (uint i = 0; i < A_LOADS; ++i) {
+        uint e = tid + i * THREADS;
+        uint m = m0 + e / BK, k = k0 + e % BK;
+        // the weights are row-major (Cout/group, K): k fastest, coalesced
+        next_a[i] = (e < BM * BK && m < M && k < K) ? float(w[base_w + m * K + k]) : 0.0;
+    }
+    [[unroll]] for (uint i = 0; i < B_LOADS; ++i) {
+        if (ONE_COLUMN) {
+            next_b[i] = walk_next();
+        } else {
+            uint e = tid + i * THREADS;
+            uint k = k0 + e / BN, n = n0 + e % BN;
+            next_b[i] = (e < BK * BN && k < K && n < N) ? im2col(k, n) : 0.0;
+        }
+    }
+}
+
+// v − fp16(v), in fp16: the part of v that fp16 rounds off. The rounding goes through packHalf2x16 and `precise`
+// keeps compilers from folding float(float16_t(v)) back into v.
+float16_t low_half(float v) {
+    precise float lo = v - unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x;
+    return float16_t(lo);
+}
+
+void put(uint slot) {
+    [[unroll]] for (uint i = 0; i < A_LOADS; ++i) {
+        uint e = tid + i * THREADS;
+        if (e < BM * BK) {
+            uint at = slot * PARTS * A_SIZE + (e / BK) * A_STRIDE + e % BK;
+            tile_a[at] = float16_t(next_a[i]);
+            if (SPLIT) tile_a[at + A_SIZE] = low_half(next_a[i]);
+        }
+    }
+    [[unroll]] for (uint i = 0; i < B_LOADS; ++i) {
+        // ONE_COLUMN: element i is row tid / BN + i·RP of column tid % BN, the same place as e / BN, e % BN
+        uint e = tid + i * THREADS;
+        if (e < BK * BN) {
+            uint at = slot * PARTS * B_SIZE + (e / BN) * B_STRIDE + e % BN;
+            tile_b[at] = float16_t(next_b[i]);
+            if (SPLIT) tile_b[at + B_SIZE] = low_half(next_b[i]);
+        }
+    }
 }
 
 void store_c(uint m, uint n, float acc) {
@@ -105,14 +193,16 @@ void store_c(uint m, uint n, float acc) {
 }
 
 void main() {
-    uint tid = gl_LocalInvocationIndex;
+    tid = gl_LocalInvocationIndex;
     uint image = gl_WorkGroupID.z / p.group, g = gl_WorkGroupID.z % p.group;
     uint cin = p.cin_g * p.group, cout = p.cout_g * p.group;
     first_channel = g * p.cout_g;
     base_x = (image * cin + g * p.cin_g) * (p.H * p.W);
     base_w = first_channel * (p.cin_g * KH * KW);
     base_y = (image * cout + first_channel) * (p.Hout * p.Wout);
-    uint M = p.cout_g, N = p.Hout * p.Wout, K = p.cin_g * KH * KW;
+    M = p.cout_g;
+    N = p.Hout * p.Wout;
+    K = p.cin_g * KH * KW;
     uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
 
     if (gl_NumSubgroups != SUBGROUPS) {
@@ -126,44 +216,59 @@ void main() {
     uint sg = gl_SubgroupID;
     uint wm = (sg / SG_N) * (FM * TM), wn = (sg % SG_N) * (FN * TN);  // the subgroup's corner in the tile
 
+    // ONE_COLUMN's walk starts at row tid / BN of column tid % BN (worked out either way: cheap, and uniform)
+    col_n = n0 + tid % BN;
+    uvec2 corner = receptive_corner(col_n);
+    col_top = corner.x;
+    col_left = corner.y;
+    walk_k = tid / BN;
+    walk_c = walk_k / (KH * KW);
+    walk_kh = (walk_k % (KH * KW)) / KW;
+    walk_kw = walk_k % KW;
+
     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc[FM * FN];
     [[unroll]] for (uint i = 0; i < FM * FN; ++i) {
         acc[i] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
     }
-    uvec2 my_column = b_column(n0 + tid % BN);
 
-    for (uint k0 = 0; k0 < K; k0 += BK) {
-        // the BM × BK slice of the weights (row-major (Cout/group, K): k fastest, coalesced)
-        for (uint e = tid; e < BM * BK; e += THREADS) {
-            uint r = e / BK, c = e % BK;
-            uint m = m0 + r, k = k0 + c;
-            float v = (m < M && k < K) ? float(w[base_w + m * K + k]) : 0.0;
-            tile_a[r * A_STRIDE + c] = float16_t(v);
-        }
-        // the BK × BN slice of im2col (n fastest: consecutive output pixels, coalesced)
-        for (uint e = tid; e < BK * BN; e += THREADS) {
-            uint r = e / BN, c = e % BN;
-            uint k = k0 + r, n = n0 + c;
-            float v = 0.0;
-            if (k < K && n < N) v = load_b(k, ONE_COLUMN ? my_column : b_column(n));
-            tile_b[r * B_STRIDE + c] = float16_t(v);
-        }
-        barrier();
+    uint steps = (K + BK - 1) / BK;
+    fetch(0, m0, n0);
+    put(0);
+    barrier();
+    for (uint s = 0; s < steps; ++s) {
+        uint slot = s & 1;
+        bool more = s + 1 < steps;
+        if (more) fetch((s + 1) * BK, m0, n0);  // in flight while the matrices multiply
+        uint a_at = slot * PARTS * A_SIZE, b_at = slot * PARTS * B_SIZE;
         [[unroll]] for (uint kk = 0; kk < BK; kk += TK) {
             coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> a[FM];
+            coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> a_lo[FM];
             [[unroll]] for (uint fm = 0; fm < FM; ++fm) {
-                coopMatLoad(a[fm], tile_a, (wm + fm * TM) * A_STRIDE + kk, A_STRIDE,
-                            gl_CooperativeMatrixLayoutRowMajor);
+                uint at = a_at + (wm + fm * TM) * A_STRIDE + kk;
+                coopMatLoad(a[fm], tile_a, at, A_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+                if (SPLIT) coopMatLoad(a_lo[fm], tile_a, at + A_SIZE, A_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
             }
             [[unroll]] for (uint fn = 0; fn < FN; ++fn) {
+                uint at = b_at + kk * B_STRIDE + wn + fn * TN;
                 coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> b;
-                coopMatLoad(b, tile_b, kk * B_STRIDE + wn + fn * TN, B_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatLoad(b, tile_b, at, B_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+                if (SPLIT) {
+                    coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> b_lo;
+                    coopMatLoad(b_lo, tile_b, at + B_SIZE, B_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+                    [[unroll]] for (uint fm = 0; fm < FM; ++fm) {
+                        acc[fm * FN + fn] = coopMatMulAdd(a_lo[fm], b, acc[fm * FN + fn]);
+                        acc[fm * FN + fn] = coopMatMulAdd(a[fm], b_lo, acc[fm * FN + fn]);
+                    }
+                }
                 [[unroll]] for (uint fm = 0; fm < FM; ++fm) {
                     acc[fm * FN + fn] = coopMatMulAdd(a[fm], b, acc[fm * FN + fn]);
                 }
             }
         }
-        barrier();  // every subgroup's reads of this step's tiles before the next step overwrites them
+        // The other buffer was last read in the previous step, which every subgroup finished before the
+        // barrier that ended it: it can be filled now; the barrier below publishes it for the next step.
+        if (more) put(slot ^ 1);
+        barrier();
     }
 
     // Epilogue: each accumulator through the subgroup's staging matrix, then per element (row-major TM × TN).

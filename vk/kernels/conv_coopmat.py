@@ -5,15 +5,16 @@ tile, and the launch.
 kernel (conv2d.comp) exactly as before. The kernel shares conv2d.comp's push constants and its constants 8..11
 (pointwise, KH, KW, post-affine), so the prepared node serves both.
 
-The chain is coopmat → fp16 → fp32. The matrices multiply fp16 inputs (fp32 sums): about 1e-3 of relative
-error against the fp32 result, where fp16 storage already rounds to that. So on its own the path serves the
-convolutions whose tensors are stored in fp16 (AUTO_PRECISIONS), and only with VKOCR_COOPMAT=1 (vk/coopmat.py
-`switched_on`: measured slower than the SIMT kernel on the H200 so far); an fp32-stored convolution keeps the exact
-SIMT kernel unless its caller asks for the matrices (`coopmat=True`: scripts/check_coopmat.py, benchmarks).
+The chain is coopmat → fp16 → fp32. The matrices multiply fp16 inputs with fp32 sums. Tensors stored in fp16 go
+in as they are. Tensors stored in fp32 go in as hi + lo fp16 pairs, three products each (the shader's SPLIT):
+~21 bits of every input, a few 1e-7 of relative error like the SIMT kernel's, where one fp16 product would give
+~3e-4. Both take the path unasked (AUTO_PRECISIONS) only with VKOCR_COOPMAT=1 (vk/coopmat.py `switched_on`);
+`coopmat=True` asks for it (scripts/check_coopmat.py, benchmarks).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
 
 CONV2D_COOPMAT = KernelDef("conv2d_coopmat", ("r", "r", "r", "w", "r"), 76)  # x, w, bias, out, residual
-AUTO_PRECISIONS = ("fp16",)  # storage precisions whose convolutions take the matrices unasked
+AUTO_PRECISIONS = ("fp16", "fp32")  # storage precisions whose convolutions take the matrices unasked
 SUBGROUPS = 4  # subgroups per workgroup (128 invocations on NVIDIA)
 MIN_M = 16  # output channels per group below which the SIMT kernel serves (depthwise convs never reach this)
 MIN_K = 16  # input channels per group × kernel taps
@@ -47,11 +48,12 @@ class CoopmatTile:
         tm, tn, tk = mnk
         return self.sg_m * self.fm * tm, self.sg_n * self.fn * tn, self.ksteps * tk
 
-    def shared_bytes(self, mnk: tuple[int, int, int]) -> int:
-        """What conv2d_coopmat.comp declares: fp16 A and B tiles (rows padded by 8), one fp32 TM × TN staging
-        matrix per subgroup."""
+    def shared_bytes(self, mnk: tuple[int, int, int], split: bool = False) -> int:
+        """What conv2d_coopmat.comp declares: two buffers of fp16 A and B tiles (rows padded by 8; a hi and a lo
+        tile each when `split`), one fp32 TM × TN staging matrix per subgroup."""
         bm, bn, bk = self.dims(mnk)
-        return 2 * bm * (bk + 8) + 2 * bk * (bn + 8) + 4 * self.sg_m * self.sg_n * mnk[0] * mnk[1]
+        parts = 2 if split else 1
+        return 2 * parts * (2 * bm * (bk + 8) + 2 * bk * (bn + 8)) + 4 * self.sg_m * self.sg_n * mnk[0] * mnk[1]
 
 
 # By output channels per group (M): few rows make wide tiles, so a workgroup still covers 128 output pixels.
@@ -60,13 +62,11 @@ NARROW = CoopmatTile(sg_m=1, sg_n=SUBGROUPS, fm=2, fn=2)  # BM = 2·TM (32), BN 
 SQUARE = CoopmatTile(sg_m=2, sg_n=2, fm=2, fn=4)          # BM = 4·TM (64), BN = 8·TN
 
 
-def pick_coopmat_tile(m: int, mnk: tuple[int, int, int]) -> CoopmatTile:
+def pick_coopmat_tile(m: int, mnk: tuple[int, int, int], split: bool = False) -> CoopmatTile:
+    """The tile for M = `m` rows; `split` (fp32 inputs as hi + lo pairs) holds twice the tiles: half as deep."""
     tm = mnk[0]
-    if m <= tm:
-        return THIN
-    if m <= 2 * tm:
-        return NARROW
-    return SQUARE
+    tile = THIN if m <= tm else NARROW if m <= 2 * tm else SQUARE
+    return dataclasses.replace(tile, ksteps=1) if split else tile
 
 
 def coopmat_shape(device: object, precision: str, m: int, k: int, *, want: bool | None = None
@@ -85,12 +85,13 @@ def coopmat_shape(device: object, precision: str, m: int, k: int, *, want: bool 
         return None
     if want is None and (not switched_on() or precision not in AUTO_PRECISIONS or m < MIN_M or k < MIN_K):
         return None
-    tile = pick_coopmat_tile(m, shape)
+    split = precision == "fp32"
+    tile = pick_coopmat_tile(m, shape, split)
     info = getattr(device, "info", None)
-    if info is not None and tile.shared_bytes(shape) > info.max_shared_memory_bytes:
+    if info is not None and tile.shared_bytes(shape, split) > info.max_shared_memory_bytes:
         if want:
-            raise KernelArgumentError(f"conv2d: the cooperative-matrix tile needs {tile.shared_bytes(shape)} B of "
-                                      f"shared memory, the device has {info.max_shared_memory_bytes}")
+            raise KernelArgumentError(f"conv2d: the cooperative-matrix tile needs {tile.shared_bytes(shape, split)} "
+                                      f"B of shared memory, the device has {info.max_shared_memory_bytes}")
         return None
     return shape
 
@@ -102,7 +103,8 @@ def record_conv2d_coopmat(rec: Recorder, kernel: KernelDef, mnk: tuple[int, int,
     GEMM M × N (N may be symbolic) repeated over `batches` = images · groups; `conv_constants` are conv2d's
     constants 8..11, `push` its push constants, `views` its five bindings; `residual`: the fifth is added in the
     epilogue; `tile` forces a tile (tests)."""
-    tile = tile or pick_coopmat_tile(m, mnk)
+    split = kernel.precision == "fp32"  # fp32 inputs keep ~21 bits through hi + lo pairs (the shader's SPLIT)
+    tile = tile or pick_coopmat_tile(m, mnk, split)
     bm, bn, _ = tile.dims(mnk)
     info = rec.device.info
     threads = tile.sg_m * tile.sg_n * info.subgroup_size
@@ -112,6 +114,6 @@ def record_conv2d_coopmat(rec: Recorder, kernel: KernelDef, mnk: tuple[int, int,
     groups = ((n + bn - 1) // bn, (m + bm - 1) // bm, batches)
     check_groups(rec, groups, "conv2d_coopmat")
     constants = (threads, 1, 1, *mnk, tile.sg_m, tile.sg_n, *conv_constants, tile.fm, tile.fn, tile.ksteps,
-                 int(residual))
+                 int(residual), int(split))
     pipeline = rec.device.pipeline(kernel, constants)
     rec.dispatch(pipeline, views, push, groups, label="conv2d_coopmat")
