@@ -90,6 +90,11 @@ class StreamIdle(AgentError):
     the works: the agent ends the stream (DEADLINE_EXCEEDED) rather than hold its slot for ever."""
 
 
+class EngineClosed(AgentError, ValueError):
+    """Raised when a ``vkocr.OCR`` engine is used after its ``close()`` (or its ``with`` block): its device and
+    models are gone. A ValueError too, as a closed file's use is."""
+
+
 class ShutdownCancelled(AgentError):
     """Raised by the OCR service, in place of the cancellation, for a request the agent itself cancelled
     because its shutdown's grace period ended before the answer was ready: logged as the agent's shutdown, not
