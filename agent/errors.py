@@ -66,8 +66,8 @@ class OptionsError(AgentError):
 
 class ModelSetError(AgentError):
     """Raised when a model set cannot be used: a name that is no known set (the message lists them), a folder
-    without a readable modelset.toml or a known set's files, a modelset.toml with a bad key or value, or a set
-    whose files are missing."""
+    without a readable modelset.toml or a known set's files, a modelset.toml with a bad key or value, a set
+    whose files are missing, or a file the CPU backend's onnxruntime cannot load as a model."""
 
 
 class RequestError(AgentError):

@@ -104,7 +104,8 @@ def format_text(image: str, result: OcrResult, device: str) -> str:
     """The readable form of one image's result (also `vkocr client ocr`'s): a header, a line per text line,
     then plugin fields and plugin failures."""
     total_ms = result.timings_ms.get("total", sum(result.timings_ms.values()))  # the agent reports a total
-    out = [f"{image}: {len(result.lines)} lines ({device}, {total_ms:.0f} ms)"]
+    count = len(result.lines)
+    out = [f"{image}: {count} line{'' if count == 1 else 's'} ({device}, {total_ms:.0f} ms)"]
     for line in result.lines:
         angle = " (180°)" if line.angle else ""
         out.append(f"  {line.score:.3f}  {line.text}{angle}")
@@ -170,6 +171,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.vis_scores and args.vis is None:
         args.usage_error("--vis-scores tags the boxes of the --vis drawing: give --vis OUT.png too")
+    if args.vis is not None and not args.vis.parent.is_dir():  # said now, not after the OCR ran
+        args.usage_error(f"--vis {args.vis}: the folder {args.vis.parent} does not exist")
     models = chosen_models(args)
     options = models.ocr_options({**max_pixels_from(os.environ), **option_overrides(args)})
     charset = None
