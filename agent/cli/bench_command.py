@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from vkocr.agent.cli.bench_charts import render_chart, require_matplotlib  # light: matplotlib only when drawing
-from vkocr.agent.cli.device_option import add_device_option
+from vkocr.agent.cli.device_option import ENGINE_ONLY, add_device_option, saying_which_devices
 
 
 def cmd_bench_kernels(args: argparse.Namespace) -> int:
     from vkocr.engine.bench import format_results, run_kernel_bench
 
-    results = run_kernel_bench(args.device, repeats=args.repeats, only=args.only, progress=not args.json)
+    with saying_which_devices(args.device, ENGINE_ONLY):
+        results = run_kernel_bench(args.device, repeats=args.repeats, only=args.only, progress=not args.json)
     print(json.dumps(results, indent=2) if args.json else format_results(results))
     return 0
 
@@ -33,8 +34,9 @@ def precision_list(text: str) -> list[str]:
 def cmd_bench_models(args: argparse.Namespace) -> int:
     from vkocr.agent.cli.bench_models import format_model_results, run_model_bench
 
-    results = run_model_bench(args.device, runs=args.runs, peers_dir=args.peers, only=args.only,
-                              progress=not args.json, models=args.models, precisions=tuple(args.precision))
+    with saying_which_devices(args.device, ENGINE_ONLY):
+        results = run_model_bench(args.device, runs=args.runs, peers_dir=args.peers, only=args.only,
+                                  progress=not args.json, models=args.models, precisions=tuple(args.precision))
     print(json.dumps(results, indent=2) if args.json else format_model_results(results))
     return 0
 

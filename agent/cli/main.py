@@ -143,6 +143,7 @@ def add_version_everywhere(parser: argparse.ArgumentParser, version: str) -> Non
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # gRPC core's own info lines (a failed handshake) are noise
     parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     configure_logging(args.log_level or "warning", json=args.log_json)

@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     if args.vis_scores and args.vis is None:
         args.usage_error("--vis-scores tags the boxes of the --vis drawing: give --vis OUT.png too")
     if args.vis is not None and not args.vis.parent.is_dir():  # said now, not after the OCR ran
-        args.usage_error(f"--vis {args.vis}: the folder {args.vis.parent} does not exist")
+        args.usage_error(f"--vis {args.vis}: {args.vis.parent} is no folder")
     models = chosen_models(args)
     options = models.ocr_options({**max_pixels_from(os.environ), **option_overrides(args)})
     charset = None
