@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -143,3 +144,19 @@ def test_without_a_vulkan_driver_infer_and_bench_kernels_say_which_device_they_c
     out, err = done.communicate(timeout=120)
     assert done.returncode == 0, err
     assert np.load(files["out"]).shape == (1, 1, 32, 32)  # the README's `--device cpu` runs it
+
+
+def test_an_agent_certificate_from_another_ca_is_named_as_such(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A wrong --tls-ca fails our check of the agent's certificate: the hint names the CA, not --tls-cert."""
+    from tests.agent.certs import make_tls_files
+    from tests.agent.test_tls import identity_server
+    from vkocr.agent.serving.tls import server_credentials
+
+    ours, other = make_tls_files(tmp_path / "ours"), make_tls_files(tmp_path / "other")
+    with identity_server(server_credentials(ours.server_cert, ours.server_key)) as port:
+        code = exit_code(["client", "health", "--target", f"localhost:{port}", "--tls-ca", str(other.ca),
+                          "--timeout", "5s"])
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert f"not signed by the CA in --tls-ca {other.ca}" in err and "--tls-cert" not in err
