@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
             image, expect = compat_image, COMPAT_TEXT
         else:
             image, expect = render_word(RENDERED_TEXT, Path(tmp) / "hello.png"), RENDERED_TEXT
-            say(f"{args.compat} is absent: self-test is a rendered {RENDERED_TEXT!r}")
+            say(f"self-test is a rendered {RENDERED_TEXT!r} (RapidOCR's {COMPAT_IMAGE} comes from a workspace's "
+                "shared/compat, which a clone does not have)")
         content = hashlib.sha256()
         chosen = known_set(DEFAULT_SET, models)
         options = repr(sorted(chosen.options.items()))  # the procedure: the bundle changes when it does

@@ -234,7 +234,8 @@ def add_bench_parser(sub: Any) -> None:
         "WRONG_TEXTS), the GPU's busy fraction from its timestamps, the agent's CPU cores in use, and the "
         "requests each read batched. Then the same with cross-request batching off, with the overlap off (one "
         "request at a time), with decode processes, and with a plugin chain (regex_fields, merge_lines). "
-        "Images: the files and folders given (default: RapidOCR's compat images) plus the varied rendered set "
+        "Images: the files and folders given (default: RapidOCR's compat images where the workspace has them, "
+        "VKOCR_SHARED or ../shared; in a plain clone, none) plus the varied rendered set "
         "of `vkocr bench stream`, sent as files (PNG for the rendered), or with --raw as decoded pixels.",
     )
     agent_bench.add_argument("images", nargs="*", metavar="IMAGE_OR_DIR",
