@@ -12,6 +12,9 @@ from typing import Any
 from vkocr.agent.cli.bench_charts import render_chart, require_matplotlib  # light: matplotlib only when drawing
 from vkocr.agent.cli.device_option import ENGINE_ONLY, add_device_option, saying_which_devices
 
+# the kernel bench's cases (vk/bench.py's CASE_NAMES, which imports the engine: a test keeps them in step)
+KERNEL_CASES = ("gemm", "conv3x3", "depthwise3x3", "depthwise7x7", "conv1x1", "add")
+
 
 def cmd_bench_kernels(args: argparse.Namespace) -> int:
     from vkocr.engine.bench import format_results, run_kernel_bench
@@ -140,7 +143,8 @@ def add_bench_parser(sub: Any) -> None:
         "our best GEMM for arithmetic). Numbers from lavapipe (a CPU driver) are not speed claims.",
     )
     kernels.add_argument("--repeats", type=int, default=20, help="timed repetitions per kernel (default 20)")
-    kernels.add_argument("--only", action="append", metavar="NAME", help="run only this case (repeatable)")
+    kernels.add_argument("--only", action="append", choices=KERNEL_CASES, metavar="NAME",
+                         help=f"run only this case (repeatable): {', '.join(KERNEL_CASES)}")
     kernels.add_argument("--json", action="store_true", help="print results as JSON")
     add_device_option(kernels)
     kernels.set_defaults(func=cmd_bench_kernels)

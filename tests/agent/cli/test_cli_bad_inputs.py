@@ -66,6 +66,7 @@ CASES: list[tuple[str, str]] = [
     ("debug compare {text} --input {missing}", "cannot read input tensor"),
     ("models list --dir {missing_dir}", "no such folder"),
     ("bench kernels --device no-such-gpu", "matches no Vulkan device"),
+    ("bench kernels --device llvmpipe --only no-such-case", "invalid choice"),
     ("bench models --device cpu", "Vulkan engine"),
     ("bench pipeline {missing} --device cpu", "does not exist"),
     ("bench stream {missing} --device cpu", "no such file"),
@@ -155,8 +156,15 @@ def test_an_agent_certificate_from_another_ca_is_named_as_such(tmp_path: Path,
 
     ours, other = make_tls_files(tmp_path / "ours"), make_tls_files(tmp_path / "other")
     with identity_server(server_credentials(ours.server_cert, ours.server_key)) as port:
-        code = exit_code(["client", "health", "--target", f"localhost:{port}", "--tls-ca", str(other.ca),
+        code = exit_code(["client", "health", "--target", f"127.0.0.1:{port}", "--tls-ca", str(other.ca),
                           "--timeout", "5s"])
     err = capsys.readouterr().err
     assert code == 1 and len(err.strip().splitlines()) == 1, err
     assert f"not signed by the CA in --tls-ca {other.ca}" in err and "--tls-cert" not in err
+
+
+def test_the_kernel_bench_offers_its_own_cases() -> None:
+    from vkocr.agent.cli.bench_command import KERNEL_CASES
+    from vkocr.engine.bench import CASE_NAMES
+
+    assert KERNEL_CASES == CASE_NAMES
