@@ -177,8 +177,12 @@ def closed_pipe() -> int:
     """The reader of stdout went away (`vkocr ocr DIR --json | head -1`): stop quietly, as Unix tools do, with
     141 (128 + SIGPIPE, what a shell reports for them). Stdout now points at /dev/null, so the interpreter's
     flush at exit finds nobody to complain to."""
+    try:
+        stdout = sys.stdout.fileno()
+    except (OSError, ValueError):  # no file descriptor (a caller's replaced stdout): nothing left to flush
+        return CLOSED_PIPE_EXIT
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, stdout)
     os.close(devnull)
     return CLOSED_PIPE_EXIT
 
