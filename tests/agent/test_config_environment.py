@@ -83,3 +83,10 @@ def test_every_vkocr_variable_in_the_checkout_is_a_key_or_a_known_other() -> Non
     unknown = {name: where for name, where in named.items() if name not in KEYS and name not in OTHER_VARIABLES}
     assert unknown == {}, "add each to config.OTHER_VARIABLES (who reads it), or make it a config key"
     assert sorted(set(OTHER_VARIABLES) - in_code) == [], "OTHER_VARIABLES names a variable no code uses any more"
+
+
+def test_a_variable_of_the_wrong_type_is_named_in_good_english() -> None:
+    with pytest.raises(ConfigError, match=r"^VKOCR_SERVER_QUEUE_SIZE: 'many' is not an int$"):
+        load_config(None, env={"VKOCR_SERVER_QUEUE_SIZE": "many"})
+    with pytest.raises(ConfigError, match=r"^VKOCR_SERVER_GRACE_S: 'soon' is not a float$"):
+        load_config(None, env={"VKOCR_SERVER_GRACE_S": "soon"})
