@@ -78,7 +78,7 @@ def call_with_retries(call: Callable[[float | None], T], timeout: float | None, 
                       rng: random.Random | None = None, sleep: Callable[[float], None] = time.sleep) -> T:
     """`call(timeout_left)` until it succeeds, fails for good, runs out of attempts or would wait past
     `timeout` (seconds for all the attempts together; None: no deadline). A backoff that would pass the
-    deadline shrinks to the agent's own delay when that still fits. The last failure is raised as it came."""
+    deadline shrinks to the agent's own delay (at least `base_s`) when that still fits. The last failure is raised as it came."""
     rng = rng or random.Random()
     deadline = None if timeout is None else time.monotonic() + timeout
     most = policy.most_attempts(deadline)
@@ -94,7 +94,7 @@ def call_with_retries(call: Callable[[float | None], T], timeout: float | None, 
                 raise
             wait = policy.wait_s(attempt, hint, rng)
             if deadline is not None and time.monotonic() + wait >= deadline:
-                wait = hint
+                wait = max(hint, policy.base_s)  # never a busy loop, even when the agent asks for no wait
                 if time.monotonic() + wait >= deadline:
                     raise
             sleep(wait)
