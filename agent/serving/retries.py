@@ -78,7 +78,8 @@ def call_with_retries(call: Callable[[float | None], T], timeout: float | None, 
                       rng: random.Random | None = None, sleep: Callable[[float], None] = time.sleep) -> T:
     """`call(timeout_left)` until it succeeds, fails for good, runs out of attempts or would wait past
     `timeout` (seconds for all the attempts together; None: no deadline). A backoff that would pass the
-    deadline shrinks to the agent's own delay (at least `base_s`) when that still fits. The last failure is raised as it came."""
+    deadline shrinks to the agent's own delay (at least `base_s`) when that still fits. The last failure is
+    raised as it came."""
     rng = rng or random.Random()
     deadline = None if timeout is None else time.monotonic() + timeout
     most = policy.most_attempts(deadline)
