@@ -66,8 +66,8 @@ class OptionsError(AgentError):
 
 class ModelSetError(AgentError):
     """Raised when a model set cannot be used: a name that is no known set (the message lists them), a folder
-    without a readable modelset.toml or a known set's files, a modelset.toml with a bad key or value, or a set
-    whose files are missing."""
+    without a readable modelset.toml or a known set's files, a modelset.toml with a bad key or value, a set
+    whose files are missing, or a file the CPU backend's onnxruntime cannot load as a model."""
 
 
 class RequestError(AgentError):
@@ -88,6 +88,11 @@ class RequestError(AgentError):
 class StreamIdle(AgentError):
     """Raised when a RecognizeStream sent no frame for [server] stream_idle_s while none of its answers was in
     the works: the agent ends the stream (DEADLINE_EXCEEDED) rather than hold its slot for ever."""
+
+
+class EngineClosed(AgentError, ValueError):
+    """Raised when a ``vkocr.OCR`` engine is used after its ``close()`` (or its ``with`` block): its device and
+    models are gone. A ValueError too, as a closed file's use is."""
 
 
 class ShutdownCancelled(AgentError):

@@ -6,8 +6,8 @@ and a model store seeded with it, so `vkocr serve` has something to activate on 
     state/models/                                      the model store; the bundle is activated if none is
 
 Idempotent: an existing key is kept, a bundle that still verifies is reused, a stored version is not added
-twice, and an active version is left active. The version is derived from the content, so it changes exactly
-when the models or the self-test do.
+twice, and an active version is left active. The version (`dev-3.10.0-<content hash>`) is derived from the
+content, so it changes exactly when the models or the self-test do; being no release, it sorts before every one.
 
 The self-test image is RapidOCR's issue_170.png (which it reads as "TEST") when ../shared/compat is present;
 otherwise a word rendered here with Pillow.
@@ -38,7 +38,10 @@ from vkocr.agent.ocr.model_sets import known_set
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLE_NAME = f"{DEFAULT_SET.name}-default"
-BASE_VERSION = DEFAULT_SET.wheel.partition("==")[2]  # the RapidOCR release whose models and procedure these are
+# "dev-" and the RapidOCR release whose models and procedure these are. No leading release number, so it sorts
+# before every release (agent/bundles/high_water.py): a bundle an operator makes, whatever its version (the
+# deploy guide's 2.3.0), is newer than the development one and activates without --allow-downgrade.
+BASE_VERSION = "dev-" + DEFAULT_SET.wheel.partition("==")[2]
 COMPAT_IMAGE, COMPAT_TEXT = "issue_170.png", "TEST"
 RENDERED_TEXT = "HELLO"
 FONTS = (Path("/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"),
@@ -97,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
             image, expect = compat_image, COMPAT_TEXT
         else:
             image, expect = render_word(RENDERED_TEXT, Path(tmp) / "hello.png"), RENDERED_TEXT
-            say(f"{args.compat} is absent: self-test is a rendered {RENDERED_TEXT!r}")
+            say(f"self-test is a rendered {RENDERED_TEXT!r} (RapidOCR's {COMPAT_IMAGE} comes from a workspace's "
+                "shared/compat, which a clone does not have)")
         content = hashlib.sha256()
         chosen = known_set(DEFAULT_SET, models)
         options = repr(sorted(chosen.options.items()))  # the procedure: the bundle changes when it does

@@ -352,10 +352,15 @@ def test_float_matches_rapidocr_on_integral_values(rng: np.random.Generator) -> 
     np.testing.assert_array_equal(decode_image(f, channel_order="bgr"), rapid(f))
 
 
-def test_float_in_unit_range_is_taken_as_0_to_255() -> None:
-    """The documented choice: floats are 0..255 like RapidOCR, so a [0, 1] image is (almost) black."""
-    out = decode_image(np.full((4, 4), 1.0, np.float32))
-    assert (out == 1).all()
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_float_in_unit_range_is_refused_saying_what_to_do(dtype: type, rng: np.random.Generator) -> None:
+    """Floats are 0..255 like RapidOCR, where a [0, 1] image is black and reads no line: refused instead."""
+    unit = rng.uniform(0.0, 1.0, (H, W, 3)).astype(dtype)
+    with pytest.raises(ImageError, match="multiply by 255") as e:
+        decode_image(unit)
+    assert e.value.reason == "unsupported"
+    assert decode_image(unit * 255).shape == (H, W, 3)  # what the message says to do
+    assert (decode_image(np.zeros((4, 4), dtype)) == 0).all()  # black (no value above 0) is an image still
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])

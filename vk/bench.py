@@ -37,6 +37,9 @@ class Case:
     reference: Callable[[list[np.ndarray]], np.ndarray]
 
 
+CASE_NAMES = ("gemm", "conv3x3", "depthwise3x3", "depthwise7x7", "conv1x1", "add")  # _cases' own, in order
+
+
 def _cases(rng: np.random.Generator) -> list[Case]:
     from vkocr.engine.kernels.conv import record_conv2d
     from vkocr.engine.kernels.depthwise import record_conv2d_depthwise

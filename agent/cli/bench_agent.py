@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from vkocr.agent.cli.bench_agent_report import gain
 from vkocr.agent.cli.bench_clients import client_process
+from vkocr.agent.cli.bench_words import on_gpu
 from vkocr.agent.cli.workspace import compat_images
 from vkocr.agent.errors import AgentError
 
@@ -148,7 +149,7 @@ def load_images(items: list[str], rendered: int, seed: int = 0, raw: bool = Fals
         images.append(BenchImage(name, out.getvalue(), pixels.shape[1], pixels.shape[0],
                                  pixels.tobytes() if raw else b""))
     if not images:
-        raise AgentError(f"no images: give IMAGE files or folders, or --rendered N ({compat} has none)")
+        raise AgentError("no images: give IMAGE files or folders, or --rendered N")
     return images
 
 
@@ -220,7 +221,8 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
                         level = measure_level(background, requests, expected, count, mode)
                         note(progress, f"{run.name}, {mode}: {count} clients: {level['ok']}/{level['requests']} "
                              f"answered, {level['images_per_s']:.2f} images/s, p50 {level['p50_ms']:.1f} ms, p99 "
-                             f"{level['p99_ms']:.1f} ms, GPU busy {100 * level['gpu_busy_fraction']:.0f}%")
+                             f"{level['p99_ms']:.1f} ms" + (f", GPU busy {100 * level['gpu_busy_fraction']:.0f}%"
+                                                             if on_gpu(machine.get("backend", "")) else ""))
                         levels.append(level)
                     rows.append({"name": f"{run.name}, {mode}", "run": run.name, "mode": mode,
                                  "server": {k: getattr(config.server, k) for k in FLOW_KEYS},

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from vkocr.agent.cli.bench_words import NO_GPU_BUSY, not_applicable, on_gpu
+
 
 def gain(rows: list[dict[str, Any]], on_run: str, off_run: str) -> list[dict[str, Any]]:
     """Throughput of run `on_run` against `off_run` (the same deployment with one thing switched off), per mode
@@ -26,6 +28,7 @@ def gain(rows: list[dict[str, Any]], on_run: str, off_run: str) -> list[dict[str
 def format_agent_results(r: dict[str, Any]) -> str:
     m = r["machine"]
     what = ", ".join(f"{k}={v}" for k, v in r["request_options"].items()) or "whole pipeline"
+    gpu = on_gpu(m.get("backend", ""))
     header = (f"{'run':<24} {'clients':>7} {'answered':>8} {'errors':>6} {'images/s':>9} {'p50 ms':>9} "
               f"{'p99 ms':>9} {'GPU busy':>8} {'cores':>5} {'queue ms':>9} {'req/read':>8}")
     device = f"{m.get('device', '?')} ({m.get('backend', '?')})"
@@ -36,11 +39,14 @@ def format_agent_results(r: dict[str, Any]) -> str:
         for level in row["levels"]:
             server = level["server_median_ms"]
             errors = sum(level["errors"].values())
+            busy = f"{100 * level['gpu_busy_fraction']:.0f}%" if gpu else "n/a"
             lines.append(
                 f"{row['name']:<24} {level['clients']:>7} {level['ok']:>8} {errors:>6} "
                 f"{level['images_per_s']:>9.2f} {level['p50_ms']:>9.1f} {level['p99_ms']:>9.1f} "
-                f"{100 * level['gpu_busy_fraction']:>7.0f}% {level['agent_cpu_cores']:>5.2f} "
+                f"{busy:>8} {level['agent_cpu_cores']:>5.2f} "
                 f"{server.get('queue', 0.0):>9.1f} {level.get('requests_per_read', 0.0):>8.2f}")
+    if not gpu:
+        lines += not_applicable(m.get("backend", ""), NO_GPU_BUSY)
     failed: Counter[str] = Counter()
     for row in r["runs"]:
         for level in row["levels"]:

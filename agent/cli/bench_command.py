@@ -10,13 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from vkocr.agent.cli.bench_charts import render_chart, require_matplotlib  # light: matplotlib only when drawing
-from vkocr.agent.cli.device_option import add_device_option
+from vkocr.agent.cli.device_option import ENGINE_ONLY, add_device_option, saying_which_devices
+
+# the kernel bench's cases (vk/bench.py's CASE_NAMES, which imports the engine: a test keeps them in step)
+KERNEL_CASES = ("gemm", "conv3x3", "depthwise3x3", "depthwise7x7", "conv1x1", "add")
 
 
 def cmd_bench_kernels(args: argparse.Namespace) -> int:
     from vkocr.engine.bench import format_results, run_kernel_bench
 
-    results = run_kernel_bench(args.device, repeats=args.repeats, only=args.only, progress=not args.json)
+    with saying_which_devices(args.device, ENGINE_ONLY):
+        results = run_kernel_bench(args.device, repeats=args.repeats, only=args.only, progress=not args.json)
     print(json.dumps(results, indent=2) if args.json else format_results(results))
     return 0
 
@@ -33,8 +37,9 @@ def precision_list(text: str) -> list[str]:
 def cmd_bench_models(args: argparse.Namespace) -> int:
     from vkocr.agent.cli.bench_models import format_model_results, run_model_bench
 
-    results = run_model_bench(args.device, runs=args.runs, peers_dir=args.peers, only=args.only,
-                              progress=not args.json, models=args.models, precisions=tuple(args.precision))
+    with saying_which_devices(args.device, ENGINE_ONLY):
+        results = run_model_bench(args.device, runs=args.runs, peers_dir=args.peers, only=args.only,
+                                  progress=not args.json, models=args.models, precisions=tuple(args.precision))
     print(json.dumps(results, indent=2) if args.json else format_model_results(results))
     return 0
 
@@ -138,7 +143,8 @@ def add_bench_parser(sub: Any) -> None:
         "our best GEMM for arithmetic). Numbers from lavapipe (a CPU driver) are not speed claims.",
     )
     kernels.add_argument("--repeats", type=int, default=20, help="timed repetitions per kernel (default 20)")
-    kernels.add_argument("--only", action="append", metavar="NAME", help="run only this case (repeatable)")
+    kernels.add_argument("--only", action="append", choices=KERNEL_CASES, metavar="NAME",
+                         help=f"run only this case (repeatable): {', '.join(KERNEL_CASES)}")
     kernels.add_argument("--json", action="store_true", help="print results as JSON")
     add_device_option(kernels)
     kernels.set_defaults(func=cmd_bench_kernels)
@@ -232,7 +238,8 @@ def add_bench_parser(sub: Any) -> None:
         "WRONG_TEXTS), the GPU's busy fraction from its timestamps, the agent's CPU cores in use, and the "
         "requests each read batched. Then the same with cross-request batching off, with the overlap off (one "
         "request at a time), with decode processes, and with a plugin chain (regex_fields, merge_lines). "
-        "Images: the files and folders given (default: RapidOCR's compat images) plus the varied rendered set "
+        "Images: the files and folders given (default: RapidOCR's compat images where the workspace has them, "
+        "VKOCR_SHARED or ../shared; in a plain clone, none) plus the varied rendered set "
         "of `vkocr bench stream`, sent as files (PNG for the rendered), or with --raw as decoded pixels.",
     )
     agent_bench.add_argument("images", nargs="*", metavar="IMAGE_OR_DIR",

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from vkocr.agent.cli.bench_words import RAPIDOCR_ABSENT, on_gpu, python_time
 from vkocr.agent.ocr.images import decode_image
 
 
@@ -140,12 +141,14 @@ def format_pipeline_results(r: dict[str, Any]) -> str:
         if "ours_warm_median_ms" in row:
             warm = row["ours_warm_median_ms"]
             stages = " ".join(f"{k}={v:.1f}" for k, v in row["stages_warm_ms"].items())
-            lines.append(f"{'  warm GPU':<51} {warm:>9.1f} {row['ours_warm_p99_ms']:>8.1f} "
+            label = "  warm GPU" if on_gpu(r["backend"]) else "  warm"
+            lines.append(f"{label:<51} {warm:>9.1f} {row['ours_warm_p99_ms']:>8.1f} "
                          f"{row['python_warm_ms']:>6.1f} {row.get('python_warm_min_ms', 0):>5.1f} "
                          f"{'':>12} {'':>8} {(f'{rapid / warm:.1f}x' if rapid else '-'):>6}  {stages}")
         python = row.get("python_stages_warm_ms", row.get("python_stages_ms"))
         if python:
-            lines.append(f"{'  Python by stage (ms, GPU waits left out)':<51} "
+            by_stage = "  Python by stage (ms, GPU waits left out)" if on_gpu(r["backend"]) else "  by stage (ms)"
+            lines.append(f"{by_stage:<51} "
                          + " ".join(f"{k}={v:.2f}" for k, v in python.items()))
     ours = r["ours_median_of_medians_ms"]
     rapid_all = r.get("rapidocr_median_of_medians_ms")
@@ -157,7 +160,9 @@ def format_pipeline_results(r: dict[str, Any]) -> str:
         tail += f"; after warm-up ours {warm:.1f} ms" + (f" ({rapid_all / warm:.1f}x)" if rapid_all else "")
     lines.append(tail)
     pythons = [row["python_outside_gpu_waits_ms"] for row in r["images"]]
-    lines.append(f"Python outside GPU waits per image: median {statistics.median(pythons):.1f} ms, "
+    if r.get("rapidocr_median_of_medians_ms") is None:
+        lines.append(RAPIDOCR_ABSENT)
+    lines.append(f"{python_time(r['backend'])} per image: median {statistics.median(pythons):.1f} ms, "
                  f"max {max(pythons):.1f} ms" + (
                      f"; after warm-up median {statistics.median(row['python_warm_ms'] for row in r['images']):.1f} ms"
                      if "ours_warm_median_of_medians_ms" in r else ""))

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from vkocr.agent.cli.bench_words import NO_PLANS, not_applicable, python_time
 from vkocr.agent.cli.reference_ocr import Reference, reference_for
 from vkocr.agent.cli.stream_images import find_font, varied_images
 from vkocr.agent.ocr.images import decode_image
@@ -329,7 +330,7 @@ def format_stream_results(r: dict[str, Any]) -> str:
         lines.append(f"lines identical to {r['reference']}: {r['lines_identical']}/{r['lines_compared']}"
                      + (f" ({100 * fraction:.1f}%)" if fraction is not None else ""))
     else:
-        lines.append("reference (RapidOCR): not run")
+        lines.append("reference (RapidOCR): not run (--no-rapidocr, or the reference is not installed)")
     shapes = r["distinct_shapes"]
     if shapes["det"] is not None:
         lines.append(f"distinct shapes planned: det {shapes['det']}, cls {shapes['cls']}, rec {shapes['rec']}; "
@@ -341,11 +342,12 @@ def format_stream_results(r: dict[str, Any]) -> str:
                 if s]
         if hits:
             lines.append("  of those, made by a traced shape class (median ms): " + "; ".join(hits))
-    lines.append(f"Python outside GPU waits per image (median, pass {min(2, r['passes_run'])}): "
+    lines.append(f"{python_time(r['backend'])} per image (median, pass {min(2, r['passes_run'])}): "
                  f"{r['python_outside_waits_median_ms']:.1f} ms; passes agree: {'yes' if r['passes_agree'] else 'NO'}")
     stages = r["passes"][min(2, r["passes_run"]) - 1].get("python_stage_median_ms")
     if stages:
         lines.append("  by stage (median ms): " + ", ".join(f"{name} {ms:.2f}" for name, ms in stages.items()))
     if r["backend"].startswith("vulkan") and "llvmpipe" in machine["device"]:
         lines.append("note: a CPU Vulkan driver (lavapipe): these numbers are not speed claims")
+    lines += not_applicable(r["backend"], NO_PLANS)
     return "\n".join(lines)

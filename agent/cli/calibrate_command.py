@@ -10,7 +10,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from vkocr.agent.cli.device_option import add_device_option
+from vkocr.agent.cli.device_option import ENGINE_ONLY, add_device_option, saying_which_devices
 
 DEFAULT_RENDERED = 12
 RENDER_SEED = 20261205  # not the stream benchmark's seed: the calibration set is not the set it is judged on
@@ -81,7 +81,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     finally:
         pipeline.close()
     reports = {}
-    with Device(args.device) as device:
+    with saying_which_devices(args.device, ENGINE_ONLY), Device(args.device) as device:
         for role in ("det", "cls", "rec"):
             inputs = pick(stages.inputs[role], args.max_inputs)
             if not inputs:

@@ -286,7 +286,10 @@ def _describe(err: Any, args: argparse.Namespace) -> str:
 
     text = describe_rpc_error(err)
     if err.code() is grpc.StatusCode.UNAVAILABLE and "draining" not in text:
-        if not args.tls_ca:
+        if "CERTIFICATE_VERIFY_FAILED" in text:  # our check of the agent's certificate failed: no client matter
+            text += (f" (the agent's certificate is not signed by the CA in --tls-ca {args.tls_ca}, or names "
+                     "another host: give the CA that signed it, or --tls-server-name the name it carries)")
+        elif not args.tls_ca:
             text += " (if the agent uses TLS, pass --tls-ca; with mutual TLS also --tls-cert and --tls-key)"
         elif not args.tls_cert:
             text += " (if the agent requires client certificates, pass --tls-cert and --tls-key)"

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from typing import Final, NoReturn
 
 from vkocr.agent.cli.logs import configure_logging
 from vkocr.errors import VkocrError
+from vkocr.log import get_logger
+
+log = get_logger(__name__)
+AGENT_COMMANDS: Final = ("serve",)  # the process is the agent: falling back to the CPU is a warning
+CLOSED_PIPE_EXIT: Final = 141  # 128 + SIGPIPE: what a shell reports when `yes | head -1` ends `yes`
 
 DESCRIPTION = """\
 vkocr: PP-OCR text detection, direction classification and recognition on Vulkan compute shaders.
@@ -31,6 +38,10 @@ Commands available now:
   calibrate        measure which nodes of a model set may store fp16, and write its precision plans
   bundle           model bundles: keygen, create, sign, verify, inspect
   fleet            roll a bundle out to several agents (canary, soak, rollback), or show their versions
+
+Exit status: 0; 1 when an input could not be read or an output not written; 2 for a usage error (one line
+names it; `vkocr COMMAND --help` shows the usage); 141 when the reader of the output closed it early
+(`vkocr ocr DIR --json | head -1`), quietly, as Unix tools do.
 """
 
 
@@ -64,15 +75,26 @@ SUMMARY = {
 }
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """A parser whose usage errors are one line naming what is wrong (the usage block is for --help); every
+    command's parser is one too (argparse builds subparsers of their parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` shows the usage)\n")
+
+
 def _top_level(*, add_help: bool) -> argparse.ArgumentParser:
     from vkocr import __version__
 
-    parser = argparse.ArgumentParser(prog="vkocr", description=DESCRIPTION, add_help=add_help,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineErrors(prog="vkocr", description=DESCRIPTION, add_help=add_help,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"vkocr {__version__}")
-    parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
-                        help="log events at this level and above go to stderr (default: warning)")
-    parser.add_argument("--log-json", action="store_true", help="log as JSON lines")
+    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
+                        help="log events at this level and above go to stderr (default: warning; `vkocr serve`: "
+                        "its [logging] level, info)")
+    parser.add_argument("--log-json", action="store_true",
+                        help="log as JSON lines (the commands log key/value lines; `vkocr serve` logs JSON "
+                        "unless its [logging] json is false)")
     return parser
 
 
@@ -121,9 +143,14 @@ def add_version_everywhere(parser: argparse.ArgumentParser, version: str) -> Non
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # gRPC core's own info lines (a failed handshake) are noise
     parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
-    configure_logging(args.log_level, json=args.log_json)
+    configure_logging(args.log_level or "warning", json=args.log_json)
+    if args.command not in AGENT_COMMANDS:
+        from vkocr.agent.ocr.fallback_notice import FALLBACK_NOTICE
+
+        FALLBACK_NOTICE.quiet_without_gpu = True  # a local command: on a machine without a GPU, the CPU is expected
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -132,6 +159,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VkocrError as exc:
         print(f"vkocr: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return closed_pipe()
+    except KeyboardInterrupt:
+        return 130  # as a shell reports Ctrl-C (128 + SIGINT), without Python's traceback
+    except OSError as exc:  # an output file or folder that cannot be written, a device file, …
+        print(f"vkocr: error: {os_error_line(exc)}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - a bug of ours: one line, the traceback in the debug log
+        log.debug("command_failed", exc_info=True)
+        print(f"vkocr: error: {type(exc).__name__}: {exc} (a bug: `vkocr --log-level debug …` shows where; "
+              "please report it)", file=sys.stderr)
+        return 70  # EX_SOFTWARE (sysexits.h): an internal error
+
+
+def closed_pipe() -> int:
+    """The reader of stdout went away (`vkocr ocr DIR --json | head -1`): stop quietly, as Unix tools do, with
+    141 (128 + SIGPIPE, what a shell reports for them). Stdout now points at /dev/null, so the interpreter's
+    flush at exit finds nobody to complain to."""
+    try:
+        stdout = sys.stdout.fileno()
+    except (OSError, ValueError):  # no file descriptor (a caller's replaced stdout): nothing left to flush
+        return CLOSED_PIPE_EXIT
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, stdout)
+    os.close(devnull)
+    return CLOSED_PIPE_EXIT
+
+
+def os_error_line(exc: OSError) -> str:
+    """`[Errno 2] No such file or directory: 'x'` as `x: no such file or directory`."""
+    what = exc.strerror.lower() if exc.strerror else str(exc)
+    return f"{exc.filename}: {what}" if exc.filename is not None else what
 
 
 if __name__ == "__main__":

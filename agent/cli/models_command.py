@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from vkocr.agent.errors import AgentError
+
 
 def sets_report(directory: Path) -> list[dict[str, Any]]:
     """One entry per known set: name, default, procedure, reference wheel, installed, and each file's state
@@ -44,6 +46,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     from vkocr.agent.ocr.model_files import models_dir
 
     directory = args.dir or models_dir()
+    if args.dir is not None and not args.dir.is_dir():  # the default folder may not exist yet: nothing installed
+        raise AgentError(f"--dir {args.dir}: no such folder")
     report = sets_report(directory)
     if args.json:
         print(json.dumps({"dir": str(directory), "sets": report}, indent=2))

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from vkocr.agent.cli.device_option import add_device_option
 from vkocr.agent.cli.ocr_flags import add_ocr_flags, option_overrides
 from vkocr.agent.cli.ocr_inputs import DEFAULT_PDF_DPI, PDF_DPI_RANGE, Inputs, OcrInput
 from vkocr.agent.cli.progress import Progress
 from vkocr.agent.errors import ImageError, OptionsError
+from vkocr.agent.ocr.options import RANGES
 
 if TYPE_CHECKING:
     from vkocr.agent.ocr.model_sets import ChosenModels
@@ -20,6 +23,7 @@ if TYPE_CHECKING:
     from vkocr.agent.ocr.pipeline import OcrPipeline
     from vkocr.postproc.result import OcrResult
 
+MAX_PIXELS_VARIABLE: Final = "VKOCR_OCR_MAX_PIXELS"  # the agent's [ocr] max_pixels (agent/serving/config.py)
 INPUT_HELP = ("image files (JPEG, PNG, BMP, TIFF, WebP, GIF, PNM), PDFs (every page, rendered), directories "
               "(their images and PDFs, sorted by name, not recursive), or - (one image or PDF on stdin)")
 DESCRIPTION = """\
@@ -100,7 +104,8 @@ def format_text(image: str, result: OcrResult, device: str) -> str:
     """The readable form of one image's result (also `vkocr client ocr`'s): a header, a line per text line,
     then plugin fields and plugin failures."""
     total_ms = result.timings_ms.get("total", sum(result.timings_ms.values()))  # the agent reports a total
-    out = [f"{image}: {len(result.lines)} lines ({device}, {total_ms:.0f} ms)"]
+    count = len(result.lines)
+    out = [f"{image}: {count} line{'' if count == 1 else 's'} ({device}, {total_ms:.0f} ms)"]
     for line in result.lines:
         angle = " (180°)" if line.angle else ""
         out.append(f"  {line.score:.3f}  {line.text}{angle}")
@@ -143,13 +148,33 @@ def check_batch(ocr: OcrPipeline, options: OcrOptions) -> None:
                            f"batch on {ocr.backend}", option="rec_batch")
 
 
+def max_pixels_from(env: Mapping[str, str]) -> dict[str, int]:
+    """The agent's [ocr] max_pixels as its environment variable sets it, for `vkocr ocr` too (--max-pixels
+    wins); checked against the option's range, the message naming the variable."""
+    text = env.get(MAX_PIXELS_VARIABLE)
+    if text is None:
+        return {}
+    from vkocr.agent.ocr.options import OcrOptions
+
+    try:
+        value = int(text.replace("_", ""))
+        OcrOptions().replace(max_pixels=value)
+    except ValueError:
+        raise OptionsError(f"{MAX_PIXELS_VARIABLE}: {text!r} is not an integer", option="max_pixels") from None
+    except OptionsError as exc:
+        raise OptionsError(f"{MAX_PIXELS_VARIABLE}: {exc}", option="max_pixels") from None
+    return {"max_pixels": value}
+
+
 def run(args: argparse.Namespace) -> int:
     from vkocr.agent.ocr.pipeline import OcrPipeline
 
     if args.vis_scores and args.vis is None:
         args.usage_error("--vis-scores tags the boxes of the --vis drawing: give --vis OUT.png too")
+    if args.vis is not None and not args.vis.parent.is_dir():  # said now, not after the OCR ran
+        args.usage_error(f"--vis {args.vis}: {args.vis.parent} is no folder")
     models = chosen_models(args)
-    options = models.ocr_options(option_overrides(args))
+    options = models.ocr_options({**max_pixels_from(os.environ), **option_overrides(args)})
     charset = None
     if args.rec_keys is not None:
         from vkocr.postproc.ctc import load_keys_file
@@ -176,6 +201,9 @@ def read_one(ocr: OcrPipeline, item: OcrInput, args: argparse.Namespace, progres
         source = item.read()
         result = ocr(source)
     except (ImageError, OptionsError) as exc:
+        if isinstance(exc, ImageError) and exc.reason == "too_large":
+            exc = ImageError("too_large", f"{exc}; --max-pixels (or {MAX_PIXELS_VARIABLE}) raises the limit, up "
+                             f"to {int(RANGES['max_pixels'].high):,}")
         if args.json:
             progress.print(json.dumps({"image": item.name, "error": str(exc), "device": ocr.device_name},
                                       ensure_ascii=False))

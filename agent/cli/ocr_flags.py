@@ -50,6 +50,8 @@ TUNING_FLAGS: tuple[TuningFlag, ...] = (
                "an image shorter than this gets a white letterbox before detection", False, "global"),
     TuningFlag(("--width-height-ratio",), "width_height_ratio", "RATIO",
                "an image wider than this many times its height gets a letterbox", False, "global"),
+    TuningFlag(("--max-pixels",), "max_pixels", "N", "an image (or PDF page) with more pixels is refused before "
+               "it is decoded (also VKOCR_OCR_MAX_PIXELS, as the agent's [ocr] max_pixels)", False, "global"),
     TuningFlag(("--det-thresh",), "thresh", "P", "detection map probability that counts as text", True, "det"),
     TuningFlag(("--box-thresh", "--det-box-thresh"), "box_thresh", "SCORE",
                "drop DB boxes whose mean probability is below this", True, "det"),

@@ -8,7 +8,6 @@ in its place as a bad image is.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,15 +15,20 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final, Self
 
 from vkocr.agent.errors import ImageError, OptionsError
+from vkocr.agent.ocr.pdf_pages import (
+    DEFAULT_PDF_DPI,
+    PDF_SUFFIX,
+    is_pdf,
+    names_a_pdf,
+    open_pdf,
+    page_name,
+    render_page,
+)
 
 IMAGE_SUFFIXES: Final = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".ppm", ".pgm",
                          ".pbm", ".pnm")
-PDF_SUFFIX: Final = ".pdf"
-PDF_MAGIC: Final = b"%PDF-"  # what every PDF starts with, whatever its name
 STDIN: Final = "-"
-DEFAULT_PDF_DPI: Final = 200.0  # an A4 page is 1654×2339 pixels: above max_side_len (2000), so nothing is lost
 PDF_DPI_RANGE: Final = (36.0, 1200.0)
-POINTS_PER_INCH: Final = 72.0  # PDF page sizes are in points
 
 Readable = Any  # what OcrPipeline reads: a path, encoded bytes or a Pillow image
 
@@ -36,15 +40,6 @@ class OcrInput:
 
     name: str
     read: Callable[[], Readable]
-
-
-def page_name(source: str, page: int) -> str:
-    """The output's name for page `page` (1-based) of a PDF, as a PDF viewer's URL fragment says it."""
-    return f"{source}#page={page}"
-
-
-def is_pdf(data: bytes) -> bool:
-    return data.startswith(PDF_MAGIC)
 
 
 def _failing(error: ImageError) -> Callable[[], Readable]:
@@ -91,7 +86,7 @@ class Inputs:
         path = Path(argument)
         if path.is_dir():
             return self._directory(path)
-        if path.suffix.lower() == PDF_SUFFIX or _starts_with(path, PDF_MAGIC):
+        if names_a_pdf(path):
             return self._pdf(argument, path)
         return [OcrInput(argument, lambda: argument)]  # decode_image says what is wrong with it, if anything
 
@@ -113,7 +108,7 @@ class Inputs:
 
     def _pdf(self, name: str, source: Path | bytes) -> list[OcrInput]:
         try:
-            pages = len(_document(name, source))
+            pages = len(open_pdf(name, source))
         except ImageError as exc:
             return [OcrInput(name, _failing(exc))]
         if pages == 0:
@@ -130,38 +125,6 @@ class Inputs:
         "too_large") before rendering when it would have more pixels than self.max_pixels."""
         if self._open is None or self._open[0] != name:
             self.close()
-            self._open = (name, _document(name, source))
-        page = self._open[1][index]
-        try:
-            scale = self.dpi / POINTS_PER_INCH
-            width, height = (math.ceil(side * scale) for side in page.get_size())
-            if width * height > self.max_pixels:
-                raise ImageError("too_large", f"{page_name(name, index + 1)}: {width}x{height} pixels at "
-                                 f"{self.dpi:g} dpi, more than the limit of {self.max_pixels}; give a lower "
-                                 "--pdf-dpi")
-            bitmap = page.render(scale=scale)
-            try:
-                return bitmap.to_pil().convert("RGB")
-            finally:
-                bitmap.close()
-        finally:
-            page.close()
-
-
-def _document(name: str, source: Path | bytes) -> Any:
-    import pypdfium2
-
-    try:
-        return pypdfium2.PdfDocument(source if isinstance(source, bytes) else str(source))
-    except FileNotFoundError:
-        raise ImageError("not_found", f"{name}: no such file") from None
-    except (pypdfium2.PdfiumError, OSError) as exc:
-        raise ImageError("corrupt", f"{name}: not a PDF that can be read ({exc})") from None
-
-
-def _starts_with(path: Path, magic: bytes) -> bool:
-    try:
-        with path.open("rb") as f:
-            return f.read(len(magic)) == magic
-    except OSError:
-        return False  # decode_image names the problem when the file is read
+            self._open = (name, open_pdf(name, source))
+        return render_page(self._open[1], index, name=name, dpi=self.dpi, max_pixels=self.max_pixels,
+                           dpi_option="--pdf-dpi")

@@ -9,23 +9,40 @@ from typing import Any
 
 import numpy as np
 
-from vkocr.agent.cli.device_option import add_device_option
+from vkocr.agent.cli.device_option import add_device_option, saying_which_devices
 from vkocr.agent.errors import AgentError
 
 NUMPY = "numpy"
+CPU = "cpu"
+NO_GPU_CHOICES = ("This command runs on --device cpu (onnxruntime), --device numpy (the engine's NumPy executor) "
+                  "or a Vulkan device named outright (--device llvmpipe: `vkocr devices` lists them)")
 
 
 def open_device(selector: str | None) -> Any:
     """The Vulkan device for --device, or None for the engine's NumPy executor (--device numpy). 'cpu' (the
-    OCR pipeline's onnxruntime backend) is no engine executor: refused, naming the one there is."""
+    OCR pipeline's onnxruntime backend) runs no plan to inspect or compare: refused, naming what there is."""
     if selector == NUMPY:
         return None
-    if selector == "cpu":
-        raise AgentError("--device cpu is the OCR pipeline's onnxruntime backend; this command runs one model on "
-                         "vkocr's engine: --device numpy for its NumPy executor, or name a Vulkan device")
+    if selector == CPU:
+        raise AgentError("--device cpu (onnxruntime) runs a model but makes no plan: this command takes "
+                         "--device numpy (the engine's NumPy executor) or a Vulkan device")
     from vkocr.engine.device import Device
 
-    return Device(selector)
+    with saying_which_devices(selector, NO_GPU_CHOICES):
+        return Device(selector)
+
+
+def run_on_onnxruntime(model: str, x: np.ndarray) -> tuple[np.ndarray, str]:
+    """`vkocr infer --device cpu`: the model on onnxruntime's CPU execution provider, as the CPU backend runs
+    the OCR models."""
+    import onnxruntime as ort
+
+    try:
+        session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+        y = session.run(None, {session.get_inputs()[0].name: x})[0]
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's error types (InvalidProtobuf, Fail, …) are private
+        raise AgentError(f"onnxruntime cannot run {model} on this input: {exc}") from exc
+    return np.asarray(y), f"cpu (onnxruntime {ort.__version__})"
 
 
 def load_input(path: str) -> np.ndarray:
@@ -52,15 +69,20 @@ def cmd_infer(args: argparse.Namespace) -> int:
     from vkocr.engine.graph.model import Model
 
     x = load_input(args.input)
-    device = open_device(args.device)
-    try:
-        with Model.load(args.model, device) as model:
-            y = model.run(x)
-            print(f"{Path(args.model).name}: {x.shape} -> {y.shape} on {model.backend}")
-    finally:
-        if device is not None:
-            device.close()
+    if not Path(args.output).parent.is_dir():  # said now, not after the model ran
+        raise AgentError(f"--output {args.output}: {Path(args.output).parent} is no folder")
+    if args.device == CPU:
+        y, backend = run_on_onnxruntime(args.model, x)
+    else:
+        device = open_device(args.device)
+        try:
+            with Model.load(args.model, device) as model:
+                y, backend = model.run(x), model.backend
+        finally:
+            if device is not None:
+                device.close()
     np.save(args.output, y)
+    print(f"{Path(args.model).name}: {x.shape} -> {y.shape} on {backend}; written to {args.output}")
     return 0
 
 
@@ -202,7 +224,7 @@ def add_model_parsers(sub: Any) -> None:
     infer.add_argument("model", metavar="MODEL.onnx")
     infer.add_argument("--input", required=True, metavar="IN.npy", help="float32 input tensor (numpy .npy)")
     infer.add_argument("--output", required=True, metavar="OUT.npy", help="where to save the output")
-    add_device_option(infer, numpy=True)
+    add_device_option(infer, cpu=True)
     infer.set_defaults(func=cmd_infer)
 
     inspect = sub.add_parser("inspect", help="nodes, dispatches, weights and planned memory of a model",

@@ -31,7 +31,9 @@ def add_serve_parser(sub: Any) -> None:
         "serve", help="run the gRPC agent (OCR, status, health, reflection)",
         description="Run the OCR agent: gRPC services vkocr.v1.OcrService, vkocr.v1.StatusService, "
         "grpc.health.v1.Health and server reflection, one GPU worker behind a bounded queue. SIGTERM drains "
-        "in-flight requests and stops. Logs: one JSON line per request on stderr.",
+        "in-flight requests and stops. Logs: JSON lines on stderr at info, one per request among them, however the "
+        "agent starts; [logging] json = false (VKOCR_LOGGING_JSON=false) for key/value lines, [logging] level "
+        "or `vkocr --log-level LEVEL serve` for another level.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("--config", type=Path, metavar="FILE", help="TOML configuration file")
     serve.add_argument("--listen", metavar="HOST:PORT", help="address to listen on (default 127.0.0.1:50051)")
@@ -59,6 +61,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         overrides["metrics.listen"] = args.metrics
     if args.metrics_public:
         overrides["metrics.public"] = True
+    if getattr(args, "log_level", None):  # `vkocr --log-level debug serve`: over the config's level
+        overrides["logging.level"] = args.log_level
+    if getattr(args, "log_json", False):
+        overrides["logging.json"] = True
     config = load_config(args.config, overrides=overrides)
     if args.print_config:
         print(to_toml(config), end="")

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vkocr.agent.ocr.fallback_notice import FALLBACK_NOTICE
 from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.precision import PrecisionChoice, for_device, off_the_gpu
 from vkocr.agent.ocr.stages import StageSet
-from vkocr.engine.devices import Choice, DeviceInfo, survey
+from vkocr.engine.devices import Choice, DeviceInfo, cpu_implementation, survey
 from vkocr.log import get_logger
 
 log = get_logger(__name__)
@@ -50,6 +51,13 @@ def choose_backend(device: str | None = None) -> BackendChoice:
     return BackendChoice("vulkan", choice.reason, device, tuple(devices), choice)
 
 
+def say_fallback(backend: str, choice: BackendChoice) -> None:
+    """`cpu_backend_chosen`, at the level FALLBACK_NOTICE gives (a warning once for the agent, …)."""
+    has_gpu = any(not cpu_implementation(device) for device in choice.devices)
+    level = FALLBACK_NOTICE.level(has_gpu=has_gpu)
+    getattr(log, level)("cpu_backend_chosen", backend=backend, reason=choice.reason)
+
+
 @dataclass(frozen=True)
 class OpenedStages:
     """The stages a backend opened, the Vulkan device they run on (None off the GPU: closed with the stages'
@@ -66,7 +74,7 @@ def open_stages(device: str | None, paths: Mapping[str, Path], *, cpu_threads: i
                 model_set: str | None = None) -> OpenedStages:
     """The models of `paths` on the backend `device` names (choose_backend): the GPU stages with the streams and
     image slots of `lanes`, onnxruntime's with `cpu_threads` intra-op threads (0: every core), or the NumPy
-    reference's. A CPU backend chosen because no GPU is usable says so, loudly and once. `precision`: auto, fp32
+    reference's. A CPU backend chosen because no GPU is usable says so (FallbackNotice). `precision`: auto, fp32
     or fp16 storage on the GPU (agent/ocr/precision.py, with `model_set`'s calibrated plans)."""
     choice = choose_backend(device)
     if choice.kind == "vulkan":
@@ -92,8 +100,8 @@ def open_stages(device: str | None, paths: Mapping[str, Path], *, cpu_threads: i
         from vkocr.agent.ocr.ort_stages import OrtStages
 
         stages = OrtStages(paths, cpu_threads)
-    if choice.fallback:  # a board whose GPU is missing or denied must say so, loudly and once
-        log.warning("cpu_backend_chosen", backend=stages.backend, reason=choice.reason)
+    if choice.fallback:
+        say_fallback(stages.backend, choice)
     else:
         log.info("backend_chosen", backend=stages.backend, reason=choice.reason)
     return OpenedStages(stages, None, choice.reason, off_the_gpu(precision, "the CPU backend"))

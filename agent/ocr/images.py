@@ -38,8 +38,9 @@ Arrays: H×W and H×W×1 are gray; H×W×3 is RGB by default (``channel_order="b
 RapidOCR assumes BGR for every 3-channel array); H×W×4 is RGBA by default, BGRA with ``channel_order="bgr"``
 (RapidOCR assumes RGBA for 4-channel arrays, whatever their origin). dtypes: uint8; uint16 (full 16-bit range,
 ``v >> 8`` as for 16-bit files); float16/32/64 holding **0..255** values (RapidOCR's convention: its
-normalisation divides by 255 whatever the dtype; a [0, 1] float image must be multiplied by 255 first), rounded
-half-to-even and clipped to 0..255, NaN/inf refused. Anything else is refused.
+normalisation divides by 255 whatever the dtype), rounded half-to-even and clipped to 0..255, NaN/inf refused;
+a float image whose values all lie in (0, 1] is refused ("unsupported", saying to multiply by 255) where
+RapidOCR reads it as black and finds nothing. Anything else is refused.
 
 One difference matters for RapidOCR parity: ``text_cls.jpg`` in the compatibility set carries EXIF orientation 3
 on upright pixels, so with EXIF applied it is upside down (RapidOCR reads it upright and its classifier says 0°).

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
+from vkocr.agent.errors import ModelSetError
 from vkocr.agent.ocr import opencv_kernels
 from vkocr.agent.ocr.host_stages import HostStages
 from vkocr.log import get_logger
@@ -34,6 +35,15 @@ def session_options(threads: int) -> ort.SessionOptions:
     return options
 
 
+def _session(role: str, path: Path, options: ort.SessionOptions) -> ort.InferenceSession:
+    """onnxruntime's session of one model; a file it cannot load (no ONNX model, a broken one) is a
+    ModelSetError naming the role and the file, as the Vulkan engine's ModelError names the file."""
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's own error types (InvalidProtobuf, Fail, …) are private
+        raise ModelSetError(f"cannot read ONNX model {path} (the {role} model): {exc}") from exc
+
+
 class OrtStages(HostStages):
     """`threads`: intra-op threads of each session (0: default_threads())."""
 
@@ -45,8 +55,7 @@ class OrtStages(HostStages):
         super().__init__()
         self.threads = threads or default_threads()
         options = session_options(self.threads)
-        self.sessions = {role: ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-                         for role, path in model_paths.items()}
+        self.sessions = {role: _session(role, path, options) for role, path in model_paths.items()}
         self.backend = f"cpu (onnxruntime {ort.__version__}, {self.threads} threads)"
         self.warmed: set[str] = set()  # the models that prepare() has run once
 

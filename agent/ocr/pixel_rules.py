@@ -61,7 +61,13 @@ def float_to_u8(a: npt.NDArray[np.generic], name: str) -> U8:
     f = np.asarray(a, dtype=np.float64)
     if not np.isfinite(f).all():
         raise ImageError("unsupported", f"{name} contains NaN or infinite values")
-    # Floats are 0..255 (RapidOCR's convention); rint is round-half-to-even like OpenCV's saturate_cast.
+    # Floats are 0..255 (RapidOCR's convention); rint is round-half-to-even like OpenCV's saturate_cast. One
+    # whose values all lie in (0, 1] is a 0..1 image (scikit-image's, a normalised tensor's): taken as 0..255 it
+    # is black and reads no line, so it is refused with what to do, not read as nothing.
+    top = float(f.max()) if f.size else 0.0
+    if 0.0 < top <= 1.0 and float(f.min()) >= 0.0:
+        raise ImageError("unsupported", f"{name} holds floats in 0..1, but float pixels are 0..255 (as "
+                         "RapidOCR reads them): multiply by 255, or pass uint8")
     return np.rint(np.clip(f, 0.0, 255.0)).astype(np.uint8)
 
 

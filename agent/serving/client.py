@@ -46,7 +46,8 @@ class OcrClient:
     commas, or any gRPC target URI (``dns:…``, ``ipv4:a:p,b:p``, ``unix:…``). Plaintext without ``ca``;
     ``cert``/``key`` add a client certificate for mutual TLS. ``timeout``: default deadline of unary calls and
     of ``recognize_stream``, in seconds (None: none). ``retries``: how ``recognize`` honours the agent's
-    RetryInfo when it refuses for now (queue full, loading): agent/serving/retries.py; NO_RETRIES for none."""
+    RetryInfo when it refuses for now (queue full, loading): a ``vkocr.agent.serving.retries.RetryPolicy``; the
+    default retries until the call's deadline, ``vkocr.agent.serving.retries.NO_RETRIES`` never retries."""
 
     def __init__(
         self,

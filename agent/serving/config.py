@@ -26,9 +26,11 @@ from vkocr.agent.ocr.model_files import MODEL_SETS
 from vkocr.agent.ocr.model_sets import ChosenModels, choose_models
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.serving.config_sources import (
+    OCR_MAX_PIXELS_VARIABLE,
     apply_table,
     check_environment,
     env_name,
+    parse_int,
     parse_text,
     resolve_paths,
     set_key,
@@ -354,6 +356,9 @@ def load_config(path: Path | None = None, *, env: Mapping[str, str] | None = Non
         name = env_name(section, key)
         if name in env:
             set_key(config, section, key, parse_text(config, section, key, env[name]), name)
+    if OCR_MAX_PIXELS_VARIABLE in env:
+        set_key(config, "ocr", "max_pixels", parse_int(OCR_MAX_PIXELS_VARIABLE, env[OCR_MAX_PIXELS_VARIABLE]),
+                OCR_MAX_PIXELS_VARIABLE)
     for dotted, value in (overrides or {}).items():
         section, _, key = dotted.partition(".")
         set_key(config, section, key, value, dotted)

@@ -27,6 +27,9 @@ OTHER_VARIABLES = {
     "VKOCR_DEV_BUNDLE": "0: scripts/setup.sh bakes in no development bundle key",
     "VKOCR_RENDER_SEED": "the seed that replays tests/test_rendered.py's random images",
 }
+# [ocr] max_pixels: the one [ocr] option a variable sets, being a limit rather than a way of reading (the agent's
+# load_config; `vkocr ocr` reads it too, agent/cli/ocr_command.py).
+OCR_MAX_PIXELS_VARIABLE = "VKOCR_OCR_MAX_PIXELS"
 
 
 # Keys that name files or folders. In a config file, a relative one is relative to that file's folder (so a
@@ -60,7 +63,7 @@ def env_name(section: str, key: str) -> str:
 def check_environment(config: Any, env: Mapping[str, str]) -> None:
     """ConfigError for the first VKOCR_ variable that is neither a key's nor one of OTHER_VARIABLES, naming
     the closest of those (difflib, on the names without the common prefix)."""
-    keys = {env_name(section, key) for section, key in settable_keys(config)}
+    keys = {env_name(section, key) for section, key in settable_keys(config)} | {OCR_MAX_PIXELS_VARIABLE}
     for name in sorted(env):
         if not name.startswith(ENV_PREFIX) or name in keys or name in OTHER_VARIABLES:
             continue
@@ -104,6 +107,14 @@ def set_key(config: Any, section: str, key: str, value: Any, origin: str) -> Non
     setattr(target, key, value)
 
 
+def parse_int(name: str, text: str) -> int:
+    """A variable's text as an integer (``_`` between digits allowed, as in TOML), or ConfigError naming it."""
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"{name}: {text!r} is not an integer") from None
+
+
 def parse_text(config: Any, section: str, key: str, text: str) -> Any:
     """An environment variable's text as the key's type."""
     expected = type(getattr(getattr(config, section), key))
@@ -116,4 +127,5 @@ def parse_text(config: Any, section: str, key: str, text: str) -> Any:
             return [part.strip() for part in text.split(",") if part.strip()]
         return expected(text)
     except ValueError as exc:
-        raise ConfigError(f"{env_name(section, key)}: {text!r} is not a {expected.__name__}") from exc
+        article = "an" if expected.__name__[0] in "aeiou" else "a"
+        raise ConfigError(f"{env_name(section, key)}: {text!r} is not {article} {expected.__name__}") from exc

@@ -159,8 +159,7 @@ class Metrics:
                               "unauthenticated: set metrics.public = true (--metrics-public) to serve them there")
         httpd, thread = start_http_server(port, addr=host, registry=self.registry)
         server = MetricsServer(httpd, thread)
-        log.info("metrics_listening", host=host, port=server.port)
-        return server, server.port
+        return server, server.port  # the agent logs metrics_listening, once
 
 
 class PlanCollector(Collector):

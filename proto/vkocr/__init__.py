@@ -3,7 +3,8 @@
     import vkocr
 
     with vkocr.OCR() as ocr:                  # the default device; vkocr.OCR("llvmpipe"), vkocr.OCR("cpu")
-        result = ocr("photo.jpg")             # a path, bytes, a Pillow image or an H×W×3 uint8 array
+        result = ocr("photo.jpg")             # a path, bytes, a binary file, a Pillow image, an H×W×3 array
+        pages = ocr.read_pdf("scan.pdf")      # one result per page
         for line in result.lines:
             print(line.text, line.score, line.box, line.angle)
 
@@ -25,7 +26,7 @@ except PackageNotFoundError:  # a source tree on sys.path without an installed d
     __version__ = "0+unknown"
 
 if TYPE_CHECKING:
-    from vkocr.agent.errors import ImageError, OptionsError
+    from vkocr.agent.errors import EngineClosed, ImageError, OptionsError
     from vkocr.agent.ocr.options import OcrOptions
     from vkocr.agent.ocr.reader import OCR
     from vkocr.engine.errors import DeviceNotFound, VulkanUnavailable
@@ -43,12 +44,13 @@ _EXPORTS: dict[str, str] = {
     "VulkanUnavailable": "vkocr.engine.errors",
     "DeviceNotFound": "vkocr.engine.errors",
     "ImageError": "vkocr.agent.errors",
+    "EngineClosed": "vkocr.agent.errors",
     "OptionsError": "vkocr.agent.errors",
 }
 
 __all__ = [
-    "CharBox", "DeviceNotFound", "ImageError", "OCR", "OcrLine", "OcrOptions", "OcrResult", "OptionsError",
-    "VkocrError", "VulkanUnavailable", "__version__",
+    "CharBox", "DeviceNotFound", "EngineClosed", "ImageError", "OCR", "OcrLine", "OcrOptions", "OcrResult",
+    "OptionsError", "VkocrError", "VulkanUnavailable", "__version__",
 ]
 
 

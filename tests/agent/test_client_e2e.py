@@ -160,7 +160,7 @@ def test_client_stream_answers_every_image_in_order(agent: BackgroundAgent, tmp_
 
     assert main(["client", "stream", str(images[0]), "--target", agent.target, *REC_ONLY_FLAGS]) == 0
     readable = capsys.readouterr().out.splitlines()
-    assert readable[0].startswith(f"{images[0]}: 1 lines (") and readable[1].endswith(f"  {lot_number(21)}")
+    assert readable[0].startswith(f"{images[0]}: 1 line (") and readable[1].endswith(f"  {lot_number(21)}")
 
 
 def test_client_ocr_and_stream_read_what_vkocr_ocr_reads(agent: BackgroundAgent, tmp_path: Path,

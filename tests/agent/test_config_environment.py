@@ -12,10 +12,10 @@ import pytest
 from tests.paths import ROOT
 from vkocr.agent.cli.main import main
 from vkocr.agent.serving.config import AgentConfig, load_config
-from vkocr.agent.serving.config_sources import OTHER_VARIABLES, env_name, settable_keys
+from vkocr.agent.serving.config_sources import OCR_MAX_PIXELS_VARIABLE, OTHER_VARIABLES, env_name, settable_keys
 from vkocr.agent.serving.errors import ConfigError
 
-KEYS = {env_name(section, key) for section, key in settable_keys(AgentConfig())}
+KEYS = {env_name(section, key) for section, key in settable_keys(AgentConfig())} | {OCR_MAX_PIXELS_VARIABLE}
 VKOCR_NAME = re.compile(r"\bVKOCR_[A-Z0-9]+(?:_[A-Z0-9]+)*\b")
 CODE_FILES = {".py", ".sh", ".yaml", ".yml", ".service"}  # and Containerfile: where a variable is read or set
 TEXT_FILES = {*CODE_FILES, ".md", ".toml", ".cfg", ".txt", ".ini"}
@@ -83,3 +83,10 @@ def test_every_vkocr_variable_in_the_checkout_is_a_key_or_a_known_other() -> Non
     unknown = {name: where for name, where in named.items() if name not in KEYS and name not in OTHER_VARIABLES}
     assert unknown == {}, "add each to config.OTHER_VARIABLES (who reads it), or make it a config key"
     assert sorted(set(OTHER_VARIABLES) - in_code) == [], "OTHER_VARIABLES names a variable no code uses any more"
+
+
+def test_a_variable_of_the_wrong_type_is_named_in_good_english() -> None:
+    with pytest.raises(ConfigError, match=r"^VKOCR_SERVER_QUEUE_SIZE: 'many' is not an int$"):
+        load_config(None, env={"VKOCR_SERVER_QUEUE_SIZE": "many"})
+    with pytest.raises(ConfigError, match=r"^VKOCR_SERVER_GRACE_S: 'soon' is not a float$"):
+        load_config(None, env={"VKOCR_SERVER_GRACE_S": "soon"})

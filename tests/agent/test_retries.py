@@ -1,10 +1,11 @@
 """The client honours the agent's RetryInfo: a call refused for now (a full queue) is tried again after the
-delay the agent asks for, with backoff, a bounded number of times and within its deadline; a call refused for
-good is never retried."""
+delay the agent asks for, with backoff, for as long as its deadline allows (a count of tries only without a
+deadline); a call refused for good is never retried."""
 
 from __future__ import annotations
 
 import random
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -42,6 +43,29 @@ def test_a_full_queue_is_retried_as_the_agent_says_and_then_served() -> None:
         assert [f.result(timeout=120).lines[0].text for f in busy] == [lot_number(2)]
 
 
+def test_six_callers_of_a_busy_agent_with_a_queue_of_one_are_all_served_within_their_deadline() -> None:
+    """The agent is slow: its worker is held for longer than a fixed count of tries would keep retrying (three
+    tries gave up after about a second), then serves the queue one by one. Every caller, retrying as the
+    default policy does, gets its answer before its deadline."""
+    with running_agent(**{"server.queue_size": 1, "device.select": "cpu"}) as background, \
+            OcrClient(background.target, timeout=120) as client, ThreadPoolExecutor(6) as pool:
+        assert read(client, 0) == lot_number(0)
+        worker, stats = background.agent.worker, background.agent.stats
+        with worker.held():
+            callers = [pool.submit(read, client, i) for i in range(1, 7)]
+            wait_for(lambda: stats.snapshot().rejected_total >= 10)  # each refused, some again and again
+            time.sleep(3)  # the board stays busy past what three tries would have waited
+        assert sorted(c.result(timeout=120) for c in callers) == [lot_number(i) for i in range(1, 7)]
+        assert stats.snapshot().rejected_total >= 10
+
+
+def test_without_a_deadline_the_tries_are_counted_and_with_one_the_deadline_bounds_them() -> None:
+    policy = RetryPolicy(base_s=0.0, max_wait_s=0.0, jitter=0.0)
+    assert policy.most_attempts(None) == policy.attempts_without_deadline
+    assert policy.most_attempts(10.0) is None
+    assert RetryPolicy(attempts=3).most_attempts(10.0) == 3
+
+
 def test_a_bad_request_is_never_retried() -> None:
     with running_agent(**{"device.select": "cpu"}) as background, \
             OcrClient(background.target, timeout=60, retries=RetryPolicy(attempts=5)) as client:
@@ -61,5 +85,7 @@ def test_waits_follow_the_hint_grow_and_stay_bounded() -> None:
     assert policy.wait_s(1, 30.0, rng) <= 2.4  # an agent asking for more is capped too
     with pytest.raises(ValueError, match="at least 1"):
         RetryPolicy(attempts=0)
+    with pytest.raises(ValueError, match="attempts_without_deadline"):
+        RetryPolicy(attempts_without_deadline=0)
     with pytest.raises(ValueError, match="base_s"):
         RetryPolicy(base_s=10.0, max_wait_s=1.0)

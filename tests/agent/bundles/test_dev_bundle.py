@@ -36,7 +36,7 @@ def test_dev_bundle_with_a_rendered_self_test_is_idempotent(tmp_path: Path, caps
     manifest = verify(bundle, trusted)
     assert [t.expect for t in manifest.self_tests] == ["HELLO"]
     assert manifest.ocr_options().procedure == DEFAULT_SET.procedure  # served as the set is read
-    assert manifest.version.startswith(DEFAULT_SET.wheel.partition("==")[2] + "-")
+    assert manifest.version.startswith("dev-" + DEFAULT_SET.wheel.partition("==")[2] + "-")
     store = ModelStore(tmp_path / "state" / "models", trusted)
     assert store.active() == manifest.version
     [case] = store.installed(manifest.version).self_tests
@@ -58,3 +58,21 @@ def test_dev_bundle_carries_rapidocr_s_image_when_present(tmp_path: Path) -> Non
     assert [(t.image, t.expect) for t in manifest.self_tests] == [("selftest/issue_170.png", "TEST")]
     image = manifest.file("selftest/issue_170.png")
     assert image.size == (COMPAT / "images" / "issue_170.png").stat().st_size
+
+
+def test_the_deploy_guides_bundle_is_newer_than_the_dev_bundle(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """deploy/README.md's example (`--name labels --version 2.3.0`) activates on a fresh set-up's store: the
+    development bundle's version is no release, so it sorts before every one."""
+    from vkocr.agent.cli.main import main
+
+    state = tmp_path / "state"
+    assert load_script().main(["--state", str(state), "--compat", str(tmp_path / "no-compat")]) == 0
+    bundle = tmp_path / "labels-2.3.0.vkb"
+    assert main(["bundle", "create", "--default-models", "--name", "labels", "--version", "2.3.0",
+                 "--option", "box_thresh=0.6", "--key", str(state / "keys" / "dev.key"), "-o", str(bundle)]) == 0
+    store = ModelStore(state / "models", TrustedKeys.from_paths([state / "keys" / "dev.pub"]))
+    store.add(bundle)
+    assert store.set_active("2.3.0") == store.previous()[0]  # no DowngradeRefused: the dev bundle was older
+    assert "2.3.0" in (ROOT / "deploy" / "README.md").read_text()
+    capsys.readouterr()

@@ -44,4 +44,4 @@ def test_a_broken_pdf_fails_in_its_place(tmp_path: Path, capsys: pytest.CaptureF
     out, err = capsys.readouterr()
     assert code == 1
     assert f"{broken}: error: {broken}: not a PDF that can be read" in err
-    assert f"{good}#page=1: 1 lines" in out and "LOT0042" in out
+    assert f"{good}#page=1: 1 line (" in out and "LOT0042" in out
