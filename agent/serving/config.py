@@ -34,6 +34,7 @@ from vkocr.agent.serving.config_sources import (
     set_key,
     settable_keys,
 )
+from vkocr.agent.serving.config_fleet import FleetConfig
 from vkocr.agent.serving.errors import ConfigError
 from vkocr.agent.serving.throughput import FlowSettings
 
@@ -182,6 +183,7 @@ class AgentConfig:
     plans: PlansConfig = field(default_factory=PlansConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    fleet: FleetConfig = field(default_factory=FleetConfig)
     ocr: dict[str, Any] = field(default_factory=dict)  # OcrOptions fields: the deployment's defaults
 
     def flow(self) -> FlowSettings:
@@ -278,6 +280,7 @@ class AgentConfig:
         if self.device.precision not in ("auto", "fp32", "fp16"):
             raise ConfigError(f"[device]: precision must be auto, fp32 or fp16, got {self.device.precision!r}")
         self.validate_limits()
+        self.fleet.validate(self.models.store)
         self.warm_sizes()
         self.ocr_options()
 

@@ -32,7 +32,8 @@ OTHER_VARIABLES = {
 # Keys that name files or folders. In a config file, a relative one is relative to that file's folder (so a
 # checked-in config works from any working directory); from the environment or a flag, to the working directory.
 PATH_KEYS = (("tls", "cert"), ("tls", "key"), ("tls", "client_ca"), ("models", "dir"), ("models", "store"),
-             ("models", "trusted_keys"))
+             ("models", "trusted_keys"), ("fleet", "ca"), ("fleet", "cert"), ("fleet", "key"),
+             ("fleet", "registry_ca"))
 
 
 def resolve_paths(config: Any, base: Path) -> None:
