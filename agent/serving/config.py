@@ -25,6 +25,7 @@ from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.model_files import MODEL_SETS
 from vkocr.agent.ocr.model_sets import ChosenModels, choose_models
 from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.serving.config_fleet import FleetConfig
 from vkocr.agent.serving.config_sources import (
     apply_table,
     check_environment,
@@ -34,7 +35,6 @@ from vkocr.agent.serving.config_sources import (
     set_key,
     settable_keys,
 )
-from vkocr.agent.serving.config_fleet import FleetConfig
 from vkocr.agent.serving.errors import ConfigError
 from vkocr.agent.serving.throughput import FlowSettings
 

@@ -96,8 +96,8 @@ def registry(work: Path) -> Iterator[str]:
     work.mkdir(parents=True, exist_ok=True)
     port = free_port()
     config = work / "config.yml"
-    config.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {work / 'data'}\n"
-                      f"http:\n  addr: 127.0.0.1:{port}\n")
+    config.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+                      f"    rootdirectory: {work / 'data'}\nhttp:\n  addr: 127.0.0.1:{port}\n")
     process = subprocess.Popen([REGISTRY, "serve", str(config)], stdout=subprocess.DEVNULL,
                                stderr=(work / "registry.log").open("wb"))
     try:
