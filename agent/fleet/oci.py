@@ -194,6 +194,21 @@ class Registry:
                                              headers={"Accept": MANIFEST_TYPE}), f"resolving {reference}", 200)
         return str(response.headers.get("Docker-Content-Digest", ""))
 
+    def describe(self, reference: Reference) -> tuple[str, dict[str, str]]:
+        """The digest of the bundle artifact `reference` names (a tag is resolved now) and its annotations
+        (version, signer: what `vkocr bundle push` wrote; the boards verify the bundle itself)."""
+        response = self._check(self._request("GET", f"{self.base}/{reference.repository}/manifests/"
+                                             f"{reference.digest or reference.tag or 'latest'}",
+                                             headers={"Accept": MANIFEST_TYPE}), f"fetching {reference}", 200)
+        raw = response.content[:MAX_MANIFEST_BYTES + 1]
+        digest = sha256_digest(raw)
+        if len(raw) > MAX_MANIFEST_BYTES or (reference.digest and digest != reference.digest):
+            raise RegistryError(f"the manifest registry {self.host} sent for {reference} does not match its "
+                                "digest")
+        manifest = json.loads(raw)
+        _bundle_layer(manifest, reference)
+        return digest, {str(k): str(v) for k, v in (manifest.get("annotations") or {}).items()}
+
     def pull_bundle(self, reference: Reference, out: Path, max_bytes: int) -> Path:
         """Download the bundle that `reference` (which must name a digest) holds to `out`. RegistryError when
         the manifest or the layer is not what the digest says, is no bundle, or is larger than `max_bytes`."""

@@ -1,7 +1,7 @@
 """The rollout controller: desired state published wave by wave, each wave gated on the boards' reported states.
 
-    plan       the group's boards (the inventory) in waves: `canary` boards, then batches of `batch_percent` of
-               the group; online boards go first
+    plan       the group's boards (the inventory) in waves: `canary` boards, then batches of `batch` (a count, or
+               a share of the group); online boards go first
     wave       each board of the wave gets its own retained desired state; the wave is over when every board in it
                is installed, failed (its report names this bundle and a failure) or offline. An offline board is
                pending, not a failure: its desired state stays retained and it catches up when it returns. An online
@@ -34,18 +34,30 @@ Say = Callable[[str], None]
 @dataclass(frozen=True)
 class WavePlan:
     canary: int = 1
-    batch_percent: float = 25.0
+    batch: str = "25%"  # boards per wave after the canary: a count ("5") or a share of the group ("25%")
     soak_s: float = 30.0
     max_failures: int = 0
     wave_timeout_s: float = 600.0
 
 
-def plan_waves(boards: list[str], online: dict[str, bool], canary: int, batch_percent: float) -> list[list[str]]:
+def batch_size(batch: str, boards: int) -> int:
+    """`--batch` as a number of boards: "5" is 5, "25%" a quarter of `boards` (at least one)."""
+    try:
+        value = float(batch.removesuffix("%"))
+    except ValueError:
+        value = 0.0
+    percent = batch.endswith("%")
+    if not (0 < value <= 100 if percent else value >= 1 and value.is_integer()):
+        raise RolloutError(f"--batch must be a number of boards (e.g. 5) or a percentage (e.g. 25%), got {batch!r}")
+    return max(1, math.ceil(boards * value / 100)) if percent else int(value)
+
+
+def plan_waves(boards: list[str], online: dict[str, bool], canary: int, batch_text: str) -> list[list[str]]:
     """Online boards first (a canary that is off proves nothing), then the others; canary, then batches."""
-    if canary < 0 or not 0 < batch_percent <= 100:
-        raise RolloutError("--canary must be 0 or more and --batch a percentage above 0 and at most 100")
+    if canary < 0:
+        raise RolloutError("--canary must be 0 or more")
     ordered = sorted(boards, key=lambda b: (not online.get(b, False), b))
-    batch = max(1, math.ceil(len(ordered) * batch_percent / 100))
+    batch = batch_size(batch_text, len(ordered))
     waves = [ordered[:canary]] if canary else []
     rest = ordered[canary:]
     waves += [rest[i:i + batch] for i in range(0, len(rest), batch)]
@@ -71,7 +83,7 @@ def rollout(view: FleetView, group: str, desired: Desired, plan: WavePlan, say: 
     rows = view.boards(group)
     if not rows:
         raise RolloutError(f"no board of fleet {fleet} reports group {group}: nothing to roll out to")
-    waves = plan_waves([r.board for r in rows], {r.board: r.online for r in rows}, plan.canary, plan.batch_percent)
+    waves = plan_waves([r.board for r in rows], {r.board: r.online for r in rows}, plan.canary, plan.batch)
     previous = view.desired.get(group)
     record = RolloutRecord(desired.rollout, desired.version, desired.bundle, desired.signer, group, "running", waves,
                            previous=asdict(previous) if previous else {})

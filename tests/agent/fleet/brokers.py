@@ -3,6 +3,7 @@ as the fleet tests use them: the broker with a password per board and the ACL of
 
 from __future__ import annotations
 
+import getpass
 import shutil
 import socket
 import subprocess
@@ -79,7 +80,8 @@ def mosquitto(work: Path, fleet: str, groups: dict[str, str]) -> Iterator[Broker
     (work / "acl").write_text(acl_for(fleet, groups))
     port = free_port()
     (work / "mosquitto.conf").write_text(
-        f"listener {port} 127.0.0.1\nallow_anonymous false\npassword_file {password_file}\n"
+        # run as whoever runs the tests (as root Mosquitto would switch to user mosquitto, who cannot read here)
+        f"user {getpass.getuser()}\nlistener {port} 127.0.0.1\nallow_anonymous false\npassword_file {password_file}\n"
         f"acl_file {work / 'acl'}\npersistence false\nlog_dest file {work / 'mosquitto.log'}\n")
     process = subprocess.Popen([MOSQUITTO, "-c", str(work / "mosquitto.conf")], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
