@@ -19,24 +19,22 @@ newest counts). The same desired state is not tried twice while the process runs
 
 from __future__ import annotations
 
-import tempfile
 import threading
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import paho.mqtt.client as mqtt
 
 from vkocr.agent.bundles.activation import Activator
-from vkocr.agent.bundles.bundle import verify_signature
 from vkocr.agent.bundles.errors import ActivationError, ActivationFailed, BundleError, DowngradeRefused
-from vkocr.agent.bundles.high_water import VersionMark, release_numbers
+from vkocr.agent.bundles.high_water import release_numbers
 from vkocr.agent.bundles.signing import short_fingerprint
 from vkocr.agent.bundles.store import ModelStore
 from vkocr.agent.fleet import topics
 from vkocr.agent.fleet.broker import KEEPALIVE_S, BrokerAccess, connect_and_wait, new_client
 from vkocr.agent.fleet.errors import BrokerError, DesiredStateError, FleetError
-from vkocr.agent.fleet.oci import Reference, Registry, RegistryAccess
+from vkocr.agent.fleet.install import pull_into_store
+from vkocr.agent.fleet.oci import RegistryAccess
 from vkocr.agent.fleet.topics import FAILED, INSTALLED, REFUSED, UPDATING, Desired, Reported
 from vkocr.agent.serving.config import AgentConfig
 from vkocr.agent.serving.state import StateBoard
@@ -200,23 +198,8 @@ class BoardClient:
                                     "has run (anti-rollback); nothing was installed")
 
     def _pull_and_store(self, desired: Desired) -> None:
-        reference = Reference.parse(desired.bundle)
-        pulls = self.store.root / "pulls"
-        pulls.mkdir(exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=pulls) as tmp, Registry(reference.host, self.registry) as registry:
-            path = registry.pull_bundle(reference, Path(tmp) / "bundle.vkb", self.store.max_bundle_bytes)
-            manifest = verify_signature(path, self.store.trusted, max_bytes=self.store.max_bundle_bytes)
-            if manifest.signer != desired.signer or manifest.version != desired.version:
-                raise DesiredStateError(f"{desired.bundle} holds version {manifest.version} signed by "
-                                        f"{short_fingerprint(str(manifest.signer))}, not {desired.version} by "
-                                        f"{short_fingerprint(desired.signer)}; nothing was installed")
-            if not desired.rollback:
-                mark = self.store.high_water.read()
-                if mark is not None and VersionMark.of(manifest).older_than(mark):
-                    raise DesiredStateError(f"version {manifest.version} is older than {mark.describe()}, which "
-                                            "this board has run (anti-rollback); nothing was installed")
-            self.store.add(path)
-
+        pull_into_store(self.store, desired.bundle, self.registry, version=desired.version, signer=desired.signer,
+                        rollback=desired.rollback)
 
 def board_client(config: AgentConfig, store: ModelStore, activator: Activator, state: StateBoard) -> BoardClient:
     """The fleet client `[fleet]` describes, not yet started."""

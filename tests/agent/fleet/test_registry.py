@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.agent.bundles.conftest import KeyPair
 from tests.agent.fleet.brokers import REGISTRY, registry
 from tests.agent.fleet.conftest import Bundles
 from vkocr.agent.fleet.errors import RegistryError
@@ -85,3 +86,20 @@ def test_an_unsigned_bundle_or_a_bad_reference_is_refused_naming_it(oci: str, tm
     done = subprocess.run([sys.executable, "-m", "vkocr.agent.cli.main", "bundle", "push", str(tmp_path / "none.vkb"),
                            "no-repository", "--plain-http"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "not an OCI reference" in done.stderr
+
+
+def test_bundle_pull_stores_and_activates_and_refuses_an_older_version(oci: str, bundles: Bundles,
+                                                                      release_key: KeyPair, tmp_path: Path) -> None:
+    """`vkocr bundle pull` (the Kubernetes init container's step) into a store, with the agent's config."""
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[models]\nstore = "store"\ntrusted_keys = ["{release_key.public_path}"]\n'
+                      f"max_bundle_bytes = {64 << 20}\n[fleet]\nregistry_plain_http = true\n")
+    v3, v1 = push(bundles.v3, f"{oci}/ocr/labels:3.0.0"), push(bundles.v1, f"{oci}/ocr/labels:1.0.0")
+    pull = [sys.executable, "-m", "vkocr.agent.cli.main", "bundle", "pull", "--config", str(config), "--activate"]
+    done = subprocess.run([*pull, v3["reference"]], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "stored 3.0.0" in done.stdout and "active 3.0.0" in done.stdout
+    assert (tmp_path / "store" / "active").read_text().strip() == "3.0.0"
+    done = subprocess.run([*pull, v1["reference"]], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "older than 3.0.0" in done.stderr and "nothing was installed" in done.stderr
+    assert sorted(p.name for p in (tmp_path / "store" / "versions").iterdir()) == ["3.0.0"]
