@@ -92,8 +92,8 @@ def cmd_pull(args: argparse.Namespace) -> int:
         models, fleet = config.models, config.fleet
         store = ModelStore(Path(models.store), TrustedKeys.from_paths(map(Path, models.trusted_keys)),
                            keep=models.keep, max_bundle_bytes=models.max_bundle_bytes)
-        access = RegistryAccess(fleet.registry_user, fleet.registry_password, fleet.registry_plain_http,
-                                fleet.registry_ca)
+        access = RegistryAccess(fleet.registry_user, fleet.secret("registry_password_file"),
+                                fleet.registry_plain_http, fleet.registry_ca)
         manifest = pull_into_store(store, args.reference, access)
         print(f"stored {manifest.version} (signer {str(manifest.signer)[:16]}) in {store.root}")
         if args.activate:

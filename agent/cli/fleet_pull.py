@@ -115,7 +115,8 @@ def cmd_pull_status(args: argparse.Namespace) -> int:
                 continue
             line = f"rollout {record.rollout} of group {group}: {record.status}, wave {record.wave}/{len(record.waves)}"
             line += f", failed: {', '.join(record.failed)}" if record.failed else ""
-            line += f", pending: {', '.join(record.pending)}" if record.pending else ""
+            pending = [b for b in record.pending if (s := view.states.get(b)) is None or s.version != record.version]
+            line += f", pending: {', '.join(pending)}" if pending else ""  # those that caught up are not
             print(line + (f" ({record.reason})" if record.reason else ""))
     return 0
 

@@ -109,7 +109,7 @@ class BoardClient:
         desired: Desired | None = None
         if message.payload:
             try:
-                desired = topics.decode(Desired, message.payload).check()
+                desired = topics.decode(Desired, bytes(message.payload)).check()
             except DesiredStateError as exc:
                 log.warning("fleet_desired_malformed", topic=message.topic, error=str(exc))
                 self.report(result=REFUSED, error=f"desired state on {message.topic}: {exc}")
@@ -206,8 +206,8 @@ def board_client(config: AgentConfig, store: ModelStore, activator: Activator, s
     fleet = config.fleet
     return BoardClient(
         fleet=fleet.fleet, group=fleet.group, board=fleet.board_name,
-        broker=BrokerAccess(fleet.broker, fleet.username or fleet.board_name, fleet.password, fleet.ca, fleet.cert,
-                            fleet.key),
-        registry=RegistryAccess(fleet.registry_user, fleet.registry_password, fleet.registry_plain_http,
-                                fleet.registry_ca),
+        broker=BrokerAccess(fleet.broker, fleet.username or fleet.board_name, fleet.secret("password_file"),
+                            fleet.ca, fleet.cert, fleet.key),
+        registry=RegistryAccess(fleet.registry_user, fleet.secret("registry_password_file"),
+                                fleet.registry_plain_http, fleet.registry_ca),
         store=store, activator=activator, state=state, report_interval_s=fleet.report_interval_s)

@@ -73,7 +73,7 @@ class Reference:
 
 @dataclass(frozen=True)
 class RegistryAccess:
-    """How to reach registries: credentials (from [fleet] registry_user/registry_password), plain HTTP (a
+    """How to reach registries: credentials (from [fleet] registry_user/registry_password_file), plain HTTP (a
     registry on a trusted network or loopback only) and a CA bundle for TLS."""
 
     user: str = ""
@@ -133,14 +133,14 @@ class Registry:
             raise RegistryError(f"registry {self.host}: token from {realm}: {exc}") from exc
         if answer.status_code != 200:
             raise RegistryError(f"registry {self.host}: token from {realm} refused ({answer.status_code}); check "
-                                "[fleet] registry_user and registry_password")
+                                "[fleet] registry_user and registry_password_file")
         body = answer.json()
         return str(body.get("token") or body.get("access_token") or "")
 
     def _check(self, response: requests.Response, what: str, *ok: int) -> requests.Response:
         if response.status_code not in ok:
             detail = response.text[:300].strip()
-            hint = " (check [fleet] registry_user and registry_password)" if response.status_code in (401, 403) \
+            hint = " (check [fleet] registry_user and registry_password_file)" if response.status_code in (401, 403) \
                 else ""
             raise RegistryError(f"registry {self.host}: {what} failed: HTTP {response.status_code}{hint}"
                                 + (f": {detail}" if detail else ""))

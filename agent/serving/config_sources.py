@@ -36,7 +36,7 @@ OTHER_VARIABLES = {
 # checked-in config works from any working directory); from the environment or a flag, to the working directory.
 PATH_KEYS = (("tls", "cert"), ("tls", "key"), ("tls", "client_ca"), ("models", "dir"), ("models", "store"),
              ("models", "trusted_keys"), ("fleet", "ca"), ("fleet", "cert"), ("fleet", "key"),
-             ("fleet", "registry_ca"))
+             ("fleet", "password_file"), ("fleet", "registry_ca"), ("fleet", "registry_password_file"))
 
 
 def resolve_paths(config: Any, base: Path) -> None:

@@ -45,10 +45,12 @@ class Fleet:
     agents: dict[str, BackgroundAgent] = field(default_factory=dict)
 
     def config(self, board: str) -> Any:
+        password = self.work / f"{board}.password"
+        password.write_text(self.broker.passwords[board] + "\n")
         return store_config(self.work / board, self.key, **{
             "device.select": "cpu", "fleet.broker": self.broker.url, "fleet.fleet": FLEET,
             "fleet.group": BOARDS[board], "fleet.board": board, "fleet.username": board,
-            "fleet.password": self.broker.passwords[board], "fleet.report_interval_s": 1.0,
+            "fleet.password_file": str(password), "fleet.report_interval_s": 1.0,
             "fleet.registry_plain_http": True})
 
     def start(self, board: str) -> BackgroundAgent:

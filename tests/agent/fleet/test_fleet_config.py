@@ -13,9 +13,11 @@ GOOD = {"fleet.broker": "mqtts://mqtt.example:8883", "fleet.fleet": "plant-7", "
         "fleet.board": "b1", "models.store": "/var/lib/vkocr/store"}
 
 
-def test_a_complete_fleet_section_loads(tmp_path: Path) -> None:
-    config = load_config(None, env={"VKOCR_FLEET_PASSWORD": "s3cret"}, overrides=GOOD)
-    assert (config.fleet.group, config.fleet.password, config.fleet.board_name) == ("line-a", "s3cret", "b1")
+def test_a_complete_fleet_section_loads_with_its_password_from_a_file(tmp_path: Path) -> None:
+    (tmp_path / "password").write_text("s3cret\n")
+    config = load_config(None, env={"VKOCR_FLEET_PASSWORD_FILE": str(tmp_path / "password")}, overrides=GOOD)
+    assert (config.fleet.group, config.fleet.secret("password_file"), config.fleet.board_name) == (
+        "line-a", "s3cret", "b1")
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -26,6 +28,7 @@ def test_a_complete_fleet_section_loads(tmp_path: Path) -> None:
     ({"fleet.board": "#"}, "board '#' must be"),
     ({"fleet.cert": "board.pem"}, "cert and key go together"),
     ({"fleet.report_interval_s": 0.1}, "report_interval_s must be at least 1 s"),
+    ({"fleet.registry_password_file": "/nonexistent/pw"}, "registry_password_file /nonexistent/pw: No such file"),
 ])
 def test_a_wrong_fleet_setting_is_refused_naming_the_key(change: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=r"\[fleet\]: " + message):
