@@ -1,5 +1,7 @@
 """`vkocr fleet …`: roll a signed bundle out to several agents (canary, batches, automatic rollback) and show
-which versions they serve.
+which versions they serve. Two modes: push (`--agents`: this process uploads to each agent's gRPC port, for a
+small LAN) and pull (`--fleet`: desired state on an MQTT broker, boards pull from an OCI registry;
+agent/cli/fleet_pull.py). An agent that does not answer is pending in both, never a reason to stop.
 
 `rollout` prints its progress on stderr and a table (agent, old version, new version, result) on stdout, or
 with --json one JSON object; exit status 0 when every agent serves the new version, 1 when the rollout stopped
@@ -28,6 +30,10 @@ EXIT_USAGE: Final = 2
 
 EXAMPLES = """\
 examples:
+  vkocr fleet rollout registry.example.com/ocr/labels:2.3.0 --fleet plant-7 --group line-a \\
+      --broker mqtts://mqtt.plant7.example:8883 --canary 1 --batch 25% --soak 2m --max-failures 0
+  vkocr fleet status --fleet plant-7 --broker mqtts://mqtt.plant7.example:8883 --json
+  vkocr fleet rollback --fleet plant-7 --group line-a --broker mqtts://mqtt.plant7.example:8883
   vkocr fleet rollout labels-2.3.0.vkb --agents 10.0.4.11:50051,10.0.4.12:50051,10.0.4.13:50051 \\
       --canary 1 --batch 5 --soak 30s --tls-ca ca.pem --tls-cert operator.pem --tls-key operator.key
   vkocr fleet status --agents 10.0.4.11:50051,10.0.4.12:50051 --tls-ca ca.pem --tls-cert operator.pem \\
@@ -38,10 +44,13 @@ examples:
 def add_fleet_parser(subparsers: Any) -> None:
     """Register `vkocr fleet` and its commands on the top-level subparsers."""
     fleet = subparsers.add_parser(
-        "fleet", help="roll model bundles out to several agents; show their versions",
-        description="Upload a signed bundle to several agents and activate it canary first, then in batches, "
-        "watching each for a soak period and rolling every switched agent back when a gate fails. Needs a "
-        "client certificate the agents allow to manage models (their [auth] allowed_subjects).",
+        "fleet", help="roll model bundles out to a fleet (boards pull) or to several agents (push); show versions",
+        description="Pull mode (--fleet): publish a bundle's OCI reference as desired state on the MQTT broker, "
+        "canary first, then in batches, each gated on the boards' reported states; offline boards are pending "
+        "and catch up later (deploy/pull-fleet.md). Push mode (--agents): upload a signed bundle to several "
+        "agents and activate it canary first, then in batches, watching each for a soak period and rolling every "
+        "switched agent back when a gate fails; needs a client certificate the agents allow to manage models "
+        "(their [auth] allowed_subjects).",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     what = fleet.add_subparsers(dest="fleet_command", metavar="WHAT", required=True)
     common = argparse.ArgumentParser(add_help=False)

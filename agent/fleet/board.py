@@ -61,6 +61,7 @@ class BoardClient:
         self._wake = threading.Condition()
         self._stopping = False
         self._reported = Reported(board, group, version=store.active() or "")
+        self._report_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"fleet-{board}", daemon=True)
         self._unsubscribe = state.subscribe(lambda _snap: self.report())
 
@@ -120,11 +121,12 @@ class BoardClient:
 
     def report(self, **changes: str) -> None:
         """Publish the reported state (retained) with the serving state as it is now, and `changes`."""
-        snap = self.state.get()
-        self._reported = replace(self._reported, **changes, version=snap.model_version or self.store.active() or "",
-                                 health=snap.state.value, seen=time.time())
-        self.client.publish(topics.board_state(self.fleet, self.board), topics.encode(self._reported),
-                            qos=topics.QOS, retain=True)
+        with self._report_lock:  # the update thread, paho's and the serving state's listeners all report
+            snap = self.state.get()
+            self._reported = replace(self._reported, **changes, health=snap.state.value, seen=time.time(),
+                                     version=snap.model_version or self.store.active() or "")
+            self.client.publish(topics.board_state(self.fleet, self.board), topics.encode(self._reported),
+                                qos=topics.QOS, retain=True)
 
     # --- updates ---------------------------------------------------------------------------------------------
 
