@@ -69,7 +69,7 @@ fi
 
 # The fleet tests run a real MQTT broker (Mosquitto) and a real OCI registry (CNCF distribution, Debian's
 # docker-registry) on loopback ports: tests/agent/fleet/brokers.py starts them; neither is started as a service.
-if [ "$mode" = test ] && ! { command -v mosquitto >/dev/null && [ -x /usr/bin/docker-registry ]; }; then
+if [ "$mode" = test ] && ! { [ -x /usr/sbin/mosquitto ] && [ -x /usr/bin/docker-registry ]; }; then
     say "installing mosquitto and docker-registry for the fleet tests"
     apt_install mosquitto docker-registry
 fi
