@@ -77,6 +77,9 @@ def add_fleet_parser(subparsers: Any) -> None:
                          "tolerated before the rollout stops (default 0)")
     rollout.add_argument("--wave-timeout", type=parse_duration, default=600.0, metavar="DURATION",
                          help="pull mode: an online board not done within this counts as failed (default 10m)")
+    rollout.add_argument("--pending-deadline", type=parse_duration, default=None, metavar="DURATION",
+                         help="pull mode: how long after the last wave offline (pending) boards have to catch up "
+                         "before they count as failed (default: no limit, they stay pending)")
     rollout.add_argument("--soak", type=parse_duration, default=30.0, metavar="DURATION",
                          help="how long each canary and batch is watched, e.g. 30s or 2m (default 30s)")
     rollout.add_argument("--max-error-rate", type=float, default=0.01, metavar="FRACTION",

@@ -73,7 +73,8 @@ def cmd_pull_rollout(args: argparse.Namespace) -> int:
     from vkocr.agent.fleet.waves import WavePlan, rollout
 
     group = check_name("group", args.group or "")
-    plan = WavePlan(args.canary, args.batch, args.soak, args.max_failures, args.wave_timeout)
+    plan = WavePlan(args.canary, args.batch, args.soak, args.max_failures, args.wave_timeout,
+                    args.pending_deadline or 0.0)
     reference = Reference.parse(args.bundle)
     access = RegistryAccess(args.registry_user, os.environ.get("VKOCR_REGISTRY_PASSWORD", ""),
                             args.registry_plain_http)
@@ -97,7 +98,7 @@ def cmd_pull_rollout(args: argparse.Namespace) -> int:
         _say(f"done: {version} is the desired state of group {group}" +
              (f"; pending (offline, will catch up): {', '.join(record.pending)}" if record.pending else ""))
         return 0
-    _say(f"rollout stopped: {record.reason}")
+    _say(f"rollout {'incomplete' if record.status == 'incomplete' else 'stopped'}: {record.reason}")
     return EXIT_FAILED
 
 
@@ -136,7 +137,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
              "boards")
         def settled(board: str) -> bool:  # answered this desired state (or is offline: it catches up later)
             state = view.states[board]
-            return not view.online.get(board) or (state.desired == target.bundle and state.result in FINAL)
+            return not view.online.get(board) or (state.rollout == target.rollout and state.result in FINAL)
 
         view.wait_for(lambda: all(settled(r.board) for r in view.boards(group)), args.wave_timeout)
         print(_table(view, group), flush=True)

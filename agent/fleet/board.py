@@ -14,7 +14,8 @@ the desired state changes it
     reports    the result; on any failure the old version keeps serving and the state says why
 
 One update at a time, on the client's own thread; a desired state that arrives meanwhile is taken next (only the
-newest counts). The same desired state is not tried twice while the process runs.
+newest counts). The same desired state of the same rollout is not tried twice while the process runs; a new
+rollout of the same bundle (after a rollback, or to retry a failure) is.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class BoardClient:
         self.client.on_connect = self._on_connect
         self.client.on_message = self._on_message
         self._desired: dict[str, Desired | None] = {"group": None, "board": None}
-        self._tried: set[tuple[str, bool]] = set()
+        self._tried: set[tuple[str, bool, str]] = set()  # (bundle, rollback, rollout) acted on
         self._wake = threading.Condition()
         self._stopping = False
         self._reported = Reported(board, group, version=store.active() or "")
@@ -133,7 +134,7 @@ class BoardClient:
     def _next(self) -> Desired | None:
         """The desired state to act on: the board's own, else the group's; None when there is nothing new."""
         desired = self._desired["board"] or self._desired["group"]
-        if desired is None or (desired.bundle, desired.rollback) in self._tried:
+        if desired is None or (desired.bundle, desired.rollback, desired.rollout) in self._tried:
             return None
         return desired
 
@@ -150,7 +151,7 @@ class BoardClient:
                 if self._stopping:
                     return
             if desired is not None:
-                self._tried.add((desired.bundle, desired.rollback))
+                self._tried.add((desired.bundle, desired.rollback, desired.rollout))
                 self._update(desired)
             self.report()
             last_report = time.monotonic()

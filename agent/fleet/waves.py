@@ -11,6 +11,8 @@
                cleared (they keep the group's, the old version); `vkocr fleet rollback` takes the others back
     finish     the group's desired state becomes the new version (boards that join later install it) and the
                boards' own desired states are cleared
+    deadline   with `pending_deadline_s`, the pending boards have that long to come back and install; those that
+               did not count as failed (the rollout is "incomplete" beyond `max_failures`)
 
 The record (topics.RolloutRecord) is published retained after every step, so `vkocr fleet status` on any machine
 shows where the rollout stands.
@@ -38,6 +40,7 @@ class WavePlan:
     soak_s: float = 30.0
     max_failures: int = 0
     wave_timeout_s: float = 600.0
+    pending_deadline_s: float = 0.0  # after the last wave, how long pending boards have to catch up; 0: no limit
 
 
 def batch_size(batch: str, boards: int) -> int:
@@ -67,7 +70,7 @@ def plan_waves(boards: list[str], online: dict[str, bool], canary: int, batch_te
 def _outcome(view: FleetView, board: str, desired: Desired) -> str:
     """installed, failed, offline or '' (still working) for one board of a wave."""
     state = view.states.get(board)
-    if state is not None and state.desired == desired.bundle:
+    if state is not None and state.desired == desired.bundle and state.rollout == desired.rollout:
         if state.result == INSTALLED and state.version == desired.version:
             return "installed"
         if state.result in (FAILED, REFUSED):
@@ -120,7 +123,25 @@ def rollout(view: FleetView, group: str, desired: Desired, plan: WavePlan, say: 
     for board in (b for wave in waves for b in wave):
         view.publish(topics.board_desired(fleet, board), None)
     record = replace(record, status="done", updated=time.time())
+    if pending and plan.pending_deadline_s > 0:
+        record = _await_pending(view, record, desired, plan, say)
     view.publish(topics.rollout_record(fleet, group), record)
+    return record
+
+
+def _await_pending(view: FleetView, record: RolloutRecord, desired: Desired, plan: WavePlan,
+                   say: Say) -> RolloutRecord:
+    """The deadline that decides when an offline board counts: those not installed by then are failures."""
+    say(f"waiting up to {plan.pending_deadline_s:g} s for the pending boards: {', '.join(record.pending)}")
+    view.wait_for(lambda: all(_outcome(view, b, desired) == "installed" for b in record.pending),
+                  plan.pending_deadline_s)
+    overdue = [b for b in record.pending if _outcome(view, b, desired) != "installed"]
+    failed = sorted({*record.failed, *overdue})
+    record = replace(record, pending=[], failed=failed, updated=time.time())
+    if len(failed) > plan.max_failures:
+        return replace(record, status="incomplete", reason=f"{', '.join(overdue)} did not install {desired.version} "
+                       f"within {plan.pending_deadline_s:g} s of the last wave (at most {plan.max_failures} failed "
+                       "allowed); their desired state stays, they install it when they return")
     return record
 
 

@@ -143,3 +143,20 @@ def release_key_of(bundles: Bundles) -> str:
     from vkocr.agent.bundles.bundle import read_manifest
 
     return str(read_manifest(bundles.v1).signer)
+
+
+def test_a_pending_board_counts_as_failed_after_the_deadline(fleet: Fleet, refs: dict[str, str],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --pending-deadline an offline board stays pending (the first test); with it, it counts."""
+    fleet.stop("b3")
+    code = fleet.cli("rollout", f"{fleet.oci}/ocr/labels:2.0.0", "--canary", "0", "--batch", "100%", "--soak",
+                     "0.1s", "--pending-deadline", "1s", "--wave-timeout", "180s")
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "waiting up to 1 s for the pending boards: b3" in err
+    assert "rollout incomplete: b3 did not install 2.0.0 within 1 s of the last wave" in err
+    with fleet.view() as view:
+        record = view.rollouts[GROUP]
+        assert (record.status, record.failed, record.pending) == ("incomplete", ["b3"], [])
+        assert view.desired[GROUP].version == "2.0.0"  # its desired state stays: it installs it when back
+    assert (fleet.active("b1"), fleet.active("b2"), fleet.active("b3")) == ("2.0.0", "2.0.0", "1.0.0")
