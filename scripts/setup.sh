@@ -67,6 +67,13 @@ if [ -n "$missing_fonts" ]; then
     apt_install $missing_fonts
 fi
 
+# The fleet tests run a real MQTT broker (Mosquitto) and a real OCI registry (CNCF distribution, Debian's
+# docker-registry) on loopback ports: tests/agent/fleet/brokers.py starts them; neither is started as a service.
+if [ "$mode" = test ] && ! { [ -x /usr/sbin/mosquitto ] && [ -x /usr/bin/docker-registry ]; }; then
+    say "installing mosquitto and docker-registry for the fleet tests"
+    apt_install mosquitto docker-registry
+fi
+
 # 3. The virtual environment: every dependency at the version and sha256 its lock file pins (requirements/, made
 #    by scripts/lock.sh), then vkocr itself; reinstalled only when the lock, pyproject.toml, setup.py or the mode
 #    changed.

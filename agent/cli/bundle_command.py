@@ -163,7 +163,7 @@ def format_inspect(report: dict[str, Any]) -> str:
 def add_bundle_parser(subparsers: Any) -> None:
     """Register `vkocr bundle …` on the top-level subparsers."""
     bundle = subparsers.add_parser(
-        "bundle", help="model bundles: keygen, create, sign, verify, inspect",
+        "bundle", help="model bundles: keygen, create, sign, verify, inspect, push, pull",
         description="Make, sign and check model bundles: the signed files that carry models, OCR options and "
         "self-tests to agents.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = bundle.add_subparsers(dest="bundle_command", metavar="WHAT", required=True)
@@ -224,3 +224,7 @@ def add_bundle_parser(subparsers: Any) -> None:
     inspect.add_argument("bundle", type=Path, metavar="BUNDLE.vkb")
     inspect.add_argument("--json", action="store_true", help="print as JSON")
     inspect.set_defaults(func=cmd_inspect)
+
+    from vkocr.agent.cli.bundle_oci import add_oci_parsers
+
+    add_oci_parsers(sub)

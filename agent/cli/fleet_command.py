@@ -1,5 +1,7 @@
 """`vkocr fleet …`: roll a signed bundle out to several agents (canary, batches, automatic rollback) and show
-which versions they serve.
+which versions they serve. Two modes: push (`--agents`: this process uploads to each agent's gRPC port, for a
+small LAN) and pull (`--fleet`: desired state on an MQTT broker, boards pull from an OCI registry;
+agent/cli/fleet_pull.py). An agent that does not answer is pending in both, never a reason to stop.
 
 `rollout` prints its progress on stderr and a table (agent, old version, new version, result) on stdout, or
 with --json one JSON object; exit status 0 when every agent serves the new version, 1 when the rollout stopped
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from vkocr.agent.cli.client_command import parse_duration
+from vkocr.agent.cli.fleet_pull import add_pull_arguments, cmd_pull_rollout, cmd_pull_status, cmd_rollback
 
 if TYPE_CHECKING:
     from vkocr.agent.serving.client import OcrClient
@@ -27,6 +30,10 @@ EXIT_USAGE: Final = 2
 
 EXAMPLES = """\
 examples:
+  vkocr fleet rollout registry.example.com/ocr/labels:2.3.0 --fleet plant-7 --group line-a \\
+      --broker mqtts://mqtt.plant7.example:8883 --canary 1 --batch 25% --soak 2m --max-failures 0
+  vkocr fleet status --fleet plant-7 --broker mqtts://mqtt.plant7.example:8883 --json
+  vkocr fleet rollback --fleet plant-7 --group line-a --broker mqtts://mqtt.plant7.example:8883
   vkocr fleet rollout labels-2.3.0.vkb --agents 10.0.4.11:50051,10.0.4.12:50051,10.0.4.13:50051 \\
       --canary 1 --batch 5 --soak 30s --tls-ca ca.pem --tls-cert operator.pem --tls-key operator.key
   vkocr fleet status --agents 10.0.4.11:50051,10.0.4.12:50051 --tls-ca ca.pem --tls-cert operator.pem \\
@@ -37,15 +44,18 @@ examples:
 def add_fleet_parser(subparsers: Any) -> None:
     """Register `vkocr fleet` and its commands on the top-level subparsers."""
     fleet = subparsers.add_parser(
-        "fleet", help="roll model bundles out to several agents; show their versions",
-        description="Upload a signed bundle to several agents and activate it canary first, then in batches, "
-        "watching each for a soak period and rolling every switched agent back when a gate fails. Needs a "
-        "client certificate the agents allow to manage models (their [auth] allowed_subjects).",
+        "fleet", help="roll model bundles out to a fleet (boards pull) or to several agents (push); show versions",
+        description="Pull mode (--fleet): publish a bundle's OCI reference as desired state on the MQTT broker, "
+        "canary first, then in batches, each gated on the boards' reported states; offline boards are pending "
+        "and catch up later (deploy/pull-fleet.md). Push mode (--agents): upload a signed bundle to several "
+        "agents and activate it canary first, then in batches, watching each for a soak period and rolling every "
+        "switched agent back when a gate fails; needs a client certificate the agents allow to manage models "
+        "(their [auth] allowed_subjects).",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     what = fleet.add_subparsers(dest="fleet_command", metavar="WHAT", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--agents", required=True, metavar="HOST:PORT[,HOST:PORT…]",
-                        help="the agents, in rollout order")
+    common.add_argument("--agents", metavar="HOST:PORT[,HOST:PORT…]",
+                        help="push mode: the agents, in rollout order (a small LAN; the pull mode is --fleet)")
     common.add_argument("--tls-ca", type=Path, metavar="CA.pem", help="use TLS, trusting this CA")
     common.add_argument("--tls-cert", type=Path, metavar="CERT.pem", help="client certificate (mutual TLS)")
     common.add_argument("--tls-key", type=Path, metavar="KEY.pem", help="the client certificate's key")
@@ -58,10 +68,18 @@ def add_fleet_parser(subparsers: Any) -> None:
         "must stay SERVING, errors within --max-error-rate, p99 within --max-p99-ms), then the others --batch "
         "at a time the same way. On any failure every agent this rollout switched is rolled back and the exit "
         "status is 1.")
-    rollout.add_argument("bundle", type=Path, metavar="BUNDLE.vkb")
+    rollout.add_argument("bundle", metavar="BUNDLE", help="push mode: the bundle file (BUNDLE.vkb); pull mode: "
+                         "its OCI reference (REGISTRY/REPOSITORY:TAG or @sha256:…, from `vkocr bundle push`)")
     rollout.add_argument("--canary", type=int, default=1, metavar="N", help="agents updated first (default 1)")
-    rollout.add_argument("--batch", type=int, default=1, metavar="N", help="agents per batch after the canary "
-                         "(default 1)")
+    rollout.add_argument("--batch", default="1", metavar="N|P%", help="agents per batch after the canary: a "
+                         "count or a share of them, e.g. 25%% (default 1)")
+    rollout.add_argument("--max-failures", type=int, default=0, metavar="K", help="pull mode: failed boards "
+                         "tolerated before the rollout stops (default 0)")
+    rollout.add_argument("--wave-timeout", type=parse_duration, default=600.0, metavar="DURATION",
+                         help="pull mode: an online board not done within this counts as failed (default 10m)")
+    rollout.add_argument("--pending-deadline", type=parse_duration, default=None, metavar="DURATION",
+                         help="pull mode: how long after the last wave offline (pending) boards have to catch up "
+                         "before they count as failed (default: no limit, they stay pending)")
     rollout.add_argument("--soak", type=parse_duration, default=30.0, metavar="DURATION",
                          help="how long each canary and batch is watched, e.g. 30s or 2m (default 30s)")
     rollout.add_argument("--max-error-rate", type=float, default=0.01, metavar="FRACTION",
@@ -86,6 +104,15 @@ def add_fleet_parser(subparsers: Any) -> None:
                         '"reason", "active_version", "device", "stored": [{"version", "active"}] or null, '
                         '"error"}]}')
     status.set_defaults(func=cmd_status)
+
+    rollback = what.add_parser("rollback", parents=[common], help="pull mode: the group back to its desired "
+                               "state before the last rollout", description="Publish the group's desired state "
+                               "from before its last rollout as a rollback: boards that switched activate the "
+                               "version they ran before; waits up to --wave-timeout for the online boards.")
+    rollback.add_argument("--wave-timeout", type=parse_duration, default=600.0, metavar="DURATION")
+    rollback.set_defaults(func=cmd_rollback)
+    for parser in (rollout, status, rollback):
+        add_pull_arguments(parser)
 
 
 def _agents(text: str) -> list[str]:
@@ -113,19 +140,33 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
+def _mode(args: argparse.Namespace) -> str:
+    if bool(args.agents) == bool(args.fleet):
+        raise ValueError("name the agents to push to (--agents) or the fleet whose boards pull (--fleet), one of "
+                         "them")
+    return "push" if args.agents else "pull"
+
+
 def cmd_rollout(args: argparse.Namespace) -> int:
     from vkocr.agent.bundles.bundle import read_manifest
+    from vkocr.agent.fleet.errors import RolloutError
     from vkocr.agent.fleet.rollout import Gates, rollout
+    from vkocr.agent.fleet.waves import batch_size
 
     try:
+        if _mode(args) == "pull":
+            batch_size(args.batch, 100)
+            return int(cmd_pull_rollout(args))
         agents = _agents(args.agents)
-        if args.canary < 0 or args.batch < 1:
-            raise ValueError("--canary must be 0 or more and --batch at least 1")
+        args.batch = batch_size(args.batch, len(agents))
+        if args.canary < 0:
+            raise ValueError("--canary must be 0 or more")
         connect = _connector(args)
         connect(agents[0]).close()  # a bad TLS flag combination is a usage error, before any change
-    except ValueError as exc:
+    except (ValueError, RolloutError) as exc:
         print(f"vkocr fleet: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    args.bundle = Path(args.bundle)
     version = read_manifest(args.bundle).version  # what the bundle says; every agent verifies it
 
     def say(line: str) -> None:
@@ -155,6 +196,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     try:
+        if _mode(args) == "pull":
+            return int(cmd_pull_status(args))
         agents = _agents(args.agents)
         connect = _connector(args)
         connect(agents[0]).close()

@@ -209,14 +209,16 @@ def rollout(bundle: Path, agents: Sequence[str], version: str, connect: Connect,
             batch: int = 1, soak_s: float = 30.0, gates: Gates | None = None, activate_timeout: float = 600.0,
             allow_downgrade: bool = False, say: Say = lambda _: None) -> RolloutReport:
     """`allow_downgrade`: activate even where `version` is older than the agent's high-water mark (an agent
-    refuses that otherwise, FAILED_PRECONDITION, and the rollout stops there)."""
+    refuses that otherwise, FAILED_PRECONDITION, and the rollout stops there). An agent that does not answer
+    the preflight is left out (PENDING), not a failure: the others go on."""
     gates = gates or Gates()
     report = RolloutReport(version, [Row(agent, new=version) for agent in agents])
     rows = {row.agent: row for row in report.rows}
     clients = {agent: connect(agent) for agent in agents}
     try:
-        if _preflight(report, clients, say) and _upload(report, clients, bundle, say):
-            for number, wave in enumerate(waves(agents, canary, batch)):
+        reachable = _preflight(report, clients, say)
+        if reachable and _upload(report, clients, bundle, say):
+            for number, wave in enumerate(waves(reachable, canary, batch)):
                 name = "canary" if number == 0 and canary else f"batch {number + (0 if canary else 1)}"
                 if not _wave(report, [rows[a] for a in wave], clients, name, soak_s, gates, activate_timeout,
                              say, allow_downgrade=allow_downgrade):
@@ -224,27 +226,35 @@ def rollout(bundle: Path, agents: Sequence[str], version: str, connect: Connect,
                     break
             else:
                 report.ok = True
+                pending = [row.agent for row in report.rows if row.result.startswith(PENDING)]
+                if pending:
+                    report.reason = f"{', '.join(pending)} did not answer: roll out again when back"
     finally:
         for client in clients.values():
             client.close()
     return report
 
 
-def _preflight(report: RolloutReport, clients: dict[str, OcrClient], say: Say) -> bool:
+PENDING = "pending"
+
+
+def _preflight(report: RolloutReport, clients: dict[str, OcrClient], say: Say) -> list[str]:
+    """The agents that answered, in order; the others' rows say PENDING and why."""
     def check(row: Row) -> None:
         try:
             listed = clients[row.agent].models.ListBundles(models_pb2.ListBundlesRequest(), timeout=30)
             row.old = listed.active_version
             row.result = "not started"
         except grpc.RpcError as err:
-            row.result = f"unreachable or refused: {describe_rpc_error(err)}"
+            row.result = f"{PENDING} (unreachable or refused: {describe_rpc_error(err)})"
+            say(f"{row.agent}: {row.result}; the others go on")
 
     _parallel(report.rows, check)
-    failed = [row for row in report.rows if row.result != "not started"]
-    if failed:
-        report.reason = f"preflight failed on {', '.join(r.agent for r in failed)}; nothing was changed"
+    reachable = [row.agent for row in report.rows if row.result == "not started"]
+    if not reachable:
+        report.reason = "no agent answered; nothing was changed"
         say(report.reason)
-    return not failed
+    return reachable
 
 
 def _upload(report: RolloutReport, clients: dict[str, OcrClient], bundle: Path, say: Say) -> bool:
@@ -261,7 +271,7 @@ def _upload(report: RolloutReport, clients: dict[str, OcrClient], bundle: Path, 
             return
         say(f"{row.agent}: uploaded {report.version}")
 
-    _parallel([r for r in report.rows if r.old != report.version], send)
+    _parallel([r for r in report.rows if r.old != report.version and not r.result.startswith(PENDING)], send)
     failed = [row for row in report.rows if row.result.startswith("upload failed")]
     if failed:
         report.reason = f"upload failed on {', '.join(r.agent for r in failed)}; nothing was activated"

@@ -25,6 +25,7 @@ from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.model_files import MODEL_SETS
 from vkocr.agent.ocr.model_sets import ChosenModels, choose_models
 from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.serving.config_fleet import FleetConfig
 from vkocr.agent.serving.config_sources import (
     OCR_MAX_PIXELS_VARIABLE,
     apply_table,
@@ -184,6 +185,7 @@ class AgentConfig:
     plans: PlansConfig = field(default_factory=PlansConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    fleet: FleetConfig = field(default_factory=FleetConfig)
     ocr: dict[str, Any] = field(default_factory=dict)  # OcrOptions fields: the deployment's defaults
 
     def flow(self) -> FlowSettings:
@@ -280,6 +282,7 @@ class AgentConfig:
         if self.device.precision not in ("auto", "fp32", "fp16"):
             raise ConfigError(f"[device]: precision must be auto, fp32 or fp16, got {self.device.precision!r}")
         self.validate_limits()
+        self.fleet.validate(self.models.store)
         self.warm_sizes()
         self.ocr_options()
 

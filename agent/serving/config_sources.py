@@ -26,6 +26,9 @@ OTHER_VARIABLES = {
     "VKOCR_TARGET": "the agents `vkocr client` calls (agent/cli/client_command.py)",
     "VKOCR_DEV_BUNDLE": "0: scripts/setup.sh bakes in no development bundle key",
     "VKOCR_RENDER_SEED": "the seed that replays tests/test_rendered.py's random images",
+    "VKOCR_BROKER": "the MQTT broker `vkocr fleet --fleet` talks to (agent/cli/fleet_pull.py)",
+    "VKOCR_BROKER_PASSWORD": "the operator's broker password for `vkocr fleet --fleet` (agent/cli/fleet_pull.py)",
+    "VKOCR_REGISTRY_PASSWORD": "the registry password of `vkocr bundle push` and `vkocr fleet rollout --fleet`",
 }
 # [ocr] max_pixels: the one [ocr] option a variable sets, being a limit rather than a way of reading (the agent's
 # load_config; `vkocr ocr` reads it too, agent/cli/ocr_command.py).
@@ -35,7 +38,8 @@ OCR_MAX_PIXELS_VARIABLE = "VKOCR_OCR_MAX_PIXELS"
 # Keys that name files or folders. In a config file, a relative one is relative to that file's folder (so a
 # checked-in config works from any working directory); from the environment or a flag, to the working directory.
 PATH_KEYS = (("tls", "cert"), ("tls", "key"), ("tls", "client_ca"), ("models", "dir"), ("models", "store"),
-             ("models", "trusted_keys"))
+             ("models", "trusted_keys"), ("fleet", "ca"), ("fleet", "cert"), ("fleet", "key"),
+             ("fleet", "password_file"), ("fleet", "registry_ca"), ("fleet", "registry_password_file"))
 
 
 def resolve_paths(config: Any, base: Path) -> None:

@@ -118,6 +118,8 @@ class Agent:
         # systemd's Type=notify (deploy/vkocr.service); does nothing without $NOTIFY_SOCKET
         self.systemd = SystemdNotifier.from_environment()
         self._watchdog: asyncio.Task[None] | None = None
+        self.fleet_client: Any = None  # agent/fleet/board.py's BoardClient, with [fleet] broker
+        self._fleet_start: asyncio.Task[None] | None = None
 
     def _model_paths(self) -> dict[str, Path]:
         return self.config.chosen_models().paths
@@ -213,11 +215,21 @@ class Agent:
         if self.activator is not None:
             # Verifies and loads the store's active version on a thread, then starts the worker with it.
             self._loading = loop.run_in_executor(None, self.activator.load_active)
+            if config.fleet.broker and self.store is not None:  # pulls updates once that version has loaded
+                from vkocr.agent.fleet.board import board_client
+
+                self.fleet_client = board_client(config, self.store, self.activator, self.state)
+                self._fleet_start = loop.create_task(self._start_fleet_client(self.fleet_client))
         else:
             self.worker.start()  # loads the models on the worker thread; health turns SERVING when done
         log.info("listening", address=f"{host}:{self.port}", tls=config.tls_enabled,
                  mutual_tls=bool(config.tls.client_ca))
         log.info("config_resolved", **config.resolved())
+
+    async def _start_fleet_client(self, client: Any) -> None:
+        if self._loading is not None:
+            await asyncio.wait([self._loading])
+        await asyncio.get_running_loop().run_in_executor(None, client.start)
 
     async def _start_health_port(self, listen: str) -> None:
         """A plaintext port with grpc.health.v1 only, for probes that cannot speak TLS (the kubelet's): it
@@ -290,6 +302,9 @@ class Agent:
         self.systemd.stopping()  # STOPPING=1 at once: systemd knows the drain has begun
         await self.health.enter_graceful_shutdown()
         loop = asyncio.get_running_loop()
+        if self.fleet_client is not None and self._fleet_start is not None:  # no update after this; offline
+            await asyncio.wait([self._fleet_start], timeout=left())
+            await loop.run_in_executor(None, self.fleet_client.stop)
         if self.activator is not None:  # no activation after this; one in progress may finish within grace
             await loop.run_in_executor(None, self.activator.stop, left())
         worker_started = self.activator is None or self.activator.worker_started
