@@ -44,17 +44,20 @@ class HostBuffer:
         """An H×W×3 uint8 image as packed bytes (rgb_words' layout), straight into the mapping; its size in
         bytes. A large one is copied in parts on ``pool``'s threads (NumPy releases the GIL while it copies):
         one core alone does not reach the memory bandwidth that copying tens of MB from DRAM wants."""
-        data = np.ascontiguousarray(rgb, dtype=np.uint8).reshape(-1)
-        target = self.alloc.array(np.uint8)[: data.size]
-        if pool is None or data.size < PARALLEL_COPY_BYTES:
-            target[...] = data
+        # by rows, so that a strided view (a page turned upright: agent/ocr/orientation.py) is turned in this
+        # same copy, with no contiguous copy of it first
+        height = rgb.shape[0]
+        nbytes = int(rgb.size)
+        target = self.alloc.array(np.uint8)[:nbytes].reshape(rgb.shape)
+        if pool is None or nbytes < PARALLEL_COPY_BYTES:
+            np.copyto(target, rgb, casting="no")
         else:
-            step = -(-data.size // COPY_THREADS)
-            parts = [slice(i, i + step) for i in range(0, data.size, step)]
-            for done in [pool.submit(np.copyto, target[part], data[part]) for part in parts]:
+            step = -(-height // COPY_THREADS)
+            parts = [slice(i, i + step) for i in range(0, height, step)]
+            for done in [pool.submit(np.copyto, target[part], rgb[part]) for part in parts]:
                 done.result()
         self.alloc.flush()
-        return int(data.size)
+        return nbytes
 
     def close(self) -> None:
         self.device.pool.free(self.alloc)

@@ -25,6 +25,7 @@ from vkocr.agent.ocr.image_kernels import (
     record_image_preprocess,
 )
 from vkocr.agent.ocr.image_reference import resize_linear_u8
+from vkocr.agent.ocr.orientation import orientation_input
 from vkocr.agent.ocr.prep import Prepared, prepared_image, unchanged
 from vkocr.engine.device import Device
 from vkocr.engine.errors import BindingTooLarge, KernelArgumentError
@@ -86,7 +87,8 @@ class StreamStages:
         self.stream = device.stream(index)
         self.backend, self.max_batch = shared.backend, shared.max_batch
         self.image_capacity, self.image_slots = shared.image_capacity, shared.image_slots
-        self.roles: set[str] = set(ROLES)  # the models its warm-up prepares (set_lanes narrows them)
+        self.roles: set[str] = set(shared.base_models)  # the models its warm-up prepares (set_lanes narrows them)
+        self.orients = "ori" in shared.base_models
         # stream 0 runs the shared models themselves; another stream makes a sibling for a role on first use
         self._models: dict[str, Model] = dict(shared.base_models) if index == 0 else {}
         self.image = DeviceImage(device, shared.slots, shared.max_staging, self.stream, shared.copiers)
@@ -150,6 +152,17 @@ class StreamStages:
         self.shared.slots.sources[slot] = ImageSource(h, w, self.image.offset(slot))
         self.shared.slots.host_images[slot] = (image, prep)
         self.shared.cpu.forget_image(slot)
+
+    def orient(self, image: np.ndarray) -> np.ndarray:
+        """The page orientation model on the image's 224×224 input (made on the host as the reference makes it:
+        cv2's Lanczos-4 resize; 600 KB go up, 4 probabilities come back)."""
+        if not self.orients:
+            raise KernelArgumentError("no page orientation model loaded (model role ori)")
+        x = orientation_input(image)
+        plan = self.plan("ori", x.shape)
+        if plan is None:
+            return np.asarray(self.shared.cpu.run(lambda cpu: cpu.orient(image), []))
+        return plan.run(x)[plan.output_names[0]][0]
 
     def plan(self, role: str, shape: tuple[int, ...]) -> Plan | None:
         """The plan, or None when this shape's tensors are larger than the device binds (the CPU runs it)."""
@@ -226,8 +239,10 @@ class StreamStages:
     def wait_seconds(self) -> float:
         return float(self.stream.wait_seconds)
 
-    def hooks(self, role: str) -> StageHooks:
-        return {"det": self.det_hooks, "cls": self.cls_hooks, "rec": self.rec_hooks}[role]
+    def hooks(self, role: str) -> StageHooks | None:
+        """The GPU work around model `role`'s network (None for the page orientation model: its input comes from
+        the host)."""
+        return {"det": self.det_hooks, "cls": self.cls_hooks, "rec": self.rec_hooks}.get(role)
 
     def close(self) -> None:
         """Free this stream's plans, siblings and buffers (the shared models are SharedGpu's to close)."""

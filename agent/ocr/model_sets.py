@@ -10,10 +10,12 @@ or a folder.
     det = "det.onnx"
     cls = "cls.onnx"
     rec = "rec.onnx"
+    ori = "orientation.onnx"        # optional: the page orientation model (agent/ocr/orientation.py)
     [options]                       # optional: OcrOptions the set needs (e.g. rec_height = 32)
 
 A folder without one is read as the first known set (in MODEL_SETS order) whose three file names it holds, with
 that set's procedure; the files are used as they are (`vkocr models list` says which match the set's sha256).
+A known set takes the page orientation model (`ori`) from the same folder when its file is there.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from vkocr.agent.ocr.options import CHOICES, OcrOptions
 
 MODELSET_FILE = "modelset.toml"
 ROLES = ("det", "cls", "rec")
+OPTIONAL_ROLES = ("ori",)  # the page orientation model: run when use_doc_orientation asks, if present
 MODELSET_KEYS = frozenset({"name", "procedure", "files", "options"})
 
 
@@ -60,8 +63,9 @@ class ChosenModels:
 
 def known_set(model_set: ModelSet, directory: Path | None = None) -> ChosenModels:
     root = directory or models_dir()
-    return ChosenModels(model_set.name, {m.role: root / m.filename for m in model_set.files},
-                        {"procedure": model_set.procedure}, model_set)
+    paths = {m.role: root / m.filename for m in model_set.files}
+    paths |= {m.role: root / m.filename for m in model_set.optional if (root / m.filename).is_file()}
+    return ChosenModels(model_set.name, paths, {"procedure": model_set.procedure}, model_set)
 
 
 def choose_models(spec: str | None = None, directory: Path | None = None) -> ChosenModels:
@@ -104,10 +108,12 @@ def _read_modelset_toml(path: Path) -> ChosenModels:
     if procedure not in CHOICES["procedure"]:
         raise ModelSetError(f"{path}: procedure must be one of {', '.join(CHOICES['procedure'])}, got {procedure!r}")
     files = doc.get("files")
-    if not isinstance(files, dict) or set(files) != set(ROLES) or not all(isinstance(v, str) for v in files.values()):
-        raise ModelSetError(f"{path}: [files] must name exactly det, cls and rec, each a path inside the folder")
+    if (not isinstance(files, dict) or not set(ROLES) <= set(files) <= set(ROLES + OPTIONAL_ROLES)
+            or not all(isinstance(v, str) for v in files.values())):
+        raise ModelSetError(f"{path}: [files] must name det, cls and rec (and optionally ori), each a path inside "
+                            "the folder")
     folder = path.parent
-    paths = {role: folder / files[role] for role in ROLES}
+    paths = {role: folder / files[role] for role in files}
     for role, file in paths.items():
         if not file.resolve().is_relative_to(folder.resolve()):
             raise ModelSetError(f"{path}: files.{role} = {files[role]!r} lies outside the folder")

@@ -47,6 +47,7 @@ class OrtStages(HostStages):
         options = session_options(self.threads)
         self.sessions = {role: ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
                          for role, path in model_paths.items()}
+        self.orients = "ori" in self.sessions
         self.backend = f"cpu (onnxruntime {ort.__version__}, {self.threads} threads)"
         self.warmed: set[str] = set()  # the models that prepare() has run once
 
