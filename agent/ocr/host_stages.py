@@ -35,7 +35,6 @@ class HostStages(NoPlanStages):
     resize_u8 = staticmethod(reference.resize_linear_u8)
     warp = staticmethod(reference.warp_perspective_cubic)
 
-    orients = False  # a subclass that loaded the page orientation model says so
     image_slots = 64  # images held at once (load's slot): host memory, so as many as a batch may want
 
     def __init__(self) -> None:

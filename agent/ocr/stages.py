@@ -98,6 +98,7 @@ class NoPlanStages:
     whose sessions take calls from several threads): one stream, nothing to reserve, learn or count."""
 
     image_slots = 1
+    orients = False  # stages that hold the page orientation model say so
     warms = False
 
     def stream(self, index: int) -> Any:
