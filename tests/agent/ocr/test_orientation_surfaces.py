@@ -1,0 +1,47 @@
+"""The page orientation option and answer on every surface: `vkocr ocr --use-doc-orientation` (its JSON carries
+page_angle), the wire (Options.use_doc_orientation and doc_orientation_thresh in, RecognizeResponse.page_angle
+out, unset when the stage did not run)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.paths import MODELS
+from tests.text_pages import FONT, text_page
+from vkocr.agent.cli.main import main
+from vkocr.agent.ocr.model_files import ORIENTATION_FILE
+from vkocr.agent.serving.wire import options_from_proto, result_from_proto, result_to_proto
+from vkocr.postproc.result import OcrLine, OcrResult
+from vkocr.v1 import ocr_pb2
+
+WORDS = ("delivery", "address", "invoice", "number")
+
+
+@pytest.mark.skipif(not (MODELS / ORIENTATION_FILE.filename).is_file() or not Path(FONT).is_file(),
+                    reason="the orientation model (scripts/fetch_models.py) or fonts-dejavu-core is absent")
+def test_vkocr_ocr_turns_the_page_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = np.asarray(text_page(*WORDS, width=360))
+    path = tmp_path / "turned.png"
+    Image.fromarray(np.ascontiguousarray(np.rot90(page, 3))).save(path)  # 90° clockwise
+    assert main(["ocr", str(path), "--json", "--device", "cpu", "--use-doc-orientation",
+                 "--doc-orientation-thresh", "0.4"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["page_angle"] == 90
+    assert [line["text"] for line in answer["lines"]] == list(WORDS)
+    assert main(["ocr", str(path), "--json", "--device", "cpu"]) == 0
+    assert "page_angle" not in json.loads(capsys.readouterr().out)
+
+
+def test_the_wire_carries_the_option_and_the_angle() -> None:
+    options = options_from_proto(ocr_pb2.Options(use_doc_orientation=True, doc_orientation_thresh=0.7))
+    assert options == {"use_doc_orientation": True, "doc_orientation_thresh": 0.7}
+    line = OcrLine("total", 0.9, [[1.0, 2.0], [3.0, 2.0], [3.0, 4.0], [1.0, 4.0]])
+    for angle in (None, 0, 270):
+        resp = result_to_proto(OcrResult([line], page_angle=angle), "r", "v", "cpu", (10, 20))
+        assert resp.HasField("page_angle") == (angle is not None)
+        assert result_from_proto(resp).page_angle == angle
