@@ -45,3 +45,28 @@ def test_the_wire_carries_the_option_and_the_angle() -> None:
         resp = result_to_proto(OcrResult([line], page_angle=angle), "r", "v", "cpu", (10, 20))
         assert resp.HasField("page_angle") == (angle is not None)
         assert result_from_proto(resp).page_angle == angle
+
+
+@pytest.mark.skipif(not (MODELS / ORIENTATION_FILE.filename).is_file() or not Path(FONT).is_file(),
+                    reason="the orientation model (scripts/fetch_models.py) or fonts-dejavu-core is absent")
+def test_the_agent_turns_a_page_over_grpc() -> None:
+    """A real agent (the CPU backend) on a loopback port: the option in, page_angle and input-frame boxes out."""
+    import grpc
+
+    from tests.agent.agents import running_agent
+    from vkocr.v1 import ocr_pb2_grpc
+
+    page = np.asarray(text_page(*WORDS, width=360))
+    turned = np.ascontiguousarray(np.rot90(page, 2))
+    raw = ocr_pb2.RawImage(data=turned.tobytes(), height=turned.shape[0], width=turned.shape[1],
+                           layout=ocr_pb2.PIXEL_LAYOUT_RGB8)
+    with running_agent(**{"device.select": "cpu", "models.set": "ppocrv6-small"}) as agent:
+        with grpc.insecure_channel(agent.target) as channel:
+            stub = ocr_pb2_grpc.OcrServiceStub(channel)
+            on = stub.Recognize(ocr_pb2.RecognizeRequest(raw=raw, options=ocr_pb2.Options(
+                use_doc_orientation=True, doc_orientation_thresh=0.4)), timeout=60)
+            off = stub.Recognize(ocr_pb2.RecognizeRequest(raw=raw), timeout=60)
+    assert on.page_angle == 180 and not off.HasField("page_angle")
+    assert [line.text for line in on.lines] == list(WORDS)
+    first = on.lines[0].box  # the first word, at the page's top, lies at the bottom of the turned input
+    assert min(p.y for p in first) > turned.shape[0] / 2
