@@ -12,7 +12,8 @@ read exactly (NFKC, in any order); CER over each page's lines joined in upright 
     python scripts/orientation_recall.py --cost-only --device 0      # the stage's cost alone: a short table
 
 Upright images (the default's test): the compat images, these rendered pages upright and the varied stream set
-(agent/cli/stream_images.py); an upright image whose class is not 0 at the threshold would change its lines.
+(agent/cli/stream_images.py) and tests/test_rendered.py's parity pages (clean, blurred, JPEG); an upright image
+whose class is not 0 at the threshold would change its lines.
 """
 
 from __future__ import annotations
@@ -128,10 +129,14 @@ def compat_images() -> list[np.ndarray]:
 
 def upright_verdicts(ocr: Any, pages: list[np.ndarray], thresh: float) -> dict[str, Any]:
     """The classifier on every upright image: how many it would turn at `thresh`, and the surest wrong verdict."""
+    from tests.test_rendered import render
     from vkocr.agent.cli.stream_images import varied_images
     from vkocr.agent.ocr.orientation import ANGLES as CLASSES
 
-    sets = {"rendered": pages, "stream": [rgb for _, rgb in varied_images(24)], "compat": compat_images()}
+    rng = np.random.default_rng(7)
+    parity = [render(rng, variant).image for variant in ("clean", "blur", "jpeg") for _ in range(8)]
+    sets = {"documents": pages, "parity": parity, "stream": [rgb for _, rgb in varied_images(24)],
+            "compat": compat_images()}
     out: dict[str, Any] = {}
     for name, images in sets.items():
         probs = [ocr.stages.orient(rgb) for rgb in images]
@@ -163,6 +168,8 @@ def main() -> int:
     parser.add_argument("--pages", type=int, default=8, help="pages per style (scan, photo)")
     parser.add_argument("--seed", type=int, default=39)
     parser.add_argument("--cost-only", action="store_true", help="only the stage's cost per image")
+    parser.add_argument("--upright-only", action="store_true",
+                        help="only the classifier's verdicts on upright images (the default's test)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
@@ -183,11 +190,15 @@ def main() -> int:
                               "pages": len(pages), "doc_orientation_thresh": thresh}
     with OcrPipeline.open(args.device, options=chosen.ocr_options(), model_paths=chosen.paths) as ocr:
         report["backend"] = ocr.backend
+        if args.upright_only:
+            report["upright"] = upright_verdicts(ocr, [rgb for _, rgb, _ in pages], thresh)
+            print(json.dumps(report["upright"]))
+            args.cost_only = True
         report["cost"] = cost(ocr, [turned(rgb, a) for _, rgb, _ in pages[:8] for a in (0, 90)], repeats=3)
         print(f"page orientation stage on {ocr.backend}: per image wall {report['cost']['wall_ms_median']:.2f} ms "
               f"median ({report['cost']['wall_ms_min']:.2f} min), device busy "
               f"{report['cost']['gpu_ms_median']:.3f} ms median ({report['cost']['gpu_ms_min']:.3f} min)")
-        if not args.cost_only:
+        if not args.cost_only:  # (--upright-only sets it)
             report |= recall_figures(ocr, pages, cer, CLASSES)
             report["upright"] = upright_verdicts(ocr, [rgb for _, rgb, _ in pages], thresh)
     if args.json:

@@ -44,20 +44,17 @@ class HostBuffer:
         """An H×W×3 uint8 image as packed bytes (rgb_words' layout), straight into the mapping; its size in
         bytes. A large one is copied in parts on ``pool``'s threads (NumPy releases the GIL while it copies):
         one core alone does not reach the memory bandwidth that copying tens of MB from DRAM wants."""
-        # by rows, so that a strided view (a page turned upright: agent/ocr/orientation.py) is turned in this
-        # same copy, with no contiguous copy of it first
-        height = rgb.shape[0]
-        nbytes = int(rgb.size)
-        target = self.alloc.array(np.uint8)[:nbytes].reshape(rgb.shape)
-        if pool is None or nbytes < PARALLEL_COPY_BYTES:
-            np.copyto(target, rgb, casting="no")
+        data = np.ascontiguousarray(rgb, dtype=np.uint8).reshape(-1)
+        target = self.alloc.array(np.uint8)[: data.size]
+        if pool is None or data.size < PARALLEL_COPY_BYTES:
+            target[...] = data
         else:
-            step = -(-height // COPY_THREADS)
-            parts = [slice(i, i + step) for i in range(0, height, step)]
-            for done in [pool.submit(np.copyto, target[part], rgb[part]) for part in parts]:
+            step = -(-data.size // COPY_THREADS)
+            parts = [slice(i, i + step) for i in range(0, data.size, step)]
+            for done in [pool.submit(np.copyto, target[part], data[part]) for part in parts]:
                 done.result()
         self.alloc.flush()
-        return nbytes
+        return int(data.size)
 
     def close(self) -> None:
         self.device.pool.free(self.alloc)
@@ -99,9 +96,10 @@ class ImageSlots:
 class DeviceImage:
     """One stream's way into the image slots: a host-visible staging buffer the image is written to, then copied
     into its slot as it is, or resized into it by the image_resize shader (RapidOCR's resize of an oversized
-    image and its letterbox), which reads the raw image from staging. Both are recorded once per MiB of output
-    and slot, and replayed on the stream. Staging grows with the largest raw image seen (an image of more than
-    2000 px a side arrives whole), up to max_staging bytes (GpuStages.load resizes a bigger one on the host)."""
+    image and its letterbox, and a page turned upright), which reads the raw image from staging. Both are
+    recorded once per MiB of output and slot, and replayed on the stream. Staging grows with the largest raw
+    image seen (an image of more than 2000 px a side arrives whole), up to max_staging bytes (GpuStages.load
+    resizes a bigger one on the host)."""
 
     def __init__(self, device: Device, slots: ImageSlots, max_staging: int = DEFAULT_MAX_STAGING,
                  stream: Stream | None = None, copiers: ThreadPoolExecutor | None = None) -> None:
@@ -173,14 +171,16 @@ class DeviceImage:
         self._stage(image)
         self._replay("copy", image.nbytes, slot, record)
 
-    def resize(self, image: np.ndarray, out_h: int, out_w: int, pad_top: int, slot: int = 0) -> None:
-        """The image (H×W×3 uint8, any size staging can hold) resized to out_h × out_w as cv2.resize
+    def resize(self, image: np.ndarray, out_h: int, out_w: int, pad_top: int, slot: int = 0, turn: int = 0
+               ) -> None:
+        """The image (H×W×3 uint8, any size staging can hold), turned `turn` quarter turns counterclockwise
+        (np.rot90's k: a page turned upright, in the shader's reads), resized to out_h × out_w as cv2.resize
         INTER_LINEAR does, with pad_top black rows above and below, into image slot `slot`."""
         def record(rec: Recorder, size: int, out: Tensor) -> None:
             record_image_resize(rec, self.staging.tensor, self.resize_params.tensor, out, words=size // 4)
 
-        h, w = image.shape[:2]
-        params = resize_params(h, w, out_h, out_w, pad_top=pad_top, out_capacity=self.capacity)
+        h, w = image.shape[:2] if turn % 2 == 0 else image.shape[1::-1]
+        params = resize_params(h, w, out_h, out_w, pad_top=pad_top, out_capacity=self.capacity, turn=turn)
         self._stage(image)
         self.resize_params.write(params)
         self._replay("resize", (out_h + 2 * pad_top) * out_w * 3, slot, record)

@@ -95,8 +95,8 @@ class GpuStages:
     def orient(self, image: np.ndarray) -> np.ndarray:
         return self._first.orient(image)
 
-    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0) -> None:
-        self._first.load(image, prep, slot)
+    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0, turn: int = 0) -> None:
+        self._first.load(image, prep, slot, turn)
 
     def detect(self, det_h: int, det_w: int, thresh: float = 0.3, use_dilation: bool = True) -> np.ndarray:
         return self._first.detect(det_h, det_w, thresh, use_dilation)

@@ -132,25 +132,27 @@ class StreamStages:
         (probs,) = outputs.values()
         self._argmax.record(rec, probs)
 
-    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0) -> None:
+    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0, turn: int = 0) -> None:
         """Prepare this request's image (H×W×3 uint8) as ``prep`` says into image slot `slot`, where every stage's
-        shaders read it: a resize and letterbox in a shader; on the host in the rare case of two resizes, and
-        for an image too big for staging (max_staging_bytes, or the host-visible memory there is). detect reads
-        the image this stream loaded last; crops name their slot."""
+        shaders read it: a resize and letterbox in a shader, which turns the image `turn` quarter turns first
+        (a page turned upright; the raw image goes into staging as it is); on the host in the rare case of two
+        resizes, and for an image too big for staging (max_staging_bytes, or the host-visible memory there is).
+        detect reads the image this stream loaded last; crops name their slot."""
         if len(prep.sizes) > 1 or not self.image.can_stage(image.nbytes):
-            image, prep = prepared_image(image, prep, resize_linear_u8), unchanged(*prep.shape)
+            upright = np.rot90(image, turn) if turn else image
+            image, prep, turn = prepared_image(upright, prep, resize_linear_u8), unchanged(*prep.shape), 0
         h, w = prep.shape
         if 3 * h * w > self.image_capacity:
             raise KernelArgumentError(f"prepared image of {w}×{h} pixels needs {3 * h * w} bytes; the GPU image "
                                       f"buffer holds {self.image_capacity}")
-        if prep.sizes or prep.pad_top:
-            out_h, out_w = prep.sizes[0] if prep.sizes else image.shape[:2]
-            self.image.resize(image, out_h, out_w, prep.pad_top, slot)
+        if prep.sizes or prep.pad_top or turn:
+            out_h, out_w = prep.sizes[0] if prep.sizes else np.rot90(image, turn).shape[:2]
+            self.image.resize(image, out_h, out_w, prep.pad_top, slot, turn)
         else:
             self.image.copy(image, slot)
         self._slot = slot
         self.shared.slots.sources[slot] = ImageSource(h, w, self.image.offset(slot))
-        self.shared.slots.host_images[slot] = (image, prep)
+        self.shared.slots.host_images[slot] = (np.rot90(image, turn) if turn else image, prep)
         self.shared.cpu.forget_image(slot)
 
     def orient(self, image: np.ndarray) -> np.ndarray:

@@ -56,10 +56,11 @@ class HostStages(NoPlanStages):
             raise KernelArgumentError("no page orientation model loaded (model role ori)")
         return self.run_model("ori", orientation_input(image))[0]
 
-    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0) -> None:
+    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0, turn: int = 0) -> None:
         if not 0 <= slot < self.image_slots:
             raise KernelArgumentError(f"image slot {slot} outside 0..{self.image_slots - 1}")
-        # a page turned upright is a strided view; OpenCV's warps want rows of contiguous pixels
+        # a page turned upright (or any strided view): OpenCV's warps want rows of contiguous pixels
+        image = np.rot90(image, turn) if turn else image
         image = image if image.flags.c_contiguous else np.ascontiguousarray(image)
         self._last.image = self.images[slot] = prepared_image(image, prep, self.resize_u8)
 

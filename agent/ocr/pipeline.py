@@ -22,7 +22,7 @@ from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.model_files import PPOCRV4_FILES, models_dir
 from vkocr.agent.ocr.options import OcrOptions
-from vkocr.agent.ocr.orientation import result_in_input_frame, turned_upright
+from vkocr.agent.ocr.orientation import UPRIGHT_TURNS, result_in_input_frame, turned_upright
 from vkocr.agent.ocr.plugin_chains import PluginChains, run_plugins
 from vkocr.agent.ocr.precision import FP32_CHOICE, PrecisionChoice
 from vkocr.agent.ocr.procedures import PROCEDURES
@@ -212,12 +212,12 @@ class OcrPipeline:
         the answer); it is kept for `read`."""
         stages = lane if lane is not None else self.stages.stream(0)
         laps = Laps(stages.wait_seconds, stop)
-        angle, input_size = None, (request.image.shape[0], request.image.shape[1])
+        source, angle = request.image, None
         if request.options.use_doc_orientation:  # the page upright before anything reads it
-            request, angle = turned_upright(request, stages.orient(request.image))
+            request, angle = turned_upright(request, stages.orient(source))
             laps.lap("ori")
         opts, prep = request.options, request.geometry.prep
-        stages.load(request.image, prep, slot)
+        stages.load(source, prep, slot, UPRIGHT_TURNS[angle or 0])
         laps.lap("decode")
         h, w = prep.shape
         if opts.use_det:
@@ -226,7 +226,7 @@ class OcrPipeline:
         else:
             quads = [whole_image_quad(h, w)]
             crops = [Crop(np.eye(3), w, h, False, False, 1, slot)]  # RapidOCR passes the image itself on
-        return Detected(request, quads, crops, laps, angle, input_size)
+        return Detected(request, quads, crops, laps, angle, (source.shape[0], source.shape[1]))
 
     def read(self, requests: Sequence[Detected], *, lane: Stages | None = None) -> list[OcrResult | RequestStopped]:
         """The second half of these requests (`detect`'s output): classification and recognition of every crop,

@@ -28,9 +28,10 @@ class Stages(Protocol):
         """(4,) probabilities that the image (H×W×3 uint8 RGB) is turned 0, 90, 180, 270° clockwise: the page
         orientation model on agent/ocr/orientation.py's input (KernelArgumentError without the model)."""
 
-    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0) -> None:
-        """The image (H×W×3 uint8 RGB, possibly a strided view: a page turned upright), prepared as ``prep``
-        says, into image slot `slot`: detect reads the one loaded last, crops the one their slot names."""
+    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0, turn: int = 0) -> None:
+        """The image (H×W×3 uint8 RGB) turned `turn` quarter turns counterclockwise (np.rot90's k: a page turned
+        upright; the GPU turns it in its resize shader), prepared as ``prep`` says (the turned image's
+        preparation), into image slot `slot`: detect reads the one loaded last, crops the one their slot names."""
 
     def detect(self, det_h: int, det_w: int, thresh: float = 0.3, use_dilation: bool = True) -> np.ndarray:
         """Probability map (det_h × det_w) of the loaded image resized to det_h × det_w (valid until the next

@@ -202,8 +202,8 @@ def test_asking_for_the_stage_without_its_model_names_the_option(tmp_path: Path)
 
 
 def test_lavapipe_reads_a_turned_page_as_the_cpu_backend_does(cpu_pipeline: OcrPipeline, seed: int) -> None:
-    """On the device the upright page goes into staging turned in the same copy (a strided view): the lines
-    and boxes equal the CPU backend's."""
+    """On the device the raw page goes into staging as it is and the resize shader turns it upright on its way
+    into the image slot: the lines and boxes equal the CPU backend's."""
     turned = np.ascontiguousarray(np.rot90(rendered_page(random.Random(seed + 4), width=360, lines=3), 1))
     chosen = known_set(PPOCRV6_SMALL)
     with OcrPipeline.open("llvmpipe", model_paths=chosen.paths, options=chosen.ocr_options()) as gpu:
