@@ -70,3 +70,15 @@ def test_the_agent_turns_a_page_over_grpc() -> None:
     assert [line.text for line in on.lines] == list(WORDS)
     first = on.lines[0].box  # the first word, at the page's top, lies at the bottom of the turned input
     assert min(p.y for p in first) > turned.shape[0] / 2
+
+
+def test_a_warm_up_with_the_option_prepares_the_classifier_and_turned_pages() -> None:
+    from vkocr.agent.ocr.options import OcrOptions
+    from vkocr.agent.ocr.plan_shapes import warm_plan_shapes
+    from vkocr.agent.ocr.request import RequestGeometry
+
+    off = warm_plan_shapes([(1000, 600)], OcrOptions(), 8)
+    on = warm_plan_shapes([(1000, 600)], OcrOptions(use_doc_orientation=True), 8)
+    assert not [s for s in off if s[0] == "ori"] and ("ori", (1, 3, 224, 224)) in on
+    turned = ("det", (1, 3, *RequestGeometry.of(1000, 600, OcrOptions()).det_size))
+    assert turned in on and turned not in off
