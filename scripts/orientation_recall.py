@@ -148,7 +148,7 @@ def upright_verdicts(ocr: Any, pages: list[np.ndarray], thresh: float) -> dict[s
 
 def cost(ocr: Any, images: list[np.ndarray], repeats: int) -> dict[str, float]:
     """The stage alone (host preprocessing, upload, the network, 4 numbers back) per image: wall ms, and on a GPU
-    the device's busy ms, min and median over every image after one warm-up pass."""
+    the device's busy ms (0 off the GPU), min and median over every image after one warm-up pass."""
     for rgb in images:
         ocr.stages.orient(rgb)
     wall, busy = [], []
@@ -160,6 +160,14 @@ def cost(ocr: Any, images: list[np.ndarray], repeats: int) -> dict[str, float]:
             busy.append((ocr.gpu_busy_seconds() - g0) * 1e3)
     return {"wall_ms_min": min(wall), "wall_ms_median": statistics.median(wall),
             "gpu_ms_min": min(busy), "gpu_ms_median": statistics.median(busy)}
+
+
+def print_cost(backend: str, figures: dict[str, float]) -> None:
+    """The cost as a short table: wall and device-busy ms per image."""
+    print("page orientation stage, per image (16 images, 3 passes after a warm-up)")
+    print(f"{'backend':48} {'wall ms median':>15} {'min':>8} {'device ms median':>17} {'min':>8}")
+    print(f"{backend[:48]:48} {figures['wall_ms_median']:15.3f} {figures['wall_ms_min']:8.3f} "
+          f"{figures['gpu_ms_median']:17.3f} {figures['gpu_ms_min']:8.3f}")
 
 
 def main() -> int:
@@ -195,9 +203,7 @@ def main() -> int:
             print(json.dumps(report["upright"]))
             args.cost_only = True
         report["cost"] = cost(ocr, [turned(rgb, a) for _, rgb, _ in pages[:8] for a in (0, 90)], repeats=3)
-        print(f"page orientation stage on {ocr.backend}: per image wall {report['cost']['wall_ms_median']:.2f} ms "
-              f"median ({report['cost']['wall_ms_min']:.2f} min), device busy "
-              f"{report['cost']['gpu_ms_median']:.3f} ms median ({report['cost']['gpu_ms_min']:.3f} min)")
+        print_cost(ocr.backend, report["cost"])
         if not args.cost_only:  # (--upright-only sets it)
             report |= recall_figures(ocr, pages, cer, CLASSES)
             report["upright"] = upright_verdicts(ocr, [rgb for _, rgb, _ in pages], thresh)
