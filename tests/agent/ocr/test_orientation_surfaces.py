@@ -82,3 +82,31 @@ def test_a_warm_up_with_the_option_prepares_the_classifier_and_turned_pages() ->
     assert not [s for s in off if s[0] == "ori"] and ("ori", (1, 3, 224, 224)) in on
     turned = ("det", (1, 3, *RequestGeometry.of(1000, 600, OcrOptions()).det_size))
     assert turned in on and turned not in off
+
+
+def test_an_agent_without_the_model_refuses_the_option_naming_it(tmp_path: Path) -> None:
+    """A model folder without the orientation model: INVALID_ARGUMENT whose BadRequest names the field."""
+    import grpc
+    from google.rpc import error_details_pb2, status_pb2
+    from grpc_status import rpc_status
+
+    from tests.agent.agents import running_agent
+    from vkocr.agent.ocr.model_files import PPOCRV6_SMALL
+    from vkocr.v1 import ocr_pb2_grpc
+
+    for model in PPOCRV6_SMALL.files:
+        (tmp_path / model.filename).symlink_to(MODELS / model.filename)
+    raw = ocr_pb2.RawImage(data=bytes(40 * 40 * 3), height=40, width=40, layout=ocr_pb2.PIXEL_LAYOUT_RGB8)
+    with running_agent(**{"device.select": "cpu", "models.set": "", "models.dir": str(tmp_path)}) as agent:
+        with grpc.insecure_channel(agent.target) as channel:
+            stub = ocr_pb2_grpc.OcrServiceStub(channel)
+            with pytest.raises(grpc.RpcError) as caught:
+                stub.Recognize(ocr_pb2.RecognizeRequest(raw=raw, options=ocr_pb2.Options(use_doc_orientation=True)),
+                               timeout=60)
+            assert stub.Recognize(ocr_pb2.RecognizeRequest(raw=raw), timeout=60).lines is not None
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    status = rpc_status.from_call(caught.value)
+    assert isinstance(status, status_pb2.Status)
+    bad = error_details_pb2.BadRequest()
+    assert any(d.Unpack(bad) for d in status.details)
+    assert [v.field for v in bad.field_violations] == ["options.use_doc_orientation"]
