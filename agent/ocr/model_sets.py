@@ -41,7 +41,7 @@ class ChosenModels:
     """The three model files to run, the set they come from and the OcrOptions that set asks for."""
 
     name: str  # the set's name, or the folder's
-    paths: dict[str, Path]  # role → file
+    paths: dict[str, Path]  # role → file: det, cls, rec, and ori (the page orientation model) when it is there
     options: dict[str, Any] = field(default_factory=dict)  # OcrOptions fields, `procedure` always among them
     known: ModelSet | None = None  # the MODEL_SETS entry, when the files are one's (by name)
 
@@ -56,6 +56,10 @@ class ChosenModels:
     def ocr_options(self, overrides: dict[str, Any] | None = None) -> OcrOptions:
         """OcrOptions: the set's, then `overrides` (a deployment's, a command line's) over them."""
         return OcrOptions().replace(**(self.options | (overrides or {})))
+
+    def required_paths(self) -> dict[str, Path]:
+        """The det, cls and rec files alone (what a bundle carries), without the optional orientation model."""
+        return {role: path for role, path in self.paths.items() if role in ROLES}
 
     def missing(self) -> list[Path]:
         return [p for p in self.paths.values() if not p.is_file()]
