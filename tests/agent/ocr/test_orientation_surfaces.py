@@ -110,3 +110,16 @@ def test_an_agent_without_the_model_refuses_the_option_naming_it(tmp_path: Path)
     bad = error_details_pb2.BadRequest()
     assert any(d.Unpack(bad) for d in status.details)
     assert [v.field for v in bad.field_violations] == ["options.use_doc_orientation"]
+
+
+@pytest.mark.skipif(not (MODELS / ORIENTATION_FILE.filename).is_file(), reason="no orientation model here")
+def test_the_benches_reference_takes_the_sets_files_beside_the_orientation_model() -> None:
+    """RapidOCR 3.10 (the benches' reference) has no page orientation stage: the set's paths, which name the
+    orientation model too, still make one."""
+    pytest.importorskip("rapidocr")
+    from vkocr.agent.cli.reference_ocr import reference_for
+    from vkocr.agent.ocr.model_sets import choose_models
+
+    chosen = choose_models()
+    assert "ori" in chosen.paths and set(chosen.required_paths()) == {"det", "cls", "rec"}
+    assert reference_for(chosen.procedure, chosen.paths) is not None
