@@ -16,6 +16,7 @@ back into the input image's own pixel frame (`to_input_frame`), with the angle i
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Final
 
 import cv2
@@ -34,6 +35,14 @@ MEAN: Final = np.array([0.485, 0.456, 0.406], np.float32)  # applied to B, G, R 
 STD: Final = np.array([0.229, 0.224, 0.225], np.float32)
 # quarter turns (np.rot90's k, counterclockwise) that bring a page the classifier calls `angle` upright
 UPRIGHT_TURNS: Final = {0: 0, 90: 1, 180: 2, 270: 3}
+# an image longer than this many times its width is a strip, not a page: the reference would resize all of it
+# (a 10 × 4,000,000 request to 256 × 102,400,000 pixels) to look at its centre, so it is left as it is
+MAX_ASPECT: Final = 16.0
+
+
+def classifiable(height: int, width: int) -> bool:
+    """Whether the classifier looks at an image of this shape (a page, not a strip: MAX_ASPECT)."""
+    return max(height, width) <= MAX_ASPECT * min(height, width)
 
 
 def orientation_input(rgb: np.ndarray) -> np.ndarray:
@@ -59,6 +68,16 @@ def page_angle(probs: np.ndarray, thresh: float) -> int:
 def upright(image: np.ndarray, angle: int) -> np.ndarray:
     """The page turned upright: a view of `image` (no copy)."""
     return np.rot90(image, UPRIGHT_TURNS[angle])
+
+
+def page_probabilities(orient: Callable[[np.ndarray], np.ndarray], image: np.ndarray) -> np.ndarray:
+    """`orient`'s class probabilities for the image; for a strip (not `classifiable`), certainty that it is
+    upright, without running the classifier."""
+    h, w = image.shape[:2]
+    if not classifiable(h, w):
+        log.info("page_not_classified", height=h, width=w, max_aspect=MAX_ASPECT)
+        return np.array([1.0, 0.0, 0.0, 0.0], np.float32)
+    return orient(image)
 
 
 def turned_upright(request: OcrRequest, probs: np.ndarray) -> tuple[OcrRequest, int]:
@@ -108,5 +127,5 @@ def result_in_input_frame(result: OcrResult, angle: int, height: int, width: int
     return dataclasses.replace(result, lines=lines, page_angle=angle)
 
 
-__all__ = ["ANGLES", "INPUT_SIZE", "orientation_input", "page_angle", "result_in_input_frame", "to_input_frame",
-           "turned_upright", "upright"]
+__all__ = ["ANGLES", "INPUT_SIZE", "classifiable", "orientation_input", "page_angle", "page_probabilities",
+           "result_in_input_frame", "to_input_frame", "turned_upright", "upright"]

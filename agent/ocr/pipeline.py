@@ -22,7 +22,7 @@ from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.model_files import PPOCRV4_FILES, models_dir
 from vkocr.agent.ocr.options import OcrOptions
-from vkocr.agent.ocr.orientation import UPRIGHT_TURNS, result_in_input_frame, turned_upright
+from vkocr.agent.ocr.orientation import UPRIGHT_TURNS, page_probabilities, result_in_input_frame, turned_upright
 from vkocr.agent.ocr.plugin_chains import PluginChains, run_plugins
 from vkocr.agent.ocr.precision import FP32_CHOICE, PrecisionChoice
 from vkocr.agent.ocr.procedures import PROCEDURES
@@ -214,7 +214,7 @@ class OcrPipeline:
         laps = Laps(stages.wait_seconds, stop)
         source, angle = request.image, None
         if request.options.use_doc_orientation:  # the page upright before anything reads it
-            request, angle = turned_upright(request, stages.orient(source))
+            request, angle = turned_upright(request, page_probabilities(stages.orient, source))
             laps.lap("ori")
         opts, prep = request.options, request.geometry.prep
         stages.load(source, prep, slot, UPRIGHT_TURNS[angle or 0])

@@ -213,3 +213,17 @@ def test_lavapipe_reads_a_turned_page_as_the_cpu_backend_does(cpu_pipeline: OcrP
     assert [x.text for x in ours.lines] == [x.text for x in theirs.lines] and len(ours.lines) == 3
     for a, b in zip(ours.lines, theirs.lines):
         np.testing.assert_allclose(a.box, b.box, atol=1.0)
+
+
+def test_a_strip_is_not_classified(cpu_pipeline: OcrPipeline) -> None:
+    """The reference resizes the whole image so that its short side is 256: a 10 × 4,000,000 strip (40 M pixels,
+    within max_pixels) would become 256 × 102,400,000 on the host. A strip is no page: it is read as it is, and
+    the log says why (here 40 × 1000, which the pipeline reads)."""
+    from structlog.testing import capture_logs
+
+    strip = np.full((40, 1000, 3), 255, np.uint8)
+    with capture_logs() as logs:
+        result = cpu_pipeline(strip, use_doc_orientation=True)
+    assert result.page_angle == 0
+    assert [e for e in logs if e["event"] == "page_not_classified"] == [
+        {"event": "page_not_classified", "height": 40, "width": 1000, "max_aspect": 16.0, "log_level": "info"}]
