@@ -47,7 +47,9 @@ def document_page(rng: np.random.Generator) -> tuple[np.ndarray, list[str]]:
     from tests.test_rendered import PHRASES, is_latin
 
     width, size = 900, int(rng.integers(18, 31))
-    latin = ImageFont.truetype(str(FONT_DIR / LATIN_FONTS[int(rng.integers(len(LATIN_FONTS)))]), size)
+    # WenQuanYi draws Latin too, where DejaVu is absent (the GPU machine brings only fonts-wqy-microhei)
+    fonts = [FONT_DIR / name for name in LATIN_FONTS if (FONT_DIR / name).is_file()] or [CJK_FONT]
+    latin = ImageFont.truetype(str(fonts[int(rng.integers(len(fonts)))]), size)
     cjk = ImageFont.truetype(str(CJK_FONT), size)
     count, step = int(rng.integers(12, 19)), int(size * 1.9)
     page = Image.new("RGB", (width, 80 + count * step), tuple(int(v) for v in rng.integers(236, 256, 3)))
@@ -164,7 +166,8 @@ def cost(ocr: Any, images: list[np.ndarray], repeats: int) -> dict[str, float]:
 
 def print_cost(backend: str, figures: dict[str, float]) -> None:
     """The cost as a short table: wall and device-busy ms per image."""
-    print("page orientation stage, per image (16 images, 3 passes after a warm-up)")
+    print("page orientation stage, per image (8 varied stream images and their 90° turns, 3 passes after a "
+          "warm-up)")
     print(f"{'backend':48} {'wall ms median':>15} {'min':>8} {'device ms median':>17} {'min':>8}")
     print(f"{backend[:48]:48} {figures['wall_ms_median']:15.3f} {figures['wall_ms_min']:8.3f} "
           f"{figures['gpu_ms_median']:17.3f} {figures['gpu_ms_min']:8.3f}")
@@ -181,32 +184,33 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
-    from scripts.model_set_accuracy import line_hits  # noqa: F401  (fails early without the tests' renderer)
-    from tests.test_rendered import cer
+    from vkocr.agent.cli.stream_images import varied_images
     from vkocr.agent.ocr.model_sets import choose_models
     from vkocr.agent.ocr.options import OcrOptions
     from vkocr.agent.ocr.orientation import ANGLES as CLASSES
     from vkocr.agent.ocr.pipeline import OcrPipeline
 
-    rng = np.random.default_rng(args.seed)
-    base = [document_page(rng) for _ in range(args.pages)]
-    pages = [(style, rgb if style == "scan" else photographed(rgb, rng), truth) for rgb, truth in base
-             for style in STYLES]
     chosen = choose_models()
     thresh = OcrOptions().doc_orientation_thresh
     report: dict[str, Any] = {"device": args.device, "model_set": chosen.name, "seed": args.seed,
-                              "pages": len(pages), "doc_orientation_thresh": thresh}
+                              "doc_orientation_thresh": thresh}
     with OcrPipeline.open(args.device, options=chosen.ocr_options(), model_paths=chosen.paths) as ocr:
         report["backend"] = ocr.backend
-        if args.upright_only:
+        # the cost on the varied stream images (agent/cli/stream_images.py: no test modules, for the GPU machine)
+        report["cost"] = cost(ocr, [turned(rgb, a) for _, rgb in varied_images(8) for a in (0, 90)], repeats=3)
+        print_cost(ocr.backend, report["cost"])
+        if not args.cost_only:
+            from tests.test_rendered import cer
+
+            rng = np.random.default_rng(args.seed)
+            base = [document_page(rng) for _ in range(args.pages)]
+            pages = [(style, rgb if style == "scan" else photographed(rgb, rng), truth) for rgb, truth in base
+                     for style in STYLES]
+            report["pages"] = len(pages)
+            if not args.upright_only:
+                report |= recall_figures(ocr, pages, cer, CLASSES)
             report["upright"] = upright_verdicts(ocr, [rgb for _, rgb, _ in pages], thresh)
             print(json.dumps(report["upright"]))
-            args.cost_only = True
-        report["cost"] = cost(ocr, [turned(rgb, a) for _, rgb, _ in pages[:8] for a in (0, 90)], repeats=3)
-        print_cost(ocr.backend, report["cost"])
-        if not args.cost_only:  # (--upright-only sets it)
-            report |= recall_figures(ocr, pages, cer, CLASSES)
-            report["upright"] = upright_verdicts(ocr, [rgb for _, rgb, _ in pages], thresh)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1) + "\n")
