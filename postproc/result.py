@@ -1,8 +1,8 @@
 """What the pipeline returns per image: recognised lines, plugin fields, plugin errors, stage timings.
 
 ``OcrResult.to_dict`` / ``to_json`` give DESIGN.md's contract: ``{"lines": [{"text", "score", "box",
-"angle"}], "timings_ms": {...}}``, plus ``"fields"`` and ``"errors"`` when plugins produced any; callers add
-``"image"`` and ``"device"``.
+"angle"}], "timings_ms": {...}}``, plus ``"fields"`` and ``"errors"`` when plugins produced any, and
+``"page_angle"`` when the page orientation stage ran; callers add ``"image"`` and ``"device"``.
 """
 
 from __future__ import annotations
@@ -62,9 +62,14 @@ class OcrResult:
     # the part of each stage's time spent waiting for the GPU (not in the JSON contract; benchmarks subtract it
     # to tell the Python time per stage)
     gpu_wait_ms: dict[str, float] = field(default_factory=dict)
+    # how far the page was turned back before detection (0, 90, 180, 270: the page orientation classifier's
+    # verdict); None when that stage did not run. Boxes are in the input image's frame either way.
+    page_angle: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"lines": [line.to_dict() for line in self.lines]}
+        if self.page_angle is not None:
+            out["page_angle"] = int(self.page_angle)
         if self.fields:
             out["fields"] = jsonable(self.fields)
         if self.errors:

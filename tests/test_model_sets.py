@@ -57,7 +57,7 @@ def test_a_modelset_toml_names_files_procedure_and_options(tmp_path: Path) -> No
 
 @pytest.mark.parametrize(("toml", "message"), [
     ('procedure = "rapidocr-2"\n[files]\ndet = "a"\ncls = "b"\nrec = "c"\n', "procedure must be one of"),
-    ('procedure = "rapidocr-3.10"\n[files]\ndet = "a"\ncls = "b"\n', "must name exactly det, cls and rec"),
+    ('procedure = "rapidocr-3.10"\n[files]\ndet = "a"\ncls = "b"\n', "must name det, cls and rec"),
     ('procedure = "rapidocr-3.10"\n[files]\ndet = "../a"\ncls = "b"\nrec = "c"\n', "lies outside the folder"),
     ('procedure = "rapidocr-3.10"\nmodel = 1\n[files]\ndet = "a"\ncls = "b"\nrec = "c"\n', "unknown key(s) model"),
     ('procedure = "rapidocr-3.10"\n[files]\ndet = "a"\ncls = "b"\nrec = "c"\n[options]\nthresh = 7\n',

@@ -35,6 +35,7 @@ from vkocr.agent.bundles.errors import BundleError, BundleFormatError, Integrity
 from vkocr.agent.bundles.manifest import (
     MANIFEST_NAME,
     MODEL_ROLES,
+    OPTIONAL_MODEL_ROLES,
     SIGNATURE_NAME,
     FileEntry,
     Manifest,
@@ -59,10 +60,12 @@ def create(models: Mapping[str, Path], name: str, version: str, out_path: Path, 
            options: Mapping[str, Any] | None = None, self_tests: Sequence[tuple[Path, str]] = (),
            other_files: Sequence[Path] = (), private_key: Ed25519PrivateKey | None = None,
            created: datetime | None = None) -> Manifest:
-    """Write a bundle of `models` ({"det", "cls", "rec": path}) to `out_path`, signed when `private_key` is
-    given. Model and other files keep their file names; self-test images go under selftest/."""
-    if set(models) != set(MODEL_ROLES):
-        raise BundleFormatError(f"a bundle needs exactly the det, cls and rec models, got {sorted(models)}")
+    """Write a bundle of `models` ({"det", "cls", "rec": path}, and optionally "ori": the page orientation model)
+    to `out_path`, signed when `private_key` is given. Model and other files keep their file names; self-test
+    images go under selftest/."""
+    if not set(MODEL_ROLES) <= set(models) <= {*MODEL_ROLES, *OPTIONAL_MODEL_ROLES}:
+        raise BundleFormatError(f"a bundle needs exactly the det, cls and rec models (and optionally ori), got "
+                                f"{sorted(models)}")
     sources: dict[str, Path] = {}
     files: list[FileEntry] = []
 
@@ -81,7 +84,8 @@ def create(models: Mapping[str, Path], name: str, version: str, out_path: Path, 
         files.append(FileEntry(path, sha256_of(source), source.stat().st_size, role))
         return path
 
-    model_paths = {role: add(models[role], Path(models[role]).name, role) for role in MODEL_ROLES}
+    model_paths = {role: add(models[role], Path(models[role]).name, role)
+                   for role in (*MODEL_ROLES, *OPTIONAL_MODEL_ROLES) if role in models}
     tests = tuple(SelfTest(add(image, f"{SELFTEST_DIR}/{Path(image).name}", "selftest-image"), expect)
                   for image, expect in self_tests)
     for other in other_files:

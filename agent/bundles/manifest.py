@@ -36,7 +36,8 @@ FORMAT_VERSION: Final = 1
 MANIFEST_NAME: Final = "manifest.json"
 SIGNATURE_NAME: Final = "manifest.sig"
 MODEL_ROLES: Final = ("det", "cls", "rec")
-FILE_ROLES: Final = (*MODEL_ROLES, "selftest-image", "other")
+OPTIONAL_MODEL_ROLES: Final = ("ori",)  # the page orientation model (agent/ocr/orientation.py), when carried
+FILE_ROLES: Final = (*MODEL_ROLES, *OPTIONAL_MODEL_ROLES, "selftest-image", "other")
 MAX_FILES: Final = 1000
 
 # Names and versions become directory names in the model store: keep them plain.
@@ -85,7 +86,8 @@ class Manifest:
             "version": self.version,
             "created": format_time(self.created),
             "files": [{"path": f.path, "sha256": f.sha256, "size": f.size, "role": f.role} for f in self.files],
-            "models": {role: self.models[role] for role in MODEL_ROLES},
+            "models": {role: self.models[role] for role in (*MODEL_ROLES, *OPTIONAL_MODEL_ROLES)
+                       if role in self.models},
             "preprocess": self.preprocess,
             "postprocess": self.postprocess,
             "self_tests": [{"image": t.image, "expect": t.expect} for t in self.self_tests],
@@ -179,17 +181,18 @@ def _parse(doc: Any) -> Manifest:
     files = _parse_files(doc["files"])
     by_path = {f.path: f for f in files}
     models = doc["models"]
-    _require(isinstance(models, dict) and set(models) == set(MODEL_ROLES),
-             f"models must name exactly the files for {', '.join(MODEL_ROLES)}")
-    for role in MODEL_ROLES:
+    _require(isinstance(models, dict) and set(MODEL_ROLES) <= set(models) <= {*MODEL_ROLES, *OPTIONAL_MODEL_ROLES},
+             f"models must name exactly the files for {', '.join(MODEL_ROLES)} (and optionally "
+             f"{', '.join(OPTIONAL_MODEL_ROLES)})")
+    for role in models:
         entry = by_path.get(models[role]) if isinstance(models[role], str) else None
         _require(entry is not None, f"models.{role} names {models[role]!r}, which is not in files")
         assert entry is not None
         _require(entry.role == role, f"models.{role} names {entry.path!r}, whose role is {entry.role!r}")
     for entry in files:
-        if entry.role in MODEL_ROLES and models[entry.role] != entry.path:
+        if entry.role in (*MODEL_ROLES, *OPTIONAL_MODEL_ROLES) and models.get(entry.role) != entry.path:
             raise BundleFormatError(f"manifest: {entry.path!r} has role {entry.role!r} but models.{entry.role} "
-                                    f"is {models[entry.role]!r}: one file per model role")
+                                    f"is {models.get(entry.role)!r}: one file per model role")
     for section in ("preprocess", "postprocess"):
         _require(isinstance(doc[section], dict), f"{section} must be an object of OCR options")
     check_sections(doc["preprocess"], doc["postprocess"])

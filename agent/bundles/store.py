@@ -41,7 +41,7 @@ from vkocr.agent.bundles.errors import (
     VersionNotFound,
 )
 from vkocr.agent.bundles.high_water import HighWater, VersionMark
-from vkocr.agent.bundles.manifest import MANIFEST_NAME, MODEL_ROLES, NAME_PATTERN, SIGNATURE_NAME, Manifest
+from vkocr.agent.bundles.manifest import MANIFEST_NAME, NAME_PATTERN, SIGNATURE_NAME, Manifest
 from vkocr.agent.bundles.reader import DEFAULT_MAX_BYTES
 from vkocr.agent.bundles.signing import TrustedKeys, short_fingerprint
 from vkocr.agent.bundles.stored import BundleInfo, InstalledVersion, Recovery, SelfTestCase
@@ -129,7 +129,7 @@ class ModelStore:
             self._verify(version, root, manifest)
         return InstalledVersion(
             version=version, root=root, manifest=manifest,
-            models=MappingProxyType({role: root / manifest.models[role] for role in MODEL_ROLES}),
+            models=MappingProxyType({role: root / path for role, path in manifest.models.items()}),
             options=manifest.ocr_options(base),
             self_tests=tuple(SelfTestCase(root / t.image, t.expect) for t in manifest.self_tests))
 

@@ -87,7 +87,7 @@ def cmd_create(args: argparse.Namespace) -> int:
                               "run scripts/fetch_models.py")
         if chosen.missing():
             raise BundleError(f"model set {chosen.name}: missing {', '.join(map(str, chosen.missing()))}")
-        models = chosen.paths | given
+        models = chosen.paths | given  # with the page orientation model when the set's folder has it
         set_options = chosen.options
     else:
         missing = [role for role in ("det", "cls", "rec") if role not in given]

@@ -66,6 +66,8 @@ TUNING_FLAGS: tuple[TuningFlag, ...] = (
                "box score over the box's rectangle (fast) or its polygon (slow)", True, "det"),
     TuningFlag(("--cls-thresh",), "cls_thresh", "P", "classifier confidence needed to turn a line 180°", True,
                "cls"),
+    TuningFlag(("--doc-orientation-thresh",), "doc_orientation_thresh", "P",
+               "page orientation confidence needed to turn a page (with --use-doc-orientation)", True, "global"),
     TuningFlag(("--rec-batch-num",), "rec_batch", "N", "lines per recognition batch (RapidOCR groups lines of "
                "similar width/height into batches of this many)", False, "rec"),
 )
@@ -116,6 +118,9 @@ def add_ocr_flags(p: argparse.ArgumentParser, *, remote: bool, images_help: str 
     p.add_argument("--no-cls", action="store_true", help="no direction classification")
     p.add_argument("--no-rec", action="store_true", help="no recognition: boxes only")
     p.add_argument("--no-exif", action="store_true", help="ignore EXIF orientation, as RapidOCR does")
+    p.add_argument("--use-doc-orientation", action="store_true",
+                   help="turn each page upright first (0/90/180/270 classifier); boxes stay in the image's frame "
+                   "and the answer says page_angle")
     p.add_argument("--word-boxes", "--return-word-box", dest="word_boxes", action="store_true",
                    help="per-character (CJK) or per-word boxes in each line")
     plugins = p.add_mutually_exclusive_group()
@@ -148,6 +153,8 @@ def option_overrides(args: argparse.Namespace) -> dict[str, Any]:
             out[tuning.field] = value
     if args.word_boxes:
         out["return_word_box"] = True
+    if args.use_doc_orientation:
+        out["use_doc_orientation"] = True
     if args.no_plugins:
         out["plugins"] = ()
     elif args.plugin:

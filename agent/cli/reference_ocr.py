@@ -61,8 +61,10 @@ def _rapidocr_144(det_limit_side_len: int | None) -> Reference:
 def _rapidocr_310(model_paths: Mapping[str, Path], det_limit_side_len: int | None) -> Reference:
     from rapidocr import RapidOCR
 
+    # det, cls and rec only: RapidOCR's pipeline has no page orientation stage (our optional "ori" model)
     params: dict[str, Any] = {"Global.log_level": "critical", **{f"{role.capitalize()}.model_path": str(path)
-                                                                   for role, path in model_paths.items()}}
+                                                                   for role, path in model_paths.items()
+                                                                   if role in ("det", "cls", "rec")}}
     if det_limit_side_len is not None:
         params["Det.limit_side_len"] = det_limit_side_len
     engine = RapidOCR(params=params)

@@ -96,9 +96,10 @@ class ImageSlots:
 class DeviceImage:
     """One stream's way into the image slots: a host-visible staging buffer the image is written to, then copied
     into its slot as it is, or resized into it by the image_resize shader (RapidOCR's resize of an oversized
-    image and its letterbox), which reads the raw image from staging. Both are recorded once per MiB of output
-    and slot, and replayed on the stream. Staging grows with the largest raw image seen (an image of more than
-    2000 px a side arrives whole), up to max_staging bytes (GpuStages.load resizes a bigger one on the host)."""
+    image and its letterbox, and a page turned upright), which reads the raw image from staging. Both are
+    recorded once per MiB of output and slot, and replayed on the stream. Staging grows with the largest raw
+    image seen (an image of more than 2000 px a side arrives whole), up to max_staging bytes (GpuStages.load
+    resizes a bigger one on the host)."""
 
     def __init__(self, device: Device, slots: ImageSlots, max_staging: int = DEFAULT_MAX_STAGING,
                  stream: Stream | None = None, copiers: ThreadPoolExecutor | None = None) -> None:
@@ -170,14 +171,16 @@ class DeviceImage:
         self._stage(image)
         self._replay("copy", image.nbytes, slot, record)
 
-    def resize(self, image: np.ndarray, out_h: int, out_w: int, pad_top: int, slot: int = 0) -> None:
-        """The image (H×W×3 uint8, any size staging can hold) resized to out_h × out_w as cv2.resize
+    def resize(self, image: np.ndarray, out_h: int, out_w: int, pad_top: int, slot: int = 0, turn: int = 0
+               ) -> None:
+        """The image (H×W×3 uint8, any size staging can hold), turned `turn` quarter turns counterclockwise
+        (np.rot90's k: a page turned upright, in the shader's reads), resized to out_h × out_w as cv2.resize
         INTER_LINEAR does, with pad_top black rows above and below, into image slot `slot`."""
         def record(rec: Recorder, size: int, out: Tensor) -> None:
             record_image_resize(rec, self.staging.tensor, self.resize_params.tensor, out, words=size // 4)
 
-        h, w = image.shape[:2]
-        params = resize_params(h, w, out_h, out_w, pad_top=pad_top, out_capacity=self.capacity)
+        h, w = image.shape[:2] if turn % 2 == 0 else image.shape[1::-1]
+        params = resize_params(h, w, out_h, out_w, pad_top=pad_top, out_capacity=self.capacity, turn=turn)
         self._stage(image)
         self.resize_params.write(params)
         self._replay("resize", (out_h + 2 * pad_top) * out_w * 3, slot, record)

@@ -28,7 +28,7 @@ import numpy as np
 
 from vkocr.agent.ocr.device_images import DEFAULT_MAX_STAGING, DeviceImage
 from vkocr.agent.ocr.gpu_shared import DEFAULT_IMAGE_CAPACITY, SharedGpu
-from vkocr.agent.ocr.gpu_stream import ROLES, StreamStages
+from vkocr.agent.ocr.gpu_stream import StreamStages
 from vkocr.agent.ocr.image_kernels import Crop
 from vkocr.agent.ocr.prep import Prepared
 from vkocr.engine.device import Device
@@ -53,6 +53,7 @@ class GpuStages:
         self.device, self.backend, self.max_batch = device, self.shared.backend, max_batch
         self.image_capacity, self.image_slots = image_capacity, self.shared.image_slots
         self.model_paths = self.shared.model_paths
+        self.orients = "ori" in self.shared.base_models
         self._streams: dict[int, StreamStages] = {}
         self._first = self.stream(0)
 
@@ -68,9 +69,12 @@ class GpuStages:
     def set_lanes(self, detect: int, read: int) -> None:
         """Streams 0..detect-1 run detection, the next `read` streams classification and recognition (read 0:
         stream 0 runs every stage): what a warm-up prepares on each (`prepare`, `reserve`, `learn_shape_class`)."""
+        models = set(self.shared.base_models)
         for index in range(detect + read):
             lane = self.stream(index)
-            lane.roles = {"det"} if index < detect and read else {"cls", "rec"} if index >= detect else set(ROLES)
+            # the page orientation model runs in a request's first half, beside det
+            lane.roles = ({"det", "ori"} & models if index < detect and read else {"cls", "rec"} if index >= detect
+                          else models)
 
     def _lanes_for(self, role: str) -> list[StreamStages]:
         return [lane for lane in self._streams.values() if role in lane.roles] or [self._first]
@@ -85,11 +89,14 @@ class GpuStages:
     def models(self) -> dict[str, Model]:
         return self._first.models
 
-    def hooks(self, role: str) -> StageHooks:
+    def hooks(self, role: str) -> StageHooks | None:
         return self._first.hooks(role)
 
-    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0) -> None:
-        self._first.load(image, prep, slot)
+    def orient(self, image: np.ndarray) -> np.ndarray:
+        return self._first.orient(image)
+
+    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0, turn: int = 0) -> None:
+        self._first.load(image, prep, slot, turn)
 
     def detect(self, det_h: int, det_w: int, thresh: float = 0.3, use_dilation: bool = True) -> np.ndarray:
         return self._first.detect(det_h, det_w, thresh, use_dilation)

@@ -25,6 +25,7 @@ from vkocr.agent.ocr.image_kernels import (
     record_image_preprocess,
 )
 from vkocr.agent.ocr.image_reference import resize_linear_u8
+from vkocr.agent.ocr.orientation import orientation_input
 from vkocr.agent.ocr.prep import Prepared, prepared_image, unchanged
 from vkocr.engine.device import Device
 from vkocr.engine.errors import BindingTooLarge, KernelArgumentError
@@ -86,7 +87,8 @@ class StreamStages:
         self.stream = device.stream(index)
         self.backend, self.max_batch = shared.backend, shared.max_batch
         self.image_capacity, self.image_slots = shared.image_capacity, shared.image_slots
-        self.roles: set[str] = set(ROLES)  # the models its warm-up prepares (set_lanes narrows them)
+        self.roles: set[str] = set(shared.base_models)  # the models its warm-up prepares (set_lanes narrows them)
+        self.orients = "ori" in shared.base_models
         # stream 0 runs the shared models themselves; another stream makes a sibling for a role on first use
         self._models: dict[str, Model] = dict(shared.base_models) if index == 0 else {}
         self.image = DeviceImage(device, shared.slots, shared.max_staging, self.stream, shared.copiers)
@@ -130,26 +132,39 @@ class StreamStages:
         (probs,) = outputs.values()
         self._argmax.record(rec, probs)
 
-    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0) -> None:
+    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0, turn: int = 0) -> None:
         """Prepare this request's image (H×W×3 uint8) as ``prep`` says into image slot `slot`, where every stage's
-        shaders read it: a resize and letterbox in a shader; on the host in the rare case of two resizes, and
-        for an image too big for staging (max_staging_bytes, or the host-visible memory there is). detect reads
-        the image this stream loaded last; crops name their slot."""
+        shaders read it: a resize and letterbox in a shader, which turns the image `turn` quarter turns first
+        (a page turned upright; the raw image goes into staging as it is); on the host in the rare case of two
+        resizes, and for an image too big for staging (max_staging_bytes, or the host-visible memory there is).
+        detect reads the image this stream loaded last; crops name their slot."""
         if len(prep.sizes) > 1 or not self.image.can_stage(image.nbytes):
-            image, prep = prepared_image(image, prep, resize_linear_u8), unchanged(*prep.shape)
+            upright = np.rot90(image, turn) if turn else image
+            image, prep, turn = prepared_image(upright, prep, resize_linear_u8), unchanged(*prep.shape), 0
         h, w = prep.shape
         if 3 * h * w > self.image_capacity:
             raise KernelArgumentError(f"prepared image of {w}×{h} pixels needs {3 * h * w} bytes; the GPU image "
                                       f"buffer holds {self.image_capacity}")
-        if prep.sizes or prep.pad_top:
-            out_h, out_w = prep.sizes[0] if prep.sizes else image.shape[:2]
-            self.image.resize(image, out_h, out_w, prep.pad_top, slot)
+        if prep.sizes or prep.pad_top or turn:
+            out_h, out_w = prep.sizes[0] if prep.sizes else np.rot90(image, turn).shape[:2]
+            self.image.resize(image, out_h, out_w, prep.pad_top, slot, turn)
         else:
             self.image.copy(image, slot)
         self._slot = slot
         self.shared.slots.sources[slot] = ImageSource(h, w, self.image.offset(slot))
-        self.shared.slots.host_images[slot] = (image, prep)
+        self.shared.slots.host_images[slot] = (np.rot90(image, turn) if turn else image, prep)
         self.shared.cpu.forget_image(slot)
+
+    def orient(self, image: np.ndarray) -> np.ndarray:
+        """The page orientation model on the image's 224×224 input (made on the host as the reference makes it:
+        cv2's Lanczos-4 resize; 600 KB go up, 4 probabilities come back)."""
+        if not self.orients:
+            raise KernelArgumentError("no page orientation model loaded (model role ori)")
+        x = orientation_input(image)
+        plan = self.plan("ori", x.shape)
+        if plan is None:
+            return np.asarray(self.shared.cpu.run(lambda cpu: cpu.orient(image), []))
+        return plan.run(x)[plan.output_names[0]][0]
 
     def plan(self, role: str, shape: tuple[int, ...]) -> Plan | None:
         """The plan, or None when this shape's tensors are larger than the device binds (the CPU runs it)."""
@@ -226,8 +241,10 @@ class StreamStages:
     def wait_seconds(self) -> float:
         return float(self.stream.wait_seconds)
 
-    def hooks(self, role: str) -> StageHooks:
-        return {"det": self.det_hooks, "cls": self.cls_hooks, "rec": self.rec_hooks}[role]
+    def hooks(self, role: str) -> StageHooks | None:
+        """The GPU work around model `role`'s network (None for the page orientation model: its input comes from
+        the host)."""
+        return {"det": self.det_hooks, "cls": self.cls_hooks, "rec": self.rec_hooks}.get(role)
 
     def close(self) -> None:
         """Free this stream's plans, siblings and buffers (the shared models are SharedGpu's to close)."""

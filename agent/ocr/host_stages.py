@@ -13,6 +13,7 @@ import numpy as np
 from vkocr.agent.ocr import image_reference as reference
 from vkocr.agent.ocr.image_kernels import Crop
 from vkocr.agent.ocr.image_reference import preprocess_image, resize_normalize_pad, rotate_crop
+from vkocr.agent.ocr.orientation import orientation_input
 from vkocr.agent.ocr.prep import Prepared, prepared_image
 from vkocr.agent.ocr.stages import NoPlanStages
 from vkocr.engine.errors import KernelArgumentError
@@ -47,12 +48,20 @@ class HostStages(NoPlanStages):
         return image if image is not None else np.zeros((1, 1, 3), np.uint8)
 
     def run_model(self, role: str, x: np.ndarray) -> np.ndarray:
-        """The first output of model `role` ("det", "cls", "rec") for input `x`."""
+        """The first output of model `role` ("det", "cls", "rec", "ori") for input `x`."""
         raise NotImplementedError
 
-    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0) -> None:
+    def orient(self, image: np.ndarray) -> np.ndarray:
+        if not self.orients:
+            raise KernelArgumentError("no page orientation model loaded (model role ori)")
+        return self.run_model("ori", orientation_input(image))[0]
+
+    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0, turn: int = 0) -> None:
         if not 0 <= slot < self.image_slots:
             raise KernelArgumentError(f"image slot {slot} outside 0..{self.image_slots - 1}")
+        # a page turned upright (or any strided view): OpenCV's warps want rows of contiguous pixels
+        image = np.rot90(image, turn) if turn else image
+        image = image if image.flags.c_contiguous else np.ascontiguousarray(image)
         self._last.image = self.images[slot] = prepared_image(image, prep, self.resize_u8)
 
     def detect(self, det_h: int, det_w: int, thresh: float = 0.3, use_dilation: bool = True) -> np.ndarray:

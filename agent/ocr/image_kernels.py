@@ -18,9 +18,10 @@ Params layouts (uint32 words; floats as their bit patterns):
     image_params (IMAGE_PARAMS_WORDS = 8):
         0 src_w   1 src_h   2 row_stride (bytes)   3 offset (bytes)   4 out_w   5 out_h
         6 tie_x (float)   7 tie_y (float)
-    resize_params (RESIZE_PARAMS_WORDS = 10):
-        0..7 as image_params   8 pad_top (black rows above the image, and as many below)
-        9 total rows (out_h + 2 · pad_top)
+    resize_params (RESIZE_PARAMS_WORDS = 12):
+        0..7 as image_params (src_w, src_h: the turned image's sides; stride and offset: the stored rows')
+        8 pad_top (black rows above the image, and as many below)   9 total rows (out_h + 2 · pad_top)
+        10 turn (quarter turns counterclockwise, np.rot90's k, before the resize)   11 0
     crop_params (CROP_HEADER_WORDS + CROP_SLOT_WORDS · batch):
         header: 4 n_valid   0..3, 5..7 0
         slot b, at 8 + 20 b:
@@ -69,7 +70,7 @@ IMAGE_PREPROCESS = KernelDef("ocr/image_preprocess", ("r", "r", "w"), 32)
 CROP_WARP = KernelDef("ocr/crop_warp", ("r", "r", "w"), 12)
 IMAGE_RESIZE = KernelDef("ocr/image_resize", ("r", "r", "w"), 4)
 IMAGE_PARAMS_WORDS = 8
-RESIZE_PARAMS_WORDS = 10
+RESIZE_PARAMS_WORDS = 12
 CROP_HEADER_WORDS = 8
 CROP_SLOT_WORDS = 20
 MAX_SIDE = 32768  # any image or output side; the shaders' integer coordinate arithmetic stays in int32
@@ -148,13 +149,18 @@ def image_params(src_h: int, src_w: int, out_h: int, out_w: int, *, row_stride: 
 
 def resize_params(src_h: int, src_w: int, out_h: int, out_w: int, *, pad_top: int = 0,
                   row_stride: int | None = None, offset: int = 0, capacity: int | None = None,
-                  out_capacity: int | None = None) -> np.ndarray:
+                  out_capacity: int | None = None, turn: int = 0) -> np.ndarray:
     """The params words of record_image_resize: resize the src_h × src_w image to out_h × out_w with pad_top
-    black rows above and below it. `capacity` / `out_capacity`: the image / output buffer's size in bytes,
-    checked when given."""
+    black rows above and below it. `turn`: the image is stored turned back, np.rot90(stored, turn) is the
+    src_h × src_w one (so the stored rows are src_w long when the turn is odd). `capacity` / `out_capacity`: the
+    image / output buffer's size in bytes, checked when given."""
     _check_axis("width", src_w, out_w)
     _check_axis("height", src_h, out_h)
-    words = _source_words(src_h, src_w, row_stride, offset, capacity)
+    if turn not in (0, 1, 2, 3):
+        raise KernelArgumentError(f"turn {turn} outside 0..3 quarter turns")
+    stored_h, stored_w = (src_w, src_h) if turn % 2 else (src_h, src_w)
+    words = _source_words(stored_h, stored_w, row_stride, offset, capacity)
+    words[:2] = [src_w, src_h]
     if pad_top < 0:
         raise KernelArgumentError(f"negative letterbox padding {pad_top}")
     total_rows = out_h + 2 * pad_top
@@ -162,7 +168,7 @@ def resize_params(src_h: int, src_w: int, out_h: int, out_w: int, *, pad_top: in
     if total_bytes >= 2**32 or (out_capacity is not None and total_bytes > out_capacity):
         raise KernelArgumentError(f"resized image of {total_rows}×{out_w} ({total_bytes} bytes) does not fit the "
                                   f"output's {out_capacity if out_capacity is not None else 2**32 - 1} bytes")
-    words += [out_w, out_h, _tie_bits(src_w, out_w), _tie_bits(src_h, out_h), pad_top, total_rows]
+    words += [out_w, out_h, _tie_bits(src_w, out_w), _tie_bits(src_h, out_h), pad_top, total_rows, turn, 0]
     return np.array(words, np.uint32)
 
 

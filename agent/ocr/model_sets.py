@@ -10,10 +10,12 @@ or a folder.
     det = "det.onnx"
     cls = "cls.onnx"
     rec = "rec.onnx"
+    ori = "orientation.onnx"        # optional: the page orientation model (agent/ocr/orientation.py)
     [options]                       # optional: OcrOptions the set needs (e.g. rec_height = 32)
 
 A folder without one is read as the first known set (in MODEL_SETS order) whose three file names it holds, with
 that set's procedure; the files are used as they are (`vkocr models list` says which match the set's sha256).
+A known set takes the page orientation model (`ori`) from the same folder when its file is there.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from vkocr.agent.ocr.options import CHOICES, OcrOptions
 
 MODELSET_FILE = "modelset.toml"
 ROLES = ("det", "cls", "rec")
+OPTIONAL_ROLES = ("ori",)  # the page orientation model: run when use_doc_orientation asks, if present
 MODELSET_KEYS = frozenset({"name", "procedure", "files", "options"})
 
 
@@ -38,7 +41,7 @@ class ChosenModels:
     """The three model files to run, the set they come from and the OcrOptions that set asks for."""
 
     name: str  # the set's name, or the folder's
-    paths: dict[str, Path]  # role → file
+    paths: dict[str, Path]  # role → file: det, cls, rec, and ori (the page orientation model) when it is there
     options: dict[str, Any] = field(default_factory=dict)  # OcrOptions fields, `procedure` always among them
     known: ModelSet | None = None  # the MODEL_SETS entry, when the files are one's (by name)
 
@@ -54,14 +57,19 @@ class ChosenModels:
         """OcrOptions: the set's, then `overrides` (a deployment's, a command line's) over them."""
         return OcrOptions().replace(**(self.options | (overrides or {})))
 
+    def required_paths(self) -> dict[str, Path]:
+        """The det, cls and rec files alone (what a bundle carries), without the optional orientation model."""
+        return {role: path for role, path in self.paths.items() if role in ROLES}
+
     def missing(self) -> list[Path]:
         return [p for p in self.paths.values() if not p.is_file()]
 
 
 def known_set(model_set: ModelSet, directory: Path | None = None) -> ChosenModels:
     root = directory or models_dir()
-    return ChosenModels(model_set.name, {m.role: root / m.filename for m in model_set.files},
-                        {"procedure": model_set.procedure}, model_set)
+    paths = {m.role: root / m.filename for m in model_set.files}
+    paths |= {m.role: root / m.filename for m in model_set.optional if (root / m.filename).is_file()}
+    return ChosenModels(model_set.name, paths, {"procedure": model_set.procedure}, model_set)
 
 
 def choose_models(spec: str | None = None, directory: Path | None = None) -> ChosenModels:
@@ -104,10 +112,12 @@ def _read_modelset_toml(path: Path) -> ChosenModels:
     if procedure not in CHOICES["procedure"]:
         raise ModelSetError(f"{path}: procedure must be one of {', '.join(CHOICES['procedure'])}, got {procedure!r}")
     files = doc.get("files")
-    if not isinstance(files, dict) or set(files) != set(ROLES) or not all(isinstance(v, str) for v in files.values()):
-        raise ModelSetError(f"{path}: [files] must name exactly det, cls and rec, each a path inside the folder")
+    if (not isinstance(files, dict) or not set(ROLES) <= set(files) <= set(ROLES + OPTIONAL_ROLES)
+            or not all(isinstance(v, str) for v in files.values())):
+        raise ModelSetError(f"{path}: [files] must name det, cls and rec (and optionally ori), each a path inside "
+                            "the folder")
     folder = path.parent
-    paths = {role: folder / files[role] for role in ROLES}
+    paths = {role: folder / files[role] for role in files}
     for role, file in paths.items():
         if not file.resolve().is_relative_to(folder.resolve()):
             raise ModelSetError(f"{path}: files.{role} = {files[role]!r} lies outside the folder")

@@ -18,6 +18,7 @@ class NumpyStages(HostStages):
     def __init__(self, model_paths: Mapping[str, Path]) -> None:
         super().__init__()
         self.models = {role: Model.load(path, None) for role, path in model_paths.items()}
+        self.orients = "ori" in self.models
 
     def run_model(self, role: str, x: np.ndarray) -> np.ndarray:
         return self.models[role].run(x)

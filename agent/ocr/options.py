@@ -60,6 +60,7 @@ RANGES: Final[dict[str, Range]] = {
     "rec_width_bucket": Range(1, MAX_REC_WIDTH_BUCKET),
     "max_det_pixels": Range(1024, 100_000_000),
     "plugin_budget_ms": Range(0.0, 60_000.0, low_open=True),
+    "doc_orientation_thresh": Range(0.0, 1.0),
 }
 # procedure: whose steps between the networks the pipeline follows (agent/ocr/procedures.py), the model set's
 CHOICES: Final[dict[str, tuple[str, ...]]] = {"limit_type": ("min", "max"), "score_mode": ("fast", "slow"),
@@ -95,6 +96,10 @@ class OcrOptions:
     width_height_ratio: float = 8.0
     max_pixels: int = 40_000_000  # decoded-size limit, checked before decoding
     apply_exif: bool = True  # RapidOCR ignores EXIF orientation; DESIGN.md applies it
+    # page orientation (agent/ocr/orientation.py): classify the page 0/90/180/270 and turn it upright before
+    # detection; boxes stay in the input's frame. Not RapidOCR's procedure, so off unless asked for.
+    use_doc_orientation: bool = False
+    doc_orientation_thresh: float = 0.5  # the classifier's confidence needed to turn a page
     # det
     limit_side_len: int = 736
     limit_type: str = "min"

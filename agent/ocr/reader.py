@@ -33,7 +33,8 @@ class OCR:
     "ppocrv4": its files in VKOCR_MODELS, else ~/.local/share/vkocr/models), or a folder (agent/ocr/model_sets.py: its
     modelset.toml, else a known set's file names); the set's procedure comes with it. ``options``: OcrOptions
     fields for every read
-    (``text_score=0.6``, ``use_cls=False``, ``return_word_box=True``, …). ``precision``: "auto" (the default:
+    (``text_score=0.6``, ``use_cls=False``, ``return_word_box=True``, ``use_doc_orientation=True`` to turn pages
+    upright first, …). ``precision``: "auto" (the default:
     fp16 storage on a GPU where the model set's calibrated plan passed its sameness gate, else fp32), "fp32" or
     "fp16" (agent/ocr/precision.py); ``ocr.precision`` says which serves and why.
 
@@ -84,7 +85,8 @@ class OCR:
 
         Returns an OcrResult: ``.lines`` (OcrLine: ``text``, ``score``, ``box`` 4×2 clockwise from the
         top-left, ``angle`` 0 or 180, ``chars`` with ``return_word_box=True``), ``.timings_ms`` per stage,
-        ``.fields`` and ``.errors`` from plugins. Raises vkocr.agent.errors.ImageError for an unreadable image
+        ``.fields`` and ``.errors`` from plugins, ``.page_angle`` with ``use_doc_orientation=True`` (boxes stay
+        in the image's own frame). Raises vkocr.agent.errors.ImageError for an unreadable image
         and OptionsError for a bad option."""
         pipeline = self.pipeline
         opts = pipeline.options.replace(**options) if options else pipeline.options

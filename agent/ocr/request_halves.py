@@ -49,12 +49,15 @@ class Laps:
 class Detected:
     """One request between `detect` and `read`: the request, the quads DB found (in reading order) and their
     crops, each naming the image slot it is cut from (which must hold the image until `read` has run), and its
-    stage times so far."""
+    stage times so far. A page the orientation stage turned upright is read as `request` (the page upright);
+    `page_angle` and `input_size` (height, width) map its answer back into the input image's frame."""
 
     request: OcrRequest
     quads: list[np.ndarray]
     crops: list[Crop]
     laps: Laps
+    page_angle: int | None = None  # None: the orientation stage did not run
+    input_size: tuple[int, int] = (0, 0)
 
     @property
     def opts(self) -> OcrOptions:

@@ -22,10 +22,16 @@ class Stages(Protocol):
     backend: str
     max_batch: int  # crops one classify or recognize call takes
     image_slots: int  # images held at once: a batch may hold crops of each (Crop.image names the slot)
+    orients: bool  # whether it holds the page orientation model (`orient`)
 
-    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0) -> None:
-        """The image (H×W×3 uint8 RGB), prepared as ``prep`` says, into image slot `slot`: detect reads the one
-        loaded last, crops the one their slot names."""
+    def orient(self, image: np.ndarray) -> np.ndarray:
+        """(4,) probabilities that the image (H×W×3 uint8 RGB) is turned 0, 90, 180, 270° clockwise: the page
+        orientation model on agent/ocr/orientation.py's input (KernelArgumentError without the model)."""
+
+    def load(self, image: np.ndarray, prep: Prepared, slot: int = 0, turn: int = 0) -> None:
+        """The image (H×W×3 uint8 RGB) turned `turn` quarter turns counterclockwise (np.rot90's k: a page turned
+        upright; the GPU turns it in its resize shader), prepared as ``prep`` says (the turned image's
+        preparation), into image slot `slot`: detect reads the one loaded last, crops the one their slot names."""
 
     def detect(self, det_h: int, det_w: int, thresh: float = 0.3, use_dilation: bool = True) -> np.ndarray:
         """Probability map (det_h × det_w) of the loaded image resized to det_h × det_w (valid until the next
@@ -56,6 +62,7 @@ class StageSet(Protocol):
     backend: str
     max_batch: int
     image_slots: int
+    orients: bool
     warms: bool  # whether a warm-up has anything to do (record plans, or run each model once)
 
     def stream(self, index: int) -> Stages:
@@ -92,6 +99,7 @@ class NoPlanStages:
     whose sessions take calls from several threads): one stream, nothing to reserve, learn or count."""
 
     image_slots = 1
+    orients = False  # stages that hold the page orientation model say so
     warms = False
 
     def stream(self, index: int) -> Any:

@@ -217,6 +217,7 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
         overrides = wire.options_from_proto(request.options) if request.HasField("options") else {}
         defaults = pipeline.options
         opts = defaults.replace(**overrides) if overrides else defaults
+        pipeline.check_orientation(opts)  # use_doc_orientation without the model: refused before decoding
         chain = pipeline.chain_for(opts)  # built once per distinct plugin options, and kept
         clock = time.perf_counter()
         source = wire.image_from_proto(request, opts.max_pixels)

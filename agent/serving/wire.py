@@ -338,6 +338,8 @@ def result_to_proto(
         resp.plugin_errors.add(plugin=error["plugin"], error=error["error"])
     for name, ms in result.timings_ms.items():
         resp.timings[name].CopyFrom(duration_from_ms(ms))
+    if result.page_angle is not None:
+        resp.page_angle = int(result.page_angle)
     return resp
 
 
@@ -366,6 +368,7 @@ def result_from_proto(resp: ocr_pb2.RecognizeResponse) -> OcrResult:
         fields=struct_to_dict(resp.fields) if resp.HasField("fields") else {},
         errors=[{"plugin": e.plugin, "error": e.error} for e in resp.plugin_errors],
         timings_ms={name: ms_of(duration) for name, duration in resp.timings.items()},
+        page_angle=resp.page_angle if resp.HasField("page_angle") else None,
     )
 
 

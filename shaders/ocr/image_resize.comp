@@ -2,6 +2,9 @@
 // Packed RGB8 → packed RGB8: cv2.resize INTER_LINEAR (bit-exact on uint8, the arithmetic of
 // image_preprocess.comp), with pad_top rows of black above and below (RapidOCR's letterbox). The output is
 // total_rows rows of 3 · out_w bytes from byte 0; rows [pad_top, pad_top + out_h) hold the image.
+// The source may be turned first by `turn` quarter turns counterclockwise (np.rot90's k: a page turned upright,
+// agent/ocr/orientation.py): src_w × src_h are the turned image's sides, read where each pixel lies in the
+// stored rows, so the turn costs no pass of its own.
 //
 // One invocation per output word: its 4 bytes start in channel c of some pixel and end in the next pixel
 // (possibly the first of the next row), so each word needs exactly two output pixels. Bytes past the image's
@@ -20,8 +23,17 @@ layout(push_constant) uniform Push {
 
 #include "linear_resize.glsl"
 
-uint src_w, src_h, stride, offset, out_w, out_h, pad_top, total_rows;
+uint src_w, src_h, stride, offset, out_w, out_h, pad_top, total_rows, turn;
 float tie_x, tie_y;
+
+// Byte address of pixel (row r, column c) of the turned source: where np.rot90(stored, turn) takes it from.
+uint source_address(uint r, uint c) {
+    uint y = r, x = c;
+    if (turn == 1u) { y = c; x = src_h - 1u - r; }
+    else if (turn == 2u) { y = src_h - 1u - r; x = src_w - 1u - c; }
+    else if (turn == 3u) { y = src_w - 1u - c; x = r; }
+    return offset + y * stride + 3u * x;
+}
 
 // Bytes addr .. addr + 2 of the image, byte addr lowest. Word reads are clamped to the buffer (robust against
 // params that exceed it, as image_preprocess's image_byte).
@@ -37,26 +49,25 @@ ivec3 channels(uint rgb) {
     return ivec3(uvec3(rgb, rgb >> 8, rgb >> 16) & 0xFFu);
 }
 
-// Byte addresses of the two source rows of output row `row` and their vertical weights; false for the
-// letterbox rows (and for an empty source).
+// The two (turned) source rows of output row `row` and their vertical weights; false for the letterbox rows
+// (and for an empty source).
 bool source_rows(uint row, out uint top, out uint bottom, out int b0, out int b1) {
     top = bottom = 0u;
     b0 = b1 = 0;
     if (row < pad_top || row - pad_top >= out_h || src_w == 0u || src_h == 0u) return false;
-    uint r0, r1;
-    linear_coeffs(row - pad_top, src_h, out_h, tie_y, false, r0, r1, b0, b1);
-    top = offset + r0 * stride;
-    bottom = offset + r1 * stride;
+    linear_coeffs(row - pad_top, src_h, out_h, tie_y, false, top, bottom, b0, b1);
     return true;
 }
 
-// Output pixel x of a row whose source rows start at top and bottom, packed like the image (R lowest).
+// Output pixel x of a row whose source rows are top and bottom, packed like the image (R lowest).
 uint resized_pixel(uint x, uint top, uint bottom, int b0, int b1) {
     uint x0, x1;
     int a0, a1;
     linear_coeffs(x, src_w, out_w, tie_x, true, x0, x1, a0, a1);
-    ivec3 h0 = channels(source_pixel(top + 3u * x0)) * a0 + channels(source_pixel(top + 3u * x1)) * a1;
-    ivec3 h1 = channels(source_pixel(bottom + 3u * x0)) * a0 + channels(source_pixel(bottom + 3u * x1)) * a1;
+    ivec3 h0 = channels(source_pixel(source_address(top, x0))) * a0
+             + channels(source_pixel(source_address(top, x1))) * a1;
+    ivec3 h1 = channels(source_pixel(source_address(bottom, x0))) * a0
+             + channels(source_pixel(source_address(bottom, x1))) * a1;
     ivec3 v = clamp(((((h0 >> 4) * b0) >> 16) + (((h1 >> 4) * b1) >> 16) + 2) >> 2, 0, 255);
     return uint(v.x) | (uint(v.y) << 8) | (uint(v.z) << 16);
 }
@@ -66,7 +77,7 @@ void main() {
     if (idx >= pc.words || idx >= uint(dst.length())) return;
     src_w = prm[0]; src_h = prm[1]; stride = prm[2]; offset = prm[3];
     out_w = prm[4]; out_h = prm[5]; tie_x = uintBitsToFloat(prm[6]); tie_y = uintBitsToFloat(prm[7]);
-    pad_top = prm[8]; total_rows = prm[9];
+    pad_top = prm[8]; total_rows = prm[9]; turn = prm[10] & 3u;
     uint row_bytes = 3u * out_w;
     if (row_bytes == 0u) return;
     uint total = total_rows * row_bytes;  // < 2^32 (resize_params)

@@ -37,7 +37,8 @@ def test_bench_startup_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[
         assert run["lines"] == 1 and run["device"] and run["exit_status"] == 0
         assert not [e for e in run["events"] if e["event"] == "plans_warmed"]  # warm_shapes = []
         assert any(e["event"] == "device_opened" for e in run["events"])
-        assert set(run["plans"]) == {"det", "cls", "rec"} and run["plans"]["rec"]["plans"] > 0
+        # (and ori, the page orientation model, where it is fetched: loaded, no plans until a request asks)
+        assert {"det", "cls", "rec"} <= set(run["plans"]) and run["plans"]["rec"]["plans"] > 0
     assert cold["cache_bytes_before"] == 0 < cold["cache_bytes_after"] == cached["cache_bytes_before"]
     assert "bench startup: cold: starting `vkocr serve`" in err
     table = format_startup_results(r).splitlines()

@@ -353,7 +353,7 @@ def test_the_status_shows_the_plans_before_any_request(warmed: Warmed) -> None:
     status = warmed.status
     assert status.state == status_pb2.SERVING_STATE_SERVING and status.requests_total == 0
     plans = {enum_name(status_pb2.ModelKind, m.model): m for m in status.plans}
-    assert list(plans) == ["det", "cls", "rec"]
+    assert list(plans)[:3] == ["det", "cls", "rec"]  # then ori, the page orientation model, where the set has it
     assert plans["det"].plans == plans["det"].recorded_total == DETECT_LANES and plans["det"].distinct_shapes == 1
     assert plans["det"].plan_memory_bytes == warmed.at_serving["det"].plan_memory_bytes > 0
     assert plans["cls"].plans == warmed.at_serving["cls"].plans > 0

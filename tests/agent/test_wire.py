@@ -165,7 +165,7 @@ EVERY_OPTION: dict[str, Any] = {  # each value differs from OcrOptions' default
     "use_det": False, "use_cls": False, "use_rec": False, "return_word_box": True, "text_score": 0.25,
     "thresh": 0.35, "box_thresh": 0.6, "unclip_ratio": 2.0, "cls_thresh": 0.8, "limit_side_len": 960,
     "limit_type": "max", "use_dilation": False, "score_mode": "slow", "max_side_len": 1500,
-    "apply_exif": False,
+    "apply_exif": False, "use_doc_orientation": True, "doc_orientation_thresh": 0.75,
 }
 
 

@@ -27,7 +27,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12vkocr/v1/ocr.proto\x12\x08vkocr.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17google/rpc/status.proto\"\x89\x01\n\x10RecognizeRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\x07\x65ncoded\x18\x02 \x01(\x0cH\x00\x12!\n\x03raw\x18\x03 \x01(\x0b\x32\x12.vkocr.v1.RawImageH\x00\x12\"\n\x07options\x18\x04 \x01(\x0b\x32\x11.vkocr.v1.OptionsB\x07\n\x05image\"^\n\x08RawImage\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0e\n\x06height\x18\x02 \x01(\r\x12\r\n\x05width\x18\x03 \x01(\r\x12%\n\x06layout\x18\x04 \x01(\x0e\x32\x15.vkocr.v1.PixelLayout\"\xa7\x05\n\x07Options\x12\x14\n\x07use_det\x18\x01 \x01(\x08H\x00\x88\x01\x01\x12\x14\n\x07use_cls\x18\x02 \x01(\x08H\x01\x88\x01\x01\x12\x14\n\x07use_rec\x18\x03 \x01(\x08H\x02\x88\x01\x01\x12\x1c\n\x0freturn_word_box\x18\x04 \x01(\x08H\x03\x88\x01\x01\x12\x17\n\ntext_score\x18\x05 \x01(\x02H\x04\x88\x01\x01\x12\x17\n\ndet_thresh\x18\x06 \x01(\x02H\x05\x88\x01\x01\x12\x17\n\nbox_thresh\x18\x07 \x01(\x02H\x06\x88\x01\x01\x12\x19\n\x0cunclip_ratio\x18\x08 \x01(\x02H\x07\x88\x01\x01\x12\x17\n\ncls_thresh\x18\t \x01(\x02H\x08\x88\x01\x01\x12\x1b\n\x0elimit_side_len\x18\n \x01(\rH\t\x88\x01\x01\x12\'\n\nlimit_type\x18\x11 \x01(\x0e\x32\x13.vkocr.v1.LimitType\x12\x19\n\x0cuse_dilation\x18\x0c \x01(\x08H\n\x88\x01\x01\x12\'\n\nscore_mode\x18\x12 \x01(\x0e\x32\x13.vkocr.v1.ScoreMode\x12\x19\n\x0cmax_side_len\x18\x0e \x01(\rH\x0b\x88\x01\x01\x12\x17\n\napply_exif\x18\x0f \x01(\x08H\x0c\x88\x01\x01\x12*\n\x07plugins\x18\x10 \x01(\x0b\x32\x19.vkocr.v1.PluginSelectionB\n\n\x08_use_detB\n\n\x08_use_clsB\n\n\x08_use_recB\x12\n\x10_return_word_boxB\r\n\x0b_text_scoreB\r\n\x0b_det_threshB\r\n\x0b_box_threshB\x0f\n\r_unclip_ratioB\r\n\x0b_cls_threshB\x11\n\x0f_limit_side_lenB\x0f\n\r_use_dilationB\x0f\n\r_max_side_lenB\r\n\x0b_apply_exifJ\x04\x08\x0b\x10\x0cJ\x04\x08\r\x10\x0e\"J\n\x0fPluginSelection\x12\r\n\x05names\x18\x01 \x03(\t\x12(\n\x07options\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x94\x03\n\x11RecognizeResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x1d\n\x05lines\x18\x02 \x03(\x0b\x32\x0e.vkocr.v1.Line\x12\'\n\x06\x66ields\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12,\n\rplugin_errors\x18\x04 \x03(\x0b\x32\x15.vkocr.v1.PluginError\x12\x39\n\x07timings\x18\x0b \x03(\x0b\x32(.vkocr.v1.RecognizeResponse.TimingsEntry\x12\x15\n\rmodel_version\x18\x06 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x07 \x01(\t\x12\x13\n\x0bimage_width\x18\x08 \x01(\r\x12\x14\n\x0cimage_height\x18\t \x01(\r\x1aI\n\x0cTimingsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12(\n\x05value\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration:\x02\x38\x01J\x04\x08\x05\x10\x06J\x04\x08\n\x10\x0bR\ntimings_msR\x05\x65rror\"E\n\x16RecognizeStreamRequest\x12+\n\x07request\x18\x01 \x01(\x0b\x32\x1a.vkocr.v1.RecognizeRequest\"\x8e\x01\n\x17RecognizeStreamResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12/\n\x08response\x18\x02 \x01(\x0b\x32\x1b.vkocr.v1.RecognizeResponseH\x00\x12#\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x12.google.rpc.StatusH\x00\x42\t\n\x07outcome\"r\n\x04Line\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x02\x12\x1c\n\x03\x62ox\x18\x03 \x03(\x0b\x32\x0f.vkocr.v1.Point\x12\r\n\x05\x61ngle\x18\x04 \x01(\x05\x12 \n\x05\x63hars\x18\x05 \x03(\x0b\x32\x11.vkocr.v1.CharBox\"\x1d\n\x05Point\x12\t\n\x01x\x18\x01 \x01(\x02\x12\t\n\x01y\x18\x02 \x01(\x02\"D\n\x07\x43harBox\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x1c\n\x03\x62ox\x18\x02 \x03(\x0b\x32\x0f.vkocr.v1.Point\x12\r\n\x05score\x18\x03 \x01(\x02\",\n\x0bPluginError\x12\x0e\n\x06plugin\x18\x01 \x01(\t\x12\r\n\x05\x65rror\x18\x02 \x01(\t*\xd8\x01\n\x0bPixelLayout\x12\x1c\n\x18PIXEL_LAYOUT_UNSPECIFIED\x10\x00\x12\x16\n\x12PIXEL_LAYOUT_GRAY8\x10\x01\x12\x17\n\x13PIXEL_LAYOUT_GRAY16\x10\x02\x12\x1c\n\x18PIXEL_LAYOUT_GRAY_ALPHA8\x10\x03\x12\x15\n\x11PIXEL_LAYOUT_RGB8\x10\x04\x12\x15\n\x11PIXEL_LAYOUT_BGR8\x10\x05\x12\x16\n\x12PIXEL_LAYOUT_RGBA8\x10\x06\x12\x16\n\x12PIXEL_LAYOUT_BGRA8\x10\x07*O\n\tLimitType\x12\x1a\n\x16LIMIT_TYPE_UNSPECIFIED\x10\x00\x12\x12\n\x0eLIMIT_TYPE_MIN\x10\x01\x12\x12\n\x0eLIMIT_TYPE_MAX\x10\x02*Q\n\tScoreMode\x12\x1a\n\x16SCORE_MODE_UNSPECIFIED\x10\x00\x12\x13\n\x0fSCORE_MODE_FAST\x10\x01\x12\x13\n\x0fSCORE_MODE_SLOW\x10\x02\x32\xae\x01\n\nOcrService\x12\x44\n\tRecognize\x12\x1a.vkocr.v1.RecognizeRequest\x1a\x1b.vkocr.v1.RecognizeResponse\x12Z\n\x0fRecognizeStream\x12 .vkocr.v1.RecognizeStreamRequest\x1a!.vkocr.v1.RecognizeStreamResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12vkocr/v1/ocr.proto\x12\x08vkocr.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17google/rpc/status.proto\"\x89\x01\n\x10RecognizeRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\x07\x65ncoded\x18\x02 \x01(\x0cH\x00\x12!\n\x03raw\x18\x03 \x01(\x0b\x32\x12.vkocr.v1.RawImageH\x00\x12\"\n\x07options\x18\x04 \x01(\x0b\x32\x11.vkocr.v1.OptionsB\x07\n\x05image\"^\n\x08RawImage\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0e\n\x06height\x18\x02 \x01(\r\x12\r\n\x05width\x18\x03 \x01(\r\x12%\n\x06layout\x18\x04 \x01(\x0e\x32\x15.vkocr.v1.PixelLayout\"\xa1\x06\n\x07Options\x12\x14\n\x07use_det\x18\x01 \x01(\x08H\x00\x88\x01\x01\x12\x14\n\x07use_cls\x18\x02 \x01(\x08H\x01\x88\x01\x01\x12\x14\n\x07use_rec\x18\x03 \x01(\x08H\x02\x88\x01\x01\x12\x1c\n\x0freturn_word_box\x18\x04 \x01(\x08H\x03\x88\x01\x01\x12\x17\n\ntext_score\x18\x05 \x01(\x02H\x04\x88\x01\x01\x12\x17\n\ndet_thresh\x18\x06 \x01(\x02H\x05\x88\x01\x01\x12\x17\n\nbox_thresh\x18\x07 \x01(\x02H\x06\x88\x01\x01\x12\x19\n\x0cunclip_ratio\x18\x08 \x01(\x02H\x07\x88\x01\x01\x12\x17\n\ncls_thresh\x18\t \x01(\x02H\x08\x88\x01\x01\x12\x1b\n\x0elimit_side_len\x18\n \x01(\rH\t\x88\x01\x01\x12\'\n\nlimit_type\x18\x11 \x01(\x0e\x32\x13.vkocr.v1.LimitType\x12\x19\n\x0cuse_dilation\x18\x0c \x01(\x08H\n\x88\x01\x01\x12\'\n\nscore_mode\x18\x12 \x01(\x0e\x32\x13.vkocr.v1.ScoreMode\x12\x19\n\x0cmax_side_len\x18\x0e \x01(\rH\x0b\x88\x01\x01\x12\x17\n\napply_exif\x18\x0f \x01(\x08H\x0c\x88\x01\x01\x12*\n\x07plugins\x18\x10 \x01(\x0b\x32\x19.vkocr.v1.PluginSelection\x12 \n\x13use_doc_orientation\x18\x13 \x01(\x08H\r\x88\x01\x01\x12#\n\x16\x64oc_orientation_thresh\x18\x14 \x01(\x02H\x0e\x88\x01\x01\x42\n\n\x08_use_detB\n\n\x08_use_clsB\n\n\x08_use_recB\x12\n\x10_return_word_boxB\r\n\x0b_text_scoreB\r\n\x0b_det_threshB\r\n\x0b_box_threshB\x0f\n\r_unclip_ratioB\r\n\x0b_cls_threshB\x11\n\x0f_limit_side_lenB\x0f\n\r_use_dilationB\x0f\n\r_max_side_lenB\r\n\x0b_apply_exifB\x16\n\x14_use_doc_orientationB\x19\n\x17_doc_orientation_threshJ\x04\x08\x0b\x10\x0cJ\x04\x08\r\x10\x0e\"J\n\x0fPluginSelection\x12\r\n\x05names\x18\x01 \x03(\t\x12(\n\x07options\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xbc\x03\n\x11RecognizeResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x1d\n\x05lines\x18\x02 \x03(\x0b\x32\x0e.vkocr.v1.Line\x12\'\n\x06\x66ields\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12,\n\rplugin_errors\x18\x04 \x03(\x0b\x32\x15.vkocr.v1.PluginError\x12\x39\n\x07timings\x18\x0b \x03(\x0b\x32(.vkocr.v1.RecognizeResponse.TimingsEntry\x12\x15\n\rmodel_version\x18\x06 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x07 \x01(\t\x12\x13\n\x0bimage_width\x18\x08 \x01(\r\x12\x14\n\x0cimage_height\x18\t \x01(\r\x12\x17\n\npage_angle\x18\x0c \x01(\x05H\x00\x88\x01\x01\x1aI\n\x0cTimingsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12(\n\x05value\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration:\x02\x38\x01\x42\r\n\x0b_page_angleJ\x04\x08\x05\x10\x06J\x04\x08\n\x10\x0bR\ntimings_msR\x05\x65rror\"E\n\x16RecognizeStreamRequest\x12+\n\x07request\x18\x01 \x01(\x0b\x32\x1a.vkocr.v1.RecognizeRequest\"\x8e\x01\n\x17RecognizeStreamResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12/\n\x08response\x18\x02 \x01(\x0b\x32\x1b.vkocr.v1.RecognizeResponseH\x00\x12#\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x12.google.rpc.StatusH\x00\x42\t\n\x07outcome\"r\n\x04Line\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x02\x12\x1c\n\x03\x62ox\x18\x03 \x03(\x0b\x32\x0f.vkocr.v1.Point\x12\r\n\x05\x61ngle\x18\x04 \x01(\x05\x12 \n\x05\x63hars\x18\x05 \x03(\x0b\x32\x11.vkocr.v1.CharBox\"\x1d\n\x05Point\x12\t\n\x01x\x18\x01 \x01(\x02\x12\t\n\x01y\x18\x02 \x01(\x02\"D\n\x07\x43harBox\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x1c\n\x03\x62ox\x18\x02 \x03(\x0b\x32\x0f.vkocr.v1.Point\x12\r\n\x05score\x18\x03 \x01(\x02\",\n\x0bPluginError\x12\x0e\n\x06plugin\x18\x01 \x01(\t\x12\r\n\x05\x65rror\x18\x02 \x01(\t*\xd8\x01\n\x0bPixelLayout\x12\x1c\n\x18PIXEL_LAYOUT_UNSPECIFIED\x10\x00\x12\x16\n\x12PIXEL_LAYOUT_GRAY8\x10\x01\x12\x17\n\x13PIXEL_LAYOUT_GRAY16\x10\x02\x12\x1c\n\x18PIXEL_LAYOUT_GRAY_ALPHA8\x10\x03\x12\x15\n\x11PIXEL_LAYOUT_RGB8\x10\x04\x12\x15\n\x11PIXEL_LAYOUT_BGR8\x10\x05\x12\x16\n\x12PIXEL_LAYOUT_RGBA8\x10\x06\x12\x16\n\x12PIXEL_LAYOUT_BGRA8\x10\x07*O\n\tLimitType\x12\x1a\n\x16LIMIT_TYPE_UNSPECIFIED\x10\x00\x12\x12\n\x0eLIMIT_TYPE_MIN\x10\x01\x12\x12\n\x0eLIMIT_TYPE_MAX\x10\x02*Q\n\tScoreMode\x12\x1a\n\x16SCORE_MODE_UNSPECIFIED\x10\x00\x12\x13\n\x0fSCORE_MODE_FAST\x10\x01\x12\x13\n\x0fSCORE_MODE_SLOW\x10\x02\x32\xae\x01\n\nOcrService\x12\x44\n\tRecognize\x12\x1a.vkocr.v1.RecognizeRequest\x1a\x1b.vkocr.v1.RecognizeResponse\x12Z\n\x0fRecognizeStream\x12 .vkocr.v1.RecognizeStreamRequest\x1a!.vkocr.v1.RecognizeStreamResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,36 +36,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_RECOGNIZERESPONSE_TIMINGSENTRY']._loaded_options = None
   _globals['_RECOGNIZERESPONSE_TIMINGSENTRY']._serialized_options = b'8\001'
-  _globals['_PIXELLAYOUT']._serialized_start=2000
-  _globals['_PIXELLAYOUT']._serialized_end=2216
-  _globals['_LIMITTYPE']._serialized_start=2218
-  _globals['_LIMITTYPE']._serialized_end=2297
-  _globals['_SCOREMODE']._serialized_start=2299
-  _globals['_SCOREMODE']._serialized_end=2380
+  _globals['_PIXELLAYOUT']._serialized_start=2162
+  _globals['_PIXELLAYOUT']._serialized_end=2378
+  _globals['_LIMITTYPE']._serialized_start=2380
+  _globals['_LIMITTYPE']._serialized_end=2459
+  _globals['_SCOREMODE']._serialized_start=2461
+  _globals['_SCOREMODE']._serialized_end=2542
   _globals['_RECOGNIZEREQUEST']._serialized_start=120
   _globals['_RECOGNIZEREQUEST']._serialized_end=257
   _globals['_RAWIMAGE']._serialized_start=259
   _globals['_RAWIMAGE']._serialized_end=353
   _globals['_OPTIONS']._serialized_start=356
-  _globals['_OPTIONS']._serialized_end=1035
-  _globals['_PLUGINSELECTION']._serialized_start=1037
-  _globals['_PLUGINSELECTION']._serialized_end=1111
-  _globals['_RECOGNIZERESPONSE']._serialized_start=1114
-  _globals['_RECOGNIZERESPONSE']._serialized_end=1518
-  _globals['_RECOGNIZERESPONSE_TIMINGSENTRY']._serialized_start=1414
-  _globals['_RECOGNIZERESPONSE_TIMINGSENTRY']._serialized_end=1487
-  _globals['_RECOGNIZESTREAMREQUEST']._serialized_start=1520
-  _globals['_RECOGNIZESTREAMREQUEST']._serialized_end=1589
-  _globals['_RECOGNIZESTREAMRESPONSE']._serialized_start=1592
-  _globals['_RECOGNIZESTREAMRESPONSE']._serialized_end=1734
-  _globals['_LINE']._serialized_start=1736
-  _globals['_LINE']._serialized_end=1850
-  _globals['_POINT']._serialized_start=1852
-  _globals['_POINT']._serialized_end=1881
-  _globals['_CHARBOX']._serialized_start=1883
-  _globals['_CHARBOX']._serialized_end=1951
-  _globals['_PLUGINERROR']._serialized_start=1953
-  _globals['_PLUGINERROR']._serialized_end=1997
-  _globals['_OCRSERVICE']._serialized_start=2383
-  _globals['_OCRSERVICE']._serialized_end=2557
+  _globals['_OPTIONS']._serialized_end=1157
+  _globals['_PLUGINSELECTION']._serialized_start=1159
+  _globals['_PLUGINSELECTION']._serialized_end=1233
+  _globals['_RECOGNIZERESPONSE']._serialized_start=1236
+  _globals['_RECOGNIZERESPONSE']._serialized_end=1680
+  _globals['_RECOGNIZERESPONSE_TIMINGSENTRY']._serialized_start=1561
+  _globals['_RECOGNIZERESPONSE_TIMINGSENTRY']._serialized_end=1634
+  _globals['_RECOGNIZESTREAMREQUEST']._serialized_start=1682
+  _globals['_RECOGNIZESTREAMREQUEST']._serialized_end=1751
+  _globals['_RECOGNIZESTREAMRESPONSE']._serialized_start=1754
+  _globals['_RECOGNIZESTREAMRESPONSE']._serialized_end=1896
+  _globals['_LINE']._serialized_start=1898
+  _globals['_LINE']._serialized_end=2012
+  _globals['_POINT']._serialized_start=2014
+  _globals['_POINT']._serialized_end=2043
+  _globals['_CHARBOX']._serialized_start=2045
+  _globals['_CHARBOX']._serialized_end=2113
+  _globals['_PLUGINERROR']._serialized_start=2115
+  _globals['_PLUGINERROR']._serialized_end=2159
+  _globals['_OCRSERVICE']._serialized_start=2545
+  _globals['_OCRSERVICE']._serialized_end=2719
 # @@protoc_insertion_point(module_scope)

@@ -74,7 +74,7 @@ class RawImage(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., height: _Optional[int] = ..., width: _Optional[int] = ..., layout: _Optional[_Union[PixelLayout, str]] = ...) -> None: ...
 
 class Options(_message.Message):
-    __slots__ = ("use_det", "use_cls", "use_rec", "return_word_box", "text_score", "det_thresh", "box_thresh", "unclip_ratio", "cls_thresh", "limit_side_len", "limit_type", "use_dilation", "score_mode", "max_side_len", "apply_exif", "plugins")
+    __slots__ = ("use_det", "use_cls", "use_rec", "return_word_box", "text_score", "det_thresh", "box_thresh", "unclip_ratio", "cls_thresh", "limit_side_len", "limit_type", "use_dilation", "score_mode", "max_side_len", "apply_exif", "plugins", "use_doc_orientation", "doc_orientation_thresh")
     USE_DET_FIELD_NUMBER: _ClassVar[int]
     USE_CLS_FIELD_NUMBER: _ClassVar[int]
     USE_REC_FIELD_NUMBER: _ClassVar[int]
@@ -91,6 +91,8 @@ class Options(_message.Message):
     MAX_SIDE_LEN_FIELD_NUMBER: _ClassVar[int]
     APPLY_EXIF_FIELD_NUMBER: _ClassVar[int]
     PLUGINS_FIELD_NUMBER: _ClassVar[int]
+    USE_DOC_ORIENTATION_FIELD_NUMBER: _ClassVar[int]
+    DOC_ORIENTATION_THRESH_FIELD_NUMBER: _ClassVar[int]
     use_det: bool
     use_cls: bool
     use_rec: bool
@@ -107,7 +109,9 @@ class Options(_message.Message):
     max_side_len: int
     apply_exif: bool
     plugins: PluginSelection
-    def __init__(self, use_det: _Optional[bool] = ..., use_cls: _Optional[bool] = ..., use_rec: _Optional[bool] = ..., return_word_box: _Optional[bool] = ..., text_score: _Optional[float] = ..., det_thresh: _Optional[float] = ..., box_thresh: _Optional[float] = ..., unclip_ratio: _Optional[float] = ..., cls_thresh: _Optional[float] = ..., limit_side_len: _Optional[int] = ..., limit_type: _Optional[_Union[LimitType, str]] = ..., use_dilation: _Optional[bool] = ..., score_mode: _Optional[_Union[ScoreMode, str]] = ..., max_side_len: _Optional[int] = ..., apply_exif: _Optional[bool] = ..., plugins: _Optional[_Union[PluginSelection, _Mapping]] = ...) -> None: ...
+    use_doc_orientation: bool
+    doc_orientation_thresh: float
+    def __init__(self, use_det: _Optional[bool] = ..., use_cls: _Optional[bool] = ..., use_rec: _Optional[bool] = ..., return_word_box: _Optional[bool] = ..., text_score: _Optional[float] = ..., det_thresh: _Optional[float] = ..., box_thresh: _Optional[float] = ..., unclip_ratio: _Optional[float] = ..., cls_thresh: _Optional[float] = ..., limit_side_len: _Optional[int] = ..., limit_type: _Optional[_Union[LimitType, str]] = ..., use_dilation: _Optional[bool] = ..., score_mode: _Optional[_Union[ScoreMode, str]] = ..., max_side_len: _Optional[int] = ..., apply_exif: _Optional[bool] = ..., plugins: _Optional[_Union[PluginSelection, _Mapping]] = ..., use_doc_orientation: _Optional[bool] = ..., doc_orientation_thresh: _Optional[float] = ...) -> None: ...
 
 class PluginSelection(_message.Message):
     __slots__ = ("names", "options")
@@ -118,7 +122,7 @@ class PluginSelection(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class RecognizeResponse(_message.Message):
-    __slots__ = ("request_id", "lines", "fields", "plugin_errors", "timings", "model_version", "device", "image_width", "image_height")
+    __slots__ = ("request_id", "lines", "fields", "plugin_errors", "timings", "model_version", "device", "image_width", "image_height", "page_angle")
     class TimingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -135,6 +139,7 @@ class RecognizeResponse(_message.Message):
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     IMAGE_WIDTH_FIELD_NUMBER: _ClassVar[int]
     IMAGE_HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_ANGLE_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     lines: _containers.RepeatedCompositeFieldContainer[Line]
     fields: _struct_pb2.Struct
@@ -144,7 +149,8 @@ class RecognizeResponse(_message.Message):
     device: str
     image_width: int
     image_height: int
-    def __init__(self, request_id: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[Line, _Mapping]]] = ..., fields: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., plugin_errors: _Optional[_Iterable[_Union[PluginError, _Mapping]]] = ..., timings: _Optional[_Mapping[str, _duration_pb2.Duration]] = ..., model_version: _Optional[str] = ..., device: _Optional[str] = ..., image_width: _Optional[int] = ..., image_height: _Optional[int] = ...) -> None: ...
+    page_angle: int
+    def __init__(self, request_id: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[Line, _Mapping]]] = ..., fields: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., plugin_errors: _Optional[_Iterable[_Union[PluginError, _Mapping]]] = ..., timings: _Optional[_Mapping[str, _duration_pb2.Duration]] = ..., model_version: _Optional[str] = ..., device: _Optional[str] = ..., image_width: _Optional[int] = ..., image_height: _Optional[int] = ..., page_angle: _Optional[int] = ...) -> None: ...
 
 class RecognizeStreamRequest(_message.Message):
     __slots__ = ("request",)

@@ -33,6 +33,7 @@ class ModelKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MODEL_KIND_DET: _ClassVar[ModelKind]
     MODEL_KIND_CLS: _ClassVar[ModelKind]
     MODEL_KIND_REC: _ClassVar[ModelKind]
+    MODEL_KIND_ORI: _ClassVar[ModelKind]
 SERVING_STATE_UNSPECIFIED: ServingState
 SERVING_STATE_LOADING: ServingState
 SERVING_STATE_SERVING: ServingState
@@ -47,6 +48,7 @@ MODEL_KIND_UNSPECIFIED: ModelKind
 MODEL_KIND_DET: ModelKind
 MODEL_KIND_CLS: ModelKind
 MODEL_KIND_REC: ModelKind
+MODEL_KIND_ORI: ModelKind
 
 class GetStatusRequest(_message.Message):
     __slots__ = ()

@@ -49,12 +49,14 @@ def assert_words(got: np.ndarray, want: np.ndarray, out_w: int, what: str, seed:
                          f"{want.view(np.uint8)[bad[0]]}; seed {seed}")
 
 
-def gpu_resize(device: Device, rgb: np.ndarray, out_h: int, out_w: int, pad_top: int = 0) -> np.ndarray:
-    """The kernel's whole output buffer: the image's words plus SPARE_WORDS, all poisoned first."""
-    h, w = rgb.shape[:2]
+def gpu_resize(device: Device, rgb: np.ndarray, out_h: int, out_w: int, pad_top: int = 0, turn: int = 0
+               ) -> np.ndarray:
+    """The kernel's whole output buffer: the image's words plus SPARE_WORDS, all poisoned first; the image is
+    np.rot90(rgb, turn), read from rgb's own rows."""
+    h, w = np.rot90(rgb, turn).shape[:2]
     size = image_words((out_h + 2 * pad_top) * out_w * 3) + SPARE_WORDS
     image = device.upload(rgb_words(rgb))
-    params = device.upload(resize_params(h, w, out_h, out_w, pad_top=pad_top, out_capacity=4 * size))
+    params = device.upload(resize_params(h, w, out_h, out_w, pad_top=pad_top, out_capacity=4 * size, turn=turn))
     out = device.upload(np.full(size, POISON, np.uint32))
     with Recorder(device) as rec:
         record_image_resize(rec, image, params, out)
@@ -107,6 +109,20 @@ def test_image_resize_random_sizes(device: Device) -> None:
     for _ in range(8):
         h, w, out_h, out_w = (int(v) for v in rng.integers(1, 160, 4))
         check_resize(device, rng, seed, h, w, out_h, out_w, int(rng.integers(0, 4)))
+
+
+@pytest.mark.parametrize("turn", [1, 2, 3])
+def test_a_turned_image_resizes_as_numpy_turns_it(device: Device, turn: int) -> None:
+    """The page orientation stage's turn, folded into the resize's reads: np.rot90 first, then the resize; the
+    same size too (the turn alone), odd sides so that words straddle rows."""
+    rng, seed = fresh_rng()
+    for h, w, out_h, out_w, pad_top in [(37, 53, 53, 37, 0), (61, 45, 90, 122, 2), (9, 1, 1, 9, 1),
+                                        (200, 131, 64, 99, 0)]:
+        rgb = random_image(rng, h, w)
+        got = gpu_resize(device, rgb, out_h, out_w, pad_top, turn)
+        want = expected_words(resize_letterboxed_u8(np.ascontiguousarray(np.rot90(rgb, turn)), out_h, out_w,
+                                                    pad_top), got.size)
+        assert_words(got, want, out_w, f"turn {turn}: {h}×{w} → {out_h}×{out_w}, pad {pad_top}", seed)
 
 
 def test_image_resize_stride_offset(device: Device) -> None:
@@ -192,7 +208,7 @@ def test_argument_errors(device: Device) -> None:
     with Recorder(device) as rec:
         with pytest.raises(KernelArgumentError, match="uint32"):
             record_image_resize(rec, floats, params, out)
-        with pytest.raises(KernelArgumentError, match="needs 10"):
+        with pytest.raises(KernelArgumentError, match=f"needs {RESIZE_PARAMS_WORDS}"):
             record_image_resize(rec, image, short, out)
         with pytest.raises(KernelArgumentError, match="output"):
             record_image_resize(rec, image, params, floats)
@@ -213,6 +229,10 @@ def test_argument_errors(device: Device) -> None:
         resize_params(4, 5, 8, 8, capacity=59)
     with pytest.raises(KernelArgumentError, match="outside"):
         resize_params(4, 5, 0, 8)
+    with pytest.raises(KernelArgumentError, match="turn 4"):
+        resize_params(4, 5, 8, 8, turn=4)
+    with pytest.raises(KernelArgumentError, match="stride"):  # turned once, the stored rows are 4 pixels long
+        resize_params(4, 5, 8, 8, row_stride=11, turn=1)
     release(device, image, params, short, floats, out)
 
 
@@ -220,7 +240,9 @@ def test_params_layout() -> None:
     words = resize_params(300, 4000, 160, 1984, pad_top=168, row_stride=12004, offset=8)
     assert words.dtype == np.uint32 and words.size == RESIZE_PARAMS_WORDS
     assert words[:6].tolist() == [4000, 300, 12004, 8, 1984, 160]
-    assert words[8:].tolist() == [168, 160 + 2 * 168]
+    assert words[8:].tolist() == [168, 160 + 2 * 168, 0, 0]
+    turned = resize_params(300, 4000, 160, 1984, turn=3)  # stored as 4000 rows of 300 pixels
+    assert turned[:3].tolist() == [4000, 300, 900] and turned[10] == 3
 
 
 # -- the reference against OpenCV ----------------------------------------------------------------------------
