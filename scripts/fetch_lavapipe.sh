@@ -5,7 +5,7 @@
 # against, unpack them into build/tools/lavapipe (git-ignored; nothing of the system changes), and write an ICD
 # file for it and `run`, which starts a program (an ELF binary: the venv's python) under that runtime with this
 # lavapipe as the only Vulkan driver:
-#   build/tools/lavapipe/run .venv/bin/python -m pytest -q tests/kernels/test_conv_coopmat.py
+#   build/tools/lavapipe/run .venv/bin/python -m pytest -q tests/engine/kernels/test_conv_coopmat.py
 #   build/tools/lavapipe/run .venv/bin/python scripts/check_coopmat.py --device llvmpipe --small
 # Debian 12's validation layer (1.3.239) predates the extension: leave VKOCR_VALIDATION unset under it.
 #   scripts/fetch_lavapipe.sh              install unless build/tools/lavapipe already lists the matrices

@@ -1,4 +1,4 @@
-"""Accuracy of each model set on pages rendered with known text (tests/test_rendered.py's renderer: clean,
+"""Accuracy of each model set on pages rendered with known text (tests/e2e/test_rendered.py's renderer: clean,
 turned 180°, blurred, JPEG), for choosing the default set: CER (with and without spaces, NFKC) and line accuracy
 (the share of ground-truth lines read exactly, NFKC, in any order; with and without spaces), per set and per variant.
 
@@ -22,7 +22,7 @@ VARIANTS = ("clean", "rot180", "blur", "jpeg")
 def line_hits(lines: list[str], truth: list[str], spaces: bool = True) -> int:
     """Ground-truth lines that appear among `lines` (each output line counts once), NFKC-normalised; spaces=False
     leaves spaces out of both (PP-OCRv4 drops many)."""
-    from tests.test_rendered import normalise
+    from tests.e2e.test_rendered import normalise
 
     seen = Counter(normalise(t, spaces) for t in lines)
     hits = 0
@@ -45,7 +45,7 @@ def main() -> int:
 
     import numpy as np
 
-    from tests.test_rendered import cer, render
+    from tests.e2e.test_rendered import cer, render
     from vkocr.agent.ocr.model_files import MODEL_SETS
     from vkocr.agent.ocr.model_sets import choose_models
     from vkocr.agent.ocr.pipeline import OcrPipeline

@@ -2,7 +2,7 @@
 stage off and on, the stage's cost per image, the classifier's agreement with the reference package, and its
 verdicts on upright images (what the option's default rests on).
 
-Pages: documents rendered here (`document_page`: 12 to 18 lines of tests/test_rendered.py's phrases, Latin in
+Pages: documents rendered here (`document_page`: 12 to 18 lines of tests/e2e/test_rendered.py's phrases, Latin in
 DejaVu Sans, Serif or Sans Mono and Chinese in WenQuanYi Micro Hei, 18-30 px, dark ink on light paper) as scans
 (clean) and as photographed pages (uneven light, sensor noise, blur, JPEG), turned clockwise by 0/90/180/270°
 and by 10° off some of those. Recall: the share of ground-truth lines
@@ -12,7 +12,7 @@ read exactly (NFKC, in any order); CER over each page's lines joined in upright 
     python scripts/orientation_recall.py --cost-only --device 0      # the stage's cost alone: a short table
 
 Upright images (the default's test): the compat images, these rendered pages upright and the varied stream set
-(agent/cli/stream_images.py) and tests/test_rendered.py's parity pages (clean, blurred, JPEG); an upright image
+(agent/cli/stream_images.py) and tests/e2e/test_rendered.py's parity pages (clean, blurred, JPEG); an upright image
 whose class is not 0 at the threshold would change its lines.
 """
 
@@ -44,7 +44,7 @@ def document_page(rng: np.random.Generator) -> tuple[np.ndarray, list[str]]:
     its lines top to bottom."""
     from PIL import ImageDraw, ImageFont
 
-    from tests.test_rendered import PHRASES, is_latin
+    from tests.e2e.test_rendered import PHRASES, is_latin
 
     width, size = 900, int(rng.integers(18, 31))
     # WenQuanYi draws Latin too, where DejaVu is absent (the GPU machine brings only fonts-wqy-microhei)
@@ -131,7 +131,7 @@ def compat_images() -> list[np.ndarray]:
 
 def upright_verdicts(ocr: Any, pages: list[np.ndarray], thresh: float) -> dict[str, Any]:
     """The classifier on every upright image: how many it would turn at `thresh`, and the surest wrong verdict."""
-    from tests.test_rendered import render
+    from tests.e2e.test_rendered import render
     from vkocr.agent.cli.stream_images import varied_images
     from vkocr.agent.ocr.orientation import ANGLES as CLASSES
 
@@ -200,7 +200,7 @@ def main() -> int:
         report["cost"] = cost(ocr, [turned(rgb, a) for _, rgb in varied_images(8) for a in (0, 90)], repeats=3)
         print_cost(ocr.backend, report["cost"])
         if not args.cost_only:
-            from tests.test_rendered import cer
+            from tests.e2e.test_rendered import cer
 
             rng = np.random.default_rng(args.seed)
             base = [document_page(rng) for _ in range(args.pages)]

@@ -26,7 +26,7 @@ def files_that_refer_to_the_shared_folder() -> list[str]:
 
 def test_without_the_shared_folder_every_compat_test_skips_and_nothing_fails(tmp_path: Path) -> None:
     files = files_that_refer_to_the_shared_folder()
-    assert "tests/test_parity.py" in files and "tests/test_images.py" in files
+    assert "tests/e2e/test_parity.py" in files and "tests/test_images.py" in files
     empty = tmp_path / "shared"
     empty.mkdir()
     env = {**os.environ, "VKOCR_SHARED": str(empty)}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.kernels.harness import fresh_rng
+from tests.engine.kernels.harness import fresh_rng
 from vkocr.agent.ocr.images import decode_image
 from vkocr.postproc.ctc import ctc_decode
 from vkocr.postproc.order import sort_boxes, sort_boxes_in_lines

@@ -25,7 +25,7 @@ OTHER_VARIABLES = {
     "VKOCR_SHARED": "the workspace's shared/ folder (agent/cli/workspace.py)",
     "VKOCR_TARGET": "the agents `vkocr client` calls (agent/cli/client_command.py)",
     "VKOCR_DEV_BUNDLE": "0: scripts/setup.sh bakes in no development bundle key",
-    "VKOCR_RENDER_SEED": "the seed that replays tests/test_rendered.py's random images",
+    "VKOCR_RENDER_SEED": "the seed that replays tests/e2e/test_rendered.py's random images",
     "VKOCR_BROKER": "the MQTT broker `vkocr fleet --fleet` talks to (agent/cli/fleet_pull.py)",
     "VKOCR_BROKER_PASSWORD": "the operator's broker password for `vkocr fleet --fleet` (agent/cli/fleet_pull.py)",
     "VKOCR_REGISTRY_PASSWORD": "the registry password of `vkocr bundle push` and `vkocr fleet rollout --fleet`",

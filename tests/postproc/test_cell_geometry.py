@@ -9,7 +9,7 @@ import copy
 import numpy as np
 import pytest
 
-from tests.kernels.harness import fresh_rng
+from tests.engine.kernels.harness import fresh_rng
 from vkocr.postproc.cell_geometry import separate, to_detection_box
 
 rapidocr = pytest.importorskip("rapidocr")

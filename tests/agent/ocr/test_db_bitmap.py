@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import pytest
 
-from tests.kernels.harness import fresh_rng, poisoned, release, run
+from tests.engine.kernels.harness import fresh_rng, poisoned, release, run
 from vkocr.agent.ocr.db_bitmap import DB_BITMAP_PARAMS_WORDS, db_bitmap_params, record_db_bitmap, record_db_rows
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError

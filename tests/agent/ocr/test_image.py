@@ -13,7 +13,7 @@ from types import ModuleType, SimpleNamespace
 import numpy as np
 import pytest
 
-from tests.kernels.harness import check, fresh_rng, poisoned, release, run
+from tests.engine.kernels.harness import check, fresh_rng, poisoned, release, run
 from vkocr.agent.ocr.image_kernels import (
     Crop,
     ImageSource,

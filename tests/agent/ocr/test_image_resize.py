@@ -11,7 +11,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from tests.kernels.harness import fresh_rng, release
+from tests.engine.kernels.harness import fresh_rng, release
 from vkocr.agent.ocr.image_kernels import RESIZE_PARAMS_WORDS, record_image_resize, resize_params, rgb_words
 from vkocr.agent.ocr.image_reference import det_input_size, resize_letterboxed_u8
 from vkocr.engine.device import Device

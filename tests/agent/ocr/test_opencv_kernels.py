@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.agent.ocr.test_image import random_image, random_quads
-from tests.kernels.harness import fresh_rng
+from tests.engine.kernels.harness import fresh_rng
 from vkocr.agent.ocr import image_reference, opencv_kernels
 from vkocr.agent.ocr.image_reference import crop_geometry
 

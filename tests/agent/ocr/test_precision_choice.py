@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.kernels.harness import fresh_rng
+from tests.engine.kernels.harness import fresh_rng
 from vkocr.agent.errors import OptionsError
 from vkocr.agent.ocr import precision as choice
 from vkocr.agent.ocr.calibration import changed_decisions

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from tests.kernels.harness import fresh_rng
+from tests.engine.kernels.harness import fresh_rng
 from vkocr.agent.ocr.gpu_stages import GpuStages
 from vkocr.agent.ocr.model_sets import choose_models
 from vkocr.engine.device import Device

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.kernels.harness import fresh_rng, poisoned, release, run
+from tests.engine.kernels.harness import fresh_rng, poisoned, release, run
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.cast import record_cast

@@ -16,8 +16,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.graph.conftest import GetModel
-from tests.kernels.harness import fresh_rng
+from tests.engine.graph.conftest import GetModel
+from tests.engine.kernels.harness import fresh_rng
 from tests.paths import MODELS
 from vkocr.agent.ocr.model_files import PPOCRV6_SMALL, missing_or_bad
 from vkocr.engine.device import Device

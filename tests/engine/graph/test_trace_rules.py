@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from tests.kernels.harness import TOLERANCES, fresh_rng
+from tests.engine.kernels.harness import TOLERANCES, fresh_rng
 from vkocr.engine.device import Device
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.lower import RULES, STORAGE_CAST

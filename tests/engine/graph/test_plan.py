@@ -11,9 +11,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.graph.conftest import GetModel
-from tests.graph.test_memory_plan import check_plan
-from tests.kernels.harness import fresh_rng
+from tests.engine.graph.conftest import GetModel
+from tests.engine.graph.test_memory_plan import check_plan
+from tests.engine.kernels.harness import fresh_rng
 from tests.paths import COMPAT_IMAGES, MODELS
 from vkocr.engine.device import Device
 from vkocr.engine.errors import VkocrError

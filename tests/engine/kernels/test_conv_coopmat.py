@@ -3,7 +3,7 @@ as lavapipe, which has no cooperative matrix before Mesa 26, can take them: whic
 SIMT kernel on a device without matrices, with VKOCR_COOPMAT=0, under a quirk; the matrices only where they serve),
 the probe's raw properties call, the shipped SPIR-V. The kernel itself runs against NumPy where the test device
 has matrices (Mesa 26's lavapipe lists 8×8×8: scripts/fetch_lavapipe.sh, then `build/tools/lavapipe/run
-.venv/bin/python -m pytest -q tests/kernels/test_conv_coopmat.py`) and on the H200 through scripts/check_coopmat.py."""
+.venv/bin/python -m pytest -q tests/engine/kernels/test_conv_coopmat.py`) and on the H200 through scripts/check_coopmat.py."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.kernels.harness import check, fresh_rng, poisoned, release, storage_ref
-from tests.kernels.test_conv import CASES as SIMT_CASES
-from tests.kernels.test_conv import Case
+from tests.engine.kernels.harness import check, fresh_rng, poisoned, release, storage_ref
+from tests.engine.kernels.test_conv import CASES as SIMT_CASES
+from tests.engine.kernels.test_conv import Case
 from vkocr.engine.coopmat import ENV, usable_shape, why_not
 from vkocr.engine.device import Device
 from vkocr.engine.devices import DeviceInfo, MemoryHeap, assess, list_coopmat_shapes

@@ -9,7 +9,7 @@ import resource
 import numpy as np
 import pytest
 
-from tests.kernels.harness import fresh_rng, poisoned
+from tests.engine.kernels.harness import fresh_rng, poisoned
 from vkocr.engine.device import Device
 from vkocr.engine.devices import choose, list_devices
 from vkocr.engine.errors import DeviceNotFound, RecorderStateError

@@ -12,7 +12,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.kernels.harness import fresh_rng
+from tests.engine.kernels.harness import fresh_rng
 from vkocr.engine.device import Device
 from vkocr.engine.errors import ShapeError
 from vkocr.engine.graph.compare import rel_err

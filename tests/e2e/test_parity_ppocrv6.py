@@ -1,6 +1,6 @@
 """The pipeline with the `ppocrv6-small` set against RapidOCR 3.10.0 (its reference, run live: tests/rapidocr310.py)
 on RapidOCR's compatibility images (../shared/compat/rapidocr-1.4.4/images) and on pages rendered here
-(tests/test_rendered.py's renderer, fresh seed each run; VKOCR_RENDER_SEED=<n> replays one).
+(tests/e2e/test_rendered.py's renderer, fresh seed each run; VKOCR_RENDER_SEED=<n> replays one).
 
 Over each set of images: the same number of lines per image, ≥ 99% of lines with identical text, ≥ 99% of boxes
 with IoU ≥ 0.9; on the rendered pages our CER within 0.5 points of RapidOCR 3.10's. RapidOCR 3.10 applies EXIF
@@ -20,7 +20,7 @@ from shapely.geometry import Polygon
 
 from tests.paths import COMPAT_IMAGES
 from tests.rapidocr310 import lines_310, rapidocr_310
-from tests.test_rendered import CJK_FONT, LATIN_FONT, cer, render
+from tests.e2e.test_rendered import CJK_FONT, LATIN_FONT, cer, render
 from vkocr.agent.ocr.model_sets import choose_models
 from vkocr.agent.ocr.pipeline import OcrPipeline
 

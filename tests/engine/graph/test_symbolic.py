@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.kernels.harness import fresh_rng
+from tests.engine.kernels.harness import fresh_rng
 from vkocr.engine.symbolic import Packed, Trace, compile_program, concrete, dim, pack, tracing
 
 

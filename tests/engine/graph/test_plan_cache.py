@@ -12,8 +12,8 @@ import onnx
 import pytest
 from onnx import helper
 
-from tests.graph.test_plan import const, reference, tiny_model
-from tests.kernels.harness import fresh_rng
+from tests.engine.graph.test_plan import const, reference, tiny_model
+from tests.engine.kernels.harness import fresh_rng
 from vkocr.engine.device import Device
 from vkocr.engine.graph.compare import rel_err
 from vkocr.engine.graph.model import Model

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from tests.kernels.harness import TOLERANCES, check, fresh_rng, poisoned, release, run, storage_ref
+from tests.engine.kernels.harness import TOLERANCES, check, fresh_rng, poisoned, release, run, storage_ref
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv import conv_output_shape, record_conv2d

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.kernels.harness import fresh_rng
+from tests.engine.kernels.harness import fresh_rng
 from vkocr.engine.device import Device
 from vkocr.engine.errors import LoweringError
 from vkocr.engine.graph.ir import Node
