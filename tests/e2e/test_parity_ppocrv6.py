@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from shapely.geometry import Polygon
 
+from tests.e2e.test_rendered import CJK_FONT, LATIN_FONT, cer, render
 from tests.paths import COMPAT_IMAGES
 from tests.rapidocr310 import lines_310, rapidocr_310
-from tests.e2e.test_rendered import CJK_FONT, LATIN_FONT, cer, render
 from vkocr.agent.ocr.model_sets import choose_models
 from vkocr.agent.ocr.pipeline import OcrPipeline
 

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
+from tests.e2e.test_rendered import LATIN_FONT, PHRASES, is_latin
 from tests.engine.kernels.harness import fresh_rng
 from tests.paths import COMPAT_IMAGES
 from tests.postproc.test_cell_geometry import random_quad
 from tests.rapidocr310 import rapidocr_310
-from tests.e2e.test_rendered import LATIN_FONT, PHRASES, is_latin
 from vkocr.agent.ocr.model_sets import choose_models
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.serving.wire import result_from_proto, result_to_proto
