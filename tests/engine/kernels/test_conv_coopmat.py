@@ -3,7 +3,8 @@ as lavapipe, which has no cooperative matrix before Mesa 26, can take them: whic
 SIMT kernel on a device without matrices, with VKOCR_COOPMAT=0, under a quirk; the matrices only where they serve),
 the probe's raw properties call, the shipped SPIR-V. The kernel itself runs against NumPy where the test device
 has matrices (Mesa 26's lavapipe lists 8×8×8: scripts/fetch_lavapipe.sh, then `build/tools/lavapipe/run
-.venv/bin/python -m pytest -q tests/engine/kernels/test_conv_coopmat.py`) and on the H200 through scripts/check_coopmat.py."""
+.venv/bin/python -m pytest -q tests/engine/kernels/test_conv_coopmat.py`) and on the H200 through
+scripts/check_coopmat.py."""
 
 from __future__ import annotations
 
