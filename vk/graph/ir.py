@@ -61,9 +61,6 @@ class Graph:
                     users.setdefault(name, []).append(n)
         return users
 
-    def is_const(self, name: str) -> bool:
-        return name in self.constants
-
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for n in self.nodes:
