@@ -12,11 +12,11 @@ Vulkan. The errors (vkocr.engine.errors) are imported at once.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vkocr.engine.errors import *  # noqa: F403  # the engine's error tree: light, imports nothing of the engine
 from vkocr.engine.errors import __all__ as _errors
+from vkocr.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from vkocr.engine.device import Device
@@ -43,14 +43,4 @@ __all__ = ["Device", "DeviceInfo", "KernelDef", "Model", "Pipeline", "Plan", "Re
 __all__ += _errors
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'vkocr.engine' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # looked up once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports("vkocr.engine", _EXPORTS, globals())
