@@ -142,11 +142,8 @@ TIMED = [
 # Tiles to compare with the picked one (--tiles): 128 or 256 invocations on a 32-wide subgroup
 EXTRA_TILES = {
     "thin 16x128": CoopmatTile(sg_m=1, sg_n=4, fm=1, fn=2),
-    "square 64x128": CoopmatTile(sg_m=2, sg_n=2, fm=2, fn=4),
     "wide 64x128/256": CoopmatTile(sg_m=2, sg_n=4, fm=2, fn=2),
     "big 128x128/256": CoopmatTile(sg_m=4, sg_n=2, fm=2, fn=4),
-    "tall 128x64": CoopmatTile(sg_m=2, sg_n=2, fm=4, fn=2),
-    "32x64": CoopmatTile(sg_m=2, sg_n=2, fm=1, fn=2),
 }
 
 
