@@ -14,6 +14,16 @@ from vkocr.agent.ocr.request import OcrRequest
 from vkocr.agent.serving.errors import CancelledDropped, DeadlineDropped, WorkerError
 from vkocr.postproc.result import OcrResult
 
+# A client's own deadline passes before the agent's (the agent's starts when the call arrives, from the
+# grpc-timeout the client sent, rounded up), so its cancellation at that deadline reaches the agent a little
+# early: a cancellation this close to the deadline is the deadline's, not the client's.
+DEADLINE_SLACK_S = 0.25
+
+
+def deadline_passed(deadline: float | None) -> bool:
+    """Whether `deadline` (time.monotonic()) has passed, or is within DEADLINE_SLACK_S of passing."""
+    return deadline is not None and time.monotonic() >= deadline - DEADLINE_SLACK_S
+
 
 @dataclass
 class Job:
@@ -42,7 +52,8 @@ class Job:
         RUNNING on, the future cannot be cancelled and the job stops at its next stage boundary instead."""
         who = self.stop_reason()
         if who is None and not self.future.set_running_or_notify_cancel():  # the handler's wait was cancelled
-            who = self.stop_reason() or "client"  # its handler names who, unless it has not got that far
+            # its handler names who, unless it has not got that far
+            who = self.stop_reason() or ("deadline" if deadline_passed(self.deadline) else "client")
         return who
 
     def stop_reason(self) -> StopWho | None:

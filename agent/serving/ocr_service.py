@@ -28,9 +28,14 @@ from vkocr.agent.ocr.request import OcrRequest
 from vkocr.agent.serving import rpc_status, wire
 from vkocr.agent.serving.decode_processes import DecodeProcesses
 from vkocr.agent.serving.errors import DeadlineDropped, NotServing, QueueFull
-from vkocr.agent.serving.jobs import Job
+from vkocr.agent.serving.jobs import Job, deadline_passed
 from vkocr.agent.serving.malformed import MalformedRequest
-from vkocr.agent.serving.request_limits import MAX_REQUEST_ID_CHARS, check_request, check_resized_pixels
+from vkocr.agent.serving.request_limits import (
+    MAX_REQUEST_ID_CHARS,
+    check_preparation,
+    check_request,
+    check_resized_pixels,
+)
 from vkocr.agent.serving.state import ServingState
 from vkocr.agent.serving.stats import RequestStats
 from vkocr.agent.serving.status_table import status_for
@@ -226,6 +231,7 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
         else:
             image = decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif, rgba=rgba)
         decode_ms = (time.perf_counter() - clock) * 1e3
+        check_preparation(image.shape[0], image.shape[1], opts, overrides.keys())
         admitted = OcrRequest.of(image, opts, chain)
         check_resized_pixels(admitted.geometry, opts, overrides.keys())
         return Admitted(admitted, decode_ms)
@@ -256,9 +262,7 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
         period did not finish), the request's deadline, or else its client."""
         if self.worker.state.get().state is ServingState.DRAINING:
             return "shutdown"
-        if deadline is not None and time.monotonic() >= deadline:
-            return "deadline"
-        return "client"
+        return "deadline" if deadline_passed(deadline) else "client"
 
     def _room_changed(self) -> None:
         """The worker's listener (any thread): wake the streams waiting for room."""

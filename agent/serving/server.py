@@ -159,7 +159,8 @@ class Agent:
                               decode_processes=config.server.decode_processes)
         ocr_pb2_grpc.add_OcrServiceServicer_to_server(self.ocr, server)
         status_pb2_grpc.add_StatusServiceServicer_to_server(
-            StatusService(self.state, self.worker, self.stats, interval_s=config.server.status_interval_s), server)
+            StatusService(self.state, self.worker, self.stats, interval_s=config.server.status_interval_s,
+                          max_watches_per_connection=max(1, config.server.max_streams_per_connection // 2)), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         services = [OCR_SERVICE, STATUS_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
         if self.store is not None and self.activator is not None:
