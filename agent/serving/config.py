@@ -137,6 +137,8 @@ class ModelsConfig:
     keep: int = 3  # versions kept in the store
     max_bundle_bytes: int = 512 * 1024 * 1024
     upload_idle_s: float = 60.0  # an upload stream that sends no chunk for this long is aborted, its bytes removed
+    # …and one that sends less than this per upload_idle_s window on average (a chunk of a few bytes every 20 s)
+    upload_min_bytes_per_s: int = 1024
 
 
 @dataclass
@@ -291,6 +293,9 @@ class AgentConfig:
                 raise ConfigError(f"[server]: {name} must be at least 1 s, got {getattr(self.server, name)}")
         if not self.models.upload_idle_s >= 1.0:
             raise ConfigError(f"[models]: upload_idle_s must be at least 1 s, got {self.models.upload_idle_s}")
+        if self.models.upload_min_bytes_per_s < 0:
+            raise ConfigError("[models]: upload_min_bytes_per_s must be 0 (no minimum) or more, got "
+                              f"{self.models.upload_min_bytes_per_s}")
         if self.metrics.listen:
             host, _ = split_host_port(self.metrics.listen)
             if not is_loopback(host) and not self.metrics.public:
