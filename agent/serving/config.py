@@ -97,12 +97,16 @@ class ServerConfig:
     health_listen: str = ""  # host:port of a plaintext port serving only grpc.health.v1 (kubelet probes); off
     # Connections and streams (a careless or hostile network must not exhaust file descriptors or memory):
     # connections past max_connections are closed as soon as they are accepted (the client sees UNAVAILABLE;
-    # open connections and the health_listen port are unaffected)
-    max_connections: int = 64
+    # open connections and the health_listen port are unaffected). Idle sockets cannot hold the slots: a
+    # connection that has not finished its handshake (TLS, HTTP/2 preface and SETTINGS) within handshake_timeout_s
+    # is closed, and so is one without a call for connection_idle_s (gRPC clients reconnect by themselves).
+    max_connections: int = 256
+    handshake_timeout_s: float = 1.0
     max_streams_per_connection: int = 32  # HTTP/2 concurrent streams; a client's extra calls wait for a free one
     keepalive_time_s: float = 60.0  # ping a connection after this long without traffic…
     keepalive_timeout_s: float = 20.0  # …and close it when the ping is not answered within this
-    connection_idle_s: float = 300.0  # close a connection with no call for this long (clients reconnect)
+    connection_idle_s: float = 10.0  # close a connection with no call for this long (clients reconnect)
+    port_probe_s: float = 1.0  # how often readiness checks that the OCR port takes a new client
     stream_idle_s: float = 300.0  # end a RecognizeStream that sent no frame for this long with no answer due
 
 
@@ -288,6 +292,9 @@ class AgentConfig:
         for name in ("max_connections", "max_streams_per_connection"):
             if getattr(self.server, name) < 1:
                 raise ConfigError(f"[server]: {name} must be positive, got {getattr(self.server, name)}")
+        for name in ("handshake_timeout_s", "port_probe_s"):
+            if not getattr(self.server, name) >= 0.1:  # `not >=` also refuses NaN
+                raise ConfigError(f"[server]: {name} must be at least 0.1 s, got {getattr(self.server, name)}")
         for name in ("keepalive_time_s", "keepalive_timeout_s", "connection_idle_s", "stream_idle_s"):
             if not getattr(self.server, name) >= 1.0:  # `not >=` also refuses NaN
                 raise ConfigError(f"[server]: {name} must be at least 1 s, got {getattr(self.server, name)}")

@@ -11,7 +11,8 @@ and while draining; SERVING when a request would succeed. The services run on on
 and a full queue never take the threads that health checks need. Service `vkocr.liveness` is SERVING while the
 process runs (until the drain): the liveness probe's; so are `vkocr.v1.StatusService` and
 `vkocr.v1.ModelsService`, which answer whatever the device does. Connections are bounded ([server]
-max_connections, keepalive, idle timeouts: connection_limits).
+max_connections, handshake and idle timeouts, keepalive: connection_limits), and readiness is NOT_SERVING while
+the OCR port takes no new client (agent/serving/port_probe.py).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from vkocr.agent.serving.malformed import MalformedRequests
 from vkocr.agent.serving.metrics import Metrics
 from vkocr.agent.serving.models_service import ModelsService
 from vkocr.agent.serving.ocr_service import OcrService
+from vkocr.agent.serving.port_probe import PortProbe, probe_host
 from vkocr.agent.serving.rebuild import PipelineFactory
 from vkocr.agent.serving.sensors import Sensors, serving_device_sensors
 from vkocr.agent.serving.state import ServingState, StateBoard, StateSnapshot
@@ -118,6 +120,8 @@ class Agent:
         # systemd's Type=notify (deploy/vkocr.service); does nothing without $NOTIFY_SOCKET
         self.systemd = SystemdNotifier.from_environment()
         self._watchdog: asyncio.Task[None] | None = None
+        self.port_probe: PortProbe | None = None  # readiness also needs the OCR port to take a client
+        self._probing: asyncio.Task[None] | None = None
 
     def _model_paths(self) -> dict[str, Path]:
         return self.config.chosen_models().paths
@@ -209,6 +213,8 @@ class Agent:
             log.info("metrics_listening", address=f"{m_host}:{bound}")
         await server.start()
         self.server = server
+        self.port_probe = PortProbe(probe_host(host), self.port, config.server.port_probe_s, self._port_changed)
+        self._probing = loop.create_task(self.port_probe.run())
         if config.server.health_listen:
             await self._start_health_port(config.server.health_listen)
         if self.activator is not None:
@@ -263,10 +269,7 @@ class Agent:
                  model_version=changed.model_version,
                  device_rebuilds=changed.device_rebuilds)
         snapshot = self.state.get()
-        status = (health_pb2.HealthCheckResponse.SERVING if snapshot.state is ServingState.SERVING
-                  else health_pb2.HealthCheckResponse.NOT_SERVING)
-        for service in HEALTH_SERVICES:
-            await self.health.set(service, status)
+        await self._set_readiness()
         if snapshot.state is not ServingState.DRAINING:  # stop() has said STOPPING=1; no READY=1 after it
             self.systemd.follow(snapshot)
         if self.metrics is not None:
@@ -277,6 +280,18 @@ class Agent:
             for _ in range(snapshot.device_rebuilds - self._rebuilds_counted):
                 self.metrics.rebuilt()
             self._rebuilds_counted = max(self._rebuilds_counted, snapshot.device_rebuilds)
+
+    async def _set_readiness(self) -> None:
+        """Readiness ("" and the OCR service): SERVING when the state is, and the OCR port takes a client."""
+        takes_clients = self.port_probe is None or self.port_probe.takes_clients
+        serving = self.state.get().state is ServingState.SERVING and takes_clients
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for service in HEALTH_SERVICES:
+            await self.health.set(service, status)
+
+    async def _port_changed(self, takes_clients: bool) -> None:
+        if self.state.get().state is not ServingState.DRAINING:  # the drain's NOT_SERVING stays
+            await self._set_readiness()
 
     async def stop(self, grace_s: float | None = None) -> None:
         """Drain: health NOT_SERVING, new requests refused, in-flight ones answered for up to `grace_s`."""
@@ -289,6 +304,8 @@ class Agent:
 
         self.state.set(state=ServingState.DRAINING, reason="stopping")
         self.systemd.stopping()  # STOPPING=1 at once: systemd knows the drain has begun
+        if self._probing is not None:
+            self._probing.cancel()
         await self.health.enter_graceful_shutdown()
         loop = asyncio.get_running_loop()
         if self.activator is not None:  # no activation after this; one in progress may finish within grace
@@ -325,6 +342,8 @@ def connection_limits(config: AgentConfig) -> list[tuple[str, int]]:
         ("grpc.keepalive_time_ms", round(server.keepalive_time_s * 1000)),
         ("grpc.keepalive_timeout_ms", round(server.keepalive_timeout_s * 1000)),
         ("grpc.max_connection_idle_ms", round(server.connection_idle_s * 1000)),
+        # TLS, the HTTP/2 preface and SETTINGS within this, or the socket is closed (core's default is 120 s)
+        ("grpc.server_handshake_timeout_ms", round(server.handshake_timeout_s * 1000)),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),  # clients' own keepalives, at most every 10 s
     ]
