@@ -46,11 +46,13 @@ from vkocr.agent.serving.models_service import ModelsService
 from vkocr.agent.serving.ocr_service import OcrService
 from vkocr.agent.serving.port_probe import PortProbe, probe_host
 from vkocr.agent.serving.rebuild import PipelineFactory
+from vkocr.agent.serving.request_limits import MAX_PLUGIN_OPTIONS_BYTES
 from vkocr.agent.serving.sensors import Sensors, serving_device_sensors
 from vkocr.agent.serving.state import ServingState, StateBoard, StateSnapshot
 from vkocr.agent.serving.stats import RequestStats
 from vkocr.agent.serving.status_service import StatusService
 from vkocr.agent.serving.systemd_notify import SystemdNotifier
+from vkocr.agent.serving.wire_precheck import check_recognize_request, check_stream_frame
 from vkocr.agent.serving.worker import GpuWorker
 from vkocr.engine.errors import VkocrError
 from vkocr.log import get_logger
@@ -150,7 +152,7 @@ class Agent:
         limit = config.server.max_message_bytes
         # a request that is not valid protobuf is INVALID_ARGUMENT; a stream's bad frame gets its own answer
         per_frame = [f"/{OCR_SERVICE}/RecognizeStream"]
-        server = grpc.aio.server(interceptors=[MalformedRequests(per_frame)], options=[
+        server = grpc.aio.server(interceptors=[MalformedRequests(per_frame, OCR_PRECHECKS)], options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
             ("grpc.so_reuseport", 0),  # a second agent on the same port must fail, not share it
@@ -329,6 +331,13 @@ class Agent:
         if self._watchdog is not None:  # pings go on through the drain, which can take grace_s
             self._watchdog.cancel()
         log.info("stopped", drained_s=round(time.monotonic() - started, 3))
+
+
+# plugin options too large to parse on the event loop are refused from their bytes (agent/serving/wire_precheck.py)
+OCR_PRECHECKS = {
+    f"/{OCR_SERVICE}/Recognize": lambda data: check_recognize_request(data, MAX_PLUGIN_OPTIONS_BYTES),
+    f"/{OCR_SERVICE}/RecognizeStream": lambda data: check_stream_frame(data, MAX_PLUGIN_OPTIONS_BYTES),
+}
 
 
 def connection_limits(config: AgentConfig) -> list[tuple[str, int]]:
