@@ -60,6 +60,10 @@ class ServerConfig:
     queue_size: int = 32  # requests waiting for the GPU worker; more → RESOURCE_EXHAUSTED
     retry_after_s: float = 0.5  # the retry hint sent with RESOURCE_EXHAUSTED
     stream_window: int = 8  # requests of one stream read ahead of their answers
+    # requests of one stream at the GPU at once (queued, or in the lanes until answered); the queue serves its
+    # callers (each stream, each single request) in turn, so streams pumping frames cannot starve single requests
+    # (agent/serving/job_queue.py)
+    stream_queued: int = 4
     postproc_threads: int = 2  # plugin threads: overlap a request's CPU postprocessing with the next's GPU work
     # threads that check and decode requests before the GPU queue (Pillow decodes off the GIL; a 2 MP PNG takes
     # 30-45 ms, so at the agent's rate decoding PNGs wants every core); 0: one per core, at most 16
@@ -253,7 +257,7 @@ class AgentConfig:
             split_host_port(self.server.health_listen)
         if self.auth.dev_allow_loopback and not is_loopback(host):
             raise ConfigError("[auth]: dev_allow_loopback needs server.listen on a loopback address")
-        for name in ("queue_size", "stream_window", "postproc_threads", "max_message_bytes"):
+        for name in ("queue_size", "stream_window", "stream_queued", "postproc_threads", "max_message_bytes"):
             if getattr(self.server, name) < 1:
                 raise ConfigError(f"[server]: {name} must be positive, got {getattr(self.server, name)}")
         if not MIN_SWITCH_MS <= self.server.switch_interval_ms <= MAX_SWITCH_MS:

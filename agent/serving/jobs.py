@@ -41,6 +41,7 @@ class Job:
     enqueued: float = field(default_factory=time.monotonic)
     started: float = 0.0  # time.monotonic() when a lane began it
     attempts: int = 0  # lanes it was handed to: a second after a device failure, never a third
+    caller: object = None  # the stream it came from (the queue's turns are per caller); None: its own
 
     def cancel(self, who: StopWho) -> None:
         """The answer is no longer wanted (any thread): `who` is the client, the deadline or the shutdown."""

@@ -105,6 +105,7 @@ class Agent:
             cpu = self._cpu_factory() if use_cpu_fallback else None
             version = model_version or default_model_version(config)
         self.worker = GpuWorker(factory, self.state, model_version=version, queue_size=config.server.queue_size,
+                                stream_queued=config.server.stream_queued,
                                 postproc_threads=config.server.postproc_threads, overlap=config.server.overlap,
                                 cpu_fallback=cpu, warm_sizes=config.warm_sizes(), flow=config.flow())
         if self.activator is not None:
