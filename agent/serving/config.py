@@ -299,7 +299,10 @@ class AgentConfig:
         for name in ("handshake_timeout_s", "port_probe_s"):
             if not getattr(self.server, name) >= 0.1:  # `not >=` also refuses NaN
                 raise ConfigError(f"[server]: {name} must be at least 0.1 s, got {getattr(self.server, name)}")
-        for name in ("keepalive_time_s", "keepalive_timeout_s", "connection_idle_s", "stream_idle_s"):
+        if not self.server.connection_idle_s >= 0.5:
+            idle = self.server.connection_idle_s
+            raise ConfigError(f"[server]: connection_idle_s must be at least 0.5 s, got {idle}")
+        for name in ("keepalive_time_s", "keepalive_timeout_s", "stream_idle_s"):
             if not getattr(self.server, name) >= 1.0:  # `not >=` also refuses NaN
                 raise ConfigError(f"[server]: {name} must be at least 1 s, got {getattr(self.server, name)}")
         if not self.models.upload_idle_s >= 1.0:

@@ -117,8 +117,8 @@ def _closed_now(sock: socket.socket) -> bool:
 
 
 def test_a_flood_of_idle_sockets_is_closed_and_readiness_says_so() -> None:
-    with agent_with(**{"server.max_connections": 12, "server.connection_idle_s": 1.0,
-                       "server.port_probe_s": 0.2}) as agent:
+    with agent_with(**{"server.max_connections": 12, "server.handshake_timeout_s": 0.5,
+                       "server.connection_idle_s": 0.5, "server.port_probe_s": 0.2}) as agent:
         flood = Flood(agent.target, 24)
         flood.thread.start()
         try:
