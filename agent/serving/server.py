@@ -11,7 +11,7 @@ and while draining; SERVING when a request would succeed. The services run on on
 and a full queue never take the threads that health checks need. Service `vkocr.liveness` is SERVING while the
 process runs (until the drain): the liveness probe's; so are `vkocr.v1.StatusService` and
 `vkocr.v1.ModelsService`, which answer whatever the device does. Connections are bounded ([server]
-max_connections, handshake and idle timeouts, keepalive: connection_limits), and readiness is NOT_SERVING while
+max_connections, handshake and idle timeouts, keepalive: server_options.py), and readiness is NOT_SERVING while
 the OCR port takes no new client (agent/serving/port_probe.py).
 """
 
@@ -46,13 +46,12 @@ from vkocr.agent.serving.models_service import ModelsService
 from vkocr.agent.serving.ocr_service import OcrService
 from vkocr.agent.serving.port_probe import PortProbe, probe_host
 from vkocr.agent.serving.rebuild import PipelineFactory
-from vkocr.agent.serving.request_limits import MAX_PLUGIN_OPTIONS_BYTES
 from vkocr.agent.serving.sensors import Sensors, serving_device_sensors
+from vkocr.agent.serving.server_options import ocr_prechecks, server_options
 from vkocr.agent.serving.state import ServingState, StateBoard, StateSnapshot
 from vkocr.agent.serving.stats import RequestStats
 from vkocr.agent.serving.status_service import StatusService
 from vkocr.agent.serving.systemd_notify import SystemdNotifier
-from vkocr.agent.serving.wire_precheck import check_recognize_request, check_stream_frame
 from vkocr.agent.serving.worker import GpuWorker
 from vkocr.engine.errors import VkocrError
 from vkocr.log import get_logger
@@ -150,15 +149,10 @@ class Agent:
         config = self.config
         # the process is the agent's now: a thread back from a GPU wait gets the GIL within this, not 5 ms
         sys.setswitchinterval(config.server.switch_interval_ms / 1e3)
-        limit = config.server.max_message_bytes
         # a request that is not valid protobuf is INVALID_ARGUMENT; a stream's bad frame gets its own answer
         per_frame = [f"/{OCR_SERVICE}/RecognizeStream"]
-        server = grpc.aio.server(interceptors=[MalformedRequests(per_frame, OCR_PRECHECKS)], options=[
-            ("grpc.max_receive_message_length", limit),
-            ("grpc.max_send_message_length", limit),
-            ("grpc.so_reuseport", 0),  # a second agent on the same port must fail, not share it
-            *connection_limits(config),
-        ])
+        server = grpc.aio.server(interceptors=[MalformedRequests(per_frame, ocr_prechecks(OCR_SERVICE))],
+                                 options=server_options(config))
         self.ocr = OcrService(self.worker, self.stats, self.metrics,
                               retry_after_s=config.server.retry_after_s, stream_window=config.server.stream_window,
                               stream_idle_s=config.server.stream_idle_s,
@@ -332,31 +326,6 @@ class Agent:
         if self._watchdog is not None:  # pings go on through the drain, which can take grace_s
             self._watchdog.cancel()
         log.info("stopped", drained_s=round(time.monotonic() - started, 3))
-
-
-# plugin options too large to parse on the event loop are refused from their bytes (agent/serving/wire_precheck.py)
-OCR_PRECHECKS = {
-    f"/{OCR_SERVICE}/Recognize": lambda data: check_recognize_request(data, MAX_PLUGIN_OPTIONS_BYTES),
-    f"/{OCR_SERVICE}/RecognizeStream": lambda data: check_stream_frame(data, MAX_PLUGIN_OPTIONS_BYTES),
-}
-
-
-def connection_limits(config: AgentConfig) -> list[tuple[str, int]]:
-    """gRPC core's server options for [server]'s connection limits. At max_connections the server accepts a new
-    connection and closes it at once (the client sees UNAVAILABLE), so sockets never pile up to the descriptor
-    limit; keepalive pings find dead peers; an idle connection (no call) is closed with a GOAWAY."""
-    server = config.server
-    return [
-        ("grpc.max_allowed_incoming_connections", server.max_connections),
-        ("grpc.max_concurrent_streams", server.max_streams_per_connection),
-        ("grpc.keepalive_time_ms", round(server.keepalive_time_s * 1000)),
-        ("grpc.keepalive_timeout_ms", round(server.keepalive_timeout_s * 1000)),
-        ("grpc.max_connection_idle_ms", round(server.connection_idle_s * 1000)),
-        # TLS, the HTTP/2 preface and SETTINGS within this, or the socket is closed (core's default is 120 s)
-        ("grpc.server_handshake_timeout_ms", round(server.handshake_timeout_s * 1000)),
-        ("grpc.keepalive_permit_without_calls", 1),
-        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),  # clients' own keepalives, at most every 10 s
-    ]
 
 
 def default_model_version(config: AgentConfig) -> str:
