@@ -34,7 +34,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from vkocr.agent.bundles.errors import ActivationBusy, ActivationFailed, BundleError, DowngradeRefused, VersionNotFound
+from vkocr.agent.bundles.errors import (
+    ActivationBusy,
+    ActivationFailed,
+    BundleError,
+    DowngradeRefused,
+    SignatureError,
+    VersionNotFound,
+)
+from vkocr.agent.bundles.self_tests import SelfTestOutcome, run_self_tests
 from vkocr.agent.bundles.store import ModelStore
 from vkocr.agent.bundles.stored import InstalledVersion
 from vkocr.agent.ocr.lanes import LaneResources
@@ -52,20 +60,6 @@ log = get_logger(__name__)
 # The worker swaps between two requests; a request takes seconds, a device recovery (rebuild, reload) longer.
 SWAP_TIMEOUT_S = 300.0
 NO_ACTIVE_VERSION = "no active model version; upload and activate a bundle"
-
-
-@dataclass(frozen=True)
-class SelfTestOutcome:
-    image: str  # the path inside the bundle, e.g. selftest/label.png
-    expected: str
-    got: str  # the recognised lines, one per line of text
-    passed: bool
-    error: str = ""  # why the image could not be read at all
-
-    def describe(self) -> str:
-        if self.error:
-            return f"{self.image}: {self.error}"
-        return f"{self.image}: expected {self.expected!r}, read {self.got.replace(chr(10), ' | ')!r}"
 
 
 @dataclass(frozen=True)
@@ -94,28 +88,6 @@ def on_own_thread(work: Callable[[], T]) -> T:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
-
-
-def run_self_tests(pipeline: OcrPipeline, installed: InstalledVersion) -> tuple[SelfTestOutcome, ...]:
-    """Read every self-test image of `installed` with `pipeline` (its options and plugin chain, as it will
-    serve)."""
-    outcomes = []
-    root = installed.root
-    for case in installed.self_tests:
-        name = case.image.relative_to(root).as_posix() if case.image.is_relative_to(root) else case.image.name
-        started = time.monotonic()
-        try:
-            result = pipeline(case.image)
-        except Exception as exc:  # noqa: BLE001 - an image the new models cannot read fails its test
-            outcome = SelfTestOutcome(name, case.expect, "", False, f"{type(exc).__name__}: {exc}")
-        else:
-            got = "\n".join(line.text for line in result.lines)
-            outcome = SelfTestOutcome(name, case.expect, got, case.expect in got)
-        log.info("activation_self_test", image=name, expected=case.expect, got=outcome.got,
-                 passed=outcome.passed, error=outcome.error or None,
-                 ms=round((time.monotonic() - started) * 1e3))
-        outcomes.append(outcome)
-    return tuple(outcomes)
 
 
 def open_installed(installed: InstalledVersion, device: str | None, cpu_threads: int = 0,
@@ -244,6 +216,9 @@ class Activator:
             log.info("active_version_not_loaded", version=version, reason="the agent is stopping")
             self.worker.loaded.set()
             return None
+        except SignatureError as exc:  # [models] trusted_keys changed since it was activated
+            assert version is not None
+            return self._serve_trusted_instead(version, exc)
         except Exception as exc:  # noqa: BLE001 - whatever it is, the agent stays up to be fixed remotely
             log.error("active_version_failed_to_load", version=version, error=f"{type(exc).__name__}: {exc}")
             what = f"active model version {version}" if version else "the store's active model version"
@@ -251,6 +226,30 @@ class Activator:
                        "(vkocr fleet rollout, or Models.Activate) or upload a new bundle")
             return None
         return version
+
+    def _serve_trusted_instead(self, untrusted: str, why: SignatureError) -> str | None:
+        """At start, when the active version's signer is no longer trusted: activate the newest stored version
+        (the last added) whose signer is, as any activation (verified, self-tested, recorded as active; older
+        than the high-water mark only because the operator's change of keys left nothing newer), and say so
+        in the state's reason. With none, FAILED with the reason."""
+        assert self.worker is not None
+        log.warning("active_version_untrusted", version=untrusted, reason=str(why))
+        for info in self.store.versions():
+            if info.version == untrusted or info.signer not in self.store.trusted:
+                continue
+            try:
+                self._activate(info.version, rollback=False, allow_downgrade=True, who="start-up: trusted keys")
+            except (ActivationFailed, VersionNotFound) as exc:
+                log.warning("trusted_version_not_served", version=info.version, reason=str(exc))
+                continue
+            reason = (f"serving {info.version}, the newest stored version signed by a trusted key: the active "
+                      f"version {untrusted} is no longer signed by one ({why})")
+            log.warning("serving_trusted_version", version=info.version, untrusted=untrusted, reason=reason)
+            self.state.set(reason=reason)
+            return info.version
+        self._fail(f"not serving: {why}, and no other stored version is signed by a trusted key; upload a bundle "
+                   "signed by one of [models] trusted_keys, or trust its signer again and restart")
+        return None
 
     def _fail(self, reason: str) -> None:
         assert self.worker is not None

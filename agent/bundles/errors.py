@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from vkocr.agent.errors import AgentError
 
 if TYPE_CHECKING:  # the activation's results, which the activation module defines beside its use
-    from vkocr.agent.bundles.activation import SelfTestOutcome
+    from vkocr.agent.bundles.self_tests import SelfTestOutcome
 
 
 class BundleError(AgentError):

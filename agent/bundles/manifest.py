@@ -34,6 +34,7 @@ from vkocr.agent.ocr.options import OcrOptions
 
 FORMAT_VERSION: Final = 1
 MANIFEST_NAME: Final = "manifest.json"
+MAX_NESTING: Final = 32  # arrays and objects within each other; the format itself needs 4
 SIGNATURE_NAME: Final = "manifest.sig"
 MODEL_ROLES: Final = ("det", "cls", "rec")
 OPTIONAL_MODEL_ROLES: Final = ("ori",)  # the page orientation model (agent/ocr/orientation.py), when carried
@@ -99,8 +100,13 @@ class Manifest:
     def from_bytes(cls, data: bytes) -> Manifest:
         """Parse and check every field; anything malformed is a BundleFormatError naming the field."""
         try:
-            doc = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BundleFormatError(f"manifest.json is not UTF-8 JSON ({exc})") from None
+        _check_nesting(text)
+        try:
+            doc = json.loads(text, object_pairs_hook=_unique_keys)
+        except json.JSONDecodeError as exc:
             raise BundleFormatError(f"manifest.json is not UTF-8 JSON ({exc})") from None
         manifest = _parse(doc)
         return replace(manifest, raw=bytes(data))
@@ -132,6 +138,24 @@ class Manifest:
         for transient in ("created", "signer"):
             doc.pop(transient)
         return hashlib.sha256(json.dumps(doc, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _check_nesting(text: str) -> None:
+    """Refuse a document nested deeper than MAX_NESTING before json.loads recurses into it (100,000 levels would
+    end in a RecursionError). Brackets inside strings (a plugin's patterns) do not count."""
+    depth = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise BundleFormatError(f"manifest.json nests deeper than {MAX_NESTING} levels")
+        elif char in "]}":
+            depth -= 1
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

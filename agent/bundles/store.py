@@ -5,6 +5,7 @@
     <root>/staging/              extractions and deletions in progress; anything here after a crash is junk
     <root>/active                the active version, one line, replaced atomically
     <root>/previous              versions active before, one per line, most recent last (for rollback)
+    <root>/activated             every stored version that was ever active, one per line (what `keep` may prune)
     <root>/high_water.json       the newest version ever activated: older ones need an explicit downgrade
     <root>/.lock                 flock'd during changes, so two processes never change the store at once
 
@@ -133,6 +134,14 @@ class ModelStore:
             options=manifest.ocr_options(base),
             self_tests=tuple(SelfTestCase(root / t.image, t.expect) for t in manifest.self_tests))
 
+    def activated(self) -> list[str]:
+        """The stored versions that were ever active, in the order they first were. A store from before this
+        file was kept counts its history and active version."""
+        text = _read_text(self.root / "activated")
+        if text is None:
+            return [*reversed(self.previous()), *filter(None, [self.active()])]
+        return [line for line in text.splitlines() if line.strip()]
+
     def rollback_target(self) -> str:
         """The most recent earlier active version that is still stored."""
         active = self.active()
@@ -207,6 +216,8 @@ class ModelStore:
             elif current is not None and current != version:
                 history.append(current)
             self._write_history(history)
+            if version not in self.activated():
+                self._write_activated([*self.activated(), version])
             write_atomic(self.root / "active", f"{version}\n".encode())
             high_water = self.high_water.raise_to(mark)
             log.info("model_store_activated", version=version, previous=current, rollback=rollback,
@@ -223,18 +234,24 @@ class ModelStore:
                 raise VersionNotFound(self._not_found(version))
             self._remove_dir(target)
             self._write_history([v for v in reversed(self.previous()) if v != version])
+            if version in self.activated():
+                self._write_activated([v for v in self.activated() if v != version])
             self._manifests.pop(version, None)
             log.info("model_store_deleted", version=version)
 
-    def prune(self) -> list[str]:
-        """Delete all but the `keep` newest versions, never the active one or the rollback target."""
+    def prune(self, *, never_activated: bool = False) -> list[str]:
+        """Delete all but the `keep` newest versions, never the active one or the rollback target. A version
+        that was never active (an operator's staged bundle) is deleted only when `never_activated` is asked
+        for, and only when it is older than the kept ones: adding a bundle never removes a staged one."""
         with self._changing():
             protected = {self.active()}
             try:
                 protected.add(self.rollback_target())
             except NothingToRollBack:
                 pass
-            removed = [info.version for info in self.versions()[self.keep:] if info.version not in protected]
+            activated = set(self.activated())
+            removed = [info.version for info in self.versions()[self.keep:]
+                       if info.version not in protected and (never_activated or info.version in activated)]
             for version in removed:
                 self.delete(version)
             if removed:
@@ -333,6 +350,9 @@ class ModelStore:
     def _write_history(self, history: list[str]) -> None:
         history = history[-HISTORY_LIMIT:]
         write_atomic(self.root / "previous", "".join(f"{v}\n" for v in history).encode())
+
+    def _write_activated(self, versions: list[str]) -> None:
+        write_atomic(self.root / "activated", "".join(f"{v}\n" for v in versions).encode())
 
     def _remove_dir(self, directory: Path) -> None:
         """Rename into staging first (atomic), then delete: a crash midway leaves only staging junk."""

@@ -6,9 +6,10 @@
 Each chunk must start exactly where the bytes held end; the announced size is checked against the limit before
 a byte is written; when the last byte is in, the whole file's sha256 must match the announced one. The
 finished file then goes to ModelStore.add() (signature, manifest, safe extraction) and is removed here.
-Uploads nobody finished are removed after STALE_AFTER_S; a stream that goes idle is cut after [models]
-upload_idle_s (idle_bounded) and its bytes removed. A disk that is full or refuses a write (StorageFull,
-StorageUnavailable) never leaves half a chunk: the part file is cut back to the last whole chunk.
+Uploads nobody finished are removed after STALE_AFTER_S; a stream that goes idle for [models] upload_idle_s,
+or sends less than upload_min_bytes_per_s, is cut (idle_bounded) and its bytes removed. A disk that is full or
+refuses a write (StorageFull, StorageUnavailable) never leaves half a chunk: the part file is cut back to the
+last whole chunk.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TypeVar
@@ -236,9 +237,13 @@ class UploadArea:
             self._busy.discard(upload_id)
 
 
-async def idle_bounded(chunks: AsyncIterator[T], idle_s: float) -> AsyncIterator[T]:
-    """`chunks` as they come; UploadIdle when the next one takes longer than `idle_s` to arrive."""
+async def idle_bounded(chunks: AsyncIterator[T], idle_s: float, *, size: Callable[[T], int],
+                       min_bytes_per_s: int = 0) -> AsyncIterator[T]:
+    """`chunks` as they come; UploadIdle when the next one takes longer than `idle_s` to arrive, or when a
+    window of `idle_s` brought fewer than `min_bytes_per_s` * `idle_s` bytes (`size` of each chunk): a trickle
+    would otherwise hold its upload id, a stream and a thread for as long as it likes."""
     iterator = aiter(chunks)
+    window_started, window_bytes = time.monotonic(), 0
     while True:
         try:
             chunk = await asyncio.wait_for(anext(iterator), idle_s)
@@ -247,4 +252,12 @@ async def idle_bounded(chunks: AsyncIterator[T], idle_s: float) -> AsyncIterator
         except TimeoutError:
             raise UploadIdle(f"the upload stream sent nothing for {idle_s:g} s ([models] upload_idle_s on the "
                              "agent); what it had sent was removed: upload the bundle again") from None
+        window_bytes += size(chunk)
+        elapsed = time.monotonic() - window_started
+        if elapsed >= idle_s:
+            if window_bytes < min_bytes_per_s * elapsed:
+                raise UploadIdle(f"the upload stream sent {window_bytes} bytes in {elapsed:.1f} s, less than "
+                                 f"{min_bytes_per_s} bytes/s ([models] upload_min_bytes_per_s on the agent); what "
+                                 "it had sent was removed: upload the bundle again over a faster link")
+            window_started, window_bytes = time.monotonic(), 0
         yield chunk

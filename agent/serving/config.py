@@ -63,6 +63,10 @@ class ServerConfig:
     queue_size: int = 32  # requests waiting for the GPU worker; more → RESOURCE_EXHAUSTED
     retry_after_s: float = 0.5  # the retry hint sent with RESOURCE_EXHAUSTED
     stream_window: int = 8  # requests of one stream read ahead of their answers
+    # requests of one stream at the GPU at once (queued, or in the lanes until answered); the queue serves its
+    # callers (each stream, each single request) in turn, so streams pumping frames cannot starve single requests
+    # (agent/serving/job_queue.py)
+    stream_queued: int = 4
     postproc_threads: int = 2  # plugin threads: overlap a request's CPU postprocessing with the next's GPU work
     # threads that check and decode requests before the GPU queue (Pillow decodes off the GIL; a 2 MP PNG takes
     # 30-45 ms, so at the agent's rate decoding PNGs wants every core); 0: one per core, at most 16
@@ -100,12 +104,16 @@ class ServerConfig:
     health_listen: str = ""  # host:port of a plaintext port serving only grpc.health.v1 (kubelet probes); off
     # Connections and streams (a careless or hostile network must not exhaust file descriptors or memory):
     # connections past max_connections are closed as soon as they are accepted (the client sees UNAVAILABLE;
-    # open connections and the health_listen port are unaffected)
-    max_connections: int = 64
+    # open connections and the health_listen port are unaffected). Idle sockets cannot hold the slots: a
+    # connection that has not finished its handshake (TLS, HTTP/2 preface and SETTINGS) within handshake_timeout_s
+    # is closed, and so is one without a call for connection_idle_s (gRPC clients reconnect by themselves).
+    max_connections: int = 256
+    handshake_timeout_s: float = 1.0
     max_streams_per_connection: int = 32  # HTTP/2 concurrent streams; a client's extra calls wait for a free one
     keepalive_time_s: float = 60.0  # ping a connection after this long without traffic…
     keepalive_timeout_s: float = 20.0  # …and close it when the ping is not answered within this
-    connection_idle_s: float = 300.0  # close a connection with no call for this long (clients reconnect)
+    connection_idle_s: float = 10.0  # close a connection with no call for this long (clients reconnect)
+    port_probe_s: float = 1.0  # how often readiness checks that the OCR port takes a new client
     stream_idle_s: float = 300.0  # end a RecognizeStream that sent no frame for this long with no answer due
 
 
@@ -140,6 +148,8 @@ class ModelsConfig:
     keep: int = 3  # versions kept in the store
     max_bundle_bytes: int = 512 * 1024 * 1024
     upload_idle_s: float = 60.0  # an upload stream that sends no chunk for this long is aborted, its bytes removed
+    # …and one that sends less than this per upload_idle_s window on average (a chunk of a few bytes every 20 s)
+    upload_min_bytes_per_s: int = 1024
 
 
 @dataclass
@@ -251,7 +261,7 @@ class AgentConfig:
             split_host_port(self.server.health_listen)
         if self.auth.dev_allow_loopback and not is_loopback(host):
             raise ConfigError("[auth]: dev_allow_loopback needs server.listen on a loopback address")
-        for name in ("queue_size", "stream_window", "postproc_threads", "max_message_bytes"):
+        for name in ("queue_size", "stream_window", "stream_queued", "postproc_threads", "max_message_bytes"):
             if getattr(self.server, name) < 1:
                 raise ConfigError(f"[server]: {name} must be positive, got {getattr(self.server, name)}")
         if not MIN_SWITCH_MS <= self.server.switch_interval_ms <= MAX_SWITCH_MS:
@@ -291,11 +301,20 @@ class AgentConfig:
         for name in ("max_connections", "max_streams_per_connection"):
             if getattr(self.server, name) < 1:
                 raise ConfigError(f"[server]: {name} must be positive, got {getattr(self.server, name)}")
-        for name in ("keepalive_time_s", "keepalive_timeout_s", "connection_idle_s", "stream_idle_s"):
+        for name in ("handshake_timeout_s", "port_probe_s"):
+            if not getattr(self.server, name) >= 0.1:  # `not >=` also refuses NaN
+                raise ConfigError(f"[server]: {name} must be at least 0.1 s, got {getattr(self.server, name)}")
+        if not self.server.connection_idle_s >= 0.5:
+            idle = self.server.connection_idle_s
+            raise ConfigError(f"[server]: connection_idle_s must be at least 0.5 s, got {idle}")
+        for name in ("keepalive_time_s", "keepalive_timeout_s", "stream_idle_s"):
             if not getattr(self.server, name) >= 1.0:  # `not >=` also refuses NaN
                 raise ConfigError(f"[server]: {name} must be at least 1 s, got {getattr(self.server, name)}")
         if not self.models.upload_idle_s >= 1.0:
             raise ConfigError(f"[models]: upload_idle_s must be at least 1 s, got {self.models.upload_idle_s}")
+        if self.models.upload_min_bytes_per_s < 0:
+            raise ConfigError("[models]: upload_min_bytes_per_s must be 0 (no minimum) or more, got "
+                              f"{self.models.upload_min_bytes_per_s}")
         if self.metrics.listen:
             host, _ = split_host_port(self.metrics.listen)
             if not is_loopback(host) and not self.metrics.public:

@@ -14,6 +14,16 @@ from vkocr.agent.ocr.request import OcrRequest
 from vkocr.agent.serving.errors import CancelledDropped, DeadlineDropped, WorkerError
 from vkocr.postproc.result import OcrResult
 
+# A client's own deadline passes before the agent's (the agent's starts when the call arrives, from the
+# grpc-timeout the client sent, rounded up), so its cancellation at that deadline reaches the agent a little
+# early: a cancellation this close to the deadline is the deadline's, not the client's.
+DEADLINE_SLACK_S = 0.25
+
+
+def deadline_passed(deadline: float | None) -> bool:
+    """Whether `deadline` (time.monotonic()) has passed, or is within DEADLINE_SLACK_S of passing."""
+    return deadline is not None and time.monotonic() >= deadline - DEADLINE_SLACK_S
+
 
 @dataclass
 class Job:
@@ -31,6 +41,7 @@ class Job:
     enqueued: float = field(default_factory=time.monotonic)
     started: float = 0.0  # time.monotonic() when a lane began it
     attempts: int = 0  # lanes it was handed to: a second after a device failure, never a third
+    caller: object = None  # the stream it came from (the queue's turns are per caller); None: its own
 
     def cancel(self, who: StopWho) -> None:
         """The answer is no longer wanted (any thread): `who` is the client, the deadline or the shutdown."""
@@ -42,7 +53,8 @@ class Job:
         RUNNING on, the future cannot be cancelled and the job stops at its next stage boundary instead."""
         who = self.stop_reason()
         if who is None and not self.future.set_running_or_notify_cancel():  # the handler's wait was cancelled
-            who = self.stop_reason() or "client"  # its handler names who, unless it has not got that far
+            # its handler names who, unless it has not got that far
+            who = self.stop_reason() or ("deadline" if deadline_passed(self.deadline) else "client")
         return who
 
     def stop_reason(self) -> StopWho | None:

@@ -7,12 +7,16 @@ becomes a ``MalformedRequest``, which the method's wrapper refuses with INVALID_
 (reason ``malformed``) through the status table, before the servicer sees it. Methods named in
 ``answered_per_frame`` (RecognizeStream, which answers each frame of its stream) get the MalformedRequest
 itself in their request stream and answer it.
+
+A method may also have a precheck (``prechecks``): a function of the request's bytes, run before they are parsed,
+whose RequestError refuses the request the same way without parsing it (agent/serving/wire_precheck.py: what
+would cost too much to parse on the event loop).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,18 +37,29 @@ class MalformedRequest:
 
     data: bytes
     error: str
+    refused: RequestError | None = None  # refused by a precheck, before parsing
 
     def refusal(self, method: str) -> RequestError:
+        if self.refused is not None:
+            return self.refused
         return RequestError(f"{method}: the request is not a valid protobuf message ({self.error})",
                             field="request", reason="malformed")
 
 
-def lenient(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any]:
-    """`deserializer` that returns a MalformedRequest instead of raising."""
+Precheck = Callable[[bytes], None]
+
+
+def lenient(deserializer: Callable[[bytes], Any] | None, precheck: Precheck | None = None) -> Callable[[bytes], Any]:
+    """`deserializer` that returns a MalformedRequest instead of raising, after `precheck` of the bytes."""
 
     def parse(data: bytes) -> Any:
         if deserializer is None:
             return data
+        if precheck is not None:
+            try:
+                precheck(data)
+            except RequestError as exc:
+                return MalformedRequest(bytes(data), str(exc), refused=exc)
         try:
             return deserializer(data)
         except Exception as exc:  # noqa: BLE001 - whatever the parser says, the bytes were the client's
@@ -54,8 +69,10 @@ def lenient(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], An
 
 
 class MalformedRequests(grpc.aio.ServerInterceptor):
-    def __init__(self, answered_per_frame: Collection[str] = ()) -> None:
+    def __init__(self, answered_per_frame: Collection[str] = (), prechecks: Mapping[str, Precheck] | None = None
+                 ) -> None:
         self.answered_per_frame = frozenset(answered_per_frame)
+        self.prechecks = dict(prechecks or {})
 
     async def intercept_service(
         self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
@@ -65,7 +82,7 @@ class MalformedRequests(grpc.aio.ServerInterceptor):
         if handler is None:
             return handler
         method = handler_call_details.method
-        parse = lenient(handler.request_deserializer)
+        parse = lenient(handler.request_deserializer, self.prechecks.get(method))
         serialize = handler.response_serializer
         if method in self.answered_per_frame:
             return _with_deserializer(handler, parse)

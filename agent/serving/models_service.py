@@ -53,8 +53,10 @@ R = TypeVar("R", models_pb2.ActivateResponse, models_pb2.RollbackResponse)
 # disk or state) keep the upload for a retry.
 BUNDLE_REFUSED: tuple[type[BaseException], ...] = (SignatureError, BundleFormatError, UnsafeEntryError,
                                                   IntegrityError, BundleTooLarge, VersionConflict)
-# An idle stream, and a disk that is full or refuses writes: the upload's bytes are removed (they would hold the
-# space that is missing), and the client uploads again once the board is fixed.
+# An idle or too slow stream, and a disk that is full or refuses writes while the bytes arrive: the upload's bytes
+# are removed (they would hold the space that is missing), and the client uploads again once the board is fixed.
+# A complete upload whose unpacking found the disk full stays: once space is freed, sending its last chunk again
+# (an empty one at its end) stores it without sending the bundle again.
 DISCARDED_ON: tuple[type[BaseException], ...] = (UploadIdle, StorageError)
 ADD_WAIT_S = 600.0  # a finished upload waits this long for an activation in progress before it is stored
 
@@ -146,7 +148,9 @@ class ModelsService(models_pb2_grpc.ModelsServiceServicer):
         upload_id = ""
         failure: Exception | None = None
         try:
-            async for chunk in idle_bounded(request_iterator, self.config.models.upload_idle_s):
+            async for chunk in idle_bounded(request_iterator, self.config.models.upload_idle_s,
+                                            min_bytes_per_s=self.config.models.upload_min_bytes_per_s,
+                                            size=lambda chunk: len(chunk.data)):
                 if upload is None:
                     opening = self._submit(self.uploads.open, chunk.upload_id, chunk.total_size, chunk.sha256)
                     last = opening
@@ -171,7 +175,8 @@ class ModelsService(models_pb2_grpc.ModelsServiceServicer):
             if last is not None and not handed_on:
                 await self._close_after(last, upload)
         if failure is not None:
-            if isinstance(failure, DISCARDED_ON) and upload_id:  # closed above: now nothing of it stays
+            # closed above: now nothing of it stays, unless it was complete (handed on to the store)
+            if isinstance(failure, DISCARDED_ON) and upload_id and not handed_on:
                 await self._run(self.uploads.discard, upload_id)
                 log.info("upload_discarded", upload_id=upload_id, reason=type(failure).__name__)
             await self._abort(context, failure, "UploadBundle")

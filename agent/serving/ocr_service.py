@@ -11,6 +11,7 @@ with its id and ``error``, and the stream goes on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,9 +29,14 @@ from vkocr.agent.ocr.request import OcrRequest
 from vkocr.agent.serving import rpc_status, wire
 from vkocr.agent.serving.decode_processes import DecodeProcesses
 from vkocr.agent.serving.errors import DeadlineDropped, NotServing, QueueFull
-from vkocr.agent.serving.jobs import Job
+from vkocr.agent.serving.jobs import Job, deadline_passed
 from vkocr.agent.serving.malformed import MalformedRequest
-from vkocr.agent.serving.request_limits import MAX_REQUEST_ID_CHARS, check_request, check_resized_pixels
+from vkocr.agent.serving.request_limits import (
+    MAX_REQUEST_ID_CHARS,
+    check_preparation,
+    check_request,
+    check_resized_pixels,
+)
 from vkocr.agent.serving.state import ServingState
 from vkocr.agent.serving.stats import RequestStats
 from vkocr.agent.serving.status_table import status_for
@@ -54,6 +60,14 @@ class RequestLog:
     image: tuple[int, int] | None = None
     lines: int | None = None
     timings_ms: dict[str, float] | None = None
+
+
+class StreamCaller:
+    """A stream at the GPU queue: the caller the queue gives a turn like any other call (agent/serving/
+    job_queue.py), and the lock that makes its frames take their places there in the order they were read."""
+
+    def __init__(self) -> None:
+        self.in_order = asyncio.Lock()
 
 
 @dataclass(frozen=True)
@@ -118,6 +132,7 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
         reader_error: list[BaseException] = []  # why reading stopped before the client's end of the stream
         # every answer started, to cancel at the end
         answers: set[asyncio.Task[ocr_pb2.RecognizeStreamResponse]] = set()
+        caller = StreamCaller()
 
         def busy() -> bool:  # an answer in the works or not yet taken: the client is waiting, not idle
             return bool(answers) or not window.empty()
@@ -129,14 +144,17 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
                     request = frame if isinstance(frame, MalformedRequest) else frame.request
                     record = self._start(request, "RecognizeStream", peer)
                     record.deadline = deadline
-                    task = asyncio.ensure_future(self._stream_answer(request, record, deadline))
+                    task = asyncio.ensure_future(self._stream_answer(request, record, deadline, caller))
                     answers.add(task)
                     task.add_done_callback(answers.discard)
                     await window.put(task)
+            except asyncio.CancelledError:  # the stream is over: no waiting for room in a window nobody empties
+                with contextlib.suppress(asyncio.QueueFull):
+                    window.put_nowait(None)
+                raise
             except BaseException as exc:  # noqa: BLE001 - the client went, or sent something gRPC refused
                 reader_error.append(exc)
-            finally:
-                await window.put(None)
+            await window.put(None)
 
         reader = asyncio.ensure_future(read())
         try:
@@ -169,9 +187,9 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
     # -- one request --------------------------------------------------------------------------------------------
 
     async def _stream_answer(self, request: ocr_pb2.RecognizeRequest | MalformedRequest, record: RequestLog,
-                             deadline: float | None) -> ocr_pb2.RecognizeStreamResponse:
+                             deadline: float | None, caller: StreamCaller) -> ocr_pb2.RecognizeStreamResponse:
         try:
-            response = await self._answer(request, record, deadline, block=True)
+            response = await self._answer(request, record, deadline, block=True, caller=caller)
         except asyncio.CancelledError as exc:
             self._failure(exc, record)
             raise
@@ -182,7 +200,8 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
         return ocr_pb2.RecognizeStreamResponse(request_id=record.request_id, response=response)
 
     async def _answer(self, request: ocr_pb2.RecognizeRequest | MalformedRequest, record: RequestLog,
-                      deadline: float | None, *, block: bool) -> ocr_pb2.RecognizeResponse:
+                      deadline: float | None, *, block: bool, caller: StreamCaller | None = None
+                      ) -> ocr_pb2.RecognizeResponse:
         """Decode, queue for the GPU worker, wait, convert. `block`: wait for queue room (streams, which are
         bounded by their window) instead of failing with RESOURCE_EXHAUSTED."""
         with self.stats.track():
@@ -196,9 +215,9 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
                 self._decode, self._admit, request, pipeline)
             image = admitted.request.image
             record.image = (image.shape[1], image.shape[0])
-            job = Job(record.request_id, admitted.request, deadline)
+            job = Job(record.request_id, admitted.request, deadline, caller=caller)
             try:
-                future = await self._submit(job, block, deadline)
+                future = await self._submit(job, block, deadline, caller)
                 result = await asyncio.wrap_future(future)
             except asyncio.CancelledError:  # the worker drops the job, or stops it at its next stage boundary
                 job.cancel(self._who_cancelled(deadline))
@@ -227,13 +246,20 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
         else:
             image = decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif, rgba=rgba)
         decode_ms = (time.perf_counter() - clock) * 1e3
+        check_preparation(image.shape[0], image.shape[1], opts, overrides.keys())
         admitted = OcrRequest.of(image, opts, chain)
         check_resized_pixels(admitted.geometry, opts, overrides.keys())
         return Admitted(admitted, decode_ms)
 
-    async def _submit(self, job: Job, block: bool, deadline: float | None) -> Any:
+    async def _submit(self, job: Job, block: bool, deadline: float | None, caller: StreamCaller | None) -> Any:
         if not block:
             return self.worker.submit(job)
+        if caller is None:
+            return await self._submit_when_room(job, deadline)
+        async with caller.in_order:
+            return await self._submit_when_room(job, deadline)
+
+    async def _submit_when_room(self, job: Job, deadline: float | None) -> Any:
         self._room_loop = asyncio.get_running_loop()
         self._room_waiters += 1  # before the first try: room made after it wakes this waiter
         try:
@@ -257,9 +283,7 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
         period did not finish), the request's deadline, or else its client."""
         if self.worker.state.get().state is ServingState.DRAINING:
             return "shutdown"
-        if deadline is not None and time.monotonic() >= deadline:
-            return "deadline"
-        return "client"
+        return "deadline" if deadline_passed(deadline) else "client"
 
     def _room_changed(self) -> None:
         """The worker's listener (any thread): wake the streams waiting for room."""

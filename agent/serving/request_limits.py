@@ -14,6 +14,7 @@ from typing import Final
 
 from vkocr.agent.errors import OptionsError, RequestError
 from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.prep import prepared_sizes
 from vkocr.agent.ocr.request import RequestGeometry
 from vkocr.v1 import ocr_pb2
 
@@ -34,6 +35,18 @@ def check_request(request: ocr_pb2.RecognizeRequest) -> None:
         if size > MAX_PLUGIN_OPTIONS_BYTES:
             raise RequestError(f"plugin options are {size:,} bytes, at most {MAX_PLUGIN_OPTIONS_BYTES:,}",
                                field="options.plugins.options", reason="too_large")
+
+
+def check_preparation(height: int, width: int, opts: OcrOptions, requested: Collection[str]) -> None:
+    """Refuse, naming the option, a request whose own max_side_len or min_side_len would resize its image to a
+    side of 0 (RapidOCR cannot); without such an option the preparation's ImageError names the image."""
+    sizes = prepared_sizes(height, width, opts.max_side_len, opts.min_side_len)
+    if all(h > 0 and w > 0 for h, w in sizes):
+        return
+    for name in ("max_side_len", "min_side_len"):
+        if name in requested:
+            raise OptionsError(f"{name}={getattr(opts, name)} would resize a {width}x{height} image to a side of "
+                               "0 pixels (sides are rounded to multiples of 32): allow a larger one", option=name)
 
 
 def resized_pixels(geometry: RequestGeometry) -> tuple[int, tuple[int, int]]:

@@ -11,7 +11,8 @@ and while draining; SERVING when a request would succeed. The services run on on
 and a full queue never take the threads that health checks need. Service `vkocr.liveness` is SERVING while the
 process runs (until the drain): the liveness probe's; so are `vkocr.v1.StatusService` and
 `vkocr.v1.ModelsService`, which answer whatever the device does. Connections are bounded ([server]
-max_connections, keepalive, idle timeouts: connection_limits).
+max_connections, handshake and idle timeouts, keepalive: server_options.py), and readiness is NOT_SERVING while
+the OCR port takes no new client (agent/serving/port_probe.py).
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ from vkocr.agent.serving.malformed import MalformedRequests
 from vkocr.agent.serving.metrics import Metrics
 from vkocr.agent.serving.models_service import ModelsService
 from vkocr.agent.serving.ocr_service import OcrService
+from vkocr.agent.serving.port_probe import PortProbe, probe_host
 from vkocr.agent.serving.rebuild import PipelineFactory
 from vkocr.agent.serving.sensors import Sensors, serving_device_sensors
+from vkocr.agent.serving.server_options import ocr_prechecks, server_options
 from vkocr.agent.serving.state import ServingState, StateBoard, StateSnapshot
 from vkocr.agent.serving.stats import RequestStats
 from vkocr.agent.serving.status_service import StatusService
@@ -101,6 +104,7 @@ class Agent:
             cpu = self._cpu_factory() if use_cpu_fallback else None
             version = model_version or default_model_version(config)
         self.worker = GpuWorker(factory, self.state, model_version=version, queue_size=config.server.queue_size,
+                                stream_queued=config.server.stream_queued,
                                 postproc_threads=config.server.postproc_threads, overlap=config.server.overlap,
                                 cpu_fallback=cpu, warm_sizes=config.warm_sizes(), flow=config.flow())
         if self.activator is not None:
@@ -120,6 +124,8 @@ class Agent:
         self._watchdog: asyncio.Task[None] | None = None
         self.fleet_client: Any = None  # agent/fleet/board.py's BoardClient, with [fleet] broker
         self._fleet_start: asyncio.Task[None] | None = None
+        self.port_probe: PortProbe | None = None  # readiness also needs the OCR port to take a client
+        self._probing: asyncio.Task[None] | None = None
 
     def _model_paths(self) -> dict[str, Path]:
         return self.config.chosen_models().paths
@@ -145,15 +151,10 @@ class Agent:
         config = self.config
         # the process is the agent's now: a thread back from a GPU wait gets the GIL within this, not 5 ms
         sys.setswitchinterval(config.server.switch_interval_ms / 1e3)
-        limit = config.server.max_message_bytes
         # a request that is not valid protobuf is INVALID_ARGUMENT; a stream's bad frame gets its own answer
         per_frame = [f"/{OCR_SERVICE}/RecognizeStream"]
-        server = grpc.aio.server(interceptors=[MalformedRequests(per_frame)], options=[
-            ("grpc.max_receive_message_length", limit),
-            ("grpc.max_send_message_length", limit),
-            ("grpc.so_reuseport", 0),  # a second agent on the same port must fail, not share it
-            *connection_limits(config),
-        ])
+        server = grpc.aio.server(interceptors=[MalformedRequests(per_frame, ocr_prechecks(OCR_SERVICE))],
+                                 options=server_options(config))
         self.ocr = OcrService(self.worker, self.stats, self.metrics,
                               retry_after_s=config.server.retry_after_s, stream_window=config.server.stream_window,
                               stream_idle_s=config.server.stream_idle_s,
@@ -161,7 +162,8 @@ class Agent:
                               decode_processes=config.server.decode_processes)
         ocr_pb2_grpc.add_OcrServiceServicer_to_server(self.ocr, server)
         status_pb2_grpc.add_StatusServiceServicer_to_server(
-            StatusService(self.state, self.worker, self.stats, interval_s=config.server.status_interval_s), server)
+            StatusService(self.state, self.worker, self.stats, interval_s=config.server.status_interval_s,
+                          max_watches_per_connection=max(1, config.server.max_streams_per_connection // 2)), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         services = [OCR_SERVICE, STATUS_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
         if self.store is not None and self.activator is not None:
@@ -210,6 +212,8 @@ class Agent:
             log.info("metrics_listening", address=f"{m_host}:{bound}")
         await server.start()
         self.server = server
+        self.port_probe = PortProbe(probe_host(host), self.port, config.server.port_probe_s, self._port_changed)
+        self._probing = loop.create_task(self.port_probe.run())
         if config.server.health_listen:
             await self._start_health_port(config.server.health_listen)
         if self.activator is not None:
@@ -274,10 +278,7 @@ class Agent:
                  model_version=changed.model_version,
                  device_rebuilds=changed.device_rebuilds)
         snapshot = self.state.get()
-        status = (health_pb2.HealthCheckResponse.SERVING if snapshot.state is ServingState.SERVING
-                  else health_pb2.HealthCheckResponse.NOT_SERVING)
-        for service in HEALTH_SERVICES:
-            await self.health.set(service, status)
+        await self._set_readiness()
         if snapshot.state is not ServingState.DRAINING:  # stop() has said STOPPING=1; no READY=1 after it
             self.systemd.follow(snapshot)
         if self.metrics is not None:
@@ -288,6 +289,18 @@ class Agent:
             for _ in range(snapshot.device_rebuilds - self._rebuilds_counted):
                 self.metrics.rebuilt()
             self._rebuilds_counted = max(self._rebuilds_counted, snapshot.device_rebuilds)
+
+    async def _set_readiness(self) -> None:
+        """Readiness ("" and the OCR service): SERVING when the state is, and the OCR port takes a client."""
+        takes_clients = self.port_probe is None or self.port_probe.takes_clients
+        serving = self.state.get().state is ServingState.SERVING and takes_clients
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for service in HEALTH_SERVICES:
+            await self.health.set(service, status)
+
+    async def _port_changed(self, takes_clients: bool) -> None:
+        if self.state.get().state is not ServingState.DRAINING:  # the drain's NOT_SERVING stays
+            await self._set_readiness()
 
     async def stop(self, grace_s: float | None = None) -> None:
         """Drain: health NOT_SERVING, new requests refused, in-flight ones answered for up to `grace_s`."""
@@ -300,6 +313,8 @@ class Agent:
 
         self.state.set(state=ServingState.DRAINING, reason="stopping")
         self.systemd.stopping()  # STOPPING=1 at once: systemd knows the drain has begun
+        if self._probing is not None:
+            self._probing.cancel()
         await self.health.enter_graceful_shutdown()
         loop = asyncio.get_running_loop()
         if self.fleet_client is not None and self._fleet_start is not None:  # no update after this; offline
@@ -326,22 +341,6 @@ class Agent:
         if self._watchdog is not None:  # pings go on through the drain, which can take grace_s
             self._watchdog.cancel()
         log.info("stopped", drained_s=round(time.monotonic() - started, 3))
-
-
-def connection_limits(config: AgentConfig) -> list[tuple[str, int]]:
-    """gRPC core's server options for [server]'s connection limits. At max_connections the server accepts a new
-    connection and closes it at once (the client sees UNAVAILABLE), so sockets never pile up to the descriptor
-    limit; keepalive pings find dead peers; an idle connection (no call) is closed with a GOAWAY."""
-    server = config.server
-    return [
-        ("grpc.max_allowed_incoming_connections", server.max_connections),
-        ("grpc.max_concurrent_streams", server.max_streams_per_connection),
-        ("grpc.keepalive_time_ms", round(server.keepalive_time_s * 1000)),
-        ("grpc.keepalive_timeout_ms", round(server.keepalive_timeout_s * 1000)),
-        ("grpc.max_connection_idle_ms", round(server.connection_idle_s * 1000)),
-        ("grpc.keepalive_permit_without_calls", 1),
-        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),  # clients' own keepalives, at most every 10 s
-    ]
 
 
 def default_model_version(config: AgentConfig) -> str:

@@ -4,6 +4,7 @@ serving state, device or model version, and at least every interval."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from typing import Any
 
 import grpc
@@ -23,11 +24,17 @@ MIN_INTERVAL_S = 0.05
 
 
 class StatusService(status_pb2_grpc.StatusServiceServicer):
-    def __init__(self, state: StateBoard, worker: GpuWorker, stats: RequestStats, *, interval_s: float) -> None:
+    def __init__(self, state: StateBoard, worker: GpuWorker, stats: RequestStats, *, interval_s: float,
+                 max_watches_per_connection: int = 16) -> None:
         self.state = state
         self.worker = worker
         self.stats = stats
         self.interval_s = interval_s
+        # Below the connection's HTTP/2 stream limit, so that the watch past it reaches us and is answered
+        # RESOURCE_EXHAUSTED (gRPC core refuses a stream over the limit as UNAVAILABLE, with no message), and
+        # the connection keeps streams for health checks and OCR calls.
+        self.max_watches_per_connection = max_watches_per_connection
+        self._watches: Counter[str] = Counter()  # open watches by peer: one peer address is one connection
 
     def snapshot(self, sequence: int = 0) -> status_pb2.AgentStatus:
         state = self.state.get()
@@ -79,6 +86,12 @@ class StatusService(status_pb2_grpc.StatusServiceServicer):
                 [("interval", f"{interval * 1e3:.1f} ms is below the minimum")])
             await rpc_status.abort_async(context, status)
         interval = interval or self.interval_s
+        peer = context.peer()
+        if self._watches[peer] >= self.max_watches_per_connection:
+            await rpc_status.abort_async(context, rpc_status.resource_exhausted(
+                f"this connection already has {self._watches[peer]} status watches open, at most "
+                f"{self.max_watches_per_connection} per connection: close one, or open another connection",
+                retry_after_s=1.0))
         loop = asyncio.get_running_loop()
         changed = asyncio.Event()
 
@@ -86,6 +99,21 @@ class StatusService(status_pb2_grpc.StatusServiceServicer):
             loop.call_soon_threadsafe(changed.set)
 
         unsubscribe = self.state.subscribe(on_change)
+        self._watches[peer] += 1
+        ended = False
+
+        def end(_context: object = None) -> None:
+            # when the call ends, however: a client that went is seen at once, while this generator would only
+            # be closed at its next write, or by the garbage collector
+            nonlocal ended
+            if not ended:
+                ended = True
+                unsubscribe()
+                self._watches[peer] -= 1
+                if not self._watches[peer]:
+                    del self._watches[peer]
+
+        context.add_done_callback(end)
         try:
             sequence = 0
             while True:
@@ -97,5 +125,5 @@ class StatusService(status_pb2_grpc.StatusServiceServicer):
                 except TimeoutError:
                     pass
         finally:
-            unsubscribe()
+            end()
 

@@ -67,7 +67,7 @@ _STOP = object()
 
 class GpuWorker:
     def __init__(self, open_pipeline: PipelineFactory, state: StateBoard, *, model_version: str,
-                 queue_size: int = 32, postproc_threads: int = 2, overlap: bool = True,
+                 queue_size: int = 32, stream_queued: int = 4, postproc_threads: int = 2, overlap: bool = True,
                  cpu_fallback: PipelineFactory | None = None, warm_sizes: Sequence[tuple[int, int]] = (),
                  flow: FlowSettings | None = None) -> None:
         """`overlap` False: one lane runs each request's every step, plugins included, one request at a time
@@ -77,7 +77,7 @@ class GpuWorker:
         self.state = state
         self.model_version = model_version
         self.pipeline: OcrPipeline | None = None
-        self.jobs = JobQueue(queue_size)
+        self.jobs = JobQueue(queue_size, per_caller=stream_queued)  # fair between calls (job_queue.py)
         self._control: queue.Queue[object] = queue.Queue()
         self._overlap = overlap
         settings = flow or FlowSettings()

@@ -103,3 +103,15 @@ def test_command_line_assignments_are_typed(text: str, expected: tuple[str, Any]
 def test_bad_command_line_assignments(text: str, reason: str) -> None:
     with pytest.raises(BundleFormatError, match=reason):
         parse_assignment(text)
+
+
+def test_deep_nesting_is_refused_before_parsing(make_bundle: BundleFactory) -> None:
+    """100,000 levels made json.loads raise RecursionError (answered INTERNAL); brackets in strings still parse."""
+    _, manifest = make_bundle()
+    doc = json.loads(manifest.raw)
+    doc["postprocess"]["plugin_options"] = {"regex_fields": {"lot": "[[[[" * 20 + r"\"{{"}}
+    Manifest.from_bytes(json.dumps(doc).encode())
+    text = json.dumps(doc).replace('"postprocess": {', '"postprocess": {"deep": ' + "[" * 100_000 + "]" * 100_000
+                                   + ", ", 1)
+    with pytest.raises(BundleFormatError, match="nests deeper than 32 levels"):
+        Manifest.from_bytes(text.encode())

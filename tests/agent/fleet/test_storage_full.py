@@ -24,7 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tests.agent.bundles.conftest import KeyPair
 from vkocr.agent.bundles import bundle
 from vkocr.agent.cli.bench_startup import ServeProcess
-from vkocr.agent.fleet.rollout import upload_bundle
+from vkocr.agent.fleet.rollout import upload_bundle, upload_id_for
 from vkocr.agent.serving.client import OcrClient
 from vkocr.v1 import models_pb2
 
@@ -111,19 +111,48 @@ def test_the_agent_runs_on_the_small_store(full_agent: FullAgent) -> None:
     assert os.statvfs(full_agent.store).f_blocks * os.statvfs(full_agent.store).f_frsize == STORE_BYTES
 
 
-@pytest.mark.parametrize(("model_bytes", "where"), [(3 * STORE_BYTES // 2, "upload"), (600 << 10, "extraction")])
-def test_a_full_disk_is_resource_exhausted_and_leaves_nothing(full_agent: FullAgent, release_key: KeyPair,
-                                                              tmp_path: Path, selftest_image: Path,
-                                                              model_bytes: int, where: str) -> None:
-    """Larger than the store: the upload itself fills it. 600 KiB: the upload fits, its extraction does not."""
+def test_a_full_disk_while_uploading_is_resource_exhausted_and_leaves_nothing(
+        full_agent: FullAgent, release_key: KeyPair, tmp_path: Path, selftest_image: Path) -> None:
+    """Larger than the store: the upload itself fills it, and its bytes go (they hold the missing space)."""
+    model_bytes = 3 * STORE_BYTES // 2
     path = random_bundle(tmp_path / "big.vkb", f"9.0.{model_bytes}", release_key, selftest_image, model_bytes)
     with pytest.raises(grpc.RpcError) as caught:
         upload_bundle(full_agent.client, path, chunk_bytes=CHUNK)
     err = caught.value
-    assert err.code() is grpc.StatusCode.RESOURCE_EXHAUSTED, (where, err.code(), err.details())
+    assert err.code() is grpc.StatusCode.RESOURCE_EXHAUSTED, (err.code(), err.details())
     details = err.details() or ""
-    assert "disk is full" in details and ("extracting version" if where == "extraction" else "writing bytes") in details
+    assert "disk is full" in details and "writing bytes" in details
     assert "/store" not in details  # the board's paths stay on the board
+    assert full_agent.leftovers() == []
+    health_answers_fast(full_agent)
+
+
+def test_a_full_disk_while_unpacking_keeps_the_upload_to_resume(
+        full_agent: FullAgent, release_key: KeyPair, tmp_path: Path, selftest_image: Path) -> None:
+    """The upload fits beside an operator's other files, its unpacking does not: RESOURCE_EXHAUSTED, nothing
+    half-unpacked stays, and the complete upload does, so once space is freed it is stored without being sent
+    again."""
+    path = random_bundle(tmp_path / "mid.vkb", "9.1.0", release_key, selftest_image, 300 << 10)
+    filler = full_agent.store / "filler"  # what an operator frees
+    filler.write_bytes(bytes(500 << 10))
+    try:
+        with pytest.raises(grpc.RpcError) as caught:
+            upload_bundle(full_agent.client, path, chunk_bytes=CHUNK)
+        err = caught.value
+        assert err.code() is grpc.StatusCode.RESOURCE_EXHAUSTED, (err.code(), err.details())
+        assert "disk is full" in (err.details() or "") and "extracting version" in (err.details() or "")
+        upload_id = upload_id_for(hashlib.sha256(path.read_bytes()).hexdigest())
+        assert full_agent.leftovers() == [f"uploads/{upload_id}.json", f"uploads/{upload_id}.part"]
+        held = full_agent.client.models.UploadStatus(models_pb2.UploadStatusRequest(upload_id=upload_id), timeout=5)
+        assert held.received == held.total_size == path.stat().st_size
+    finally:
+        filler.unlink()
+    # the bundle's bytes are not sent again: one empty chunk at its end stores what the agent holds
+    resumed = full_agent.client.models.UploadBundle(iter([models_pb2.UploadBundleRequest(
+        upload_id=upload_id, offset=held.received)]), timeout=60)
+    assert resumed.version == "9.1.0"
+    assert full_agent.leftovers() == ["versions/9.1.0"]
+    full_agent.client.models.DeleteBundle(models_pb2.DeleteBundleRequest(version="9.1.0"), timeout=10)
     assert full_agent.leftovers() == []
     health_answers_fast(full_agent)
 
