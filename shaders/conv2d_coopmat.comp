@@ -45,9 +45,12 @@ layout(constant_id = 12) const uint FM = 1;      // accumulators per subgroup al
 layout(constant_id = 13) const uint FN = 2;
 layout(constant_id = 14) const uint KSTEPS = 2;  // TK-deep steps per shared-memory tile
 layout(constant_id = 15) const bool RESIDUAL = false;  // add the residual tensor last (passes.fuse_residual)
-// fp32 inputs as a pair of fp16 (hi = fp16(v), lo = fp16(v - hi)) and three products per step, small ones first
-// (lo·hi, hi·lo, hi·hi): about 21 bits of each input instead of 11, so the sums stay close to an fp32 kernel's
+// fp32 inputs as a pair of fp16, hi = fp16(v) and lo = fp16((v - hi)·LO_SCALE), and three products per step:
+// hi·hi into the accumulators, lo·hi + hi·lo into accumulators of their own, scaled back at the end. About 21
+// bits of each input instead of 11, so the sums stay close to an fp32 kernel's. The scale keeps lo out of fp16's
+// subnormals, which drivers may flush to zero (NVIDIA does: unscaled, the lo half was lost there).
 layout(constant_id = 16) const bool SPLIT = false;
+const float LO_SCALE = 2048.0;  // 2^11: (v - hi)·LO_SCALE stays within |v|, so no overflow either
 
 const uint SUBGROUPS = SG_M * SG_N;
 const uint THREADS = gl_WorkGroupSize.x;
@@ -159,7 +162,7 @@ void fetch(uint k0, uint m0, uint n0) {
 // v − fp16(v), in fp16: the part of v that fp16 rounds off. The rounding goes through packHalf2x16 and `precise`
 // keeps compilers from folding float(float16_t(v)) back into v.
 float16_t low_half(float v) {
-    precise float lo = v - unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x;
+    precise float lo = (v - unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x) * LO_SCALE;
     return float16_t(lo);
 }
 
@@ -227,8 +230,10 @@ void main() {
     walk_kw = walk_k % KW;
 
     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc[FM * FN];
+    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc_lo[FM * FN];  // SPLIT's lo products
     [[unroll]] for (uint i = 0; i < FM * FN; ++i) {
         acc[i] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+        if (SPLIT) acc_lo[i] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
     }
 
     uint steps = (K + BK - 1) / BK;
@@ -256,8 +261,8 @@ void main() {
                     coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> b_lo;
                     coopMatLoad(b_lo, tile_b, at + B_SIZE, B_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
                     [[unroll]] for (uint fm = 0; fm < FM; ++fm) {
-                        acc[fm * FN + fn] = coopMatMulAdd(a_lo[fm], b, acc[fm * FN + fn]);
-                        acc[fm * FN + fn] = coopMatMulAdd(a[fm], b_lo, acc[fm * FN + fn]);
+                        acc_lo[fm * FN + fn] = coopMatMulAdd(a_lo[fm], b, acc_lo[fm * FN + fn]);
+                        acc_lo[fm * FN + fn] = coopMatMulAdd(a[fm], b_lo, acc_lo[fm * FN + fn]);
                     }
                 }
                 [[unroll]] for (uint fm = 0; fm < FM; ++fm) {
@@ -275,6 +280,7 @@ void main() {
     uint stage = sg * C_SIZE;
     [[unroll]] for (uint i = 0; i < FM * FN; ++i) {
         uint fm = i / FN, fn = i % FN;
+        if (SPLIT) acc[i] = acc[i] + acc_lo[i] * (1.0 / LO_SCALE);
         coopMatStore(acc[i], stage_c, stage, TN, gl_CooperativeMatrixLayoutRowMajor);
         subgroupMemoryBarrierShared();
         subgroupBarrier();

@@ -111,7 +111,7 @@ class Conv2d:
         views = [x.view, w.view, (b if b is not None else w).view, out.view,
                  (residual if residual is not None else w).view]
         mnk = coopmat_shape(rec.device, kernel.precision, self.cout_g, self._k,
-                            want=coopmat if tile is None else False)
+                            want=coopmat if tile is None else False, pointwise=bool(self._constants[0]))
         if mnk is not None:
             record_conv2d_coopmat(rec, storage(CONV2D_COOPMAT, x, w, out, b, residual), mnk, self._constants, push,
                                   views, self.cout_g, oh * ow, n * self.group, coopmat_tile,

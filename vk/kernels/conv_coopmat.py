@@ -60,21 +60,27 @@ class CoopmatTile:
 THIN = CoopmatTile(sg_m=1, sg_n=SUBGROUPS, fm=1, fn=2)    # BM = TM (16), BN = 8·TN (128)
 NARROW = CoopmatTile(sg_m=1, sg_n=SUBGROUPS, fm=2, fn=2)  # BM = 2·TM (32), BN = 8·TN
 SQUARE = CoopmatTile(sg_m=2, sg_n=2, fm=2, fn=4)          # BM = 4·TM (64), BN = 8·TN
+# Pointwise convolutions with more rows: 8 subgroups (256 invocations on NVIDIA). On the H100 it ran PP-OCRv6's
+# 1×1 convolutions 1.1-1.6x faster than the SIMT kernel, where SQUARE and THIN ran them slower (all its 3×3 ones
+# too: benchmarks/2026-12-05-h100-coopmat-tiles.json).
+WIDE = CoopmatTile(sg_m=2, sg_n=SUBGROUPS, fm=2, fn=2)  # BM = 4·TM (64), BN = 8·TN
 
 
-def pick_coopmat_tile(m: int, mnk: tuple[int, int, int], split: bool = False) -> CoopmatTile:
+def pick_coopmat_tile(m: int, mnk: tuple[int, int, int], split: bool = False, pointwise: bool = False
+                      ) -> CoopmatTile:
     """The tile for M = `m` rows; `split` (fp32 inputs as hi + lo pairs) holds twice the tiles: half as deep."""
     tm = mnk[0]
-    tile = THIN if m <= tm else NARROW if m <= 2 * tm else SQUARE
+    tile = THIN if m <= tm else NARROW if m <= 2 * tm else WIDE if pointwise else SQUARE
     return dataclasses.replace(tile, ksteps=1) if split else tile
 
 
-def coopmat_shape(device: object, precision: str, m: int, k: int, *, want: bool | None = None
-                  ) -> tuple[int, int, int] | None:
+def coopmat_shape(device: object, precision: str, m: int, k: int, *, want: bool | None = None,
+                  pointwise: bool = False) -> tuple[int, int, int] | None:
     """The (TM, TN, TK) a convolution of M = Cout/group rows and K = Cin/group·KH·KW runs on, or None for the
-    SIMT kernel. `want`: None decides (the device has matrices, VKOCR_COOPMAT is not 0, the storage precision
-    is one of AUTO_PRECISIONS, M ≥ MIN_M and K ≥ MIN_K), False never, True wherever the device has them and
-    the switch is not off (KernelArgumentError where it has none). M and K come from the weights: never symbolic."""
+    SIMT kernel. `want`: None decides (the device has matrices, VKOCR_COOPMAT=1, the storage precision is one
+    of AUTO_PRECISIONS, a `pointwise` convolution, M ≥ MIN_M and K ≥ MIN_K: the SIMT kernel ran every k×k one
+    faster), False never, True wherever the device has them and the switch is not off (KernelArgumentError where
+    it has none). M and K come from the weights: never symbolic."""
     if want is False:
         return None
     shape: tuple[int, int, int] | None = getattr(device, "coopmat_shape", None)
@@ -83,10 +89,11 @@ def coopmat_shape(device: object, precision: str, m: int, k: int, *, want: bool 
             why = getattr(device, "coopmat_why_not", "") or "no cooperative matrix"
             raise KernelArgumentError(f"conv2d: cooperative matrices asked for, and the device has none ({why})")
         return None
-    if want is None and (not switched_on() or precision not in AUTO_PRECISIONS or m < MIN_M or k < MIN_K):
+    if want is None and (not switched_on() or precision not in AUTO_PRECISIONS or not pointwise or m < MIN_M
+                         or k < MIN_K):
         return None
     split = precision == "fp32"
-    tile = pick_coopmat_tile(m, shape, split)
+    tile = pick_coopmat_tile(m, shape, split, pointwise)
     info = getattr(device, "info", None)
     if info is not None and tile.shared_bytes(shape, split) > info.max_shared_memory_bytes:
         if want:
@@ -104,7 +111,7 @@ def record_conv2d_coopmat(rec: Recorder, kernel: KernelDef, mnk: tuple[int, int,
     constants 8..11, `push` its push constants, `views` its five bindings; `residual`: the fifth is added in the
     epilogue; `tile` forces a tile (tests)."""
     split = kernel.precision == "fp32"  # fp32 inputs keep ~21 bits through hi + lo pairs (the shader's SPLIT)
-    tile = tile or pick_coopmat_tile(m, mnk, split)
+    tile = tile or pick_coopmat_tile(m, mnk, split, pointwise=bool(conv_constants[0]))
     bm, bn, _ = tile.dims(mnk)
     info = rec.device.info
     threads = tile.sg_m * tile.sg_n * info.subgroup_size

@@ -24,7 +24,7 @@ from vkocr.engine.device import Device
 from vkocr.engine.devices import DeviceInfo, MemoryHeap, assess, list_coopmat_shapes
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv import Conv2d
-from vkocr.engine.kernels.conv_coopmat import SQUARE, THIN, CoopmatTile, coopmat_shape, pick_coopmat_tile
+from vkocr.engine.kernels.conv_coopmat import SQUARE, THIN, WIDE, CoopmatTile, coopmat_shape, pick_coopmat_tile
 from vkocr.engine.loader import binding
 from vkocr.engine.ops.conv import conv2d
 from vkocr.engine.recorder import Recorder
@@ -59,14 +59,14 @@ def switch_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV, raising=False)
 
 
-def test_nvidia_uses_16x16x16_for_fp16_dense_convs_when_let(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nvidia_uses_16x16x16_for_fp16_pointwise_convs_when_let(monkeypatch: pytest.MonkeyPatch) -> None:
     h200 = fake_device(info())
     assert h200.coopmat_shape == (16, 16, 16) and h200.coopmat_why_not == ""
     assert coopmat_shape(h200, "fp16", 32, 144) is None  # unasked, off by default: slower than SIMT so far
     assert coopmat_shape(h200, "fp16", 32, 144, want=True) == (16, 16, 16)
     monkeypatch.setenv(ENV, "1")
-    assert coopmat_shape(h200, "fp16", 32, 144) == (16, 16, 16)
-    assert coopmat_shape(h200, "fp16", 96, 1152) == (16, 16, 16)
+    assert coopmat_shape(h200, "fp16", 32, 144, pointwise=True) == (16, 16, 16)
+    assert coopmat_shape(h200, "fp16", 96, 1152, pointwise=True) == (16, 16, 16)
 
 
 def test_small_and_depthwise_convs_keep_the_simt_kernel_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,7 +75,9 @@ def test_small_and_depthwise_convs_keep_the_simt_kernel_unless_asked(monkeypatch
     assert coopmat_shape(h200, "fp16", 8, 144) is None      # M < 16
     assert coopmat_shape(h200, "fp16", 1, 9) is None        # depthwise: one output channel per group
     assert coopmat_shape(h200, "fp16", 32, 9) is None       # K < 16
-    assert coopmat_shape(h200, "fp32", 32, 144) == (16, 16, 16)  # fp32 storage: hi + lo pairs, fp32's accuracy
+    assert coopmat_shape(h200, "fp16", 32, 144) is None     # k×k: the SIMT kernel ran every one faster
+    assert coopmat_shape(h200, "fp16", 32, 144, pointwise=True) == (16, 16, 16)
+    assert coopmat_shape(h200, "fp32", 32, 144, pointwise=True) == (16, 16, 16)  # hi + lo pairs: fp32's accuracy
     assert coopmat_shape(h200, "fp32", 8, 144, want=True) == (16, 16, 16)
     assert coopmat_shape(h200, "fp16", 32, 144, want=False) is None
 
@@ -90,7 +92,7 @@ def test_the_switch_turns_the_path_off(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(KernelArgumentError, match="asked for"):
         coopmat_shape(enabled, "fp16", 32, 144, want=True)
     monkeypatch.setenv(ENV, "1")
-    assert coopmat_shape(enabled, "fp16", 32, 144) == (16, 16, 16)
+    assert coopmat_shape(enabled, "fp16", 32, 144, pointwise=True) == (16, 16, 16)
 
 
 @pytest.mark.parametrize("name, vendor_id", [
@@ -130,6 +132,9 @@ def test_a_varying_subgroup_size_keeps_the_simt_kernel() -> None:
 
 def test_tiles_fit_and_cover_the_rows() -> None:
     assert pick_coopmat_tile(16, (16, 16, 16)) is THIN and pick_coopmat_tile(96, (16, 16, 16)) is SQUARE
+    assert pick_coopmat_tile(96, (16, 16, 16), pointwise=True) is WIDE
+    wide_split = pick_coopmat_tile(96, (16, 16, 16), split=True, pointwise=True)
+    assert WIDE.shared_bytes((16, 16, 16)) <= 49152 and wide_split.shared_bytes((16, 16, 16), split=True) <= 49152
     for m in (16, 17, 32, 33, 64, 96, 130):
         tile = pick_coopmat_tile(m, (16, 16, 16))
         bm, bn, bk = tile.dims((16, 16, 16))
@@ -275,7 +280,8 @@ def test_the_coopmat_launch_stays_symbolic(monkeypatch: pytest.MonkeyPatch) -> N
     def build(h: Any, w: Any) -> tuple[Any, ...]:
         conv = Conv2d((32, 16, 3, 3), strides=(2, 2), pads=(1, 1, 1, 1), activation="relu")
         oh, ow = (h + 2 - 3) // 2 + 1, (w + 2 - 3) // 2 + 1
-        conv.record(rec, tensor((1, 16, h, w)), tensor((32, 16, 3, 3)), tensor((1, 32, oh, ow)))  # type: ignore[arg-type]
+        conv.record(rec, tensor((1, 16, h, w)), tensor((32, 16, 3, 3)), tensor((1, 32, oh, ow)),  # type: ignore[arg-type]
+                    coopmat=True)
         return dispatched[-1]
 
     trace = Trace()
