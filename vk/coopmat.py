@@ -33,9 +33,10 @@ def switched_off() -> bool:
 
 
 def switched_on() -> bool:
-    """VKOCR_COOPMAT=1 (or true/yes/on) lets convolutions take the matrices unasked. Off by default: on the H200
-    conv2d_coopmat.comp ran det's convolutions 1.0-1.6x slower than the SIMT kernel (one tile in flight, no
-    prefetch; benchmarks/2026-12-05-h200-coopmat.json), so the automatic choice waits for a faster kernel."""
+    """VKOCR_COOPMAT=1 (or true/yes/on) lets pointwise convolutions take the matrices unasked. Off by default:
+    with register prefetch and a 64x128 tile the kernel ran PP-OCRv6's 1x1 convolutions 1.1-2.2x faster than the
+    SIMT kernel on the H100 but every 3x3 one slower (benchmarks/2026-12-05-h100-coopmat-tiles.json), and the
+    whole models have not been measured with that choice yet."""
     return os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
