@@ -40,9 +40,9 @@ def new_shapes(role: str, rng: np.random.Generator, count: int) -> list[tuple[in
 def stages(device: Device, request: pytest.FixtureRequest) -> Iterator[GpuStages]:
     """Both model generations' stages, each model's largest plan made first."""
     stages = GpuStages(device, choose_models(request.param).paths)
-    for role, model in stages.models.items():
-        model._layouts = LayoutCache(keep=1)  # one placement, the largest's: a full description takes it too
-        stages.prepare(role, LARGEST[role])
+    for role, largest in LARGEST.items():  # det, cls, rec (the page orientation model has one shape)
+        stages.models[role]._layouts = LayoutCache(keep=1)  # one placement, the largest's: a full one takes it too
+        stages.prepare(role, largest)
     yield stages
     stages.close()
 
