@@ -35,7 +35,8 @@ def test_a_two_pass_stream_on_lavapipe() -> None:
     assert r["backend"].startswith("vulkan") and "llvmpipe" in r["machine"]["device"]
     first, second = r["passes"]
     assert first["plans_built"]["det"] == 2  # two aspects, new to pass 1
-    assert second["plans_built"] == {"det": 0, "cls": 0, "rec": 0}  # the same shapes again: cached
+    # the same shapes again: cached (the page orientation model, where fetched, is listed and unused)
+    assert {"det", "cls", "rec"} <= set(second["plans_built"]) and not any(second["plans_built"].values())
     stages = second["python_stage_median_ms"]
     assert {"decode", "det", "db", "rec"} <= set(stages) and all(ms >= 0 for ms in stages.values())
     assert r["distinct_shapes"]["det"] == 4  # the warm size's, the warm-up image's and the stream's two

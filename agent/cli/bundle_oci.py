@@ -45,6 +45,7 @@ def add_oci_parsers(sub: Any) -> None:
     pull.add_argument("--config", type=Path, metavar="agent.toml", help="the agent's config (default: defaults and "
                       "VKOCR_ variables)")
     pull.add_argument("--activate", action="store_true", help="make it the active version")
+    pull.add_argument("--json", action="store_true", help="print what was stored as one JSON object")
     pull.set_defaults(func=cmd_pull)
 
 
@@ -95,10 +96,15 @@ def cmd_pull(args: argparse.Namespace) -> int:
         access = RegistryAccess(fleet.registry_user, fleet.secret("registry_password_file"),
                                 fleet.registry_plain_http, fleet.registry_ca)
         manifest = pull_into_store(store, args.reference, access)
-        print(f"stored {manifest.version} (signer {str(manifest.signer)[:16]}) in {store.root}")
         if args.activate:
             store.set_active(manifest.version)
-            print(f"active {manifest.version}")
+        if args.json:
+            print(json.dumps({"reference": args.reference, "version": manifest.version, "signer": str(manifest.signer),
+                              "store": str(store.root), "active": bool(args.activate)}))
+        else:
+            print(f"stored {manifest.version} (signer {str(manifest.signer)[:16]}) in {store.root}")
+            if args.activate:
+                print(f"active {manifest.version}")
     except VkocrError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

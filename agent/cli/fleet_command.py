@@ -110,6 +110,7 @@ def add_fleet_parser(subparsers: Any) -> None:
                                "from before its last rollout as a rollback: boards that switched activate the "
                                "version they ran before; waits up to --wave-timeout for the online boards.")
     rollback.add_argument("--wave-timeout", type=parse_duration, default=600.0, metavar="DURATION")
+    rollback.add_argument("--json", action="store_true", help="print the group's boards afterwards as JSON")
     rollback.set_defaults(func=cmd_rollback)
     for parser in (rollout, status, rollback):
         add_pull_arguments(parser)

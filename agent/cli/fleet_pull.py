@@ -140,7 +140,11 @@ def cmd_rollback(args: argparse.Namespace) -> int:
             return not view.online.get(board) or (state.rollout == target.rollout and state.result in FINAL)
 
         view.wait_for(lambda: all(settled(r.board) for r in view.boards(group)), args.wave_timeout)
-        print(_table(view, group), flush=True)
+        if args.json:
+            print(json.dumps({"group": group, "version": target.version,
+                              "boards": [asdict(r) for r in view.boards(group)]}, indent=2), flush=True)
+        else:
+            print(_table(view, group), flush=True)
         behind = [r.board for r in view.boards(group) if r.online and (r.version, r.result) != (target.version,
                                                                                                 INSTALLED)]
     if behind:

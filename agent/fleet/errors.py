@@ -6,7 +6,8 @@ from vkocr.agent.errors import AgentError
 
 
 class FleetError(AgentError):
-    """Base of the fleet's errors."""
+    """Base of the fleet's errors, raised when a rollout, a board's update or a fleet command cannot go on (as
+    one of the subclasses below)."""
 
 
 class RegistryError(FleetError):

@@ -63,3 +63,13 @@ class TlsFileError(AgentError):
 class TargetError(AgentError, ValueError):
     """Raised when a target is not HOST:PORT, a host does not resolve, or several hosts cannot share one
     channel (mixed IPv4/IPv6, or different names over TLS without a server name override)."""
+
+
+class BrokenWire(AgentError):
+    """Raised by agent/serving/wire_precheck.py when a request's bytes are not a protobuf message: the check
+    steps aside and protobuf's own parser gives the refusal its words."""
+
+
+class TooManyFields(AgentError):
+    """Raised by agent/serving/wire_precheck.py when a request's options hold more fields than it walks (the
+    request is refused INVALID_ARGUMENT before protobuf parses it)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Final
 
 from vkocr.agent.errors import RequestError
+from vkocr.agent.serving.errors import BrokenWire, TooManyFields
 
 # RecognizeRequest.options = 4 → Options.plugins = 16 → PluginSelection.options = 2 (proto/vkocr/v1/ocr.proto)
 OPTIONS_FIELD: Final = 4
@@ -23,10 +24,6 @@ PLUGIN_OPTIONS_FIELD: Final = 2
 STREAM_REQUEST_FIELD: Final = 1  # RecognizeStreamRequest.request
 MAX_FIELDS: Final = 1024  # fields walked in one request: a real one has a few dozen
 LENGTH_DELIMITED: Final = 2
-
-
-class BrokenWire(Exception):
-    """The bytes are not a protobuf message (protobuf's parser gives the refusal its words)."""
 
 
 def check_recognize_request(data: bytes | memoryview, max_plugin_options: int, *, field: str = "") -> None:
@@ -41,7 +38,7 @@ def check_recognize_request(data: bytes | memoryview, max_plugin_options: int, *
                     plugin_bytes += len(struct)
     except BrokenWire:
         return
-    except _TooManyFields:
+    except TooManyFields:
         raise RequestError(f"the request has more than {MAX_FIELDS} fields in its options", field=f"{field}options",
                            reason="too_large") from None
     if plugin_bytes > max_plugin_options:
@@ -55,16 +52,12 @@ def check_stream_frame(data: bytes | memoryview, max_plugin_options: int) -> Non
     walk = _Walk()
     try:
         requests = list(walk.messages(memoryview(data), STREAM_REQUEST_FIELD))
-    except (BrokenWire, _TooManyFields):
+    except (BrokenWire, TooManyFields):
         return
     if len(requests) > 1:  # merged by protobuf: checked as one request
         check_recognize_request(b"".join(bytes(r) for r in requests), max_plugin_options)
     elif requests:
         check_recognize_request(requests[0], max_plugin_options)
-
-
-class _TooManyFields(Exception):
-    pass
 
 
 class _Walk:
@@ -80,7 +73,7 @@ class _Walk:
         while at < end:
             self.fields += 1
             if self.fields > MAX_FIELDS:
-                raise _TooManyFields
+                raise TooManyFields
             key, at = _varint(data, at)
             wire_type, field_number = key & 7, key >> 3
             if wire_type == 0:

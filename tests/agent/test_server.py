@@ -253,7 +253,7 @@ def test_status_watch_streams_updates(agent: BackgroundAgent, ocr: ocr_pb2_grpc.
         assert first.queue_capacity == 32 and first.uptime.ToNanoseconds() > 0 and first.device
         assert first.backend == status_pb2.BACKEND_VULKAN and first.latency_window.ToNanoseconds() > 0
         assert {p.model for p in first.plans} <= {status_pb2.MODEL_KIND_DET, status_pb2.MODEL_KIND_CLS,
-                                                  status_pb2.MODEL_KIND_REC}
+                                                  status_pb2.MODEL_KIND_REC, status_pb2.MODEL_KIND_ORI}
         ocr.Recognize(rec_request(7))
         later = next(watch).status
         while later.requests_total <= first.requests_total:
