@@ -7,9 +7,10 @@ kernel (conv2d.comp) exactly as before. The kernel shares conv2d.comp's push con
 
 The chain is coopmat → fp16 → fp32. The matrices multiply fp16 inputs with fp32 sums. Tensors stored in fp16 go
 in as they are. Tensors stored in fp32 go in as hi + lo fp16 pairs, three products each (the shader's SPLIT):
-~21 bits of every input, a few 1e-7 of relative error like the SIMT kernel's, where one fp16 product would give
-~3e-4. Both take the path unasked (AUTO_PRECISIONS) only with VKOCR_COOPMAT=1 (vk/coopmat.py `switched_on`);
-`coopmat=True` asks for it (scripts/check_coopmat.py, benchmarks).
+~21 bits of every input (lo scaled out of fp16's subnormals, which NVIDIA flushes), ~1e-7 of relative error
+against NumPy on lavapipe, where one fp16 product gives ~3e-4. Unasked (AUTO_PRECISIONS), only pointwise
+convolutions take the path, and only with VKOCR_COOPMAT=1 (vk/coopmat.py `switched_on`): on the H100 the SIMT
+kernel ran every k×k convolution faster. `coopmat=True` asks for it (scripts/check_coopmat.py, benchmarks).
 """
 
 from __future__ import annotations
