@@ -159,11 +159,14 @@ void fetch(uint k0, uint m0, uint n0) {
     }
 }
 
-// v − fp16(v), in fp16: the part of v that fp16 rounds off. The rounding goes through packHalf2x16 and `precise`
-// keeps compilers from folding float(float16_t(v)) back into v.
-float16_t low_half(float v) {
-    precise float lo = (v - unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x) * LO_SCALE;
-    return float16_t(lo);
+// v as fp16 (hi), and what that rounds off scaled by LO_SCALE (lo). The rounding goes through packHalf2x16 once,
+// so hi is exact in fp16 whatever rounding a conversion uses; `precise` keeps compilers from folding
+// float(float16_t(v)) back into v.
+void split_half(float v, out float16_t hi, out float16_t lo) {
+    precise float rounded = unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x;
+    precise float rest = (v - rounded) * LO_SCALE;
+    hi = float16_t(rounded);
+    lo = float16_t(rest);
 }
 
 void put(uint slot) {
@@ -171,8 +174,14 @@ void put(uint slot) {
         uint e = tid + i * THREADS;
         if (e < BM * BK) {
             uint at = slot * PARTS * A_SIZE + (e / BK) * A_STRIDE + e % BK;
-            tile_a[at] = float16_t(next_a[i]);
-            if (SPLIT) tile_a[at + A_SIZE] = low_half(next_a[i]);
+            if (SPLIT) {
+                float16_t hi, lo;
+                split_half(next_a[i], hi, lo);
+                tile_a[at] = hi;
+                tile_a[at + A_SIZE] = lo;
+            } else {
+                tile_a[at] = float16_t(next_a[i]);
+            }
         }
     }
     [[unroll]] for (uint i = 0; i < B_LOADS; ++i) {
@@ -180,8 +189,14 @@ void put(uint slot) {
         uint e = tid + i * THREADS;
         if (e < BK * BN) {
             uint at = slot * PARTS * B_SIZE + (e / BN) * B_STRIDE + e % BN;
-            tile_b[at] = float16_t(next_b[i]);
-            if (SPLIT) tile_b[at + B_SIZE] = low_half(next_b[i]);
+            if (SPLIT) {
+                float16_t hi, lo;
+                split_half(next_b[i], hi, lo);
+                tile_b[at] = hi;
+                tile_b[at + B_SIZE] = lo;
+            } else {
+                tile_b[at] = float16_t(next_b[i]);
+            }
         }
     }
 }
