@@ -91,3 +91,16 @@ def status_violations(status: status_pb2.Status) -> list[error_details_pb2.BadRe
         if detail.Unpack(bad):
             found.extend(bad.field_violations)
     return found
+
+
+def length_delimited(number: int, payload: bytes) -> bytes:
+    """A protobuf field of wire type 2 (bytes, string or message) by hand: requests protobuf would not build."""
+    def varint(n: int) -> bytes:
+        out = bytearray()
+        while True:
+            low, n = n & 0x7F, n >> 7
+            out.append(low | (0x80 if n else 0))
+            if not n:
+                return bytes(out)
+
+    return varint(number << 3 | 2) + varint(len(payload)) + payload

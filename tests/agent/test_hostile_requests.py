@@ -25,7 +25,7 @@ from PIL import Image
 from structlog.testing import capture_logs
 
 from tests.agent.agents import FONT, REC_ONLY, agent_config, wait_for, word_png
-from tests.agent.hostile import health_watched, raw_unary, violations
+from tests.agent.hostile import health_watched, length_delimited, raw_unary, violations
 from tests.agent.hostile_plugins import Spin
 from vkocr.agent.serving.background import BackgroundAgent, start_agent
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc, status_pb2
@@ -221,26 +221,14 @@ def test_oversized_ids_and_plugin_selections_are_refused(
 # --- every failure has its right code -------------------------------------------------------------------------
 
 
-def _length_delimited(number: int, payload: bytes) -> bytes:
-    def varint(n: int) -> bytes:
-        out = bytearray()
-        while True:
-            low, n = n & 0x7F, n >> 7
-            out.append(low | (0x80 if n else 0))
-            if not n:
-                return bytes(out)
-
-    return varint(number << 3 | 2) + varint(len(payload)) + payload
-
-
 def deeply_nested_request(depth: int) -> bytes:
     """A RecognizeRequest whose plugin options nest Structs `depth` deep (protobuf stops parsing at 100)."""
     struct = b""
     for _ in range(depth):  # Struct.fields[“a”] = Value(struct_value=struct)
-        entry = _length_delimited(1, b"a") + _length_delimited(2, _length_delimited(5, struct))
-        struct = _length_delimited(1, entry)
-    options = _length_delimited(16, _length_delimited(2, struct))  # Options.plugins.options
-    return _length_delimited(1, b"deep") + _length_delimited(4, options)
+        entry = length_delimited(1, b"a") + length_delimited(2, length_delimited(5, struct))
+        struct = length_delimited(1, entry)
+    options = length_delimited(16, length_delimited(2, struct))  # Options.plugins.options
+    return length_delimited(1, b"deep") + length_delimited(4, options)
 
 
 def test_malformed_protobuf_is_invalid_argument_for_every_service(agent: BackgroundAgent, channel: grpc.Channel,

@@ -16,7 +16,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.agent.agents import FONT, REC_ONLY, agent_config, frame, word_png
-from tests.agent.hostile import ANSWER_WITHIN_S, health_watched, raw_unary, violations
+from tests.agent.hostile import ANSWER_WITHIN_S, health_watched, length_delimited, raw_unary, violations
 from vkocr.agent.errors import RequestError
 from vkocr.agent.serving.background import BackgroundAgent, start_agent
 from vkocr.agent.serving.request_limits import MAX_PLUGIN_OPTIONS_BYTES
@@ -29,32 +29,21 @@ pytestmark = pytest.mark.skipif(not os.path.exists(FONT),
 GOOD = word_png("LOT0042")
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, n = n & 0x7F, n >> 7
-        out.append(low | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
 def struct_of_empty_keys(count: int, first: int = 0) -> bytes:
     """A google.protobuf.Struct of `count` keys (from `first`) with empty string values, written directly
     (fields = 1: a map entry of key = 1 and a Value whose string_value = 3 is empty)."""
-    empty_value = _field(2, b"\x1a\x00")
-    return b"".join(_field(1, _field(1, f"{i:x}".encode()) + empty_value) for i in range(first, first + count))
+    empty_value = length_delimited(2, b"\x1a\x00")
+    return b"".join(length_delimited(1, length_delimited(1, f"{i:x}".encode()) + empty_value)
+                    for i in range(first, first + count))
 
 
 def request_with_plugin_options(*structs: bytes) -> bytes:
     """A RecognizeRequest whose options = 4 carries plugins = 16 with options = 2, once per struct (protobuf
     merges them all into one Struct)."""
     base = ocr_pb2.RecognizeRequest(request_id="costly", encoded=GOOD, options=REC_ONLY).SerializeToString()
-    names = _field(1, b"regex_fields")
-    return base + b"".join(_field(4, _field(16, names + _field(2, struct))) for struct in structs)
+    names = length_delimited(1, b"regex_fields")
+    return base + b"".join(length_delimited(4, length_delimited(16, names + length_delimited(2, struct)))
+                           for struct in structs)
 
 
 @contextmanager
@@ -101,9 +90,9 @@ def test_the_precheck_reads_what_protobuf_would_merge() -> None:
         check_recognize_request(merged, MAX_PLUGIN_OPTIONS_BYTES)
     assert caught.value.field == "options.plugins.options"
     with pytest.raises(RequestError):  # the same request in two stream-frame occurrences
-        check_stream_frame(_field(1, request_with_plugin_options(half)) + _field(1, request_with_plugin_options(
-            other_half)), MAX_PLUGIN_OPTIONS_BYTES)
-    many = b"".join(_field(4, b"\x08\x01") for _ in range(MAX_FIELDS))  # options given 1024 times
+        check_stream_frame(length_delimited(1, request_with_plugin_options(half))
+                           + length_delimited(1, request_with_plugin_options(other_half)), MAX_PLUGIN_OPTIONS_BYTES)
+    many = b"".join(length_delimited(4, b"\x08\x01") for _ in range(MAX_FIELDS))  # options given 1024 times
     with pytest.raises(RequestError, match=f"more than {MAX_FIELDS} fields") as caught:
         check_recognize_request(many, MAX_PLUGIN_OPTIONS_BYTES)
     assert caught.value.field == "options"
