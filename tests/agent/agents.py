@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -41,6 +42,20 @@ def word_png(text: str, size: int = 28) -> bytes:
     out = io.BytesIO()
     Image.fromarray(word_pixels(text, size)).save(out, format="PNG")
     return out.getvalue()
+
+
+def white_png(width: int, height: int) -> bytes:
+    """A blank page of that size, PNG-encoded: a request whose cost is its size alone."""
+    out = io.BytesIO()
+    Image.fromarray(np.full((height, width, 3), 255, np.uint8)).save(out, format="PNG")
+    return out.getvalue()
+
+
+def free_port() -> int:
+    """A port nobody listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def lot_number(i: int) -> str:

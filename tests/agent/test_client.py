@@ -5,7 +5,6 @@ and several round-robin; failed calls and usage errors give the contract's exit 
 from __future__ import annotations
 
 import io
-import socket
 from collections.abc import Iterator
 from concurrent import futures
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from PIL import Image
 
+from tests.agent.agents import free_port
 from tests.agent.certs import TlsFiles
 from vkocr.agent.cli.client_command import format_status, parse_duration, status_to_dict
 from vkocr.agent.cli.main import main
@@ -48,13 +48,6 @@ def health_server(state: int, creds: grpc.ServerCredentials | None = None) -> It
     finally:
         servicer.enter_graceful_shutdown()
         server.stop(None)
-
-
-def free_port() -> int:
-    """A port nobody listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # --- targets and requests -----------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ image (one recorded rec plan), and one long line meets the backtracking pattern.
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import sys
@@ -17,14 +16,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import grpc
-import numpy as np
 import pytest
 from google.protobuf import struct_pb2
 from grpc_health.v1 import health_pb2
-from PIL import Image
 from structlog.testing import capture_logs
 
-from tests.agent.agents import FONT, REC_ONLY, agent_config, wait_for, word_png
+from tests.agent.agents import FONT, REC_ONLY, agent_config, wait_for, white_png, word_png
 from tests.agent.hostile import health_watched, length_delimited, raw_unary, violations
 from tests.agent.hostile_plugins import Spin
 from vkocr.agent.serving.background import BackgroundAgent, start_agent
@@ -96,12 +93,6 @@ def refusal(ocr: ocr_pb2_grpc.OcrServiceStub, request: ocr_pb2.RecognizeRequest)
     with pytest.raises(grpc.RpcError) as caught:
         ocr.Recognize(request, timeout=60)
     return caught.value
-
-
-def png(width: int, height: int) -> bytes:
-    out = io.BytesIO()
-    Image.fromarray(np.full((height, width, 3), 255, np.uint8)).save(out, format="PNG")
-    return out.getvalue()
 
 
 # --- plugins cannot stall anything ---------------------------------------------------------------------------
@@ -186,11 +177,11 @@ def test_out_of_range_and_non_finite_options_are_refused(
 
 
 def test_work_after_every_resize_is_bounded(agent: BackgroundAgent, ocr: ocr_pb2_grpc.OcrServiceStub) -> None:
-    small = png(200, 64)  # limit_side_len=3000 makes it a 3008x9376 detection input: 284 s and 8 GB once
+    small = white_png(200, 64)  # limit_side_len=3000 makes it a 3008x9376 detection input: 284 s and 8 GB once
     cases = [
         (ocr_pb2.RecognizeRequest(encoded=small, options=ocr_pb2.Options(limit_side_len=3000)),
          "options.limit_side_len", "out_of_range"),
-        (ocr_pb2.RecognizeRequest(encoded=png(100, 2000)), "image", "too_large"),  # a 20:1 strip, 14720x736
+        (ocr_pb2.RecognizeRequest(encoded=white_png(100, 2000)), "image", "too_large"),  # a 20:1 strip, 14720x736
     ]
     with health_watched(agent.target):
         for request, field, reason in cases:

@@ -5,19 +5,16 @@ deadline, not as the client."""
 
 from __future__ import annotations
 
-import io
 import os
 import time
 from collections.abc import Iterator
 
 import grpc
-import numpy as np
 import pytest
 from google.protobuf import duration_pb2
-from PIL import Image
 from structlog.testing import capture_logs
 
-from tests.agent.agents import FONT, REC_ONLY, agent_config, wait_for, word_png
+from tests.agent.agents import FONT, REC_ONLY, agent_config, wait_for, white_png, word_png
 from tests.agent.hostile import violations
 from vkocr.agent.serving.background import BackgroundAgent, start_agent
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc, status_pb2, status_pb2_grpc
@@ -37,19 +34,13 @@ def agent() -> Iterator[BackgroundAgent]:
         background.stop(5)
 
 
-def png(width: int, height: int) -> bytes:
-    out = io.BytesIO()
-    Image.fromarray(np.full((height, width, 3), 255, np.uint8)).save(out, format="PNG")
-    return out.getvalue()
-
-
 def test_max_side_len_that_leaves_no_pixels_is_named(agent: BackgroundAgent) -> None:
     """200x64 with max_side_len=32 would be resized to 32x0: the option asked for it, not the image."""
     with grpc.insecure_channel(agent.target) as channel:
         ocr = ocr_pb2_grpc.OcrServiceStub(channel)
         with pytest.raises(grpc.RpcError) as caught:
-            ocr.Recognize(ocr_pb2.RecognizeRequest(encoded=png(200, 64), options=ocr_pb2.Options(max_side_len=32)),
-                          timeout=60)
+            small = ocr_pb2.RecognizeRequest(encoded=white_png(200, 64), options=ocr_pb2.Options(max_side_len=32))
+            ocr.Recognize(small, timeout=60)
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
         assert [v.field for v in violations(caught.value)] == ["options.max_side_len"], caught.value.details()
         assert "max_side_len=32" in (caught.value.details() or "")

@@ -15,18 +15,13 @@ from pathlib import Path
 
 import requests
 
+from tests.agent.agents import free_port
 from vkocr.agent.fleet.broker import BrokerAccess
 
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 REGISTRY = "/usr/bin/docker-registry"
 OPERATOR = "operator"
 ACL_TEMPLATE = Path(__file__).resolve().parents[3] / "deploy" / "mosquitto" / "acl.conf"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_port(port: int, process: subprocess.Popen[bytes], what: str, timeout: float = 20.0) -> None:

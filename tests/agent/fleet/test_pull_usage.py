@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.agent.fleet.brokers import free_port
+from tests.agent.agents import free_port
 from vkocr.agent.cli.main import main
 
 
