@@ -52,7 +52,7 @@ def main() -> int:
     sameness = Sameness()
     for (name, _), ref, got in zip(images, answers[0], answers[1]):
         sameness.add(name, ref, got)
-    print(sameness.report())
+    print(sameness.report(*(("simt", "matrices") if args.matrices else ("fp32", "fp16"))))
     if args.json is not None:
         args.json.write_text(json.dumps(sameness.summary(), indent=1, ensure_ascii=False) + "\n")
     return 0 if sameness.passed else 1

@@ -81,11 +81,12 @@ class Sameness:
                 "boxes": self.boxes, "boxes_identical": self.boxes_identical, "passed": self.passed,
                 "differences": [d.as_dict() for d in self.differences]}
 
-    def report(self) -> str:
+    def report(self, ref: str = "fp32", got: str = "fp16") -> str:
+        """The counts against the gate, then every difference; `ref` and `got` name the two runs compared."""
         out = [f"{self.images} images: lines {self.lines_identical}/{self.lines} identical ({self.line_share:.2%}, "
                f"gate {LINES_GATE:.1%}), boxes {self.boxes_identical}/{self.boxes} ({self.box_share:.2%}, gate "
                f"{BOXES_GATE:.1%}): {'PASSED' if self.passed else 'FAILED'}"]
         for d in self.differences:
-            out.append(f"  {d.image} line {d.index}: fp32 {d.ref!r} ({d.ref_score}) / fp16 {d.got!r} "
+            out.append(f"  {d.image} line {d.index}: {ref} {d.ref!r} ({d.ref_score}) / {got} {d.got!r} "
                        f"({d.got_score}), box moved {d.box_shift_px} px")
         return "\n".join(out)
