@@ -152,8 +152,9 @@ def add_bench_parser(sub: Any) -> None:
         "models",
         help="time det/cls/rec: ours, onnxruntime (CPU) and ncnn (Vulkan) in one run",
         description="Wall time numpy in -> numpy out (min and median after warm-up) of the PP-OCR models at "
-        "det 1x3x736x1024, 1x3x736x736 and 1x3x544x960, rec 1x3x48x320 and 16x3x48x320, cls 16x3x48x192: ours "
-        "(with GPU, upload and readback time from timestamps, and the dispatch count) in each storage precision "
+        "det 1x3x736x1024, 1x3x736x736 and 1x3x544x960, rec 1x3x48x320 and 16x3x48x320, cls 16x3x48x192 and "
+        "ori 1x3x224x224 (where the set has the page-orientation model): ours (with GPU, upload and readback "
+        "time from timestamps, and the dispatch count) in each storage precision "
         "asked for, onnxruntime on the CPU and ncnn on Vulkan, where installed.",
     )
     models.add_argument("--precision", type=precision_list, default=["fp32"], metavar="LIST",
@@ -161,7 +162,8 @@ def add_bench_parser(sub: Any) -> None:
                         "fp16 but the outputs' producers; its output's error against fp32's is reported; "
                         "default fp32)")
     models.add_argument("--runs", type=int, default=20, help="timed runs per case (default 20)")
-    models.add_argument("--only", action="append", choices=["det", "cls", "rec"], help="only this model")
+    models.add_argument("--only", action="append", choices=["det", "cls", "rec", "ori"],
+                        help="only this model (ori: the page-orientation model, where the set has it)")
     models.add_argument("--peers", type=Path, default=None, metavar="DIR",
                         help="folder with the ncnn models (default $VKOCR_SHARED/peers/ncnn-ppocrv4, VKOCR_SHARED "
                         "defaulting to ../shared)")

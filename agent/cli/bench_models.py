@@ -40,6 +40,7 @@ CASES = (
     BenchCase("rec", (1, 3, 48, 320)),
     BenchCase("rec", (16, 3, 48, 320)),
     BenchCase("cls", (16, 3, 48, 192)),
+    BenchCase("ori", (1, 3, 224, 224)),  # the page-orientation stage, where the set names the model
 )
 
 
@@ -150,7 +151,7 @@ def run_model_bench(override: str | None = None, *, runs: int = 20, peers_dir: P
     with Device(override) as device:
         results["device"] = f"{device.info.name} (driver {device.info.driver_info or device.info.driver_version})"
         for case in CASES:
-            if only and case.role not in only:
+            if (only and case.role not in only) or case.role not in chosen.paths:
                 continue
             if progress:
                 print(f"bench: {case.label}", file=sys.stderr, flush=True)
