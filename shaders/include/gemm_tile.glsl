@@ -19,6 +19,12 @@
 // warp are contiguous and free of bank conflicts; rows of the shared tiles are padded by one vec4 so the
 // transposing stores do not collide either.
 //
+// SLICES > 1 (a workgroup of SLICES · THREADS invocations) splits K between slices of THREADS invocations, each
+// with shared tiles of its own, and sums the slices' accumulators through shared memory at the end: for problems
+// whose output makes few tiles (small feature maps, deep K), where one workgroup walking all of K serially left
+// the GPU waiting on each tile's load latency. The slices add in a fixed order, so the result is deterministic.
+// Slices hold one mat4 of accumulators each (TM = TN = 4; the host checks).
+//
 // No local arrays: the accumulators are up to four named mat4s, the fragments and the prefetch named vec4s,
 // so TM, TN ∈ {4, 8} and at most 4 fetched elements per operand per thread and tile (the host checks).
 // With arrays (vec4[16] or float[64] accumulators, and vec4[8] in one tile shape but not another) NVIDIA's
@@ -33,7 +39,8 @@ layout(constant_id = 7) const uint TN = 8;   // 4 or 8
 
 const uint THREADS_M = BM / TM;
 const uint THREADS_N = BN / TN;
-const uint THREADS = THREADS_M * THREADS_N;  // must equal the workgroup size (constant ids 0..2)
+const uint THREADS = THREADS_M * THREADS_N;  // per slice: the workgroup size (constant id 0) is SLICES · THREADS
+const uint SLICES = gl_WorkGroupSize.x / THREADS;
 const uint A_SLOTS = BM * BK / THREADS;      // elements of A each thread fetches per tile, ≤ 4
 const uint B_SLOTS = BK * BN / THREADS;      // ≤ 4
 const uint A_ROW = BM / 4 + 1;               // vec4s per k-row of the shared A tile (one vec4 of padding)
@@ -41,8 +48,9 @@ const uint B_ROW = BN / 4 + 1;
 const uint A_BUF = BK * A_ROW;
 const uint B_BUF = BK * B_ROW;
 
-shared vec4 tile_a[2 * A_BUF];
-shared vec4 tile_b[2 * B_BUF];
+shared vec4 tile_a[SLICES * 2 * A_BUF];
+shared vec4 tile_b[SLICES * 2 * B_BUF];
+shared vec4 slice_sums[(SLICES - 1) * THREADS * 4 + 1];  // slices 1.. hand their accumulators to slice 0
 
 // Position inside the tile of a thread's slot-th fetched element, chosen so a warp's fetches are coalesced.
 uvec2 a_slot_mk(uint slot, uint tid) {
@@ -74,7 +82,8 @@ void store_block(uint batch, uint M, uint N, uint m, uint n, mat4 acc) {
 }
 
 void gemm_tile(uint batch, uint M, uint N, uint K) {
-    uint tid = gl_LocalInvocationIndex;
+    uint slice = gl_LocalInvocationIndex / THREADS;
+    uint tid = gl_LocalInvocationIndex - slice * THREADS;
     uint tx = tid % THREADS_N, ty = tid / THREADS_N;
     uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
 
@@ -86,20 +95,23 @@ void gemm_tile(uint batch, uint M, uint N, uint K) {
     const bool ONE_COLUMN = B_N_FAST && THREADS % BN == 0;
     uvec4 my_column = b_column(batch, n0 + tid % BN);
 
-    uint tiles = (K + BK - 1) / BK;
+    // Every slice walks as many tiles (a barrier is for the whole workgroup); past its end of K they are zero.
+    uint tiles = ((K + BK - 1) / BK + SLICES - 1) / SLICES;
+    uint k_first = slice * tiles * BK, k_end = min(K, k_first + tiles * BK);
+    uint a_own = slice * 2 * A_BUF, b_own = slice * 2 * B_BUF;
     for (uint t = 0; t <= tiles; ++t) {
         // Fetch tile t from global memory (out-of-range elements are zero).
         if (t < tiles) {
-            uint k0 = t * BK;
+            uint k0 = k_first + t * BK;
             [[unroll]] for (uint s = 0; s < A_SLOTS; ++s) {
                 uvec2 mk = a_slot_mk(s, tid);
                 uint m = m0 + mk.x, k = k0 + mk.y;
-                next_a[s] = (m < M && k < K) ? load_a(batch, m, k) : 0.0;
+                next_a[s] = (m < M && k < k_end) ? load_a(batch, m, k) : 0.0;
             }
             [[unroll]] for (uint s = 0; s < B_SLOTS; ++s) {
                 uvec2 kn = b_slot_kn(s, tid);
                 uint k = k0 + kn.x, n = n0 + kn.y;
-                if (k < K && n < N) {
+                if (k < k_end && n < N) {
                     next_b[s] = load_b(batch, k, n, ONE_COLUMN ? my_column : b_column(batch, n));
                 } else {
                     next_b[s] = 0.0;
@@ -108,7 +120,7 @@ void gemm_tile(uint batch, uint M, uint N, uint K) {
         }
         // Multiply tile t-1, which the previous iteration stashed and fenced, while tile t's loads fly.
         if (t > 0) {
-            uint a_at = ((t - 1) & 1u) * A_BUF + ty, b_at = ((t - 1) & 1u) * B_BUF + tx;
+            uint a_at = a_own + ((t - 1) & 1u) * A_BUF + ty, b_at = b_own + ((t - 1) & 1u) * B_BUF + tx;
             [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
                 vec4 a0 = tile_a[a_at + kk * A_ROW];
                 vec4 b0 = tile_b[b_at + kk * B_ROW];
@@ -124,7 +136,7 @@ void gemm_tile(uint batch, uint M, uint N, uint K) {
         // Stash tile t into the buffer tile t-1 did not use; the barrier of iteration t-1 ordered this
         // after every thread's reads of tile t-2 from the same buffer.
         if (t < tiles) {
-            uint a_buf = (t & 1u) * A_BUF, b_buf = (t & 1u) * B_BUF;
+            uint a_buf = a_own + (t & 1u) * A_BUF, b_buf = b_own + (t & 1u) * B_BUF;
             [[unroll]] for (uint s = 0; s < A_SLOTS; ++s) {
                 uvec2 mk = a_slot_mk(s, tid);
                 tile_a[a_buf + mk.y * A_ROW + mk.x / 4][mk.x % 4] = next_a[s];
@@ -137,6 +149,18 @@ void gemm_tile(uint batch, uint M, uint N, uint K) {
         barrier();
     }
 
+    if (SLICES > 1) {
+        if (slice > 0) {
+            uint at = ((slice - 1) * THREADS + tid) * 4;
+            [[unroll]] for (uint r = 0; r < 4; ++r) slice_sums[at + r] = acc_00[r];
+        }
+        barrier();
+        if (slice > 0) return;
+        for (uint s = 1; s < SLICES; ++s) {
+            uint at = ((s - 1) * THREADS + tid) * 4;
+            [[unroll]] for (uint r = 0; r < 4; ++r) acc_00[r] += slice_sums[at + r];
+        }
+    }
     uint m = m0 + ty * 4, n = n0 + tx * 4;
     store_block(batch, M, N, m, n, acc_00);
     if (TN == 8) store_block(batch, M, N, m, n + THREADS_N * 4, acc_01);

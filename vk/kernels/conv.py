@@ -117,7 +117,7 @@ class Conv2d:
                                   views, self.cout_g, oh * ow, n * self.group, coopmat_tile,
                                   residual=residual is not None)
             return
-        chosen = pick_tile(self.cout_g, oh * ow, n * self.group, tile)
+        chosen = pick_tile(self.cout_g, oh * ow, n * self.group, tile, self._k)
         groups = chosen.groups(self.cout_g, oh * ow, n * self.group)
         check_groups(rec, groups, "conv2d")
         pipeline = rec.device.pipeline(kernel, (*chosen.constants(), *self._constants, int(residual is not None)))

@@ -26,29 +26,38 @@ MAX_BATCH_RANK = 4
 @dataclass(frozen=True)
 class GemmTile:
     """One tile configuration of gemm_tile.glsl: a BM × BN output tile per workgroup, BK deep per step,
-    TM × TN outputs per thread."""
+    TM × TN outputs per thread; `slices` > 1 splits K between that many slices of the workgroup."""
 
     bm: int
     bn: int
     bk: int
     tm: int
     tn: int
+    slices: int = 1
 
     def __post_init__(self) -> None:
         # what gemm_tile.glsl can hold in its named registers, and lavapipe's 32 KiB of shared memory
         assert self.tm in (4, 8) and self.tn in (4, 8), self
         assert self.bm % (4 * self.tm) == 0 and self.bn % (4 * self.tn) == 0, self
+        assert self.slices == 1 or self.tm == self.tn == 4, self  # a slice hands over one mat4
         for elements in (self.bm * self.bk, self.bk * self.bn):
             assert elements % self.threads == 0 and elements // self.threads <= 4, self
-        assert 2 * self.bk * (self.bm + 4 + self.bn + 4) * 4 <= 32768, self
+        assert self.shared_bytes <= 32768, self
 
     @property
     def threads(self) -> int:
+        """Invocations per slice."""
         return (self.bm // self.tm) * (self.bn // self.tn)
 
+    @property
+    def shared_bytes(self) -> int:
+        """Double-buffered A and B tiles per slice (rows padded by a vec4), and the slices' hand-over."""
+        tiles = 2 * self.bk * (self.bm + 4 + self.bn + 4) * 4 * self.slices
+        return tiles + ((self.slices - 1) * self.threads * 4 + 1) * 16
+
     def constants(self) -> tuple[int, ...]:
-        """Specialization constants 0..7: workgroup size, then BM, BN, BK, TM, TN."""
-        return (self.threads, 1, 1, self.bm, self.bn, self.bk, self.tm, self.tn)
+        """Specialization constants 0..7: workgroup size (every slice's invocations), then BM, BN, BK, TM, TN."""
+        return (self.threads * self.slices, 1, 1, self.bm, self.bn, self.bk, self.tm, self.tn)
 
     def groups(self, m: int, n: int, batches: int) -> tuple[int, int, int]:
         return -(-n // self.bn), -(-m // self.bm), batches
@@ -58,22 +67,28 @@ class GemmTile:
 # wide: 64×128×8, 4×8 per thread, for 33..96 output rows (convs with 48..96 output channels).
 # small: 64×64×16, 4×4 per thread, four times large's workgroups, for problems too small to fill a GPU.
 # thin: 32×128×8, 4×4 per thread, for ≤ 32 output rows (narrow convs, GEMV-like products).
+# sliced: 32×32×8, 4×4 per thread, K split between 4 slices of 64 invocations: for outputs too small to fill a
+#   GPU with any other tile and a deep K (7×7 and 14×14 feature maps of 256..1280 channels, a classifier's
+#   head), where a workgroup walking all of K one tile after another waits out each tile's load latency.
 TILES = {
     "large": GemmTile(128, 128, 8, 8, 8),
     "wide": GemmTile(64, 128, 8, 4, 8),
     "small": GemmTile(64, 64, 16, 4, 4),
     "thin": GemmTile(32, 128, 8, 4, 4),
+    "sliced": GemmTile(32, 32, 8, 4, 4, slices=4),
 }
 # A big tile only pays while it still gives most multiprocessors of a big GPU a workgroup (132 on an H200):
 # on an H200 large beat wide from about 100 large workgroups up (1280³, a 128-channel 3×3 conv at 120×120).
 MIN_GROUPS = 96
+SLICED_MIN_K = 128  # below this the sliced tile's slices walk too little of K to pay for their hand-over
 
 
-def pick_tile(m: int, n: int, batches: int, tile: str | None = None) -> GemmTile:
-    """The tile config for an M × N output repeated `batches` times; `tile` forces one by name.
+def pick_tile(m: int, n: int, batches: int, tile: str | None = None, k: int = 0) -> GemmTile:
+    """The tile config for an M × N output repeated `batches` times, K = `k` deep; `tile` forces one by name.
 
     ≤ 32 rows: thin. Otherwise the biggest tile that wastes little on edges (M, N > 96 for large, N > 96 for
-    wide) and still makes MIN_GROUPS workgroups; small when neither does.
+    wide) and still makes MIN_GROUPS workgroups; small when neither does. Where thin or small still makes fewer
+    than MIN_GROUPS workgroups and K is at least SLICED_MIN_K deep: sliced.
     """
     if tile is not None:
         if tile not in TILES:
@@ -84,13 +99,14 @@ def pick_tile(m: int, n: int, batches: int, tile: str | None = None) -> GemmTile
         gx, gy, gz = TILES[name].groups(m, n, batches)
         return gx * gy * gz >= MIN_GROUPS
 
-    if m <= 32:
-        return TILES["thin"]
     if m > 96 and n > 96 and enough("large"):
         return TILES["large"]
-    if n > 96 and enough("wide"):
+    if m > 32 and n > 96 and enough("wide"):
         return TILES["wide"]
-    return TILES["small"]
+    fallback = "thin" if m <= 32 else "small"
+    if k >= SLICED_MIN_K and not enough(fallback):
+        return TILES["sliced"]
+    return TILES[fallback]
 
 
 def check_groups(rec: Recorder, groups: tuple[int, int, int], what: str) -> None:
@@ -152,7 +168,7 @@ def record_matmul(rec: Recorder, a: Tensor, b: Tensor, out: Tensor, *, tile: str
     n = b.shape[-1]
     shape, st_a, st_b = broadcast_strides(a.shape[:-2], b.shape[:-2])
     batch = (shape, [s * m * k for s in st_a], [s * k * n for s in st_b])
-    chosen = pick_tile(m, n, math.prod(shape), tile)
+    chosen = pick_tile(m, n, math.prod(shape), tile, k)
     _record(rec, (a, b, a, out), (m, n, k), (k, 1, n, 1, 0, 0), batch, (0, 1.0, 0.0, 0, 0.0, 0.0), chosen, "matmul")
 
 
@@ -202,4 +218,4 @@ def record_gemm(
     epilogue = (int(c is not None), float(alpha), float(beta), act, float(act_alpha), float(act_beta))
     operands = (a, b, c if c is not None else a, out)
     strides = (a_m, a_k, b_k, b_n, c_m, c_n)
-    _record(rec, operands, (m, n, k), strides, ([1], [0], [0]), epilogue, pick_tile(m, n, 1, tile), "gemm")
+    _record(rec, operands, (m, n, k), strides, ([1], [0], [0]), epilogue, pick_tile(m, n, 1, tile, k), "gemm")

@@ -167,6 +167,11 @@ def test_pick_tile_by_problem_size() -> None:
     assert pick_tile(16, 10000, 1) == TILES["thin"]
     assert pick_tile(100, 50, 1) == TILES["small"]
     assert pick_tile(2048, 2048, 1, "small") == TILES["small"]
+    # too few workgroups with any tile and a deep K: K split between slices of a workgroup
+    assert pick_tile(256, 196, 1, k=256) == TILES["sliced"]  # a 1×1 conv at 14×14
+    assert pick_tile(4, 1, 1, k=1280) == TILES["sliced"]  # a classifier's head
+    assert pick_tile(256, 196, 1, k=64) == TILES["small"]  # too shallow to split
+    assert pick_tile(16, 20000, 1, k=512) == TILES["thin"]  # enough workgroups already
 
 
 def test_bad_arguments_raise(device: Device) -> None:
