@@ -94,3 +94,17 @@ def test_examples_run_verbatim_in_a_clean_clone(page: str, clone: Path, tmp_path
     left = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=clone, capture_output=True,
                           text=True, check=True).stdout
     assert left == "", f"{page}'s examples left files in the checkout:\n{left}"
+
+
+def test_the_session_stops_at_a_failing_block_and_names_it(tmp_path: Path) -> None:
+    """The harness itself can fail: a block that exits non-zero stops the session, and the blocks after it
+    never run."""
+    (tmp_path / "page.md").write_text("```sh\necho one\n```\n\n```python\nraise SystemExit(3)\n```\n\n"
+                                      "<!-- output -->\n```text\nnever run\n```\n\n```sh\necho three\n```\n")
+    page_blocks = blocks(tmp_path, "page.md")
+    assert [(b.language, b.note) for b in page_blocks] == [("sh", None), ("python", None), ("text", "<!-- output -->"),
+                                                           ("sh", None)]
+    done = run_session([b for b in page_blocks if b.runs], tmp_path, tmp_path)
+    assert done.returncode == 3
+    assert [line for line in done.stdout.splitlines() if line.startswith("### ")][-1] == "### page.md:5 (python)"
+    assert "three" not in done.stdout
