@@ -80,6 +80,10 @@ TILES = {
 # A big tile only pays while it still gives most multiprocessors of a big GPU a workgroup (132 on an H200):
 # on an H200 large beat wide from about 100 large workgroups up (1280³, a 128-channel 3×3 conv at 120×120).
 MIN_GROUPS = 96
+# The sliced tile, measured on an H100: faster where the fallback tile made 8..24 workgroups (the page-orientation
+# model's 14×14 and 7×7 convolutions 20 → 12 µs, rec at 1×3×48×320 1.40 → 1.13 ms), slower at 72 (det's 1×1
+# convolutions at 23×32 with 384..768 channels, 47 → 69 µs): there the work, not the latency, decides.
+SLICED_MAX_GROUPS = 32
 SLICED_MIN_K = 128  # below this the sliced tile's slices walk too little of K to pay for their hand-over
 
 
@@ -87,24 +91,24 @@ def pick_tile(m: int, n: int, batches: int, tile: str | None = None, k: int = 0)
     """The tile config for an M × N output repeated `batches` times, K = `k` deep; `tile` forces one by name.
 
     ≤ 32 rows: thin. Otherwise the biggest tile that wastes little on edges (M, N > 96 for large, N > 96 for
-    wide) and still makes MIN_GROUPS workgroups; small when neither does. Where thin or small still makes fewer
-    than MIN_GROUPS workgroups and K is at least SLICED_MIN_K deep: sliced.
+    wide) and still makes MIN_GROUPS workgroups; small when neither does. Where thin or small makes fewer than
+    SLICED_MAX_GROUPS workgroups and K is at least SLICED_MIN_K deep: sliced.
     """
     if tile is not None:
         if tile not in TILES:
             raise KernelArgumentError(f"unknown tile config {tile!r}; known: {', '.join(TILES)}")
         return TILES[tile]
 
-    def enough(name: str) -> bool:
+    def enough(name: str, groups: int = MIN_GROUPS) -> bool:
         gx, gy, gz = TILES[name].groups(m, n, batches)
-        return gx * gy * gz >= MIN_GROUPS
+        return gx * gy * gz >= groups
 
     if m > 96 and n > 96 and enough("large"):
         return TILES["large"]
     if m > 32 and n > 96 and enough("wide"):
         return TILES["wide"]
     fallback = "thin" if m <= 32 else "small"
-    if k >= SLICED_MIN_K and not enough(fallback):
+    if k >= SLICED_MIN_K and not enough(fallback, SLICED_MAX_GROUPS):
         return TILES["sliced"]
     return TILES[fallback]
 

@@ -172,6 +172,7 @@ def test_pick_tile_by_problem_size() -> None:
     assert pick_tile(4, 1, 1, k=1280) == TILES["sliced"]  # a classifier's head
     assert pick_tile(256, 196, 1, k=64) == TILES["small"]  # too shallow to split
     assert pick_tile(16, 20000, 1, k=512) == TILES["thin"]  # enough workgroups already
+    assert pick_tile(384, 736, 1, k=768) == TILES["small"]  # 72 workgroups: the work decides, not the latency
 
 
 def test_bad_arguments_raise(device: Device) -> None:
