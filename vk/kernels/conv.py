@@ -1,4 +1,6 @@
-"""ONNX Conv (2-D, NCHW, any group) as an implicit GEMM on the tiled GEMM core: shaders/conv2d.comp."""
+"""ONNX Conv (2-D, NCHW, any group) as an implicit GEMM on the tiled GEMM core: shaders/conv2d.comp; a 1×1
+convolution on a 1×1 map (squeeze-and-excitation blocks, a classifier's head) as a matrix-vector product:
+shaders/gemv.comp."""
 
 from __future__ import annotations
 
@@ -6,8 +8,9 @@ from collections.abc import Sequence
 
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv_coopmat import CONV2D_COOPMAT, CoopmatTile, coopmat_shape, record_conv2d_coopmat
-from vkocr.engine.kernels.launch import activation_id, pack, require_shape, storage
-from vkocr.engine.kernels.matmul import check_groups, pick_tile
+from vkocr.engine.kernels.gemv import Epilogue, GemvShape, record_gemv
+from vkocr.engine.kernels.launch import activation_id, check_groups, pack, require_shape, storage
+from vkocr.engine.kernels.matmul import pick_tile
 from vkocr.engine.kernels.spatial import conv_out_len, four_pads, pair
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
@@ -81,6 +84,7 @@ class Conv2d:
         # the kernel size is specialised (constant division); shapes and the rest travel as push constants
         self._constants = (int(pointwise), kh, kw, int(post_affine is not None))
         self._pointwise = pointwise
+        self._epilogue = Epilogue(activation, float(alpha), float(beta), post_affine=post_affine)
         scale, shift = post_affine if post_affine is not None else (1.0, 0.0)
         self._push_head = pack("3I", group, cin_g, self.cout_g)
         self._push_tail = pack("6I2I4f", sh, sw, dh, dw, pt, pl, int(has_bias), act, float(alpha), float(beta),
@@ -93,7 +97,8 @@ class Conv2d:
         when given; `tile` forces a tile config of the SIMT kernel. Every tensor stores float32, or every one
         float16 (accumulating in float32 all the same). `coopmat`: None lets vk/kernels/conv_coopmat.py decide
         whether cooperative matrices run it, False keeps the SIMT kernel, True asks for them (an error where the
-        device has none); `coopmat_tile` forces their tile (tests)."""
+        device has none); `coopmat_tile` forces their tile (tests). A pointwise conv (group 1) on a 1×1 map is a
+        matrix-vector product: gemv.comp runs it, unless `tile` or `coopmat=True` asks for a GEMM."""
         kernel = storage(CONV2D, x, w, out, b, residual)
         if tuple(w.shape) != self.w_shape or (b is not None) != self.has_bias:
             raise KernelArgumentError(f"conv2d prepared for w {self.w_shape} (bias: {self.has_bias}), given "
@@ -107,6 +112,11 @@ class Conv2d:
         if b is not None:
             require_shape(b, (cout,), "conv2d bias")
         h, wd = x.shape[2], x.shape[3]
+        if self._pointwise and self.group == 1 and tile is None and coopmat is not True and h * wd == 1:
+            # one output column per image: y = W · x, a whole workgroup on each row's K
+            gemv = GemvShape(rows=cout, k=self._k, row_stride=self._k, k_stride=1, batches=n, batch_x=self._k)
+            record_gemv(rec, w, x, out, gemv, self._epilogue, b, residual, label="conv2d")
+            return
         push = self._push_head + pack("4I", h, wd, oh, ow) + self._push_tail
         views = [x.view, w.view, (b if b is not None else w).view, out.view,
                  (residual if residual is not None else w).view]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from vkocr.engine.coopmat import switched_off, switched_on
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.matmul import check_groups
+from vkocr.engine.kernels.launch import check_groups
 from vkocr.engine.memory import BufferView
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -11,6 +11,9 @@ from vkocr.engine import symbolic
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.tensor import Tensor
+
+if TYPE_CHECKING:
+    from vkocr.engine.recorder import Recorder
 
 FLOAT32 = np.dtype("<f4")
 FLOAT16 = np.dtype("<f2")
@@ -93,3 +96,10 @@ def storage(kernel: KernelDef, *tensors: Tensor | None) -> KernelDef:
 def require_shape(t: Tensor, shape: tuple[int, ...], what: str) -> None:
     if tuple(t.shape) != tuple(shape):
         raise KernelArgumentError(f"{what}: expected shape {shape}, got {t.shape}")
+
+
+def check_groups(rec: Recorder, groups: tuple[int, int, int], what: str) -> None:
+    """KernelArgumentError naming `what` where a dispatch needs more workgroups than the device allows."""
+    limit = rec.device.info.max_workgroup_count
+    if groups[0] > limit[0] or groups[1] > limit[1] or groups[2] > limit[2]:
+        raise KernelArgumentError(f"{what}: needs workgroups {groups}, device allows {tuple(limit)}")

@@ -1,4 +1,5 @@
-"""ONNX MatMul and Gemm on the tiled GEMM core: shaders/gemm.comp over shaders/include/gemm_tile.glsl."""
+"""ONNX MatMul and Gemm on the tiled GEMM core: shaders/gemm.comp over shaders/include/gemm_tile.glsl; products
+with one output row or one output column as matrix-vector products: shaders/gemv.comp."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from dataclasses import dataclass
 
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.elementwise import broadcast_strides
+from vkocr.engine.kernels.gemv import Epilogue, GemvShape, record_gemv
 from vkocr.engine.kernels.launch import (
     activation_id,
     broadcast_shape,
+    check_groups,
     pack,
     padded,
     require_shape,
@@ -113,12 +116,6 @@ def pick_tile(m: int, n: int, batches: int, tile: str | None = None, k: int = 0)
     return TILES[fallback]
 
 
-def check_groups(rec: Recorder, groups: tuple[int, int, int], what: str) -> None:
-    limit = rec.device.info.max_workgroup_count
-    if groups[0] > limit[0] or groups[1] > limit[1] or groups[2] > limit[2]:
-        raise KernelArgumentError(f"{what}: needs workgroups {groups}, device allows {tuple(limit)}")
-
-
 def _record(
     rec: Recorder,
     operands: tuple[Tensor, Tensor, Tensor, Tensor],
@@ -148,6 +145,23 @@ def _record(
     rec.dispatch(pipeline, [v.view for v in operands], push, groups, label=label)
 
 
+def as_gemv(a: Tensor, b: Tensor, mnk: tuple[int, int, int], strides: tuple[int, ...],
+            batch: tuple[int, int, int] = (1, 0, 0)) -> tuple[Tensor, Tensor, GemvShape] | None:
+    """(matrix, vector, shape) of gemv.comp for a product with one output column (A · b) or one output row
+    (bᵀ · B, B read through its strides as the matrix), else None. strides = (a_m, a_k, b_k, b_n, c_m, c_n);
+    batch = (count, A's and B's element strides per batch)."""
+    m, n, k = mnk
+    a_m, a_k, b_k, b_n, c_m, c_n = strides
+    count, batch_a, batch_b = batch
+    if n == 1:
+        return a, b, GemvShape(rows=m, k=k, row_stride=a_m, k_stride=a_k, x_stride=b_k, batches=count,
+                               batch_a=batch_a, batch_x=batch_b, bias_stride=c_m)
+    if m == 1:
+        return b, a, GemvShape(rows=n, k=k, row_stride=b_n, k_stride=b_k, x_stride=a_k, batches=count,
+                               batch_a=batch_b, batch_x=batch_a, bias_stride=c_n)
+    return None
+
+
 def matmul_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[int, ...]:
     """numpy.matmul's output shape for ≥ 2-D operands; KernelArgumentError if they do not fit."""
     if len(a_shape) < 2 or len(b_shape) < 2:
@@ -163,7 +177,8 @@ def matmul_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[in
 
 def record_matmul(rec: Recorder, a: Tensor, b: Tensor, out: Tensor, *, tile: str | None = None) -> None:
     """out = a @ b (numpy.matmul) for ≥ 2-D tensors, all float32 or all float16 (accumulating in float32),
-    batch dims broadcast; `tile` forces a config."""
+    batch dims broadcast; `tile` forces a config of the GEMM, which otherwise leaves a product with one output row
+    or column (and at most one batch dim after merging) to gemv.comp."""
     storage(GEMM, a, b, out)
     require_shape(out, matmul_shape(a.shape, b.shape), "matmul output")
     if out.numel == 0:
@@ -172,8 +187,15 @@ def record_matmul(rec: Recorder, a: Tensor, b: Tensor, out: Tensor, *, tile: str
     n = b.shape[-1]
     shape, st_a, st_b = broadcast_strides(a.shape[:-2], b.shape[:-2])
     batch = (shape, [s * m * k for s in st_a], [s * k * n for s in st_b])
+    strides = (k, 1, n, 1, 0, 0)
+    # (more than one batch dim after merging stays the GEMM's, which broadcasts them all)
+    gemv = as_gemv(a, b, (m, n, k), strides, (shape[0], batch[1][0], batch[2][0])) if len(shape) == 1 else None
+    if gemv is not None and tile is None:
+        matrix, vector, gemv_shape = gemv
+        record_gemv(rec, matrix, vector, out, gemv_shape, label="matmul")
+        return
     chosen = pick_tile(m, n, math.prod(shape), tile, k)
-    _record(rec, (a, b, a, out), (m, n, k), (k, 1, n, 1, 0, 0), batch, (0, 1.0, 0.0, 0, 0.0, 0.0), chosen, "matmul")
+    _record(rec, (a, b, a, out), (m, n, k), strides, batch, (0, 1.0, 0.0, 0, 0.0, 0.0), chosen, "matmul")
 
 
 def c_strides(c_shape: tuple[int, ...], m: int, n: int) -> tuple[int, int]:
@@ -203,8 +225,9 @@ def record_gemm(
     tile: str | None = None,
 ) -> None:
     """ONNX Gemm: out = act(alpha · A' · B' + beta · C), A' = aᵀ if trans_a (likewise B'), C broadcast to
-    (M, N); the transposes are strides, never copies. `tile` forces a tile config (see TILES). Every tensor
-    float32, or every one float16 (C too; accumulating and the epilogue in float32)."""
+    (M, N); the transposes are strides, never copies. `tile` forces a tile config (see TILES) of the GEMM,
+    which otherwise leaves a product with one output row or column to gemv.comp. Every tensor float32, or every
+    one float16 (C too; accumulating and the epilogue in float32)."""
     storage(GEMM, a, b, out, c)
     if len(a.shape) != 2 or len(b.shape) != 2:
         raise KernelArgumentError(f"gemm needs 2-D operands, got {a.shape} and {b.shape}")
@@ -219,7 +242,13 @@ def record_gemm(
         return
     a_m, a_k = (1, m) if trans_a else (k, 1)
     b_k, b_n = (1, k) if trans_b else (n, 1)
+    strides = (a_m, a_k, b_k, b_n, c_m, c_n)
+    gemv = as_gemv(a, b, (m, n, k), strides) if tile is None else None
+    if gemv is not None:
+        matrix, vector, shape = gemv
+        record_gemv(rec, matrix, vector, out, shape, Epilogue(activation, float(act_alpha), float(act_beta),
+                                                               float(alpha), float(beta)), c, label="gemm")
+        return
     epilogue = (int(c is not None), float(alpha), float(beta), act, float(act_alpha), float(act_beta))
     operands = (a, b, c if c is not None else a, out)
-    strides = (a_m, a_k, b_k, b_n, c_m, c_n)
     _record(rec, operands, (m, n, k), strides, ([1], [0], [0]), epilogue, pick_tile(m, n, 1, tile, k), "gemm")
