@@ -71,6 +71,10 @@ CASES = {
     "conv": Case(("Conv",), one("Conv", {"w": weights(8, 4, 3, 3), "b": weights(8)}, pads=[1, 1, 1, 1],
                                 strides=[1, 1]), nchw(4)),
     "conv_pointwise_relu": Case(("Conv",), one("Conv", {"w": weights(16, 8, 1, 1)}, activation="relu"), nchw(8)),
+    # a pointwise conv on a 1×1 map (gemv.comp), the batch traced
+    "conv_on_a_1x1_map": Case(("Conv",), one("Conv", {"w": weights(16, 40, 1, 1), "b": weights(16)},
+                                             activation="hardsigmoid", act_alpha=0.2, act_beta=0.5),
+                              lambda h, w: (h, 40, 1, 1)),
     "depthwise": Case(("Conv",), one("Conv", {"w": weights(6, 1, 3, 3), "b": weights(6)}, group=6,
                                      pads=[1, 1, 1, 1], strides=[2, 2]), nchw(6)),
     "conv_transpose": Case(("ConvTranspose",), one("ConvTranspose", {"w": weights(4, 3, 2, 2), "b": weights(3)},
@@ -94,6 +98,7 @@ CASES = {
     "resize": Case(("Resize",), one("Resize", {"roi": np.zeros(0, np.float32),
                                                "scales": np.array([1, 1, 2, 2], np.float32)}, mode="nearest"), nchw(3)),
     "matmul_weights": Case(("MatMul",), one("MatMul", {"w": weights(8, 6)}), tokens(8)),
+    "matmul_one_column": Case(("MatMul",), one("MatMul", {"w": weights(8, 1)}), tokens(8)),  # gemv.comp
     "softmax": Case(("Softmax",), one("Softmax", axis=-1), tokens(12)),
     "reduce_mean": Case(("ReduceMean",), one("ReduceMean", axes=[-1], keepdims=1), tokens(12)),
     "layernorm": Case(("LayerNorm",), one("LayerNorm", {"g": weights(12) + 1, "b": weights(12)}, axis=-1,
