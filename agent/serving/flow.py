@@ -17,8 +17,9 @@ halves. With `overlap` off, one lane runs both halves of one request at a time, 
 measure what the overlap and the batching buy).
 
 The flow knows nothing of queues or recovery: it talks to the GPU worker (agent/serving/worker.py) through one
-interface, `JobSource`: the worker gives it the requests (`take`), decides whether one still runs (`begin`), and
-is told how each ended (`end`), or that the lanes failed under some (`fail`: it rebuilds and hands them in again).
+interface, `JobSource`: the worker gives it the requests that still run (`take`, which blocks until there is one
+or the flow stops or is held: `wake`), and is told how each ended (`end`), or that the lanes failed under some
+(`fail`: it rebuilds and hands them in again).
 Its reads are counted in the worker's `FlowCounts`, which outlive every flow, beside the worker's own counts.
 """
 
@@ -45,19 +46,15 @@ from vkocr.postproc.result import OcrResult
 
 log = get_logger(__name__)
 
-# How long a detection lane waits on the worker's queue before it looks again at a stop or a hold: the one wait
-# that no event ends (a queue.Queue has none); every other wait of a lane ends on its event.
-TAKE_WAIT_S = 0.05
-
-
 class JobSource(Protocol):
     """What the flow asks of its owner, the GPU worker."""
 
-    def take(self, timeout: float) -> Job | None:
-        """The next request for a detection lane, None after `timeout`."""
+    def take(self, until: Callable[[], bool]) -> Job | None:
+        """The next request for a detection lane, marked running, once there is one (the source drops those whose
+        answer is no longer wanted); None as soon as `until()` is true."""
 
-    def begin(self, job: Job) -> bool:
-        """Mark the request running; False when it is dropped instead (cancelled, or past its deadline)."""
+    def wake(self) -> None:
+        """Make a lane waiting in `take` ask its `until()` again."""
 
     def end(self, job: Job, outcome: OcrResult | BaseException) -> None:
         """A lane is done with the request: its answer, or why there is none."""
@@ -212,6 +209,7 @@ class Flow:
         no reading lane was left to read (they all failed) is handed back as failed."""
         self._stopping.set()
         self._unheld.set()
+        self.source.wake()  # a lane waiting in take gives up
         self.slots.close()
         self.batcher.wake()
         for thread in self._threads:
@@ -239,9 +237,11 @@ class Flow:
     @contextmanager
     def held(self) -> Iterator[None]:
         """No lane takes a request inside (the ones in the flow finish first)."""
+        self._holding = True
+        self._unheld.clear()
+        self.source.wake()  # a lane waiting in take gives up
         with self._gate:  # no lane is between its check of the hold and its take
-            self._holding = True
-            self._unheld.clear()
+            pass
         try:
             self.wait_idle()
             yield
@@ -251,14 +251,10 @@ class Flow:
 
     # -- the lanes ------------------------------------------------------------------------------------------------
 
-    def _enter(self, job: Job) -> bool:
+    def _enter(self, job: Job) -> None:
         with self._idle:
             self._active += 1
             self.running[job.request_id] = None
-        if self.source.begin(job):
-            return True
-        self._leave(job)
-        return False
 
     def _leave(self, job: Job) -> None:
         with self._idle:
@@ -279,15 +275,20 @@ class Flow:
             for job in jobs:
                 self._leave(job)
 
+    def _paused(self) -> bool:
+        """Whether no lane may take a request now: the flow stops, or is held."""
+        return self._stopping.is_set() or self._holding
+
     def _next(self) -> tuple[Job, int] | None:
-        """A request and a free image slot for it, or None (stopping, holding, or nothing within TAKE_WAIT_S)."""
+        """A request and a free image slot for it, once there are both; None when the flow stops or is held."""
         self._unheld.wait()
         slot = self.slots.acquire()
         if slot is None:
             return None
         with self._gate:  # one lane waits for the queue at a time; a hold begins between two takes
-            job = self.source.take(TAKE_WAIT_S) if not self._stopping.is_set() and not self._holding else None
-            if job is not None and self._enter(job):
+            job = None if self._paused() else self.source.take(self._paused)
+            if job is not None:
+                self._enter(job)
                 return job, slot
         self.slots.release(slot)
         return None

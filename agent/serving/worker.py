@@ -33,7 +33,7 @@ from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.serving.errors import NotServing, WorkerError
 from vkocr.agent.serving.flow import Flow, FlowCounts
 from vkocr.agent.serving.job_queue import JobQueue
-from vkocr.agent.serving.jobs import Job, dropped_error, finish, settle
+from vkocr.agent.serving.jobs import Job, finish, settle
 from vkocr.agent.serving.plans import PlanLedger, PlanStats, WarmReport, warm_pipeline
 from vkocr.agent.serving.rebuild import PipelineFactory, reopen
 from vkocr.agent.serving.state import ServingState, StateBoard
@@ -77,7 +77,9 @@ class GpuWorker:
         self.state = state
         self.model_version = model_version
         self.pipeline: OcrPipeline | None = None
-        self.jobs = JobQueue(queue_size, per_caller=stream_queued)  # fair between calls (job_queue.py)
+        self.counts = FlowCounts()  # dropped, stopped and read requests, over every pipeline served
+        # fair between calls (job_queue.py)
+        self.jobs = JobQueue(queue_size, per_caller=stream_queued, dropped=self.counts.drop)
         self._control: queue.Queue[object] = queue.Queue()
         self._overlap = overlap
         settings = flow or FlowSettings()
@@ -93,7 +95,6 @@ class GpuWorker:
         self._initial: _Install | None = None  # the install that started the thread: its first pipeline
         state.subscribe(lambda _: self.jobs.notify_room())  # a state change may change what submit() answers
         self.loaded = threading.Event()
-        self.counts = FlowCounts()  # dropped, stopped and read requests, over every pipeline served
         self.warm_sizes = tuple(warm_sizes)  # (width, height) of the images whose plans are recorded first
         self._plans = PlanLedger()
 
@@ -313,26 +314,13 @@ class GpuWorker:
 
     # -- the flow's JobSource (agent/serving/flow.py): called from its lanes --------------------------------------
 
-    def take(self, timeout: float) -> Job | None:
-        """The next job for a detection lane (a failed device's first), None after `timeout`."""
-        return self.jobs.take(timeout)
+    def take(self, until: Callable[[], bool]) -> Job | None:
+        """The next job for a detection lane (a failed device's first), marked running, once there is one (the
+        queue drops those whose answer is no longer wanted); None once `until()`."""
+        return self.jobs.take(until)
 
-    def begin(self, job: Job) -> bool:
-        """Mark the job running; False when it is dropped instead (cancelled, or past its deadline). A job handed
-        in again after a device failure is running already."""
-        if job.attempts:
-            return True
-        job.attempts = 1
-        job.started = time.monotonic()
-        waited_ms = (job.started - job.enqueued) * 1e3
-        who = job.begin()
-        if who is None:
-            return True
-        self.counts.drop("deadline" if who == "deadline" else "cancelled")
-        settle(job.future, error=dropped_error(who, waited_ms))
-        log.info("request_dropped", request_id=job.request_id, who=who, waited_ms=round(waited_ms))
-        self.jobs.settle(-1)
-        return False
+    def wake(self) -> None:
+        self.jobs.wake()
 
     def end(self, job: Job, outcome: OcrResult | BaseException) -> None:
         """A lane is done with `job`: its answer (plugins on the postprocessing threads), or why there is none."""

@@ -5,6 +5,7 @@ test waits until it fails."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -92,6 +93,35 @@ def test_the_pipeline_gets_a_stream_per_lane_and_slots_for_the_batches() -> None
     serial = load_config(None, env={}, overrides={"server.overlap": False, "server.image_slots": 7,
                                                   "server.gpu_queues": 4})
     assert serial.lane_resources() == LaneResources(streams=1, image_slots=7, queues=1)
+
+
+def asleep_in_the_queue(thread: threading.Thread) -> bool:
+    """Whether `thread` waits in the GPU queue's take with no timeout: asleep until woken, not polling."""
+    frames, frame = [], sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    in_take = any(f.f_code.co_name == "take" and f.f_code.co_filename.endswith("job_queue.py") for f in frames)
+    return in_take and any(f.f_code.co_name == "wait" and f.f_locals.get("timeout", 0) is None for f in frames)
+
+
+def test_an_idle_lane_sleeps_in_the_queue_until_a_hold_or_a_stop_wakes_it() -> None:
+    worker = serving(FlowSettings(detect_lanes=2, read_lanes=1))
+    try:
+        assert worker.pipeline is not None
+        lanes = [t for t in threading.enumerate() if t.name.startswith("vkocr-detect")]
+        wait_for(lambda: sum(asleep_in_the_queue(t) for t in lanes) == 1, WAIT_S)  # the other waits its turn
+        clock = time.monotonic()
+        with worker.held():  # the sleeping lane woke and looked up
+            assert time.monotonic() - clock < 10.0
+            queued = worker.submit(rec_job(worker.pipeline, 60))
+            assert worker.queue_depth() == 1  # nothing taken inside the hold, nothing lost
+        assert queued.result(WAIT_S).lines[0].text == lot_number(60)
+        wait_for(lambda: sum(asleep_in_the_queue(t) for t in lanes) == 1, WAIT_S)
+    finally:
+        clock = time.monotonic()
+        worker.stop(60)
+    assert time.monotonic() - clock < 30.0 and not any(t.is_alive() for t in lanes)
 
 
 def ready(job: Job, since: float = 0.0) -> Waiting:
