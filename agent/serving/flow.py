@@ -1,13 +1,13 @@
 """How requests flow through the GPU (DESIGN.md, "Throughput"): detection lanes, a batcher, reading lanes.
 
-A request's work splits in two (agent/ocr/pipeline.py): `detect` (its image into a device image slot, detection,
-DB's boxes on the host) and `read` (classification and recognition of its crops, CTC, its lines). A detection
-lane is a thread with a stream of the device to itself (vk/streams.py) that takes queued requests one at a time
-and runs their first half. A reading lane is a thread with its own stream that takes the requests waiting for
-their second half, up to `batch_requests` of them, and reads them together: one classifier submission for all
-their crops, one recogniser submission per line width for all of them (Triton's dynamic batching). So the host
-work of one request (DB, crop geometry, CTC) runs while the GPU works on another's, and concurrent requests share
-submissions; every line still goes back to its own request, in its order.
+A request's work splits in two: `detect` (agent/ocr/detection.py: its image into a device image slot, detection,
+DB's boxes on the host) and `read` (agent/ocr/reading.py: classification and recognition of its crops, CTC, its
+lines). A detection lane is a thread with a stream of the device to itself (vk/streams.py) that takes queued
+requests one at a time and runs their first half. A reading lane is a thread with its own stream that takes the
+requests waiting for their second half, up to `batch_requests` of them, and reads them together: one classifier
+submission for all their crops, one recogniser submission per line width for all of them (Triton's dynamic
+batching). So the host work of one request (DB, crop geometry, CTC) runs while the GPU works on another's, and
+concurrent requests share submissions; every line still goes back to its own request, in its order.
 
 A reading lane that finds fewer than `batch_requests` ready waits up to `batch_wait_s` for more, and only while
 other requests are in detection (they are the ones that could join): a lone request is never kept waiting, and no
@@ -34,7 +34,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from vkocr.agent.errors import RequestStopped
+from vkocr.agent.ocr.detection import detect
 from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.ocr.reading import read
 from vkocr.agent.ocr.request_halves import Detected
 from vkocr.agent.ocr.stages import Stages
 from vkocr.agent.serving.errors import ReadingLanesLost
@@ -312,7 +314,7 @@ class Flow:
             self.batcher.detection_began()
             ready = None
             try:
-                detected = self.pipeline.detect(job.request, stop=job.stop_reason, lane=lane, slot=slot)
+                detected = detect(lane, job.request, stop=job.stop_reason, slot=slot)
                 if detected.crops and not read_here:
                     ready = Waiting(job, detected, slot, time.monotonic())
                 else:  # nothing to read, or no overlap: both halves on this lane
@@ -349,7 +351,9 @@ class Flow:
         for w in waiting:
             w.detected.laps.timings["batch_wait"] = (now - w.since) * 1e3
         try:
-            outcomes: list[OcrResult | RequestStopped] = self.pipeline.read([w.detected for w in waiting], lane=lane)
+            pipeline = self.pipeline
+            outcomes: list[OcrResult | RequestStopped] = read(
+                lane, [w.detected for w in waiting], pipeline.charset, pipeline.read_batch, pipeline.rec_steps)
         except VulkanError as exc:
             self._release(waiting)
             self._fail([w.job for w in waiting], exc)
