@@ -1,12 +1,12 @@
 """The OCR pipeline: decode → prepare → det → DB boxes → crops → cls → rec → CTC → plugins.
 
-One engine: the models opened on a backend, the deployment's options and plugin chains, and the local API that
-reads an image (`__call__`, `recognize`, `run`). A request's two halves are driven by agent/ocr/detection.py and
-agent/ocr/reading.py, which mirror RapidOCR step by step (its batching by aspect ratio, its crop rules, its
-filters), so that our lines match its lines: 1.4.4's, or where 3.10's code differs the variants its procedure
-names (options.procedure, agent/ocr/procedures.py); the agent's lanes call the two halves directly. The
-stages run on the GPU (agent/ocr/gpu_stages.py), on the CPU backend (onnxruntime: agent/ocr/ort_stages.py) or on
-the NumPy reference executor (numpy_stages.py).
+One engine: the models opened on a backend, the deployment's options and plugin chains, and the local API that reads
+an image (`__call__`, `recognize`, `run`). A request's two halves are driven by agent/ocr/detection.py and
+agent/ocr/reading.py (`detect` and `read` here run them on a lane's stages, or the pipeline's own), which mirror
+RapidOCR step by step (its batching by aspect ratio, its crop rules, its filters), so that our lines match its
+lines: 1.4.4's, or where 3.10's code differs the variants its procedure names (options.procedure,
+agent/ocr/procedures.py). The stages run on the GPU (agent/ocr/gpu_stages.py), on the CPU backend (onnxruntime:
+agent/ocr/ort_stages.py) or on the NumPy reference executor (numpy_stages.py).
 """
 
 from __future__ import annotations

@@ -34,19 +34,31 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from vkocr.agent.errors import RequestStopped
-from vkocr.agent.ocr.detection import detect
 from vkocr.agent.ocr.pipeline import OcrPipeline
-from vkocr.agent.ocr.reading import read
 from vkocr.agent.ocr.request_halves import Detected
 from vkocr.agent.ocr.stages import Stages
+from vkocr.agent.serving.config_throughput import ThroughputConfig
 from vkocr.agent.serving.errors import ReadingLanesLost
 from vkocr.agent.serving.jobs import Job
-from vkocr.agent.serving.throughput import FlowSettings
 from vkocr.engine.errors import VulkanError
 from vkocr.log import get_logger
 from vkocr.postproc.result import OcrResult
 
 log = get_logger(__name__)
+
+def lanes_for(settings: ThroughputConfig, pipeline: OcrPipeline) -> tuple[int, int]:
+    """(detection, reading) lanes for this pipeline: off the GPU one lane for both halves (onnxruntime already
+    runs each model on every core; two at once only contend for them)."""
+    return settings.lanes if pipeline.device is not None else (1, 0)
+
+
+def shape_pipeline(settings: ThroughputConfig, pipeline: OcrPipeline) -> None:
+    """Tell the pipeline which of its streams detect and which read, and how many lines a read batches: the
+    GPU's plans answer a line alike in any batch size (tests/agent/ocr/test_image_slots.py); onnxruntime keeps the
+    model set's own rec_batch."""
+    pipeline.read_batch = settings.batch_lines if pipeline.device is not None else 0
+    pipeline.stages.set_lanes(*lanes_for(settings, pipeline))
+
 
 class JobSource(Protocol):
     """What the flow asks of its owner, the GPU worker."""
@@ -181,7 +193,7 @@ class Flow:
     """The lanes of one pipeline, fed and answered through `source` (the worker); each read counted in `counts`.
     A lane that sees the device fail hands its requests to `source.fail` and stops."""
 
-    def __init__(self, pipeline: OcrPipeline, settings: FlowSettings, source: JobSource, counts: FlowCounts
+    def __init__(self, pipeline: OcrPipeline, settings: ThroughputConfig, source: JobSource, counts: FlowCounts
                  ) -> None:
         self.pipeline, self.settings = pipeline, settings
         self.source, self.counts = source, counts
@@ -195,7 +207,7 @@ class Flow:
         self._active = 0  # requests taken and not yet done
         self._idle = threading.Condition()
         self.running: dict[str, None] = {}  # request ids taken and not yet done, oldest first
-        detect, read = settings.lanes_for(pipeline)
+        detect, read = lanes_for(settings, pipeline)
         self._threads = [threading.Thread(target=self._detect_lane, args=(i,), name=f"vkocr-detect-{i}",
                                           daemon=True) for i in range(detect)]
         self._detecting_lanes = detect  # alive: a reading lane ends only after the last, and the batcher is empty
@@ -305,7 +317,7 @@ class Flow:
 
     def _detect_requests(self, index: int) -> None:
         lane = self.pipeline.stream(index)
-        read_here = self.settings.lanes_for(self.pipeline)[1] == 0
+        read_here = lanes_for(self.settings, self.pipeline)[1] == 0
         while not self._stopping.is_set():
             taken = self._next()
             if taken is None:
@@ -314,7 +326,7 @@ class Flow:
             self.batcher.detection_began()
             ready = None
             try:
-                detected = detect(lane, job.request, stop=job.stop_reason, slot=slot)
+                detected = self.pipeline.detect(job.request, stop=job.stop_reason, lane=lane, slot=slot)
                 if detected.crops and not read_here:
                     ready = Waiting(job, detected, slot, time.monotonic())
                 else:  # nothing to read, or no overlap: both halves on this lane
@@ -351,9 +363,7 @@ class Flow:
         for w in waiting:
             w.detected.laps.timings["batch_wait"] = (now - w.since) * 1e3
         try:
-            pipeline = self.pipeline
-            outcomes: list[OcrResult | RequestStopped] = read(
-                lane, [w.detected for w in waiting], pipeline.charset, pipeline.read_batch, pipeline.rec_steps)
+            outcomes: list[OcrResult | RequestStopped] = self.pipeline.read([w.detected for w in waiting], lane=lane)
         except VulkanError as exc:
             self._release(waiting)
             self._fail([w.job for w in waiting], exc)

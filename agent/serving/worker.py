@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 
 from vkocr.agent.errors import RequestStopped
 from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.serving.config_throughput import ThroughputConfig
 from vkocr.agent.serving.errors import NotServing, WorkerError
-from vkocr.agent.serving.flow import Flow, FlowCounts
+from vkocr.agent.serving.flow import Flow, FlowCounts, shape_pipeline
 from vkocr.agent.serving.job_queue import JobQueue
 from vkocr.agent.serving.jobs import Job, finish, settle
 from vkocr.agent.serving.plans import PlanLedger, PlanStats, WarmReport, warm_pipeline
 from vkocr.agent.serving.rebuild import PipelineFactory, reopen
 from vkocr.agent.serving.state import ServingState, StateBoard
-from vkocr.agent.serving.throughput import FlowSettings
 from vkocr.log import get_logger
 from vkocr.postproc.result import OcrResult
 
@@ -69,7 +69,7 @@ class GpuWorker:
     def __init__(self, open_pipeline: PipelineFactory, state: StateBoard, *, model_version: str,
                  queue_size: int = 32, stream_queued: int = 4, postproc_threads: int = 2, overlap: bool = True,
                  cpu_fallback: PipelineFactory | None = None, warm_sizes: Sequence[tuple[int, int]] = (),
-                 flow: FlowSettings | None = None) -> None:
+                 flow: ThroughputConfig | None = None) -> None:
         """`overlap` False: one lane runs each request's every step, plugins included, one request at a time
         (what the overlap and the batching buy is measured against it); `flow`: the lanes and the batching."""
         self._open_pipeline = open_pipeline
@@ -82,8 +82,9 @@ class GpuWorker:
         self.jobs = JobQueue(queue_size, per_caller=stream_queued, dropped=self.counts.drop)
         self._control: queue.Queue[object] = queue.Queue()
         self._overlap = overlap
-        settings = flow or FlowSettings()
-        self.flow_settings = settings if overlap else dataclasses.replace(settings, overlap=False)
+        settings = flow or ThroughputConfig(detect_lanes=1, read_lanes=1)
+        # with the overlap off one lane reads too (config_throughput.resolve works out the same)
+        self.flow_settings = settings if overlap else dataclasses.replace(settings, detect_lanes=1, read_lanes=0)
         self._flow: Flow | None = None
         self._postproc = ThreadPoolExecutor(postproc_threads, thread_name_prefix="vkocr-postproc")
         self._thread = threading.Thread(target=self._run, name="vkocr-gpu-worker", daemon=True)
@@ -156,7 +157,7 @@ class GpuWorker:
         thread (the one that opened it: the activator's before `install`, this worker's after it opens one).
         Never raises for a plan that cannot be recorded: the pipeline still serves, recording that plan on
         demand. Stops early when the agent stops or `stopping()` turns true."""
-        self.flow_settings.shape(pipeline)
+        shape_pipeline(self.flow_settings, pipeline)
         try:
             return warm_pipeline(pipeline, self.warm_sizes, stopping=lambda: self._stopping or stopping())
         except Exception as exc:  # noqa: BLE001 - a warm-up is an optimisation; serving goes on without it
@@ -272,7 +273,7 @@ class GpuWorker:
         pipeline = self.pipeline
         if pipeline is None:
             return
-        self.flow_settings.shape(pipeline)
+        shape_pipeline(self.flow_settings, pipeline)
         self._flow = Flow(pipeline, self.flow_settings, self, self.counts)
         self._flow.start()
 
