@@ -46,6 +46,7 @@ from vkocr.postproc.result import OcrResult
 
 log = get_logger(__name__)
 
+
 def lanes_for(settings: ThroughputConfig, pipeline: OcrPipeline) -> tuple[int, int]:
     """(detection, reading) lanes for this pipeline: off the GPU one lane for both halves (onnxruntime already
     runs each model on every core; two at once only contend for them)."""
