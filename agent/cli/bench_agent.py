@@ -9,10 +9,11 @@ whose texts are not their image's (mixed up), a stream's answers that carry anot
 level's wall time, every stream's work counted once), the agent process's CPU time over wall time (cores in
 use), and how many requests and crops each reading lane's batch held.
 
-The runs: the default deployment; the same with cross-request batching off (`server.batch_requests = 1`: each
-read holds one request), and with the overlap off (`server.overlap = false`: one lane runs each request's every
-step, one request at a time, as the agent did before: what the lanes and the batching buy together); with decode
-processes (`server.decode_processes`, half the cores up to 8: what decoding off the agent's GIL buys); and with a
+The runs: the default deployment; the same with cross-request batching off (`throughput.batch_requests = 1`:
+each read holds one request), and with the overlap off (`experimental.overlap = false`: one lane runs each
+request's every step, one request at a time, as the agent did before: what the lanes and the batching buy
+together); with decode processes (`experimental.decode_processes`, half the cores up to 8: what decoding off the
+agent's GIL buys); and with a
 plugin chain (regex_fields, merge_lines). `runs` picks some of them. The images go as the files' bytes and PNGs
 of the rendered ones, or, with `raw`, as decoded RGB pixels (a camera's frames: no decoding in the agent).
 """
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vkocr.agent.cli.bench_agent_report import gain
+from vkocr.agent.cli.bench_agent_report import describe_flow, flow_keys, gain
 from vkocr.agent.cli.bench_clients import client_process
 from vkocr.agent.cli.bench_words import on_gpu
 from vkocr.agent.cli.workspace import compat_images
@@ -64,18 +65,19 @@ PLUGIN_OPTIONS: dict[str, Any] = {  # fields a label reader would pull out of th
 
 @dataclass(frozen=True)
 class AgentRun:
-    """One agent configuration whose levels are measured: the [server] keys it changes."""
+    """One agent configuration whose levels are measured: the keys it changes ("section.key")."""
 
     name: str
     plugins: bool = False
-    server: tuple[tuple[str, Any], ...] = ()
+    keys: tuple[tuple[str, Any], ...] = ()
 
 
 RUNS = (
     AgentRun("default"),
-    AgentRun("no batching", server=(("batch_requests", 1),)),
-    AgentRun("no overlap", server=(("overlap", False),)),
-    AgentRun("decode processes", server=(("decode_processes", max(1, min(8, (os.cpu_count() or 2) // 2))),)),
+    AgentRun("no batching", keys=(("throughput.batch_requests", 1),)),
+    AgentRun("no overlap", keys=(("experimental.overlap", False),)),
+    AgentRun("decode processes", keys=(("experimental.decode_processes", max(1, min(8, (os.cpu_count() or 2) // 2))),
+                                       )),
     AgentRun("plugins", plugins=True),
 )
 RUN_KEYS = {"default": "default", "no-batching": "no batching", "no-overlap": "no overlap",
@@ -201,14 +203,14 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
             # room for every client's channel beside the bench's own (the default, 64, refuses the 65th)
             overrides: dict[str, Any] = {"server.listen": "127.0.0.1:0", "plans.warm_shapes": [],
                                          "server.max_connections": max(clients) + 64}
-            overrides.update({f"server.{key}": value for key, value in run.server})
+            overrides.update(dict(run.keys))
             if device:
                 overrides["device.select"] = device
             if run.plugins:
                 overrides["ocr.plugins"] = list(PLUGINS)
                 overrides["ocr.plugin_options"] = PLUGIN_OPTIONS
             config = load_config(None, env={}, overrides=overrides)
-            note(progress, f"{run.name}: starting an agent ({describe_flow(config.server)})")
+            note(progress, f"{run.name}: starting an agent ({describe_flow(config)})")
             background = start_agent(config)
             try:
                 snapshot = background.agent.state.get()
@@ -225,7 +227,7 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
                                                              if on_gpu(machine.get("backend", "")) else ""))
                         levels.append(level)
                     rows.append({"name": f"{run.name}, {mode}", "run": run.name, "mode": mode,
-                                 "server": {k: getattr(config.server, k) for k in FLOW_KEYS},
+                                 "server": flow_keys(config),
                                  "plugins": list(PLUGINS) if run.plugins else [], "levels": levels})
             finally:
                 background.stop()
@@ -255,17 +257,6 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
         "decode_processes": gain(rows, "decode processes", "default"),
         "reference": baseline,
     }
-
-
-FLOW_KEYS = ("overlap", "detect_lanes", "read_lanes", "batch_requests", "batch_wait_ms", "batch_lines",
-             "decode_threads", "decode_processes")
-
-
-def describe_flow(server: Any) -> str:
-    if not server.overlap:
-        return "overlap off: one lane, one request at a time"
-    return (f"{server.detect_lanes} detection and {server.read_lanes} reading lanes, batches of up to "
-            f"{server.batch_requests} requests within {server.batch_wait_ms:g} ms")
 
 
 def reference_rate(images: list[BenchImage], progress: bool) -> dict[str, Any] | None:
@@ -319,7 +310,9 @@ def warm_up(background: BackgroundAgent, images: list[BenchImage], options: ocr_
             note(progress, f"{name}: warm-up {k}/{len(images)} {image.name}")
             response = client.ocr_stub.Recognize(request_for(image, f"warm-{k}", options))
             texts.append([line.text for line in response.lines])
-    readers = worker.flow_settings.lanes_for(worker.pipeline)[1] if worker.pipeline is not None else 0
+    from vkocr.agent.serving.flow import lanes_for
+
+    readers = lanes_for(worker.flow_settings, worker.pipeline)[1] if worker.pipeline is not None else 0
     if readers > 1:
         from concurrent.futures import ThreadPoolExecutor
 

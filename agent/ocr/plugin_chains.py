@@ -29,13 +29,25 @@ class PluginChains:
         self.size = size
         self._chains: OrderedDict[str, PluginChain] = OrderedDict()
         self._lock = threading.Lock()
+        self._deployment: tuple[str, PluginChain] | None = None  # never evicted: see `deploy`
 
     def __len__(self) -> int:
         return len(self._chains)
 
+    def deploy(self, opts: OcrOptions, chain: PluginChain | None = None) -> PluginChain:
+        """The deployment's chain: what every request whose plugin options are the deployment's `opts` runs
+        (`chain`, else the one these options build); kept beside the cache, never evicted."""
+        chain = chain if chain is not None else self.chain_for(opts)
+        self._deployment = (_key(opts), chain)
+        return chain
+
     def chain_for(self, opts: OcrOptions) -> PluginChain:
-        """The chain `opts` ask for; raises the registry's PluginError when it cannot be built."""
-        key = json.dumps([opts.plugins, opts.plugin_options, opts.plugin_budget_ms], sort_keys=True, default=repr)
+        """The chain `opts` ask for: the deployment's own, or one built (or cached) for them; raises the
+        registry's PluginError when it cannot be built, before any GPU work."""
+        key = _key(opts)
+        deployment = self._deployment
+        if deployment is not None and deployment[0] == key:
+            return deployment[1]
         with self._lock:
             chain = self._chains.get(key)
             if chain is not None:
@@ -48,6 +60,11 @@ class PluginChains:
             while len(self._chains) > self.size:
                 self._chains.popitem(last=False)
         return chain
+
+
+def _key(opts: OcrOptions) -> str:
+    """What a chain is built from: the plugins, their options and the budget."""
+    return json.dumps([opts.plugins, opts.plugin_options, opts.plugin_budget_ms], sort_keys=True, default=repr)
 
 
 def run_plugins(result: OcrResult, chain: PluginChain) -> OcrResult:

@@ -93,16 +93,3 @@ def prepared_image(image: np.ndarray, prep: Prepared, resize_u8: ResizeU8) -> np
     if prep.pad_top:
         img = np.pad(img, ((prep.pad_top, prep.pad_top), (0, 0), (0, 0)))
     return np.ascontiguousarray(img)
-
-
-def to_original(points: np.ndarray, prep: Prepared) -> np.ndarray:
-    """Points (…, 2) in prepared-image pixels → original-image pixels, clipped to the image (RapidOCR's
-    _get_origin_points)."""
-    pts = np.array(points, dtype=np.float32)
-    pts[..., 1] -= prep.pad_top
-    pts[..., 0] *= prep.ratio_w
-    pts[..., 1] *= prep.ratio_h
-    pts = np.where(pts < 0, 0, pts)
-    pts[..., 0] = np.minimum(pts[..., 0], prep.raw_w)
-    pts[..., 1] = np.minimum(pts[..., 1], prep.raw_h)
-    return pts

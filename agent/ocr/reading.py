@@ -1,21 +1,25 @@
-"""A request's second half (DESIGN.md, "One request, end to end", step 6): classification and recognition of the
-crops of every request ready to be read, in as few submissions as the stages take, then CTC and each request's
-lines. The orchestration mirrors RapidOCR step by step (its batching by aspect ratio, its crop rules, its
+"""A request's second half (DESIGN.md, "One request, end to end", steps 6 and 7): classification and recognition
+of the crops of every request ready to be read, in as few submissions as the stages take, then CTC and each
+request's lines in its original pixels. `read` drives it and calls out to the stages and postproc, none of which
+calls back. The orchestration mirrors RapidOCR step by step (its batching by aspect ratio, its crop rules, its
 filters), so that our lines match its lines, whoever a line shares a batch with."""
 
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Final
 
 import numpy as np
 
 from vkocr.agent.errors import RequestStopped
 from vkocr.agent.ocr.image_kernels import Crop
 from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.orientation import result_in_input_frame
 from vkocr.agent.ocr.plan_shapes import rec_tensor_width
-from vkocr.agent.ocr.prep import Prepared, to_original
+from vkocr.agent.ocr.prep import Prepared
 from vkocr.agent.ocr.procedures import PROCEDURES
 from vkocr.agent.ocr.request_halves import Detected
 from vkocr.agent.ocr.stages import Stages
@@ -25,6 +29,43 @@ from vkocr.postproc.wordboxes import char_boxes
 from vkocr.postproc.wordboxes_310 import word_boxes
 
 RecSteps = Callable[[int, int], int]  # (height, width) → the recogniser's time steps
+
+READ_OPTIONS: Final = tuple(f.name for f in dataclasses.fields(OcrOptions) if f.metadata.get("read"))
+_read_values = operator.attrgetter(*READ_OPTIONS)
+
+
+def read_key(opts: OcrOptions) -> tuple[Any, ...]:
+    """What requests must share to be classified and recognised together: every option `read` uses (the fields
+    marked READ in agent/ocr/options.py)."""
+    return tuple(_read_values(opts))
+
+
+def read(stages: Stages, requests: Sequence[Detected], charset: list[str], read_batch: int, rec_steps: RecSteps
+         ) -> list[OcrResult | RequestStopped]:
+    """The second half of these requests (agent/ocr/detection.py's output) on these stages (one stream's):
+    classification and recognition of every crop, with the crops of all of them in as few submissions as the
+    stages take, then CTC and each request's lines. Answers in request order; a request whose ``stop`` names who
+    no longer wants it (asked after cls and after rec) gets RequestStopped instead. A rec submission holds at
+    most `read_batch` crops (0: the requests' rec_batch); only crops of one width share one, so each line is
+    read at its RapidOCR batch width exactly, whoever it shares the batch with."""
+    results: list[OcrResult | RequestStopped | None] = [None] * len(requests)
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, request in enumerate(requests):
+        request.laps.restart(stages.wait_seconds)
+        if not request.crops:
+            results[i] = OcrResult(timings_ms=request.laps.timings, gpu_wait_ms=request.laps.waits)
+        else:
+            groups.setdefault(read_key(request.opts), []).append(i)
+    for members in groups.values():
+        group = [requests[i] for i in members]
+        batch = read_batch or group[0].opts.rec_batch
+        for i, outcome in zip(members, read_group(stages, group, charset, batch, rec_steps)):
+            results[i] = outcome
+    for i, request in enumerate(requests):  # a page read upright answers in its input's frame
+        result = results[i]
+        if request.page_angle is not None and isinstance(result, OcrResult):
+            results[i] = result_in_input_frame(result, request.page_angle, *request.input_size)
+    return [r for r in results if r is not None]
 
 
 def ratio_batches(ratios: Sequence[float], batch: int) -> list[list[int]]:
@@ -202,3 +243,16 @@ def assemble(prep: Prepared, quads: list[np.ndarray], angles: list[int], texts: 
         if score >= opts.text_score:
             lines.append(OcrLine(text, score, box.tolist(), angles[i], chars[i]))
     return OcrResult(lines)
+
+
+def to_original(points: np.ndarray, prep: Prepared) -> np.ndarray:
+    """Points (…, 2) in prepared-image pixels → original-image pixels, clipped to the image (RapidOCR's
+    _get_origin_points): the way back from the preparation (agent/ocr/prep.py)."""
+    pts = np.array(points, dtype=np.float32)
+    pts[..., 1] -= prep.pad_top
+    pts[..., 0] *= prep.ratio_w
+    pts[..., 1] *= prep.ratio_h
+    pts = np.where(pts < 0, 0, pts)
+    pts[..., 0] = np.minimum(pts[..., 0], prep.raw_w)
+    pts[..., 1] = np.minimum(pts[..., 1], prep.raw_h)
+    return pts

@@ -1,6 +1,6 @@
 """One OCR request, built once at admission (DESIGN.md, "One request, end to end"): its options, its plugin chain,
 its decoded image and that image's geometry under those options. Nothing downstream works the geometry out again:
-the request limits (agent/serving/request_limits.py), the warm-up's plan shapes (plan_shapes.py) and the pipeline
+the request limits (agent/serving/admission.py), the warm-up's plan shapes (plan_shapes.py) and the pipeline
 (pipeline.py) all read `RequestGeometry`."""
 
 from __future__ import annotations

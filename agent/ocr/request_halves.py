@@ -1,13 +1,11 @@
-"""A request between its two halves (agent/ocr/pipeline.py `detect` and `read`): what detection found, the time
-its stages took so far, and what requests must share to be read together."""
+"""A request between its two halves (agent/ocr/detection.py `detect`, agent/ocr/reading.py `read`): what detection
+found, and the time its stages took so far."""
 
 from __future__ import annotations
 
 import dataclasses
-import operator
 import time
 from collections.abc import Callable
-from typing import Any, Final
 
 import numpy as np
 
@@ -66,13 +64,3 @@ class Detected:
     @property
     def prep(self) -> Prepared:
         return self.request.geometry.prep
-
-
-READ_OPTIONS: Final = tuple(f.name for f in dataclasses.fields(OcrOptions) if f.metadata.get("read"))
-_read_values = operator.attrgetter(*READ_OPTIONS)
-
-
-def read_key(opts: OcrOptions) -> tuple[Any, ...]:
-    """What requests must share to be classified and recognised together: every option `read` uses (the fields
-    marked READ in agent/ocr/options.py)."""
-    return tuple(_read_values(opts))

@@ -31,28 +31,18 @@ from vkocr.agent.serving.config_sources import (
     apply_table,
     check_environment,
     env_name,
+    moved_keys,
     parse_int,
     parse_text,
     resolve_paths,
     set_key,
     settable_keys,
 )
+from vkocr.agent.serving.config_throughput import ExperimentalConfig, Resolved, ThroughputConfig, resolve
 from vkocr.agent.serving.errors import ConfigError
-from vkocr.agent.serving.throughput import FlowSettings
 
 MAX_DECODE_THREADS = 64  # server.decode_threads' range
-AUTO_DECODE_THREADS = 16  # server.decode_threads = 0: one per core, at most this many
 MIN_SWITCH_MS, MAX_SWITCH_MS = 0.05, 50.0  # server.switch_interval_ms' range
-MAX_LANES = 8  # server.detect_lanes' and read_lanes' range (each holds its own plans of its models)
-MAX_BATCH_REQUESTS = 64  # server.batch_requests' range
-MAX_BATCH_WAIT_MS = 50.0  # server.batch_wait_ms' range (from 0)
-MAX_BATCH_LINES = 64  # server.batch_lines' range: the GPU stages' largest batch
-MAX_IMAGE_SLOTS = 256  # server.image_slots' range (from 0: automatic)
-
-
-def decode_thread_count(configured: int) -> int:
-    """server.decode_threads as the agent runs it: 0 means one per core, at most AUTO_DECODE_THREADS."""
-    return configured or min(AUTO_DECODE_THREADS, os.cpu_count() or 1)
 
 
 @dataclass
@@ -71,33 +61,10 @@ class ServerConfig:
     # threads that check and decode requests before the GPU queue (Pillow decodes off the GIL; a 2 MP PNG takes
     # 30-45 ms, so at the agent's rate decoding PNGs wants every core); 0: one per core, at most 16
     decode_threads: int = 0
-    # processes that decode images, so that Pillow's decoding does not hold the agent's GIL
-    # (agent/serving/decode_processes.py); 0: decode on the decode threads. On the H200 host 8 gave 1.2x the
-    # images/s at 64 clients and cost a lone request 16 ms (BENCHMARKS.md)
-    decode_processes: int = 0
     # Python's GIL switch interval for the agent's process: how long a thread that returns from a GPU wait may
     # wait for the GIL while a decode or gRPC thread holds it (Python's default is 5 ms; 0.5 ms gave 26 % more
     # images/s at 16 clients on the H200 host, BENCHMARKS.md)
     switch_interval_ms: float = 0.5
-    # False: one lane runs each request's every step, plugins included, one request at a time (only to measure
-    # what the overlap and the batching buy)
-    overlap: bool = True
-    # The lanes (agent/serving/flow.py), each a thread with a stream (queue) of the device to itself: detection
-    # lanes run a request's image, detection and DB; reading lanes classify and recognise the crops of every
-    # request that is ready, together. The CPU backend runs one lane for both (onnxruntime uses every core).
-    detect_lanes: int = 2
-    read_lanes: int = 2
-    batch_requests: int = 8  # requests one reading lane reads together, at most
-    # how long a reading lane with fewer waits for more, while others are in detection (never for a lone request)
-    batch_wait_ms: float = 2.0
-    batch_lines: int = 16  # crops of one width in one recogniser submission, at most (batch sizes: powers of two)
-    # images held on the device at once, from a request's detection to its reading (2048² RGB each, 12 MiB);
-    # 0: enough for the lanes and batches above, as many as the device binds
-    image_slots: int = 0
-    # device queues the lanes' streams submit to. On the H200, 2 to 6 queues ran no more work than one (the GPU
-    # took their submissions one at a time, and each took 20 % longer: BENCHMARKS.md), so the lanes share one;
-    # a GPU that runs queues side by side may gain from more
-    gpu_queues: int = 1
     grace_s: float = 15.0  # on SIGTERM, how long in-flight work may take before the agent stops anyway
     status_interval_s: float = 5.0  # status Watch streams send at least this often
     latency_window_s: float = 60.0  # sliding window of the status p50/p99
@@ -188,6 +155,8 @@ class LoggingConfig:
 @dataclass
 class AgentConfig:
     server: ServerConfig = field(default_factory=ServerConfig)
+    throughput: ThroughputConfig = field(default_factory=ThroughputConfig)
+    experimental: ExperimentalConfig = field(default_factory=ExperimentalConfig)
     tls: TlsConfig = field(default_factory=TlsConfig)
     device: DeviceConfig = field(default_factory=DeviceConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)
@@ -198,29 +167,18 @@ class AgentConfig:
     fleet: FleetConfig = field(default_factory=FleetConfig)
     ocr: dict[str, Any] = field(default_factory=dict)  # OcrOptions fields: the deployment's defaults
 
-    def flow(self) -> FlowSettings:
-        """The lanes and batching of [server] (agent/serving/flow.py)."""
-        server = self.server
-        return FlowSettings(server.detect_lanes, server.read_lanes, server.batch_requests,
-                            server.batch_wait_ms / 1e3, server.batch_lines, server.overlap)
+    def resolved(self) -> Resolved:
+        """Every setting whose 0 means "automatic" (and the lanes with the overlap off), as the agent serves it:
+        the one place that works them out (config_throughput.py; the agent logs them at start-up,
+        `config_resolved`)."""
+        return resolve(self.throughput, self.experimental, self.server.decode_threads, self.device.cpu_threads)
 
     def lane_resources(self) -> LaneResources:
-        """What a served pipeline opens for those lanes: a stream each, and the image slots they hold."""
-        flow = self.flow()
-        detect, read = flow.lanes
-        slots = self.server.image_slots or detect + read * flow.batch_requests + 2
-        return LaneResources(streams=detect + read, image_slots=slots,
-                             queues=min(self.server.gpu_queues, detect + read))
-
-    def resolved(self) -> dict[str, int]:
-        """Every setting whose 0 means "automatic", as the agent serves it: the one place that works them out
-        (the agent logs them at start-up, `config_resolved`)."""
-        lanes = self.lane_resources()
-        detect, read = self.flow().lanes
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        return {"decode_threads": decode_thread_count(self.server.decode_threads), "detect_lanes": detect,
-                "read_lanes": read, "image_slots": lanes.image_slots, "gpu_queues": lanes.queues,
-                "cpu_threads": self.device.cpu_threads or cores}
+        """What a served pipeline opens for its lanes: a stream each, and the image slots they hold."""
+        resolved = self.resolved()
+        detect, read = resolved.throughput.lanes
+        return LaneResources(streams=detect + read, image_slots=resolved.throughput.image_slots,
+                             queues=resolved.gpu_queues)
 
     @property
     def tls_enabled(self) -> bool:
@@ -270,16 +228,8 @@ class AgentConfig:
         if not 0 <= self.server.decode_threads <= MAX_DECODE_THREADS:
             raise ConfigError(f"[server]: decode_threads must be 0 (one per core) to {MAX_DECODE_THREADS}, got "
                               f"{self.server.decode_threads}")
-        if not 0 <= self.server.decode_processes <= MAX_DECODE_THREADS:
-            raise ConfigError(f"[server]: decode_processes must be 0 (decode on threads) to {MAX_DECODE_THREADS}, "
-                              f"got {self.server.decode_processes}")
-        for name, low, high in (("detect_lanes", 1, MAX_LANES), ("read_lanes", 1, MAX_LANES),
-                                ("batch_requests", 1, MAX_BATCH_REQUESTS), ("batch_wait_ms", 0, MAX_BATCH_WAIT_MS),
-                                ("batch_lines", 1, MAX_BATCH_LINES), ("image_slots", 0, MAX_IMAGE_SLOTS),
-                                ("gpu_queues", 1, 2 * MAX_LANES)):
-            value = getattr(self.server, name)
-            if not low <= value <= high:
-                raise ConfigError(f"[server]: {name} must be {low} to {high}, got {value}")
+        self.throughput.validate()
+        self.experimental.validate()
         if self.server.status_interval_s < 0.05:
             raise ConfigError("[server]: status_interval_s must be at least 0.05")
         if self.models.set and self.models.set not in MODEL_SETS:
@@ -378,6 +328,10 @@ def load_config(path: Path | None = None, *, env: Mapping[str, str] | None = Non
         name = env_name(section, key)
         if name in env:
             set_key(config, section, key, parse_text(config, section, key, env[name]), name)
+    for old, key, new in moved_keys():  # VKOCR_SERVER_DETECT_LANES: taken as VKOCR_THROUGHPUT_DETECT_LANES, warned
+        name = env_name(old, key)
+        if name in env:
+            set_key(config, old, key, parse_text(config, new, key, env[name]), name)
     if OCR_MAX_PIXELS_VARIABLE in env:
         set_key(config, "ocr", "max_pixels", parse_int(OCR_MAX_PIXELS_VARIABLE, env[OCR_MAX_PIXELS_VARIABLE]),
                 OCR_MAX_PIXELS_VARIABLE)

@@ -11,7 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from vkocr.agent.serving.config_throughput import MOVED
 from vkocr.agent.serving.errors import ConfigError
+from vkocr.log import get_logger
+
+log = get_logger(__name__)
 
 ENV_PREFIX = "VKOCR_"
 # The VKOCR_ variables that are not config keys, and who reads them: load_config lets these through and refuses
@@ -59,6 +63,11 @@ def settable_keys(config: Any) -> list[tuple[str, str]]:
             for f in dataclasses.fields(getattr(config, s.name))]
 
 
+def moved_keys() -> list[tuple[str, str, str]]:
+    """(old section, key, new section) of the keys that moved out of [server]: still taken, with a warning."""
+    return [("server", key, section) for key, section in MOVED.items()]
+
+
 def env_name(section: str, key: str) -> str:
     """The environment variable that overrides a key: VKOCR_<SECTION>_<KEY>."""
     return f"{ENV_PREFIX}{section}_{key}".upper()
@@ -68,6 +77,7 @@ def check_environment(config: Any, env: Mapping[str, str]) -> None:
     """ConfigError for the first VKOCR_ variable that is neither a key's nor one of OTHER_VARIABLES, naming
     the closest of those (difflib, on the names without the common prefix)."""
     keys = {env_name(section, key) for section, key in settable_keys(config)} | {OCR_MAX_PIXELS_VARIABLE}
+    keys |= {env_name(old, key) for old, key, _new in moved_keys()}
     for name in sorted(env):
         if not name.startswith(ENV_PREFIX) or name in keys or name in OTHER_VARIABLES:
             continue
@@ -96,6 +106,9 @@ def apply_table(config: Any, data: Mapping[str, Any], origin: str) -> None:
 
 
 def set_key(config: Any, section: str, key: str, value: Any, origin: str) -> None:
+    if section == "server" and key in MOVED:  # the old place: taken, and the new one named
+        log.warning("config_key_moved", key=f"[server] {key}", now=f"[{MOVED[key]}] {key}", origin=origin)
+        section = MOVED[key]
     if section == "ocr":
         config.ocr[key] = value
         return

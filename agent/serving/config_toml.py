@@ -8,6 +8,7 @@ import inspect
 import io
 import json
 import tokenize
+from pathlib import Path
 from typing import Any
 
 from vkocr.agent.errors import OptionsError
@@ -21,15 +22,18 @@ OCR_SECTION_NOTE = ("OcrOptions (agent/ocr/options.py): this deployment's defaul
 
 
 def to_toml(config: AgentConfig) -> str:
-    """The merged configuration as TOML (what --print-config shows): every key of every section with the value
-    in effect, [ocr] as the OcrOptions the agent serves with (its defaults included), each key with its field's
-    comments. Read back as a config file, it gives the same configuration."""
-    lines: list[str] = []
+    """The merged configuration as TOML (what --print-config shows): first what "automatic" resolves to here,
+    then every key of every section with the value in effect, [ocr] as the OcrOptions the agent serves with
+    (its defaults, and without a bundle store its model set's own, included), each key with its field's comments.
+    Read back as a config file, it serves the same."""
+    resolved = config.resolved().log_fields()
+    lines = ["# what serves here where a key below says 0 (automatic), or the overlap is off (config_resolved):",
+             "# " + ", ".join(f"{key} = {value}" for key, value in resolved.items()), ""]
     for section, table in config.to_dict().items():
         lines.append(f"[{section}]")
         if section == "ocr":
             lines.extend(f"# {line}" for line in (*OCR_SECTION_NOTE, *served_note(config)))
-            table = dataclasses.asdict(config.ocr_options())
+            table = dataclasses.asdict(served_options(config))
         notes = field_comments(OcrOptions if section == "ocr" else type(getattr(config, section)))
         for key, value in table.items():
             above, trailing = notes.get(key, ((), ""))
@@ -40,10 +44,43 @@ def to_toml(config: AgentConfig) -> str:
     return "\n".join(lines)
 
 
+def served_options(config: AgentConfig) -> OcrOptions:
+    """The options that serve: without a bundle store, the model set's own under [ocr] (ppocrv6-small's
+    procedure is RapidOCR 3.10's); with one, [ocr] under which the active bundle's options apply."""
+    if config.models.store:
+        active = active_bundle(config)
+        return active[1] if active is not None else config.ocr_options()
+    try:
+        return config.served_options()
+    except ConfigError:  # no model set serves: served_note says why
+        return config.ocr_options()
+
+
+def active_bundle(config: AgentConfig) -> tuple[str, OcrOptions] | None:
+    """The store's active version and its options over [ocr], read from its manifest (nothing verified or
+    created: the agent checks the signature when it starts); None without one."""
+    from vkocr.agent.bundles.errors import BundleError
+    from vkocr.agent.bundles.manifest import MANIFEST_NAME, Manifest
+
+    root = Path(config.models.store)
+    try:
+        version = (root / "active").read_text().strip()
+        manifest = Manifest.from_bytes((root / "versions" / version / MANIFEST_NAME).read_bytes())
+        return version, manifest.ocr_options(config.ocr_options())
+    except (OSError, ValueError, BundleError, ConfigError, OptionsError):
+        return None
+
+
 def served_note(config: AgentConfig) -> list[str]:
     """What the model set served without a bundle store sets itself, where [ocr] does not set it (its procedure:
-    ppocrv6-small serves RapidOCR 3.10's, whatever OcrOptions' default below says). Independent of [ocr], so
-    that the printed file reads back as the same."""
+    ppocrv6-small serves RapidOCR 3.10's, not OcrOptions' default). Independent of [ocr], so that the printed
+    file reads back as the same."""
+    if config.models.store:
+        active = active_bundle(config)
+        if active is None:
+            return ["with a bundle store and no active version (or none readable), nothing serves yet"]
+        return [f"the store's active version {active[0]} serves: its bundle's options apply over this section's "
+                "(shown with them)"]
     try:
         chosen = config.chosen_models()
         own = chosen.ocr_options({})
@@ -53,7 +90,8 @@ def served_note(config: AgentConfig) -> list[str]:
     changed = [f"  {f.name} = {toml_value(getattr(own, f.name))}" for f in dataclasses.fields(OcrOptions)
                if getattr(own, f.name) != getattr(defaults, f.name)]
     head = f"without a bundle store, model set {chosen.name} serves"
-    return [f"{head} with its own options where this section does not set them:", *changed] if changed else [head]
+    return [f"{head}, with its own options where this section does not set them (below):", *changed] if changed \
+        else [head]
 
 
 FieldComments = dict[str, tuple[tuple[str, ...], str]]

@@ -1,4 +1,4 @@
-"""Decoding in processes of their own (server.decode_processes): the agent's other threads keep its GIL.
+"""Decoding in processes of their own (experimental.decode_processes): the agent's other threads keep its GIL.
 
 Pillow decodes a PNG or JPEG in chunks, and between chunks it needs the GIL. On the H200 host a 2 MP PNG took 32
 ms to decode at 1 client and 45-55 ms at 16, and the GPU worker's own Python steps slowed beside the decode

@@ -1,13 +1,13 @@
 """How requests flow through the GPU (DESIGN.md, "Throughput"): detection lanes, a batcher, reading lanes.
 
-A request's work splits in two (agent/ocr/pipeline.py): `detect` (its image into a device image slot, detection,
-DB's boxes on the host) and `read` (classification and recognition of its crops, CTC, its lines). A detection
-lane is a thread with a stream of the device to itself (vk/streams.py) that takes queued requests one at a time
-and runs their first half. A reading lane is a thread with its own stream that takes the requests waiting for
-their second half, up to `batch_requests` of them, and reads them together: one classifier submission for all
-their crops, one recogniser submission per line width for all of them (Triton's dynamic batching). So the host
-work of one request (DB, crop geometry, CTC) runs while the GPU works on another's, and concurrent requests share
-submissions; every line still goes back to its own request, in its order.
+A request's work splits in two: `detect` (agent/ocr/detection.py: its image into a device image slot, detection,
+DB's boxes on the host) and `read` (agent/ocr/reading.py: classification and recognition of its crops, CTC, its
+lines). A detection lane is a thread with a stream of the device to itself (vk/streams.py) that takes queued
+requests one at a time and runs their first half. A reading lane is a thread with its own stream that takes the
+requests waiting for their second half, up to `batch_requests` of them, and reads them together: one classifier
+submission for all their crops, one recogniser submission per line width for all of them (Triton's dynamic
+batching). So the host work of one request (DB, crop geometry, CTC) runs while the GPU works on another's, and
+concurrent requests share submissions; every line still goes back to its own request, in its order.
 
 A reading lane that finds fewer than `batch_requests` ready waits up to `batch_wait_s` for more, and only while
 other requests are in detection (they are the ones that could join): a lone request is never kept waiting, and no
@@ -17,8 +17,9 @@ halves. With `overlap` off, one lane runs both halves of one request at a time, 
 measure what the overlap and the batching buy).
 
 The flow knows nothing of queues or recovery: it talks to the GPU worker (agent/serving/worker.py) through one
-interface, `JobSource`: the worker gives it the requests (`take`), decides whether one still runs (`begin`), and
-is told how each ended (`end`), or that the lanes failed under some (`fail`: it rebuilds and hands them in again).
+interface, `JobSource`: the worker gives it the requests that still run (`take`, which blocks until there is one
+or the flow stops or is held: `wake`), and is told how each ended (`end`), or that the lanes failed under some
+(`fail`: it rebuilds and hands them in again).
 Its reads are counted in the worker's `FlowCounts`, which outlive every flow, beside the worker's own counts.
 """
 
@@ -36,28 +37,39 @@ from vkocr.agent.errors import RequestStopped
 from vkocr.agent.ocr.pipeline import OcrPipeline
 from vkocr.agent.ocr.request_halves import Detected
 from vkocr.agent.ocr.stages import Stages
+from vkocr.agent.serving.config_throughput import ThroughputConfig
 from vkocr.agent.serving.errors import ReadingLanesLost
 from vkocr.agent.serving.jobs import Job
-from vkocr.agent.serving.throughput import FlowSettings
 from vkocr.engine.errors import VulkanError
 from vkocr.log import get_logger
 from vkocr.postproc.result import OcrResult
 
 log = get_logger(__name__)
 
-# How long a detection lane waits on the worker's queue before it looks again at a stop or a hold: the one wait
-# that no event ends (a queue.Queue has none); every other wait of a lane ends on its event.
-TAKE_WAIT_S = 0.05
+
+def lanes_for(settings: ThroughputConfig, pipeline: OcrPipeline) -> tuple[int, int]:
+    """(detection, reading) lanes for this pipeline: off the GPU one lane for both halves (onnxruntime already
+    runs each model on every core; two at once only contend for them)."""
+    return settings.lanes if pipeline.device is not None else (1, 0)
+
+
+def shape_pipeline(settings: ThroughputConfig, pipeline: OcrPipeline) -> None:
+    """Tell the pipeline which of its streams detect and which read, and how many lines a read batches: the
+    GPU's plans answer a line alike in any batch size (tests/agent/ocr/test_image_slots.py); onnxruntime keeps the
+    model set's own rec_batch."""
+    pipeline.read_batch = settings.batch_lines if pipeline.device is not None else 0
+    pipeline.stages.set_lanes(*lanes_for(settings, pipeline))
 
 
 class JobSource(Protocol):
     """What the flow asks of its owner, the GPU worker."""
 
-    def take(self, timeout: float) -> Job | None:
-        """The next request for a detection lane, None after `timeout`."""
+    def take(self, until: Callable[[], bool]) -> Job | None:
+        """The next request for a detection lane, marked running, once there is one (the source drops those whose
+        answer is no longer wanted); None as soon as `until()` is true."""
 
-    def begin(self, job: Job) -> bool:
-        """Mark the request running; False when it is dropped instead (cancelled, or past its deadline)."""
+    def wake(self) -> None:
+        """Make a lane waiting in `take` ask its `until()` again."""
 
     def end(self, job: Job, outcome: OcrResult | BaseException) -> None:
         """A lane is done with the request: its answer, or why there is none."""
@@ -182,7 +194,7 @@ class Flow:
     """The lanes of one pipeline, fed and answered through `source` (the worker); each read counted in `counts`.
     A lane that sees the device fail hands its requests to `source.fail` and stops."""
 
-    def __init__(self, pipeline: OcrPipeline, settings: FlowSettings, source: JobSource, counts: FlowCounts
+    def __init__(self, pipeline: OcrPipeline, settings: ThroughputConfig, source: JobSource, counts: FlowCounts
                  ) -> None:
         self.pipeline, self.settings = pipeline, settings
         self.source, self.counts = source, counts
@@ -196,7 +208,7 @@ class Flow:
         self._active = 0  # requests taken and not yet done
         self._idle = threading.Condition()
         self.running: dict[str, None] = {}  # request ids taken and not yet done, oldest first
-        detect, read = settings.lanes_for(pipeline)
+        detect, read = lanes_for(settings, pipeline)
         self._threads = [threading.Thread(target=self._detect_lane, args=(i,), name=f"vkocr-detect-{i}",
                                           daemon=True) for i in range(detect)]
         self._detecting_lanes = detect  # alive: a reading lane ends only after the last, and the batcher is empty
@@ -212,6 +224,7 @@ class Flow:
         no reading lane was left to read (they all failed) is handed back as failed."""
         self._stopping.set()
         self._unheld.set()
+        self.source.wake()  # a lane waiting in take gives up
         self.slots.close()
         self.batcher.wake()
         for thread in self._threads:
@@ -239,9 +252,11 @@ class Flow:
     @contextmanager
     def held(self) -> Iterator[None]:
         """No lane takes a request inside (the ones in the flow finish first)."""
+        self._holding = True
+        self._unheld.clear()
+        self.source.wake()  # a lane waiting in take gives up
         with self._gate:  # no lane is between its check of the hold and its take
-            self._holding = True
-            self._unheld.clear()
+            pass
         try:
             self.wait_idle()
             yield
@@ -251,14 +266,10 @@ class Flow:
 
     # -- the lanes ------------------------------------------------------------------------------------------------
 
-    def _enter(self, job: Job) -> bool:
+    def _enter(self, job: Job) -> None:
         with self._idle:
             self._active += 1
             self.running[job.request_id] = None
-        if self.source.begin(job):
-            return True
-        self._leave(job)
-        return False
 
     def _leave(self, job: Job) -> None:
         with self._idle:
@@ -279,15 +290,20 @@ class Flow:
             for job in jobs:
                 self._leave(job)
 
+    def _paused(self) -> bool:
+        """Whether no lane may take a request now: the flow stops, or is held."""
+        return self._stopping.is_set() or self._holding
+
     def _next(self) -> tuple[Job, int] | None:
-        """A request and a free image slot for it, or None (stopping, holding, or nothing within TAKE_WAIT_S)."""
+        """A request and a free image slot for it, once there are both; None when the flow stops or is held."""
         self._unheld.wait()
         slot = self.slots.acquire()
         if slot is None:
             return None
         with self._gate:  # one lane waits for the queue at a time; a hold begins between two takes
-            job = self.source.take(TAKE_WAIT_S) if not self._stopping.is_set() and not self._holding else None
-            if job is not None and self._enter(job):
+            job = None if self._paused() else self.source.take(self._paused)
+            if job is not None:
+                self._enter(job)
                 return job, slot
         self.slots.release(slot)
         return None
@@ -302,7 +318,7 @@ class Flow:
 
     def _detect_requests(self, index: int) -> None:
         lane = self.pipeline.stream(index)
-        read_here = self.settings.lanes_for(self.pipeline)[1] == 0
+        read_here = lanes_for(self.settings, self.pipeline)[1] == 0
         while not self._stopping.is_set():
             taken = self._next()
             if taken is None:

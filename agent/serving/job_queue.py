@@ -1,7 +1,8 @@
 """The bounded queue in front of the GPU worker (DESIGN.md, "One request, end to end", step 2): jobs wait here
 for a detection lane; a failed device's jobs, handed in again, go first. It counts the jobs not yet settled
 (queued, or on their device stages), so that a stopping worker can wait for none, and it tells its listeners
-whenever a job leaves (a stream waiting for room may try again).
+whenever a job leaves (a stream waiting for room may try again). A job leaves it running (`take`), or dropped
+when its answer is no longer wanted: no GPU work is spent on it.
 
 Fair between calls: jobs wait in one line per caller (a stream, or a single request, which is its own caller),
 and the lanes take from the callers in turn (round robin), so a stream whose next frame is always ready gets
@@ -13,13 +14,13 @@ lanes' batches, which take requests in the order they came."""
 from __future__ import annotations
 
 import itertools
-import queue
 import threading
+import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 
 from vkocr.agent.serving.errors import DeviceFailed, NotServing, QueueFull
-from vkocr.agent.serving.jobs import Job, settle
+from vkocr.agent.serving.jobs import Job, dropped_error, settle
 from vkocr.log import get_logger
 
 log = get_logger(__name__)
@@ -28,14 +29,18 @@ _single_callers = itertools.count()
 
 
 class JobQueue:
-    def __init__(self, size: int, per_caller: int | None = None) -> None:
+    def __init__(self, size: int, per_caller: int | None = None,
+                 dropped: Callable[[str], None] = lambda why: None) -> None:
+        """`dropped(why)` counts a job dropped as it is taken ("cancelled" or "deadline")."""
         self._size = size
+        self._dropped = dropped
         self.per_caller = per_caller or size
         self._waiting: OrderedDict[object, deque[Job]] = OrderedDict()  # by caller, in turn order
         self._in_worker: Counter[object] = Counter()  # by caller: queued, or in the lanes until answered
         self._depth = 0
-        self._changed = threading.Condition()  # notified when a job is queued or taken
-        self._handed_back: queue.SimpleQueue[Job] = queue.SimpleQueue()  # a failed device's, served first
+        # notified when a job is queued, handed back or taken, and when a lane must look up from its take (wake)
+        self._changed = threading.Condition()
+        self._handed_back: deque[Job] = deque()  # a failed device's, served first
         self._settled = threading.Condition()  # notified when a job leaves the queue or its device stages
         self._unsettled = 0  # jobs queued or on their device stages
         self._room_listeners: tuple[Callable[[], None], ...] = ()
@@ -85,23 +90,51 @@ class JobQueue:
                 self.settle(-1)
             else:
                 job.attempts += 1
-                self._handed_back.put(job)
+                with self._changed:
+                    self._handed_back.append(job)
+                    self._changed.notify_all()
 
-    def take(self, timeout: float) -> Job | None:
-        """The next job (a handed-back one first), None after `timeout`."""
-        try:
-            return self._handed_back.get_nowait()
-        except queue.Empty:
-            pass
-        job = self._next(timeout)
-        if job is not None:
+    def take(self, until: Callable[[], bool]) -> Job | None:
+        """The next job (a handed-back one first), marked running, once there is one; a job whose answer is no
+        longer wanted (cancelled, or past its deadline) is dropped on the way. None as soon as `until()` is true
+        (asked whenever the queue changes or is woken: `wake`): an idle lane sleeps here, nothing polls."""
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: until() or bool(self._handed_back) or self._depth > 0)
+                if until():
+                    return None
+                job = self._handed_back.popleft() if self._handed_back else self._next()
             self.notify_room()
-        return job
+            if job is not None and self._begin(job):
+                return job
 
-    def _next(self, timeout: float) -> Job | None:
-        """The first job of the caller whose turn it is (that caller then goes to the end of the line)."""
+    def _begin(self, job: Job) -> bool:
+        """Mark the job running; False when it is dropped instead. A job handed in again after a device failure
+        is running already."""
+        if job.attempts:
+            return True
+        job.attempts = 1
+        job.started = time.monotonic()
+        waited_ms = (job.started - job.enqueued) * 1e3
+        who = job.begin()
+        if who is None:
+            return True
+        self._dropped("deadline" if who == "deadline" else "cancelled")
+        settle(job.future, error=dropped_error(who, waited_ms))
+        log.info("request_dropped", request_id=job.request_id, who=who, waited_ms=round(waited_ms))
+        self.settle(-1)
+        return False
+
+    def wake(self) -> None:
+        """Make a lane waiting in `take` ask its `until()` again (the flow stops, or is held)."""
         with self._changed:
-            if not self._changed.wait_for(lambda: self._depth > 0, timeout):
+            self._changed.notify_all()
+
+    def _next(self) -> Job | None:
+        """The first job of the caller whose turn it is (that caller then goes to the end of the line), None
+        when none is queued."""
+        with self._changed:
+            if self._depth == 0:
                 return None
             caller, waiting = next(iter(self._waiting.items()))
             job = waiting.popleft()
@@ -115,7 +148,7 @@ class JobQueue:
     def fail_all(self, why: str) -> None:
         """Fail every queued job with NotServing(why), never silently dropped."""
         while True:
-            job = self._next(0)
+            job = self._next()
             if job is None:
                 return
             settle(job.future, error=NotServing(why))

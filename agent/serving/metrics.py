@@ -111,16 +111,8 @@ class Metrics:
                 self._unknown_stages.add(stage)
                 log.warning("metrics_unknown_stage", stage=stage, known=STAGES)
 
-    def set_queue(self, depth: int, in_flight: int) -> None:
-        self.queue_depth.set(depth)
-        self.in_flight.set(in_flight)
-
     def set_queue_capacity(self, capacity: int) -> None:
         self.queue_capacity.set(capacity)
-
-    def set_pool(self, used: int, reserved: int) -> None:
-        self.pool_used_bytes.set(used)
-        self.pool_reserved_bytes.set(reserved)
 
     def set_serving(self, serving: bool) -> None:
         self.serving.set(1 if serving else 0)

@@ -1,11 +1,11 @@
 """vkocr.v1.OcrService: Recognize and RecognizeStream on the asyncio gRPC server.
 
-A request's options are parsed and range-checked, its plugin chain built (or found in the cache) and its image
-decoded and checked against the agent's pixel bound on a decode thread (never on the event loop, never on the
-GPU worker), then it is queued for the GPU worker; its answer is converted back on the loop. Every failure
-becomes a status with a reason (the table of agent/serving/status_table.py); nothing one request does reaches
-another. A stream answers every frame it read, in order: one that does not parse or is refused gets an answer
-with its id and ``error``, and the stream goes on.
+A request is admitted on a decode thread (agent/serving/admission.py: options parsed and range-checked, plugin
+chain built or found in the cache, image decoded and checked against the agent's pixel bound; never on the event
+loop, never on the GPU worker), then it is queued for the GPU worker; its answer is converted back on the loop.
+Every failure becomes a status with a reason (the table of agent/serving/status_table.py); nothing one request
+does reaches another. A stream answers every frame it read, in order: one that does not parse or is refused gets
+an answer with its id and ``error``, and the stream goes on.
 """
 
 from __future__ import annotations
@@ -22,21 +22,12 @@ import grpc
 from google.rpc import status_pb2 as rpc_status_pb2
 
 from vkocr.agent.errors import ShutdownCancelled, StopWho, StreamIdle
-from vkocr.agent.ocr.images import decode_image
-from vkocr.agent.ocr.pipeline import OcrPipeline
-from vkocr.agent.ocr.procedures import PROCEDURES
-from vkocr.agent.ocr.request import OcrRequest
 from vkocr.agent.serving import rpc_status, wire
+from vkocr.agent.serving.admission import MAX_REQUEST_ID_CHARS, admit
 from vkocr.agent.serving.decode_processes import DecodeProcesses
 from vkocr.agent.serving.errors import DeadlineDropped, NotServing, QueueFull
 from vkocr.agent.serving.jobs import Job, deadline_passed
 from vkocr.agent.serving.malformed import MalformedRequest
-from vkocr.agent.serving.request_limits import (
-    MAX_REQUEST_ID_CHARS,
-    check_preparation,
-    check_request,
-    check_resized_pixels,
-)
 from vkocr.agent.serving.state import ServingState
 from vkocr.agent.serving.stats import RequestStats
 from vkocr.agent.serving.status_table import status_for
@@ -68,14 +59,6 @@ class StreamCaller:
 
     def __init__(self) -> None:
         self.in_order = asyncio.Lock()
-
-
-@dataclass(frozen=True)
-class Admitted:
-    """A request ready for the GPU queue, and the time its image took to decode."""
-
-    request: OcrRequest
-    decode_ms: float
 
 
 class OcrService(ocr_pb2_grpc.OcrServiceServicer):
@@ -212,7 +195,7 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
                 raise NotServing("models not loaded")
             # the serving pipeline's options are the deployment's (with its bundle's) defaults
             admitted = await asyncio.get_running_loop().run_in_executor(
-                self._decode, self._admit, request, pipeline)
+                self._decode, admit, request, pipeline, self._decoders)
             image = admitted.request.image
             record.image = (image.shape[1], image.shape[0])
             job = Job(record.request_id, admitted.request, deadline, caller=caller)
@@ -227,29 +210,6 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
             record.lines, record.timings_ms = len(result.lines), result.timings_ms
             return wire.result_to_proto(result, record.request_id, job.model_version, job.device_name,
                                         record.image)
-
-    def _admit(self, request: ocr_pb2.RecognizeRequest, pipeline: OcrPipeline) -> Admitted:
-        """On a decode thread: everything the request sends is checked, parsed, compiled and decoded here, each
-        bound checked before the work it bounds (sizes before parsing, options before decoding, the pixels
-        the resizes would make before the queue)."""
-        check_request(request)
-        overrides = wire.options_from_proto(request.options) if request.HasField("options") else {}
-        defaults = pipeline.options
-        opts = defaults.replace(**overrides) if overrides else defaults
-        pipeline.check_orientation(opts)  # use_doc_orientation without the model: refused before decoding
-        chain = pipeline.chain_for(opts)  # built once per distinct plugin options, and kept
-        clock = time.perf_counter()
-        source = wire.image_from_proto(request, opts.max_pixels)
-        rgba = PROCEDURES[opts.procedure].rgba
-        if self._decoders is not None and isinstance(source, bytes):
-            image = self._decoders.decode(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif, rgba=rgba)
-        else:
-            image = decode_image(source, max_pixels=opts.max_pixels, apply_exif=opts.apply_exif, rgba=rgba)
-        decode_ms = (time.perf_counter() - clock) * 1e3
-        check_preparation(image.shape[0], image.shape[1], opts, overrides.keys())
-        admitted = OcrRequest.of(image, opts, chain)
-        check_resized_pixels(admitted.geometry, opts, overrides.keys())
-        return Admitted(admitted, decode_ms)
 
     async def _submit(self, job: Job, block: bool, deadline: float | None, caller: StreamCaller | None) -> Any:
         if not block:
@@ -302,7 +262,7 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
             given, size = wire.salvaged_request_id(request.data), len(request.data)
         else:
             given, size = request.request_id, request.ByteSize()
-        # an id over its limit is refused (request_limits); its answer and log line carry the first part
+        # an id over its limit is refused (admission.py); its answer and log line carry the first part
         request_id = given[:MAX_REQUEST_ID_CHARS] or f"req-{secrets.token_hex(6)}"
         return RequestLog(request_id, method, peer, size, time.monotonic())
 

@@ -105,8 +105,9 @@ class Agent:
             version = model_version or default_model_version(config)
         self.worker = GpuWorker(factory, self.state, model_version=version, queue_size=config.server.queue_size,
                                 stream_queued=config.server.stream_queued,
-                                postproc_threads=config.server.postproc_threads, overlap=config.server.overlap,
-                                cpu_fallback=cpu, warm_sizes=config.warm_sizes(), flow=config.flow())
+                                postproc_threads=config.server.postproc_threads,
+                                overlap=config.experimental.overlap, cpu_fallback=cpu,
+                                warm_sizes=config.warm_sizes(), flow=config.resolved().throughput)
         if self.activator is not None:
             self.activator.attach(self.worker)
         self.health = HealthServicer()
@@ -158,8 +159,8 @@ class Agent:
         self.ocr = OcrService(self.worker, self.stats, self.metrics,
                               retry_after_s=config.server.retry_after_s, stream_window=config.server.stream_window,
                               stream_idle_s=config.server.stream_idle_s,
-                              decode_threads=config.resolved()["decode_threads"],
-                              decode_processes=config.server.decode_processes)
+                              decode_threads=config.resolved().decode_threads,
+                              decode_processes=config.experimental.decode_processes)
         ocr_pb2_grpc.add_OcrServiceServicer_to_server(self.ocr, server)
         status_pb2_grpc.add_StatusServiceServicer_to_server(
             StatusService(self.state, self.worker, self.stats, interval_s=config.server.status_interval_s,
@@ -228,7 +229,7 @@ class Agent:
             self.worker.start()  # loads the models on the worker thread; health turns SERVING when done
         log.info("listening", address=f"{host}:{self.port}", tls=config.tls_enabled,
                  mutual_tls=bool(config.tls.client_ca))
-        log.info("config_resolved", **config.resolved())
+        log.info("config_resolved", **config.resolved().log_fields())
 
     async def _start_fleet_client(self, client: Any) -> None:
         if self._loading is not None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from vkocr.agent.serving.admission import MAX_PLUGIN_OPTIONS_BYTES
 from vkocr.agent.serving.config import AgentConfig
-from vkocr.agent.serving.request_limits import MAX_PLUGIN_OPTIONS_BYTES
 from vkocr.agent.serving.wire_precheck import check_recognize_request, check_stream_frame
 
 

@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 
 from vkocr.agent.errors import RequestStopped
 from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.serving.config_throughput import ThroughputConfig
 from vkocr.agent.serving.errors import NotServing, WorkerError
-from vkocr.agent.serving.flow import Flow, FlowCounts
+from vkocr.agent.serving.flow import Flow, FlowCounts, shape_pipeline
 from vkocr.agent.serving.job_queue import JobQueue
-from vkocr.agent.serving.jobs import Job, dropped_error, finish, settle
+from vkocr.agent.serving.jobs import Job, finish, settle
 from vkocr.agent.serving.plans import PlanLedger, PlanStats, WarmReport, warm_pipeline
 from vkocr.agent.serving.rebuild import PipelineFactory, reopen
 from vkocr.agent.serving.state import ServingState, StateBoard
-from vkocr.agent.serving.throughput import FlowSettings
 from vkocr.log import get_logger
 from vkocr.postproc.result import OcrResult
 
@@ -69,7 +69,7 @@ class GpuWorker:
     def __init__(self, open_pipeline: PipelineFactory, state: StateBoard, *, model_version: str,
                  queue_size: int = 32, stream_queued: int = 4, postproc_threads: int = 2, overlap: bool = True,
                  cpu_fallback: PipelineFactory | None = None, warm_sizes: Sequence[tuple[int, int]] = (),
-                 flow: FlowSettings | None = None) -> None:
+                 flow: ThroughputConfig | None = None) -> None:
         """`overlap` False: one lane runs each request's every step, plugins included, one request at a time
         (what the overlap and the batching buy is measured against it); `flow`: the lanes and the batching."""
         self._open_pipeline = open_pipeline
@@ -77,11 +77,14 @@ class GpuWorker:
         self.state = state
         self.model_version = model_version
         self.pipeline: OcrPipeline | None = None
-        self.jobs = JobQueue(queue_size, per_caller=stream_queued)  # fair between calls (job_queue.py)
+        self.counts = FlowCounts()  # dropped, stopped and read requests, over every pipeline served
+        # fair between calls (job_queue.py)
+        self.jobs = JobQueue(queue_size, per_caller=stream_queued, dropped=self.counts.drop)
         self._control: queue.Queue[object] = queue.Queue()
         self._overlap = overlap
-        settings = flow or FlowSettings()
-        self.flow_settings = settings if overlap else dataclasses.replace(settings, overlap=False)
+        settings = flow or ThroughputConfig(detect_lanes=1, read_lanes=1)
+        # with the overlap off one lane reads too (config_throughput.resolve works out the same)
+        self.flow_settings = settings if overlap else dataclasses.replace(settings, detect_lanes=1, read_lanes=0)
         self._flow: Flow | None = None
         self._postproc = ThreadPoolExecutor(postproc_threads, thread_name_prefix="vkocr-postproc")
         self._thread = threading.Thread(target=self._run, name="vkocr-gpu-worker", daemon=True)
@@ -93,7 +96,6 @@ class GpuWorker:
         self._initial: _Install | None = None  # the install that started the thread: its first pipeline
         state.subscribe(lambda _: self.jobs.notify_room())  # a state change may change what submit() answers
         self.loaded = threading.Event()
-        self.counts = FlowCounts()  # dropped, stopped and read requests, over every pipeline served
         self.warm_sizes = tuple(warm_sizes)  # (width, height) of the images whose plans are recorded first
         self._plans = PlanLedger()
 
@@ -155,7 +157,7 @@ class GpuWorker:
         thread (the one that opened it: the activator's before `install`, this worker's after it opens one).
         Never raises for a plan that cannot be recorded: the pipeline still serves, recording that plan on
         demand. Stops early when the agent stops or `stopping()` turns true."""
-        self.flow_settings.shape(pipeline)
+        shape_pipeline(self.flow_settings, pipeline)
         try:
             return warm_pipeline(pipeline, self.warm_sizes, stopping=lambda: self._stopping or stopping())
         except Exception as exc:  # noqa: BLE001 - a warm-up is an optimisation; serving goes on without it
@@ -271,7 +273,7 @@ class GpuWorker:
         pipeline = self.pipeline
         if pipeline is None:
             return
-        self.flow_settings.shape(pipeline)
+        shape_pipeline(self.flow_settings, pipeline)
         self._flow = Flow(pipeline, self.flow_settings, self, self.counts)
         self._flow.start()
 
@@ -313,26 +315,13 @@ class GpuWorker:
 
     # -- the flow's JobSource (agent/serving/flow.py): called from its lanes --------------------------------------
 
-    def take(self, timeout: float) -> Job | None:
-        """The next job for a detection lane (a failed device's first), None after `timeout`."""
-        return self.jobs.take(timeout)
+    def take(self, until: Callable[[], bool]) -> Job | None:
+        """The next job for a detection lane (a failed device's first), marked running, once there is one (the
+        queue drops those whose answer is no longer wanted); None once `until()`."""
+        return self.jobs.take(until)
 
-    def begin(self, job: Job) -> bool:
-        """Mark the job running; False when it is dropped instead (cancelled, or past its deadline). A job handed
-        in again after a device failure is running already."""
-        if job.attempts:
-            return True
-        job.attempts = 1
-        job.started = time.monotonic()
-        waited_ms = (job.started - job.enqueued) * 1e3
-        who = job.begin()
-        if who is None:
-            return True
-        self.counts.drop("deadline" if who == "deadline" else "cancelled")
-        settle(job.future, error=dropped_error(who, waited_ms))
-        log.info("request_dropped", request_id=job.request_id, who=who, waited_ms=round(waited_ms))
-        self.jobs.settle(-1)
-        return False
+    def wake(self) -> None:
+        self.jobs.wake()
 
     def end(self, job: Job, outcome: OcrResult | BaseException) -> None:
         """A lane is done with `job`: its answer (plugins on the postprocessing threads), or why there is none."""

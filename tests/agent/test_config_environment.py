@@ -12,10 +12,17 @@ import pytest
 from tests.paths import ROOT
 from vkocr.agent.cli.main import main
 from vkocr.agent.serving.config import AgentConfig, load_config
-from vkocr.agent.serving.config_sources import OCR_MAX_PIXELS_VARIABLE, OTHER_VARIABLES, env_name, settable_keys
+from vkocr.agent.serving.config_sources import (
+    OCR_MAX_PIXELS_VARIABLE,
+    OTHER_VARIABLES,
+    env_name,
+    moved_keys,
+    settable_keys,
+)
 from vkocr.agent.serving.errors import ConfigError
 
 KEYS = {env_name(section, key) for section, key in settable_keys(AgentConfig())} | {OCR_MAX_PIXELS_VARIABLE}
+KEYS |= {env_name(old, key) for old, key, _new in moved_keys()}  # still taken, with a warning
 VKOCR_NAME = re.compile(r"\bVKOCR_[A-Z0-9]+(?:_[A-Z0-9]+)*\b")
 CODE_FILES = {".py", ".sh", ".yaml", ".yml", ".service"}  # and Containerfile: where a variable is read or set
 TEXT_FILES = {*CODE_FILES, ".md", ".toml", ".cfg", ".txt", ".ini"}

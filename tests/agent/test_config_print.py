@@ -28,13 +28,21 @@ def printed(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str])
     return capsys.readouterr().out
 
 
+def test_what_automatic_resolves_to_comes_first(printed: str) -> None:
+    head = printed[:printed.index("[server]")]
+    resolved = load_config(None, env={}).resolved().log_fields()
+    assert "# " + ", ".join(f"{key} = {value}" for key, value in resolved.items()) in head.splitlines()
+
+
 def test_every_section_and_key_shows_its_default(printed: str) -> None:
     shown, defaults = tomllib.loads(printed), AgentConfig()
     assert list(shown) == [f.name for f in dataclasses.fields(AgentConfig)]
     for section in shown.keys() - {"ocr"}:
         assert shown[section] == dataclasses.asdict(getattr(defaults, section)), section
     assert list(shown["ocr"]) == [f.name for f in dataclasses.fields(OcrOptions)]
-    assert OcrOptions().replace(**shown["ocr"]) == OcrOptions()
+    # what serves: the default model set's options (ppocrv6-small's procedure is RapidOCR 3.10's)
+    assert OcrOptions().replace(**shown["ocr"]) == load_config(None, env={}).served_options()
+    assert shown["ocr"]["procedure"] == "rapidocr-3.10"
     assert shown["ocr"]["limit_side_len"] == 736 and shown["ocr"]["plugin_options"] == {}
 
 

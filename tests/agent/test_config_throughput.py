@@ -10,14 +10,8 @@ import sys
 import pytest
 
 from tests.agent.agents import running_agent
-from vkocr.agent.serving.config import (
-    AUTO_DECODE_THREADS,
-    MAX_DECODE_THREADS,
-    MAX_SWITCH_MS,
-    MIN_SWITCH_MS,
-    decode_thread_count,
-    load_config,
-)
+from vkocr.agent.serving.config import MAX_DECODE_THREADS, MAX_SWITCH_MS, MIN_SWITCH_MS, load_config
+from vkocr.agent.serving.config_throughput import AUTO_DECODE_THREADS, decode_thread_count
 from vkocr.agent.serving.errors import ConfigError
 
 

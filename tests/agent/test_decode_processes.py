@@ -1,4 +1,4 @@
-"""`[server] decode_processes`: images decoded in processes of their own give the pixels and the errors a decode
+"""`[experimental] decode_processes`: images decoded in processes of their own give the pixels and the errors a decode
 thread gives, a process that dies costs no request, and the agent answers with them. Fresh random images; real
 processes, real shared memory, a real agent on a loopback port."""
 
@@ -81,11 +81,11 @@ def test_a_process_that_dies_costs_no_request() -> None:
 @pytest.mark.parametrize("bad", [-1, 65])
 def test_a_count_outside_the_range_is_refused(bad: int) -> None:
     with pytest.raises(ConfigError, match=rf"decode_processes must be 0 \(decode on threads\) to 64, got {bad}"):
-        load_config(None, env={}, overrides={"server.decode_processes": bad})
+        load_config(None, env={}, overrides={"experimental.decode_processes": bad})
 
 
 def test_the_agent_answers_with_decode_processes() -> None:
-    with running_agent(**{"server.decode_processes": 1}) as agent:
+    with running_agent(**{"experimental.decode_processes": 1}) as agent:
         assert agent.agent.ocr._decoders is not None and agent.agent.ocr._decoders.count == 1
         with OcrClient(agent.target) as client:
             for i in (5, 6):

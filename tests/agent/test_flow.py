@@ -5,6 +5,7 @@ test waits until it fails."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,12 +18,12 @@ from tests.agent.agents import lot_number, rec_job, wait_for
 from vkocr.agent.errors import StopWho
 from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.pipeline import OcrPipeline
-from vkocr.agent.serving.config import MAX_LANES, load_config
+from vkocr.agent.serving.config import load_config
+from vkocr.agent.serving.config_throughput import MAX_LANES, ThroughputConfig
 from vkocr.agent.serving.errors import ConfigError
 from vkocr.agent.serving.flow import Batcher, Waiting
 from vkocr.agent.serving.jobs import Job
 from vkocr.agent.serving.state import ServingState, StateBoard
-from vkocr.agent.serving.throughput import FlowSettings
 from vkocr.agent.serving.worker import GpuWorker
 from vkocr.postproc.result import OcrResult
 
@@ -62,8 +63,8 @@ def submit_held(worker: GpuWorker, i: int, where: str) -> tuple[OcrPipeline, Hel
     return pipeline, held, answer
 
 
-def serving(settings: FlowSettings) -> GpuWorker:
-    worker = GpuWorker(open_lavapipe, StateBoard(), model_version="v1", flow=settings)
+def serving(settings: ThroughputConfig, overlap: bool = True) -> GpuWorker:
+    worker = GpuWorker(open_lavapipe, StateBoard(), model_version="v1", flow=settings, overlap=overlap)
     worker.start()
     assert worker.loaded.wait(WAIT_S) and worker.state.serving
     return worker
@@ -72,26 +73,57 @@ def serving(settings: FlowSettings) -> GpuWorker:
 @pytest.fixture
 def lanes() -> Iterator[GpuWorker]:
     """Two detection lanes and one reading lane; a read takes every ready request (up to 8) without waiting."""
-    worker = serving(FlowSettings(detect_lanes=2, read_lanes=1, batch_requests=8, batch_wait_s=0.0))
+    worker = serving(ThroughputConfig(detect_lanes=2, read_lanes=1, batch_requests=8, batch_wait_ms=0.0))
     yield worker
     worker.stop(60)
 
 
-@pytest.mark.parametrize(("key", "bad"), [("detect_lanes", 0), ("read_lanes", MAX_LANES + 1), ("batch_requests", 0),
-                                          ("batch_wait_ms", -1.0), ("batch_lines", 65), ("image_slots", -1),
-                                          ("gpu_queues", 0)])
+@pytest.mark.parametrize(("key", "bad"), [("throughput.detect_lanes", 0), ("throughput.read_lanes", MAX_LANES + 1),
+                                          ("throughput.batch_requests", 0), ("throughput.batch_wait_ms", -1.0),
+                                          ("throughput.batch_lines", 65), ("throughput.image_slots", -1),
+                                          ("experimental.gpu_queues", 0)])
 def test_a_lane_or_batch_setting_outside_its_range_is_refused(key: str, bad: float) -> None:
-    with pytest.raises(ConfigError, match=rf"\[server\]: {key} must be .* to .*, got {bad}"):
-        load_config(None, env={}, overrides={f"server.{key}": bad})
+    section, _, name = key.partition(".")
+    with pytest.raises(ConfigError, match=rf"\[{section}\]: {name} must be .* to .*, got {bad}"):
+        load_config(None, env={}, overrides={key: bad})
 
 
 def test_the_pipeline_gets_a_stream_per_lane_and_slots_for_the_batches() -> None:
-    config = load_config(None, env={}, overrides={"server.detect_lanes": 3, "server.read_lanes": 2,
-                                                  "server.batch_requests": 4})
+    config = load_config(None, env={}, overrides={"throughput.detect_lanes": 3, "throughput.read_lanes": 2,
+                                                  "throughput.batch_requests": 4})
     assert config.lane_resources() == LaneResources(streams=5, image_slots=3 + 2 * 4 + 2, queues=1)
-    serial = load_config(None, env={}, overrides={"server.overlap": False, "server.image_slots": 7,
-                                                  "server.gpu_queues": 4})
+    serial = load_config(None, env={}, overrides={"experimental.overlap": False, "throughput.image_slots": 7,
+                                                  "experimental.gpu_queues": 4})
     assert serial.lane_resources() == LaneResources(streams=1, image_slots=7, queues=1)
+
+
+def asleep_in_the_queue(thread: threading.Thread) -> bool:
+    """Whether `thread` waits in the GPU queue's take with no timeout: asleep until woken, not polling."""
+    frames, frame = [], sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    in_take = any(f.f_code.co_name == "take" and f.f_code.co_filename.endswith("job_queue.py") for f in frames)
+    return in_take and any(f.f_code.co_name == "wait" and f.f_locals.get("timeout", 0) is None for f in frames)
+
+
+def test_an_idle_lane_sleeps_in_the_queue_until_a_hold_or_a_stop_wakes_it() -> None:
+    worker = serving(ThroughputConfig(detect_lanes=2, read_lanes=1))
+    try:
+        assert worker.pipeline is not None
+        lanes = [t for t in threading.enumerate() if t.name.startswith("vkocr-detect")]
+        wait_for(lambda: sum(asleep_in_the_queue(t) for t in lanes) == 1, WAIT_S)  # the other waits its turn
+        clock = time.monotonic()
+        with worker.held():  # the sleeping lane woke and looked up
+            assert time.monotonic() - clock < 10.0
+            queued = worker.submit(rec_job(worker.pipeline, 60))
+            assert worker.queue_depth() == 1  # nothing taken inside the hold, nothing lost
+        assert queued.result(WAIT_S).lines[0].text == lot_number(60)
+        wait_for(lambda: sum(asleep_in_the_queue(t) for t in lanes) == 1, WAIT_S)
+    finally:
+        clock = time.monotonic()
+        worker.stop(60)
+    assert time.monotonic() - clock < 30.0 and not any(t.is_alive() for t in lanes)
 
 
 def ready(job: Job, since: float = 0.0) -> Waiting:
@@ -131,7 +163,7 @@ def test_a_read_waits_for_a_request_in_detection_and_takes_it_with_the_first() -
 
 
 def test_a_lone_request_is_answered_though_the_wait_is_an_hour() -> None:
-    worker = serving(FlowSettings(detect_lanes=2, read_lanes=1, batch_requests=8, batch_wait_s=3600.0))
+    worker = serving(ThroughputConfig(detect_lanes=2, read_lanes=1, batch_requests=8, batch_wait_ms=3600e3))
     try:
         assert worker.pipeline is not None
         result = worker.submit(rec_job(worker.pipeline, 1)).result(WAIT_S)
@@ -210,7 +242,7 @@ def test_a_held_worker_holds_every_lane(lanes: GpuWorker) -> None:
 
 
 def test_with_the_overlap_off_one_lane_runs_each_request_whole() -> None:
-    worker = serving(FlowSettings(detect_lanes=2, read_lanes=2, overlap=False))
+    worker = serving(ThroughputConfig(detect_lanes=2, read_lanes=2), overlap=False)
     try:
         assert worker.flow_settings.lanes == (1, 0)
         assert worker.pipeline is not None

@@ -38,9 +38,11 @@ def populated() -> Metrics:
     m.observe_request("RecognizeStream", "OK", 2.5, {"det": 1800.0})
     m.rejected()
     m.observe_request("Recognize", "RESOURCE_EXHAUSTED", 0.0001, {})
-    m.set_queue(3, 5)
+    m.queue_depth.set(3)  # the agent reads these gauges from the worker (set_function); here, numbers
+    m.in_flight.set(5)
     m.set_queue_capacity(32)
-    m.set_pool(used=12 << 20, reserved=64 << 20)
+    m.pool_used_bytes.set(12 << 20)
+    m.pool_reserved_bytes.set(64 << 20)
     m.set_serving(True)
     m.rebuilt()
     m.rebuilt()
@@ -111,7 +113,8 @@ def test_gauges_counters_and_build_info(scraped: Samples) -> None:
 
 def test_later_changes_show_in_render(metrics: Metrics) -> None:
     metrics.set_serving(False)
-    metrics.set_queue(0, 1)
+    metrics.queue_depth.set(0)
+    metrics.in_flight.set(1)
     metrics.set_info(version="0.3.1", device="NVIDIA H200", model_version="ppocrv4-2024.2")
     samples = parse(metrics.render().decode())
     assert value(samples, "vkocr_serving") == 0

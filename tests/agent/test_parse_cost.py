@@ -18,8 +18,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tests.agent.agents import FONT, REC_ONLY, agent_config, frame, word_png
 from tests.agent.hostile import ANSWER_WITHIN_S, health_watched, length_delimited, raw_unary, violations
 from vkocr.agent.errors import RequestError
+from vkocr.agent.serving.admission import MAX_PLUGIN_OPTIONS_BYTES
 from vkocr.agent.serving.background import BackgroundAgent, start_agent
-from vkocr.agent.serving.request_limits import MAX_PLUGIN_OPTIONS_BYTES
 from vkocr.agent.serving.wire_precheck import MAX_FIELDS, check_recognize_request, check_stream_frame
 from vkocr.v1 import ocr_pb2, ocr_pb2_grpc
 

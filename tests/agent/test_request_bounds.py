@@ -15,7 +15,7 @@ from vkocr.agent.ocr.options import RANGES, OcrOptions
 from vkocr.agent.ocr.plugin_chains import PluginChains
 from vkocr.agent.ocr.request import RequestGeometry
 from vkocr.agent.serving import rpc_status
-from vkocr.agent.serving.request_limits import check_resized_pixels, resized_pixels
+from vkocr.agent.serving.admission import check_resized_pixels, resized_pixels
 from vkocr.agent.serving.wire import option_field, salvaged_request_id
 from vkocr.postproc.registry import PluginRegistry
 from vkocr.v1 import ocr_pb2

@@ -33,7 +33,7 @@ from vkocr.agent.ocr.request_halves import Detected, Laps, StopCheck
 from vkocr.agent.ocr.stages import NoPlanStages
 from vkocr.agent.serving.background import start_agent
 from vkocr.agent.serving.client import OcrClient
-from vkocr.agent.serving.config import ServerConfig
+from vkocr.agent.serving.config_throughput import ThroughputConfig
 from vkocr.agent.serving.jobs import Job
 from vkocr.agent.serving.metrics import Metrics
 from vkocr.agent.serving.plans import ModelPlans, PlanLedger, PlanStats, largest_first, warm_pipeline
@@ -46,7 +46,7 @@ from vkocr.postproc.registry import build_chain
 from vkocr.v1 import status_pb2
 
 SIZES = [(320, 240), (1280, 720)]
-DETECT_LANES = ServerConfig().detect_lanes  # each records its own det plans
+DETECT_LANES = ThroughputConfig().detect_lanes  # each records its own det plans
 
 
 class StandInStages(NoPlanStages):

@@ -69,7 +69,7 @@ def test_a_batch_of_several_images_crops_answers_as_each_alone(stages: GpuStages
 
 
 def test_a_batch_of_sixteen_crops_of_several_images_reads_as_their_own_batches_of_six(stages: GpuStages) -> None:
-    """What the agent's reading lanes do (server.batch_lines = 16): the lines of several requests, of one width,
+    """What the agent's reading lanes do (throughput.batch_lines = 16): the lines of several requests, of one width,
     in one submission, each reading as in its request's own batches of RapidOCR's six."""
     rng, seed = fresh_rng()
     images = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in SIZES]

@@ -13,8 +13,9 @@ import numpy as np
 from vkocr.agent.ocr.image_kernels import Crop, line_crops
 from vkocr.agent.ocr.options import OcrOptions
 from vkocr.agent.ocr.pipeline import OcrPipeline
+from vkocr.agent.ocr.reading import READ_OPTIONS, read_key
 from vkocr.agent.ocr.request import OcrRequest
-from vkocr.agent.ocr.request_halves import READ_OPTIONS, Detected, Laps, read_key
+from vkocr.agent.ocr.request_halves import Detected, Laps
 from vkocr.agent.ocr.stages import NoPlanStages
 from vkocr.postproc.registry import PluginChain
 
