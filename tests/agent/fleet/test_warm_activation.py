@@ -14,11 +14,11 @@ from tests.agent.fleet.conftest import Bundles
 from tests.agent.fleet.fleet_agents import WORD, WORD_SWAPPED, read_word, seed_store, store_agent, store_config
 from vkocr.agent.fleet.rollout import upload_bundle
 from vkocr.agent.serving.client import OcrClient
-from vkocr.agent.serving.config import ServerConfig
+from vkocr.agent.serving.config_throughput import ThroughputConfig
 from vkocr.agent.serving.proto_enums import enum_name
 from vkocr.v1 import models_pb2, status_pb2
 
-DETECT_LANES = ServerConfig().detect_lanes
+DETECT_LANES = ThroughputConfig().detect_lanes
 
 
 def plans(client: OcrClient) -> dict[str, Any]:
