@@ -19,7 +19,8 @@ from collections.abc import Callable, Hashable, Sequence
 
 from vkocr.engine.errors import EngineError
 from vkocr.engine.graph.plan_recipe import NotTraceable, Recipe
-from vkocr.engine.symbolic import Sym, Trace, compile_program, tracing
+from vkocr.engine.symbolic import Sym, Trace, tracing
+from vkocr.engine.symbolic_program import compile_program
 from vkocr.log import get_logger
 
 log = get_logger(__name__)

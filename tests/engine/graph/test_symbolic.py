@@ -1,5 +1,6 @@
-"""Symbolic dimensions (vk/symbolic.py): a compiled program gives what the traced code gives for every shape its
-guards accept, refuses the shapes whose branches differ, and never evaluates past a guard that protected it."""
+"""Symbolic dimensions (vk/symbolic.py, compiled by vk/symbolic_program.py): a compiled program gives what the
+traced code gives for every shape its guards accept, refuses the shapes whose branches differ, and never
+evaluates past a guard that protected it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import numpy as np
 import pytest
 
 from tests.engine.kernels.harness import fresh_rng
-from vkocr.engine.symbolic import Packed, Trace, compile_program, concrete, dim, pack, tracing
+from vkocr.engine.symbolic import Packed, Trace, concrete, dim, pack, tracing
+from vkocr.engine.symbolic_program import compile_program
 
 
 def shaped_arithmetic(n: Any, c: Any, h: Any, w: Any) -> dict[str, Any]:

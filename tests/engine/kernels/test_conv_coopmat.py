@@ -264,7 +264,8 @@ def test_coopmat_conv_matches_numpy(device: Device, case: Case, dtype: type, til
 def test_the_coopmat_launch_stays_symbolic(monkeypatch: pytest.MonkeyPatch) -> None:
     """Under a shape-class trace (vk/symbolic.py) the choice and the launch pin no dimension, and the compiled
     program gives another shape of the class the groups and push constants a build of that shape gives."""
-    from vkocr.engine.symbolic import Trace, compile_program, tracing
+    from vkocr.engine.symbolic import Trace, tracing
+    from vkocr.engine.symbolic_program import compile_program
 
     monkeypatch.setenv(ENV, "1")
 
