@@ -2,8 +2,7 @@
 
 `dispatch()`/`copy()` only collect commands (they never block); `end()` writes every descriptor set of the
 recording in one allocation and one update, then records the command buffer with raw calls into the binding
-(its Python wrappers build every struct anew and cost more than the driver: a plan is recorded per input
-shape, so recording is on the request path). `submit()` starts it, `wait()` blocks on its fence.
+(vk/commands.py: the command records and their encoding). `submit()` starts it, `wait()` blocks on its fence.
 Barriers are inserted where a command touches a range that an earlier, unbarriered command wrote (RAW, WAW)
 or that it read (WAR), so independent dispatches run back to back. With `profile=True` a timestamp is written
 after every command, and `timings()` gives each command's GPU time.
@@ -14,11 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
-from typing import TYPE_CHECKING, Any, NamedTuple, Self
+from typing import TYPE_CHECKING, Any, Self
 
-import numpy as np
-
+from vkocr.engine.commands import Barrier, Commands, Copy, Dispatch, Timestamp, encode_commands, write_descriptor_sets
 from vkocr.engine.errors import BindingTooLarge, RecorderStateError, vulkan_error
 from vkocr.engine.loader import binding, call, check
 from vkocr.engine.memory import BufferView
@@ -51,50 +48,6 @@ def _conflicts(views: Sequence[BufferView], pending: Sequence[_Access], *, write
     return False
 
 
-class _Dispatch(NamedTuple):
-    pipeline: Pipeline
-    views: tuple[BufferView, ...]
-    push: bytes  # padded to the kernel's push-constant size (a symbolic.Packed while a shape class is traced)
-    groups: tuple[int, int, int]
-
-
-class _Barrier(NamedTuple):
-    src_stage: int
-    dst_stage: int
-    src_access: int
-    dst_access: int
-
-
-class _Copy(NamedTuple):
-    src: BufferView
-    dst: BufferView
-
-
-class _Timestamp(NamedTuple):
-    stage: int
-
-
-class Commands(NamedTuple):
-    """What a Recorder collected, ready to encode: its commands in order, the timestamp labels (profiling
-    only) and the counts."""
-
-    ops: list[_Dispatch | _Barrier | _Copy | _Timestamp]
-    labels: tuple[str, ...]
-    dispatch_count: int
-    command_count: int
-    descriptor_count: int
-
-
-@cache
-def _write_dtype(ffi: Any) -> np.dtype:
-    """VkWriteDescriptorSet as a NumPy record (offsets from the binding's own struct layout)."""
-    fields = {"sType": np.uint32, "dstSet": np.uint64, "descriptorCount": np.uint32, "descriptorType": np.uint32,
-              "pBufferInfo": np.uint64}
-    return np.dtype({"names": list(fields), "formats": list(fields.values()),
-                     "offsets": [ffi.offsetof("VkWriteDescriptorSet", name) for name in fields],
-                     "itemsize": ffi.sizeof("VkWriteDescriptorSet")})
-
-
 @dataclass(frozen=True)
 class Timing:
     label: str
@@ -112,7 +65,7 @@ class Recorder:
         self._descriptor_pool: Any = None
         self._query_pool: Any = None
         self._labels: list[str] = []
-        self._ops: list[_Dispatch | _Barrier | _Copy | _Timestamp] = []  # in recording order
+        self._ops: list[Dispatch | Barrier | Copy | Timestamp] = []  # in recording order
         self._pending: list[_Access] = []
         self._in_flight = False
         self.ended = False
@@ -134,9 +87,9 @@ class Recorder:
         self._stamps = vk.ffi.new("uint64_t[2]") if self._busy is not None else None
         device.live["recorder"] += 1
         # Replays re-read and re-write the same ranges: order this submission after everything before it.
-        self._ops.append(_Barrier(vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                                  vk.VK_ACCESS_MEMORY_WRITE_BIT,
-                                  vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT))
+        self._ops.append(Barrier(vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                                 vk.VK_ACCESS_MEMORY_WRITE_BIT,
+                                 vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT))
         if self.profile:
             self._timestamp("start", vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT)
         self._submit_ptr = vk.ffi.new("VkSubmitInfo*", {  # for the raw vkQueueSubmit; holds _submit_cmds
@@ -170,7 +123,7 @@ class Recorder:
             # copy of it)
             dst_access = (vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
                           | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
-            self._ops.append(_Barrier(src_stage, _COMPUTE_STAGE | transfer, src_access, dst_access))
+            self._ops.append(Barrier(src_stage, _COMPUTE_STAGE | transfer, src_access, dst_access))
             pending.clear()
         for v in reads:
             pending.append((v.buffer, v.offset, v.end, stage, False))
@@ -178,7 +131,7 @@ class Recorder:
             pending.append((v.buffer, v.offset, v.end, stage, True))
 
     def _timestamp(self, label: str, stage: int) -> None:
-        self._ops.append(_Timestamp(stage))
+        self._ops.append(Timestamp(stage))
         self._labels.append(label)
 
     def dispatch(
@@ -210,7 +163,7 @@ class Recorder:
                                  f"aligned to {alignment} and sizes at most this device's maxStorageBufferRange "
                                  f"({max_range} B)")
         self._sync(_COMPUTE_STAGE, [views[i] for i in kernel.reads], [views[i] for i in kernel.writes])
-        self._ops.append(_Dispatch(pipeline, tuple(views), push, groups))
+        self._ops.append(Dispatch(pipeline, tuple(views), push, groups))
         self.dispatch_count += 1
         self.command_count += 1
         self.descriptor_count += len(views)
@@ -222,7 +175,7 @@ class Recorder:
         """The shaders this recording dispatches."""
         if self.ended:
             return set(self._kernel_names)
-        return {op.pipeline.kernel.shader for op in self._ops if isinstance(op, _Dispatch)}
+        return {op.pipeline.kernel.shader for op in self._ops if isinstance(op, Dispatch)}
 
     def copy(self, src: BufferView, dst: BufferView, label: str = "copy") -> None:
         """Record a buffer-to-buffer copy of src.size bytes (dst must be at least as large)."""
@@ -232,7 +185,7 @@ class Recorder:
             raise ValueError(f"copy of {src.size} B into {dst.size} B")
         dst = BufferView(dst.buffer, dst.offset, src.size)
         self._sync(vk.VK_PIPELINE_STAGE_TRANSFER_BIT, [src], [dst])
-        self._ops.append(_Copy(src, dst))
+        self._ops.append(Copy(src, dst))
         self.command_count += 1
         if self.profile:
             self._timestamp(label, vk.VK_PIPELINE_STAGE_TRANSFER_BIT)
@@ -246,10 +199,10 @@ class Recorder:
         another Recorder encodes with `end_with`); this Recorder records nothing more."""
         vk = binding()
         self._require_recording()
-        self._ops.append(_Barrier(vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                                  vk.VK_PIPELINE_STAGE_HOST_BIT | vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                                  vk.VK_ACCESS_MEMORY_WRITE_BIT,
-                                  vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_MEMORY_READ_BIT))
+        self._ops.append(Barrier(vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                                 vk.VK_PIPELINE_STAGE_HOST_BIT | vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                                 vk.VK_ACCESS_MEMORY_WRITE_BIT,
+                                 vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_MEMORY_READ_BIT))
         self.ended = True
         self._pending.clear()
         commands = Commands(self._ops, tuple(self._labels), self.dispatch_count, self.command_count,
@@ -271,111 +224,28 @@ class Recorder:
         self._ops, self._labels = commands.ops, list(commands.labels)
         self.dispatch_count, self.command_count = commands.dispatch_count, commands.command_count
         self.descriptor_count = commands.descriptor_count
-        sets = self._write_descriptor_sets()
-        self._encode(sets)
+        self._encode()
         # The command buffer holds the commands now. Dropping their Python records leaves a cached plan a
         # handful of objects for the cycle collector to walk, not one per command and binding.
-        self._kernel_names = frozenset(op.pipeline.kernel.shader for op in self._ops if isinstance(op, _Dispatch))
+        self._kernel_names = frozenset(op.pipeline.kernel.shader for op in self._ops if isinstance(op, Dispatch))
         self._op_count = len(self._ops)
         self._ops = []
 
     # -- encoding ---------------------------------------------------------------------------------------------
 
-    def _write_descriptor_sets(self) -> Any:
-        """One set per dispatch, from one pool (the device's spare, or a new one), written in one update."""
-        vk = binding()
-        ffi, lib, dev = vk.ffi, vk.lib, self.device.handle
-        dispatches = [op for op in self._ops if isinstance(op, _Dispatch)]
-        if not dispatches:
-            return None
-        self._descriptor_pool = self.device.slots.take_pool(len(dispatches), max(1, self.descriptor_count))
-        layouts = ffi.new("VkDescriptorSetLayout[]", [d.pipeline.set_layout for d in dispatches])
-        alloc_info = ffi.new("VkDescriptorSetAllocateInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": self._descriptor_pool[0],
-            "descriptorSetCount": len(dispatches), "pSetLayouts": layouts})
-        sets = ffi.new("VkDescriptorSet[]", len(dispatches))
-        check(lib.vkAllocateDescriptorSets(dev, alloc_info, sets), "vkAllocateDescriptorSets")
-        # The structs are filled as arrays of integers: field by field through cffi costs more than the driver.
-        count = max(1, self.descriptor_count)
-        infos = ffi.new("VkDescriptorBufferInfo[]", count)
-        handles: dict[Any, int] = {}
-        words: list[int] = []
-        for d in dispatches:
-            for v in d.views:
-                handle = handles.get(v.buffer)
-                if handle is None:
-                    handle = handles[v.buffer] = int(ffi.cast("uint64_t", v.buffer))
-                words += (handle, v.offset, v.size)
-        np.frombuffer(ffi.buffer(infos), np.uint64)[:len(words)] = words
-        writes = ffi.new("VkWriteDescriptorSet[]", len(dispatches))
-        table = np.frombuffer(ffi.buffer(writes), _write_dtype(ffi))
-        table["sType"] = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
-        table["descriptorType"] = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
-        table["dstSet"] = np.frombuffer(ffi.buffer(sets), np.uint64)
-        # One write fills bindings 0..n-1: an update rolls over into consecutive bindings of one type.
-        bindings = np.array([len(d.views) for d in dispatches], np.uint64)
-        table["descriptorCount"] = bindings
-        first = np.concatenate(([0], np.cumsum(bindings)[:-1])).astype(np.uint64)
-        table["pBufferInfo"] = int(ffi.cast("uint64_t", infos)) + first * ffi.sizeof("VkDescriptorBufferInfo")
-        lib.vkUpdateDescriptorSets(dev, len(dispatches), writes, 0, ffi.NULL)
-        return sets
-
-    def _encode(self, sets: Any) -> None:
+    def _encode(self) -> None:
+        """Write the descriptor sets, then record the command buffer (vk/commands.py)."""
+        dispatches = [op for op in self._ops if isinstance(op, Dispatch)]
+        pool, sets = write_descriptor_sets(self.device, dispatches, self.descriptor_count)
+        if pool is not None:
+            self._descriptor_pool = pool
         with self.stream.pool_lock:  # recording into a buffer of the pool: the pool is externally synchronised
-            self._encode_locked(sets)
+            if self._labels:
+                vk = binding()
+                info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=len(self._labels))
+                self._query_pool = call(vk.vkCreateQueryPool, self.device.handle, info, None)
+            encode_commands(self.cmd, self._ops, sets, self._busy, self._query_pool, len(self._labels))
 
-    def _encode_locked(self, sets: Any) -> None:
-        vk = binding()
-        ffi, lib, cmd = vk.ffi, vk.lib, self.cmd
-        begin = ffi.new("VkCommandBufferBeginInfo*", {"sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO})
-        check(lib.vkBeginCommandBuffer(cmd, begin), "vkBeginCommandBuffer")  # never ONE_TIME_SUBMIT: replayed
-        if self._busy is not None:
-            busy_pool, first = self._busy
-            lib.vkCmdResetQueryPool(cmd, busy_pool, first, 2)
-            lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, busy_pool, first)
-        if self._labels:
-            info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=len(self._labels))
-            self._query_pool = call(vk.vkCreateQueryPool, self.device.handle, info, None)
-            lib.vkCmdResetQueryPool(cmd, self._query_pool, 0, len(self._labels))
-        compute, stage_bit = vk.VK_PIPELINE_BIND_POINT_COMPUTE, vk.VK_SHADER_STAGE_COMPUTE_BIT
-        barriers: dict[tuple[int, int], Any] = {}
-        keep = []  # copy regions stay alive until the buffer ends
-        # every push-constant block in one buffer: one conversion instead of one per dispatch
-        pushes = ffi.from_buffer(b"".join(op.push for op in self._ops if isinstance(op, _Dispatch)) or b"\0")
-        bound = None
-        n_set = n_query = n_push = 0
-        null = ffi.NULL
-        for op in self._ops:
-            if isinstance(op, _Dispatch):
-                pipeline, _views, push, groups = op
-                if pipeline is not bound:
-                    lib.vkCmdBindPipeline(cmd, compute, pipeline.handle)
-                    bound = pipeline
-                lib.vkCmdBindDescriptorSets(cmd, compute, pipeline.layout, 0, 1, sets + n_set, 0, null)
-                n_set += 1
-                if push:
-                    lib.vkCmdPushConstants(cmd, pipeline.layout, stage_bit, 0, len(push), pushes + n_push)
-                    n_push += len(push)
-                lib.vkCmdDispatch(cmd, groups[0], groups[1], groups[2])
-            elif isinstance(op, _Barrier):
-                key = (op.src_access, op.dst_access)
-                if key not in barriers:
-                    barriers[key] = ffi.new("VkMemoryBarrier*", {
-                        "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": op.src_access,
-                        "dstAccessMask": op.dst_access})
-                lib.vkCmdPipelineBarrier(cmd, op.src_stage, op.dst_stage, 0, 1, barriers[key], 0, null, 0, null)
-            elif isinstance(op, _Copy):
-                region = ffi.new("VkBufferCopy*", {"srcOffset": op.src.offset, "dstOffset": op.dst.offset,
-                                                   "size": op.src.size})
-                keep.append(region)
-                lib.vkCmdCopyBuffer(cmd, op.src.buffer, op.dst.buffer, 1, region)
-            else:
-                lib.vkCmdWriteTimestamp(cmd, op.stage, self._query_pool, n_query)
-                n_query += 1
-        if self._busy is not None:
-            lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, busy_pool, first + 1)
-        check(lib.vkEndCommandBuffer(cmd), "vkEndCommandBuffer")
-        del keep, pushes
 
     # -- running ----------------------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from vkocr.engine.commands import Commands
 from vkocr.engine.errors import BindingTooLarge, EngineError, LoweringError
 from vkocr.engine.graph import passes
 from vkocr.engine.graph.constants import ConstantArena, constant_key
@@ -40,7 +41,7 @@ from vkocr.engine.graph.memory_plan import LayoutCache, Lifetime, MemoryPlan, al
 from vkocr.engine.graph.precision import assign
 from vkocr.engine.graph.shared_memory import SharedMemory
 from vkocr.engine.graph.specialize import Specialized, specialize
-from vkocr.engine.recorder import Commands, Recorder
+from vkocr.engine.recorder import Recorder
 from vkocr.engine.symbolic import concrete, dim, is_symbolic
 from vkocr.engine.tensor import Tensor
 

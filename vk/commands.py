@@ -1,0 +1,171 @@
+"""The commands a Recorder collects (dispatches, barriers, copies, timestamps) and their encoding into a Vulkan
+command buffer: every descriptor set of a recording written in one allocation and one update, then the
+commands recorded with raw calls into the binding (its Python wrappers build every struct anew and cost more
+than the driver; a plan is recorded per input shape, so this is on the request path).
+
+Kept apart from vk/recorder.py, which decides what to record (checks, barriers) and runs it (submit, wait,
+timings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from vkocr.engine.loader import binding, check
+from vkocr.engine.memory import BufferView
+from vkocr.engine.pipeline import Pipeline
+
+if TYPE_CHECKING:
+    from vkocr.engine.device import Device
+
+
+class Dispatch(NamedTuple):
+    """One compute dispatch: `views` bind to bindings 0..n-1 in order."""
+
+    pipeline: Pipeline
+    views: tuple[BufferView, ...]
+    push: bytes  # padded to the kernel's push-constant size (a symbolic.Packed while a shape class is traced)
+    groups: tuple[int, int, int]
+
+
+class Barrier(NamedTuple):
+    """One global memory barrier."""
+
+    src_stage: int
+    dst_stage: int
+    src_access: int
+    dst_access: int
+
+
+class Copy(NamedTuple):
+    """One buffer-to-buffer copy of src.size bytes."""
+
+    src: BufferView
+    dst: BufferView
+
+
+class Timestamp(NamedTuple):
+    """One timestamp of a profiling recording, written after the command before it."""
+
+    stage: int
+
+
+class Commands(NamedTuple):
+    """What a Recorder collected, ready to encode: its commands in order, the timestamp labels (profiling
+    only) and the counts."""
+
+    ops: list[Dispatch | Barrier | Copy | Timestamp]
+    labels: tuple[str, ...]
+    dispatch_count: int
+    command_count: int
+    descriptor_count: int
+
+
+@cache
+def _write_dtype(ffi: Any) -> np.dtype:
+    """VkWriteDescriptorSet as a NumPy record (offsets from the binding's own struct layout)."""
+    fields = {"sType": np.uint32, "dstSet": np.uint64, "descriptorCount": np.uint32, "descriptorType": np.uint32,
+              "pBufferInfo": np.uint64}
+    return np.dtype({"names": list(fields), "formats": list(fields.values()),
+                     "offsets": [ffi.offsetof("VkWriteDescriptorSet", name) for name in fields],
+                     "itemsize": ffi.sizeof("VkWriteDescriptorSet")})
+
+
+def write_descriptor_sets(device: Device, dispatches: Sequence[Dispatch], descriptor_count: int) -> tuple[Any, Any]:
+    """One set per dispatch, from one pool (the device's spare, or a new one), written in one update: the pool
+    (for the Recorder to give back) and the sets, or (None, None) for a recording without dispatches."""
+    vk = binding()
+    ffi, lib, dev = vk.ffi, vk.lib, device.handle
+    if not dispatches:
+        return None, None
+    pool = device.slots.take_pool(len(dispatches), max(1, descriptor_count))
+    layouts = ffi.new("VkDescriptorSetLayout[]", [d.pipeline.set_layout for d in dispatches])
+    alloc_info = ffi.new("VkDescriptorSetAllocateInfo*", {
+        "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": pool[0],
+        "descriptorSetCount": len(dispatches), "pSetLayouts": layouts})
+    sets = ffi.new("VkDescriptorSet[]", len(dispatches))
+    check(lib.vkAllocateDescriptorSets(dev, alloc_info, sets), "vkAllocateDescriptorSets")
+    # The structs are filled as arrays of integers: field by field through cffi costs more than the driver.
+    count = max(1, descriptor_count)
+    infos = ffi.new("VkDescriptorBufferInfo[]", count)
+    handles: dict[Any, int] = {}
+    words: list[int] = []
+    for d in dispatches:
+        for v in d.views:
+            handle = handles.get(v.buffer)
+            if handle is None:
+                handle = handles[v.buffer] = int(ffi.cast("uint64_t", v.buffer))
+            words += (handle, v.offset, v.size)
+    np.frombuffer(ffi.buffer(infos), np.uint64)[:len(words)] = words
+    writes = ffi.new("VkWriteDescriptorSet[]", len(dispatches))
+    table = np.frombuffer(ffi.buffer(writes), _write_dtype(ffi))
+    table["sType"] = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
+    table["descriptorType"] = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+    table["dstSet"] = np.frombuffer(ffi.buffer(sets), np.uint64)
+    # One write fills bindings 0..n-1: an update rolls over into consecutive bindings of one type.
+    bindings = np.array([len(d.views) for d in dispatches], np.uint64)
+    table["descriptorCount"] = bindings
+    first = np.concatenate(([0], np.cumsum(bindings)[:-1])).astype(np.uint64)
+    table["pBufferInfo"] = int(ffi.cast("uint64_t", infos)) + first * ffi.sizeof("VkDescriptorBufferInfo")
+    lib.vkUpdateDescriptorSets(dev, len(dispatches), writes, 0, ffi.NULL)
+    return pool, sets
+
+
+def encode_commands(cmd: Any, ops: Sequence[Dispatch | Barrier | Copy | Timestamp], sets: Any,
+                    busy: tuple[Any, int] | None, query_pool: Any, timestamps: int) -> None:
+    """Record `ops` into the command buffer `cmd` (its pool locked by the caller): dispatch i binds `sets[i]`;
+    `busy` (query pool, first query) brackets the whole recording with two timestamps, and `query_pool` takes
+    the `timestamps` per-command ones of a profiling recording."""
+    vk = binding()
+    ffi, lib = vk.ffi, vk.lib
+    begin = ffi.new("VkCommandBufferBeginInfo*", {"sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO})
+    check(lib.vkBeginCommandBuffer(cmd, begin), "vkBeginCommandBuffer")  # never ONE_TIME_SUBMIT: replayed
+    if busy is not None:
+        busy_pool, first = busy
+        lib.vkCmdResetQueryPool(cmd, busy_pool, first, 2)
+        lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, busy_pool, first)
+    if timestamps:
+        lib.vkCmdResetQueryPool(cmd, query_pool, 0, timestamps)
+    compute, stage_bit = vk.VK_PIPELINE_BIND_POINT_COMPUTE, vk.VK_SHADER_STAGE_COMPUTE_BIT
+    barriers: dict[tuple[int, int], Any] = {}
+    keep = []  # copy regions stay alive until the buffer ends
+    # every push-constant block in one buffer: one conversion instead of one per dispatch
+    pushes = ffi.from_buffer(b"".join(op.push for op in ops if isinstance(op, Dispatch)) or b"\0")
+    bound = None
+    n_set = n_query = n_push = 0
+    null = ffi.NULL
+    for op in ops:
+        if isinstance(op, Dispatch):
+            pipeline, _views, push, groups = op
+            if pipeline is not bound:
+                lib.vkCmdBindPipeline(cmd, compute, pipeline.handle)
+                bound = pipeline
+            lib.vkCmdBindDescriptorSets(cmd, compute, pipeline.layout, 0, 1, sets + n_set, 0, null)
+            n_set += 1
+            if push:
+                lib.vkCmdPushConstants(cmd, pipeline.layout, stage_bit, 0, len(push), pushes + n_push)
+                n_push += len(push)
+            lib.vkCmdDispatch(cmd, groups[0], groups[1], groups[2])
+        elif isinstance(op, Barrier):
+            key = (op.src_access, op.dst_access)
+            if key not in barriers:
+                barriers[key] = ffi.new("VkMemoryBarrier*", {
+                    "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": op.src_access,
+                    "dstAccessMask": op.dst_access})
+            lib.vkCmdPipelineBarrier(cmd, op.src_stage, op.dst_stage, 0, 1, barriers[key], 0, null, 0, null)
+        elif isinstance(op, Copy):
+            region = ffi.new("VkBufferCopy*", {"srcOffset": op.src.offset, "dstOffset": op.dst.offset,
+                                               "size": op.src.size})
+            keep.append(region)
+            lib.vkCmdCopyBuffer(cmd, op.src.buffer, op.dst.buffer, 1, region)
+        else:
+            lib.vkCmdWriteTimestamp(cmd, op.stage, query_pool, n_query)
+            n_query += 1
+    if busy is not None:
+        lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, busy_pool, first + 1)
+    check(lib.vkEndCommandBuffer(cmd), "vkEndCommandBuffer")
+    del keep, pushes
