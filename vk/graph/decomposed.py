@@ -7,7 +7,7 @@ its producer.
 from __future__ import annotations
 
 from vkocr.engine.graph.ir import Graph, Node
-from vkocr.engine.graph.opset import clip_bounds, unary_params
+from vkocr.engine.graph.opset_elementwise import clip_bounds, unary_params
 from vkocr.engine.graph.rewrite import (
     NoMatch,
     Uses,

@@ -25,21 +25,10 @@ import numpy as np
 
 from vkocr.engine.errors import KernelArgumentError, LoweringError
 from vkocr.engine.graph.ir import Node
-from vkocr.engine.graph.opset import (
-    UNARY_OP_TYPES,
-    VIEW_OPS,
-    conv_attrs,
-    conv_transpose_attrs,
-    pool_attrs,
-    post_affine,
-    reduce_axes,
-    resize_args,
-    resize_modes,
-    slice_args,
-    softmax_axis,
-    transpose_perm,
-    unary_params,
-)
+from vkocr.engine.graph.opset_elementwise import UNARY_OP_TYPES, unary_params
+from vkocr.engine.graph.opset_layout import VIEW_OPS, resize_args, resize_modes, slice_args, transpose_perm
+from vkocr.engine.graph.opset_matrix import reduce_axes, softmax_axis
+from vkocr.engine.graph.opset_windows import conv_attrs, conv_transpose_attrs, pool_attrs, post_affine
 from vkocr.engine.kernels.cast import record_cast
 from vkocr.engine.kernels.conv import Conv2d
 from vkocr.engine.kernels.conv_transpose import record_conv_transpose2d

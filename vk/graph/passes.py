@@ -22,7 +22,9 @@ from vkocr.engine.graph.decomposed import fuse_gelu as fuse_gelu  # re-exported:
 from vkocr.engine.graph.decomposed import fuse_hardswish as fuse_hardswish
 from vkocr.engine.graph.decomposed import fuse_layernorm as fuse_layernorm
 from vkocr.engine.graph.ir import Graph, Node
-from vkocr.engine.graph.opset import OPS, VIEW_OPS, unary_params
+from vkocr.engine.graph.opset import OPS
+from vkocr.engine.graph.opset_elementwise import unary_params
+from vkocr.engine.graph.opset_layout import VIEW_OPS
 from vkocr.engine.graph.rewrite import (
     Uses,
     add_const,

@@ -17,7 +17,7 @@ from vkocr.engine.device import Device
 from vkocr.engine.errors import ShapeError
 from vkocr.engine.graph.compare import rel_err
 from vkocr.engine.graph.model import Model
-from vkocr.engine.graph.opset import same_pads
+from vkocr.engine.graph.opset_windows import same_pads
 from vkocr.engine.graph.plan import Plan
 
 # op, kernel, strides, dilations, auto_pad, input (N, C, H, W)

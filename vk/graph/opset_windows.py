@@ -1,0 +1,141 @@
+"""Convolution and pooling ops (Conv, ConvTranspose, BatchNormalization, MaxPool, AveragePool,
+GlobalAveragePool): their shapes, their NumPy execution, and the attribute helpers (pads with auto_pad resolved,
+strides, dilations, the fused post-affine) that the Vulkan lowering (vk/graph/lower_windows.py) reads too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from vkocr.engine import ops
+from vkocr.engine.graph.ir import Node
+from vkocr.engine.graph.opset_registry import Shape, op, same_shape
+from vkocr.engine.kernels.conv import conv_output_shape
+from vkocr.engine.kernels.conv_transpose import conv_transpose_output_shape
+from vkocr.engine.kernels.pool import pool_output_shape
+
+
+def same_pads(auto_pad: str, size: Sequence[int], kernel: Sequence[int], strides: Sequence[int]
+              ) -> tuple[int, int, int, int]:
+    """ONNX auto_pad SAME_UPPER / SAME_LOWER on (H, W) for windows of `kernel`: enough padding for
+    ceil(size / stride) outputs, the odd one at the end (UPPER) or the start (LOWER); (top, left, bottom, right)."""
+    begin, end = [], []
+    for n, k, s in zip(size, kernel, strides):
+        total = max((-(-n // s) - 1) * s + k - n, 0)
+        small = total // 2
+        begin.append(small if auto_pad == "SAME_UPPER" else total - small)
+        end.append(total - begin[-1])
+    return begin[0], begin[1], end[0], end[1]
+
+
+def window_pads(node: Node, in_shape: Sequence[int] | None, kernel: Sequence[int],
+                dilations: Sequence[int] = (1, 1)) -> tuple[int, int, int, int]:
+    """A conv's or pool's pads (top, left, bottom, right) with auto_pad resolved for an input of `in_shape`
+    (N, C, H, W); None: SAME is refused (ConvTranspose, whose SAME means another thing), as is SAME with
+    dilations."""
+    a = node.attrs
+    auto_pad = a.get("auto_pad", "NOTSET")
+    if auto_pad == "NOTSET":
+        p = list(a.get("pads", [0, 0, 0, 0]))
+        return p[0], p[1], p[2], p[3]
+    if auto_pad == "VALID":
+        return 0, 0, 0, 0
+    # SAME with dilations: onnxruntime refuses it too, so nothing would say what it should give
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER") and in_shape is not None and len(in_shape) == 4 \
+            and all(d == 1 for d in dilations):
+        return same_pads(auto_pad, in_shape[2:], kernel, tuple(a.get("strides", (1, 1))))
+    raise ValueError(f"{node.name}: auto_pad={auto_pad} is not supported here (dilations {tuple(dilations)})")
+
+
+def conv_attrs(node: Node, in_shape: Sequence[int] | None, kernel: Sequence[int]) -> dict[str, Any]:
+    """strides, pads (ONNX order: top, left, bottom, right; auto_pad resolved), dilations and group of a conv
+    over an input of `in_shape` with a kernel of `kernel` (H, W)."""
+    a = node.attrs
+    dilations = tuple(a.get("dilations", (1, 1)))
+    return {
+        "strides": tuple(a.get("strides", (1, 1))),
+        "pads": window_pads(node, in_shape, kernel, dilations),
+        "dilations": dilations,
+        "group": int(a.get("group", 1)),
+    }
+
+
+def post_affine(node: Node) -> tuple[float, float] | None:
+    """The (scale, shift) that passes.fuse_post_affine folded after this node's activation, or None."""
+    a = node.attrs
+    if "post_scale" not in a and "post_shift" not in a:
+        return None
+    return float(a.get("post_scale", 1.0)), float(a.get("post_shift", 0.0))
+
+
+def _infer_conv(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
+    return [conv_output_shape(shapes[0], shapes[1], **conv_attrs(node, shapes[0], shapes[1][2:]))]
+
+
+@op("Conv", infer=_infer_conv)
+def _run_conv(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
+    a = node.attrs
+    bias = x[2] if len(x) > 2 else None
+    y = ops.conv2d(x[0], x[1], bias, **conv_attrs(node, x[0].shape, x[1].shape[2:]),
+                   activation=a.get("activation", "none"), alpha=a.get("act_alpha", 0.0), beta=a.get("act_beta", 0.0))
+    post = post_affine(node)
+    if post is not None:  # the Mul and Add that passes.fuse_post_affine replaced, rounded as they were
+        y = y * y.dtype.type(post[0]) + y.dtype.type(post[1])
+    return [y + x[3] if len(x) > 3 else y]  # the Add that passes.fuse_residual folded in
+
+
+def conv_transpose_attrs(node: Node) -> dict[str, Any]:
+    return {**conv_attrs(node, None, ()), "output_padding": tuple(node.attrs.get("output_padding", (0, 0)))}
+
+
+def _infer_conv_transpose(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
+    if "output_shape" in node.attrs:
+        raise ValueError(f"{node.name}: ConvTranspose output_shape is not supported")
+    return [conv_transpose_output_shape(shapes[0], shapes[1], **conv_transpose_attrs(node))]
+
+
+@op("ConvTranspose", infer=_infer_conv_transpose)
+def _run_conv_transpose(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
+    a = node.attrs
+    y = ops.conv_transpose2d(x[0], x[1], x[2] if len(x) > 2 else None, **conv_transpose_attrs(node))
+    return [ops.apply_activation(y, a.get("activation", "none"), a.get("act_alpha", 0.0), a.get("act_beta", 0.0))]
+
+
+@op("BatchNormalization", infer=same_shape)
+def _run_batchnorm(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
+    data, scale, bias, mean, var = x[:5]
+    eps = node.attrs.get("epsilon", 1e-5)
+    shape = (1, -1) + (1,) * (data.ndim - 2)
+    k = (scale / np.sqrt(var + eps)).reshape(shape)
+    return [((data - mean.reshape(shape)) * k + bias.reshape(shape)).astype(data.dtype)]
+
+
+def pool_attrs(node: Node, in_shape: Sequence[int]) -> dict[str, Any]:
+    """kernel, strides, pads (auto_pad resolved for this input's H × W) and ceil_mode of a MaxPool/AveragePool."""
+    a = node.attrs
+    kernel = tuple(a["kernel_shape"])
+    return {"kernel": kernel, "strides": tuple(a.get("strides", (1, 1))), "pads": window_pads(node, in_shape, kernel),
+            "ceil_mode": bool(a.get("ceil_mode", 0))}
+
+
+def _infer_pool(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
+    return [pool_output_shape(shapes[0], **pool_attrs(node, shapes[0]))]
+
+
+@op("MaxPool", infer=_infer_pool)
+def _run_max_pool(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
+    return [ops.max_pool2d(x[0], **pool_attrs(node, x[0].shape))]
+
+
+@op("AveragePool", infer=_infer_pool)
+def _run_average_pool(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
+    return [ops.average_pool2d(x[0], **pool_attrs(node, x[0].shape),
+                               count_include_pad=bool(node.attrs.get("count_include_pad", 0)))]
+
+
+@op("GlobalAveragePool", infer=lambda node, shapes, consts: [(*shapes[0][:2], 1, 1)])
+def _run_global_average_pool(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
+    return [ops.global_average_pool(x[0])]
