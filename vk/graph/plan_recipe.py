@@ -26,8 +26,6 @@ from vkocr.engine.graph import passes
 from vkocr.engine.graph.constants import ConstantArena, constant_key
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.lower import (
-    Emit,
-    NodeConstants,
     check_lowerable,
     derived_key,
     device_constants,
@@ -37,6 +35,7 @@ from vkocr.engine.graph.lower import (
     record_emit,
     require_host_constants,
 )
+from vkocr.engine.graph.lower_registry import Emit, NodeConstants
 from vkocr.engine.graph.memory_plan import LayoutCache, Lifetime, MemoryPlan, aligned, plan_memory
 from vkocr.engine.graph.precision import assign
 from vkocr.engine.graph.shared_memory import SharedMemory

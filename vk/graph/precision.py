@@ -20,7 +20,8 @@ import numpy as np
 
 from vkocr.engine.errors import ModelError
 from vkocr.engine.graph.ir import Graph, Node
-from vkocr.engine.graph.lower import STORAGE_CAST, is_view
+from vkocr.engine.graph.lower import is_view
+from vkocr.engine.graph.lower_registry import STORAGE_CAST
 
 FLOAT32 = np.dtype(np.float32)
 FLOAT16 = np.dtype(np.float16)

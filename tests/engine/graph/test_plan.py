@@ -16,9 +16,9 @@ from tests.engine.graph.test_memory_plan import check_plan
 from tests.engine.kernels.harness import fresh_rng
 from tests.paths import COMPAT_IMAGES, MODELS
 from vkocr.engine.device import Device
-from vkocr.engine.errors import VkocrError
+from vkocr.engine.errors import LoweringError, VkocrError
 from vkocr.engine.graph.compare import onnxruntime_values, rel_err
-from vkocr.engine.graph.lower import LoweringError, is_view
+from vkocr.engine.graph.lower import is_view
 from vkocr.engine.graph.model import CPU_BACKEND, Model
 from vkocr.engine.graph.onnx_import import ModelError
 from vkocr.engine.graph.plan import InputError, Plan, lifetimes, view_sources

@@ -14,7 +14,8 @@ from tests.engine.kernels.harness import fresh_rng
 from vkocr.engine.device import Device
 from vkocr.engine.errors import LoweringError
 from vkocr.engine.graph.ir import Node
-from vkocr.engine.graph.lower import NodeConstants, prepare, record_emit, record_node
+from vkocr.engine.graph.lower import prepare, record_emit, record_node
+from vkocr.engine.graph.lower_registry import NodeConstants
 from vkocr.engine.graph.opset import OPS
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor

@@ -19,7 +19,8 @@ import pytest
 from tests.engine.kernels.harness import TOLERANCES, fresh_rng
 from vkocr.engine.device import Device
 from vkocr.engine.graph.ir import Graph, Node
-from vkocr.engine.graph.lower import RULES, STORAGE_CAST
+from vkocr.engine.graph.lower import RULES
+from vkocr.engine.graph.lower_registry import STORAGE_CAST
 from vkocr.engine.graph.model import Model
 from vkocr.engine.graph.numpy_executor import run_numpy
 from vkocr.engine.graph.plan_recipe import specialize_for
