@@ -261,6 +261,30 @@ def test_coopmat_conv_matches_numpy(device: Device, case: Case, dtype: type, til
     release(device, x, w, out, *([b] if b is not None else []))
 
 
+def test_unasked_a_conv_too_small_for_the_other_tiles_keeps_the_sliced_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With VKOCR_COOPMAT=1 a pointwise conv takes the matrices, except where the SIMT kernel would take its sliced
+    tile (a small map and a deep K: the matrices ran those slower on the H200)."""
+    monkeypatch.setenv(ENV, "1")
+    dispatched: list[str] = []
+    device = SimpleNamespace(info=info(), coopmat_shape=(16, 16, 16), coopmat_why_not="",
+                             pipeline=lambda kernel, constants: (kernel.spirv_name, constants))
+    rec = SimpleNamespace(device=device, dispatch=lambda pipeline, views, push, groups, label: dispatched.append(
+        pipeline[0]))
+
+    def tensor(shape: tuple[int, ...]) -> SimpleNamespace:
+        return SimpleNamespace(shape=shape, dtype=np.dtype(np.float32), view=None)
+
+    def kernel_for(side: int, asked: bool | None = None) -> str:
+        conv = Conv2d((256, 256, 1, 1))
+        conv.record(rec, tensor((1, 256, side, side)), tensor((256, 256, 1, 1)),  # type: ignore[arg-type]
+                    tensor((1, 256, side, side)), coopmat=asked)  # type: ignore[arg-type]
+        return dispatched[-1]
+
+    assert kernel_for(14) == "conv2d"  # 16 workgroups of the small tile: sliced
+    assert kernel_for(92) == "conv2d_coopmat"
+    assert kernel_for(14, asked=True) == "conv2d_coopmat"
+
+
 def test_the_coopmat_launch_stays_symbolic(monkeypatch: pytest.MonkeyPatch) -> None:
     """Under a shape-class trace (vk/symbolic.py) the choice and the launch pin no dimension, and the compiled
     program gives another shape of the class the groups and push constants a build of that shape gives."""
