@@ -60,8 +60,7 @@ class OcrPipeline:
         self.options.validate()
         check_orientation(self.options, stages.orients)
         self.chains = PluginChains()
-        # the deployment's chain: what a request whose options name no other plugins runs
-        self.plugins = self.chains.deploy(self.options, plugins)
+        self.chains.deploy(self.options, plugins)
         self._steps: dict[tuple[int, int], int] = {}
         self.backend_reason = ""  # why open() chose this backend (the status stream and metrics repeat it)
         self.precision: PrecisionChoice = FP32_CHOICE  # the storage precision that serves, and why (open() sets it)
@@ -132,6 +131,15 @@ class OcrPipeline:
             if self._device is not None:
                 self._device.close()
                 self._device = None
+
+    @property
+    def plugins(self) -> PluginChain:
+        """The deployment's chain: what a request whose options name no other plugins runs."""
+        return self.chains.chain_for(self.options)
+
+    @plugins.setter
+    def plugins(self, chain: PluginChain) -> None:
+        self.chains.deploy(self.options, chain)
 
     def __enter__(self) -> Self:
         return self
