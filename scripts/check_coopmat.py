@@ -54,10 +54,10 @@ class _Checkout(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, _Checkout())
 
-from vkocr.engine.coopmat import switched_on, why_not  # noqa: E402
+from vkocr.engine.coopmat import why_not  # noqa: E402
 from vkocr.engine.device import Device  # noqa: E402
 from vkocr.engine.kernels.conv import Conv2d, conv_output_shape  # noqa: E402
-from vkocr.engine.kernels.conv_coopmat import CoopmatTile, pick_coopmat_tile  # noqa: E402
+from vkocr.engine.kernels.conv_coopmat import CoopmatTile, coopmat_shape, pick_coopmat_tile  # noqa: E402
 from vkocr.engine.ops.conv import conv2d  # noqa: E402
 from vkocr.engine.recorder import Recorder  # noqa: E402
 from vkocr.engine.tensor import Tensor  # noqa: E402
@@ -304,8 +304,12 @@ def time_cases(device: Device, variants: list[Variant], repeats: int, rounds: in
             except Exception as exc:  # noqa: BLE001
                 traceback.print_exc()
                 got = {"error": f"{type(exc).__name__}: {exc}"}
-            # unasked, only pointwise convolutions take the matrices, and only with VKOCR_COOPMAT=1 (k×k: SIMT won)
-            expected = "conv2d_coopmat" if case.kernel == (1, 1) and switched_on() else "conv2d"
+            # unasked, pointwise convolutions deep and big enough take the matrices (all of them with
+            # VKOCR_COOPMAT=1; k×k: SIMT won): vk/kernels/conv_coopmat.py's rule
+            m, n, k = case.mnk()
+            takes = coopmat_shape(device, "fp16", m, k, pointwise=case.kernel == (1, 1), n=n,
+                                  batches=case.x[0] * case.group) is not None
+            expected = "conv2d_coopmat" if takes else "conv2d"
             if label == "coopmat fp16 (auto)" and "error" not in got and got.get("kernel") != expected:
                 got["error"] = f"the automatic choice ran {got.get('kernel')}, not {expected}"
             if "error" in got:

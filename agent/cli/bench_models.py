@@ -20,6 +20,7 @@ import numpy as np
 from vkocr.agent.cli.workspace import ncnn_models
 
 WARMUP_S = 0.5
+PROFILE_WARMUP_S = 1.0  # profiled replays before the five that count (see bench_ours)
 NCNN_FILES = {"det": "ch_PP_OCRv4_det_infer", "cls": "ch_ppocr_mobile_v2.0_cls_infer", "rec": "ch_PP_OCRv4_rec_infer"}
 
 
@@ -57,6 +58,18 @@ def timed(fn: Callable[[], Any], runs: int) -> dict[str, float]:
     return {"min_ms": min(samples), "median_ms": statistics.median(samples)}
 
 
+def busy_ms(plan: Any, x: np.ndarray, replays: int = 20) -> float:
+    """Median GPU span of one plain replay: upload, network and readback in one submission, measured by the two
+    timestamps every recording carries (vk/recorder.py). A profiled replay's per-node sum (gpu_ms) also pays for
+    a timestamp after every dispatch, which waits for it to finish."""
+    spans = []
+    for _ in range(replays):
+        before = plan.device.gpu_busy_seconds
+        plan.run(x, copy=False)
+        spans.append((plan.device.gpu_busy_seconds - before) * 1e3)
+    return statistics.median(spans)
+
+
 def gpu_breakdown(plan: Any, profile: Any) -> tuple[dict[str, float], list[tuple[str, str, float]]]:
     """GPU ms summed per op type, and the ten slowest nodes (name, op, ms) of one profiled replay."""
     op_of = {n.name: n.op for n in plan.spec.graph.nodes}
@@ -85,9 +98,15 @@ def bench_ours(device: Any, path: Path, x: np.ndarray, runs: int, precision: str
         row["output"] = out.copy() if reference is None else None
         if reference is not None:
             row["rel_error"] = float(np.linalg.norm(out - reference) / max(float(np.linalg.norm(reference)), 1e-30))
+        # Profiled replays back to back for a while first: between the timed runs' readbacks (rec 16: 17 MB
+        # each) the GPU idled enough to drop its clocks, and rec 16's profile read 2-3x slow in some rounds.
+        start = time.perf_counter()
+        while time.perf_counter() - start < PROFILE_WARMUP_S:
+            plan.profile(x)
         profiles = [plan.profile(x) for _ in range(5)]
         best = min(profiles, key=lambda p: p.total_ms)
         row["gpu_ms"] = sum(t.ms for t in best.nodes)
+        row["busy_ms"] = busy_ms(plan, x)
         row["upload_ms"], row["readback_ms"] = best.upload_ms, best.readback_ms
         row["dispatches"] = plan.dispatch_count
         row["per_op_ms"], row["slowest_nodes"] = gpu_breakdown(plan, best)
@@ -178,10 +197,11 @@ def _cell(row: dict[str, Any] | str) -> str:
 
 
 def format_model_results(results: dict[str, Any]) -> str:
-    header = (f"{'case':<20} {'ours':>15} {'GPU':>7} {'upload':>7} {'readbk':>7} {'disp':>5} "
+    header = (f"{'case':<20} {'ours':>15} {'GPU':>7} {'busy':>6} {'upload':>7} {'readbk':>7} {'disp':>5} "
               f"{'onnxruntime CPU':>16} {'ncnn Vulkan':>15} {'ort/ours':>8} {'ncnn/ours':>9}")
     lines = [f"device: {results['device']}",
-             "wall ms numpy in -> numpy out, min / median; ours split into GPU (timestamps), upload, readback",
+             "wall ms numpy in -> numpy out, min / median; ours split into GPU (per-node timestamps), upload,",
+             "readback; busy: GPU span of a replay without per-node timestamps (upload + network + readback)",
              header]
     for r in results["cases"]:
         ours, ort_row, ncnn_row = r["ours"], r["onnxruntime_cpu"], r["ncnn_vulkan"]
@@ -190,13 +210,15 @@ def format_model_results(results: dict[str, Any]) -> str:
             return f"{peer['median_ms'] / ours['median_ms']:.1f}x" if isinstance(peer, dict) else "-"
 
         lines.append(
-            f"{r['case']:<20} {_cell(ours):>15} {ours['gpu_ms']:>7.2f} {ours['upload_ms']:>7.3f} "
+            f"{r['case']:<20} {_cell(ours):>15} {ours['gpu_ms']:>7.2f} {ours.get('busy_ms', float('nan')):>6.2f} "
+            f"{ours['upload_ms']:>7.3f} "
             f"{ours['readback_ms']:>7.3f} {ours['dispatches']:>5} {_cell(ort_row):>16} {_cell(ncnn_row):>15} "
             f"{ratio(ort_row):>8} {ratio(ncnn_row):>9}"
         )
         for precision, row in r.get("ours_by_precision", {}).items():
             speed = ours["gpu_ms"] / row["gpu_ms"]
-            lines.append(f"{'  ' + precision:<20} {_cell(row):>15} {row['gpu_ms']:>7.2f} {row['upload_ms']:>7.3f} "
+            lines.append(f"{'  ' + precision:<20} {_cell(row):>15} {row['gpu_ms']:>7.2f} "
+                         f"{row.get('busy_ms', float('nan')):>6.2f} {row['upload_ms']:>7.3f} "
                          f"{row['readback_ms']:>7.3f} {row['dispatches']:>5}  GPU {speed:.2f}x fp32's speed, "
                          f"output rel. error {row['rel_error']:.2e} against fp32")
     for r in results["cases"]:

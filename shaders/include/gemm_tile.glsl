@@ -26,7 +26,9 @@
 // Slices hold one mat4 of accumulators each (TM = TN = 4; the host checks).
 //
 // No local arrays: the accumulators are up to four named mat4s, the fragments and the prefetch named vec4s,
-// so TM, TN ∈ {4, 8} and at most 4 fetched elements per operand per thread and tile (the host checks).
+// so TM, TN ∈ {4, 8} and at most 8 fetched elements per operand per thread and tile, two vec4s (the host checks).
+// A deeper BK takes fewer steps along K: where few workgroups share a multiprocessor, each step waits out a
+// global load's latency, and a conv's K of 48..768 is only a few dozen BK = 8 steps.
 // With arrays (vec4[16] or float[64] accumulators, and vec4[8] in one tile shape but not another) NVIDIA's
 // compiler produced code that ran at 2 TFLOP/s instead of 34 at 2048³ on an H200; named variables leave it
 // no choice. (Registers at 128×128, 8×8: 125, so two workgroups fit a multiprocessor.)
@@ -41,8 +43,8 @@ const uint THREADS_M = BM / TM;
 const uint THREADS_N = BN / TN;
 const uint THREADS = THREADS_M * THREADS_N;  // per slice: the workgroup size (constant id 0) is SLICES · THREADS
 const uint SLICES = gl_WorkGroupSize.x / THREADS;
-const uint A_SLOTS = BM * BK / THREADS;      // elements of A each thread fetches per tile, ≤ 4
-const uint B_SLOTS = BK * BN / THREADS;      // ≤ 4
+const uint A_SLOTS = BM * BK / THREADS;      // elements of A each thread fetches per tile, ≤ 8
+const uint B_SLOTS = BK * BN / THREADS;      // ≤ 8
 const uint A_ROW = BM / 4 + 1;               // vec4s per k-row of the shared A tile (one vec4 of padding)
 const uint B_ROW = BN / 4 + 1;
 const uint A_BUF = BK * A_ROW;
@@ -89,7 +91,8 @@ void gemm_tile(uint batch, uint M, uint N, uint K) {
 
     // acc_RC: rows 4R..4R+3 of the thread's rows, columns 4C..4C+3 of its columns (R, C < TM/4, TN/4).
     mat4 acc_00 = mat4(0.0), acc_01 = mat4(0.0), acc_10 = mat4(0.0), acc_11 = mat4(0.0);
-    vec4 next_a = vec4(0.0), next_b = vec4(0.0);
+    // slots 0..3 in the first vec4, 4..7 in the second (s is a constant once the loops are unrolled)
+    vec4 next_a = vec4(0.0), next_a_hi = vec4(0.0), next_b = vec4(0.0), next_b_hi = vec4(0.0);
     // With n-fast fetches and THREADS a multiple of BN a thread fetches the same column in every slot and
     // tile: its column state (for a conv, a division by the output width) is computed once, here.
     const bool ONE_COLUMN = B_N_FAST && THREADS % BN == 0;
@@ -106,16 +109,14 @@ void gemm_tile(uint batch, uint M, uint N, uint K) {
             [[unroll]] for (uint s = 0; s < A_SLOTS; ++s) {
                 uvec2 mk = a_slot_mk(s, tid);
                 uint m = m0 + mk.x, k = k0 + mk.y;
-                next_a[s] = (m < M && k < k_end) ? load_a(batch, m, k) : 0.0;
+                float v = (m < M && k < k_end) ? load_a(batch, m, k) : 0.0;
+                if (s < 4) next_a[s] = v; else next_a_hi[s - 4] = v;
             }
             [[unroll]] for (uint s = 0; s < B_SLOTS; ++s) {
                 uvec2 kn = b_slot_kn(s, tid);
                 uint k = k0 + kn.x, n = n0 + kn.y;
-                if (k < k_end && n < N) {
-                    next_b[s] = load_b(batch, k, n, ONE_COLUMN ? my_column : b_column(batch, n));
-                } else {
-                    next_b[s] = 0.0;
-                }
+                float v = (k < k_end && n < N) ? load_b(batch, k, n, ONE_COLUMN ? my_column : b_column(batch, n)) : 0.0;
+                if (s < 4) next_b[s] = v; else next_b_hi[s - 4] = v;
             }
         }
         // Multiply tile t-1, which the previous iteration stashed and fenced, while tile t's loads fly.
@@ -139,11 +140,11 @@ void gemm_tile(uint batch, uint M, uint N, uint K) {
             uint a_buf = a_own + (t & 1u) * A_BUF, b_buf = b_own + (t & 1u) * B_BUF;
             [[unroll]] for (uint s = 0; s < A_SLOTS; ++s) {
                 uvec2 mk = a_slot_mk(s, tid);
-                tile_a[a_buf + mk.y * A_ROW + mk.x / 4][mk.x % 4] = next_a[s];
+                tile_a[a_buf + mk.y * A_ROW + mk.x / 4][mk.x % 4] = s < 4 ? next_a[s] : next_a_hi[s - 4];
             }
             [[unroll]] for (uint s = 0; s < B_SLOTS; ++s) {
                 uvec2 kn = b_slot_kn(s, tid);
-                tile_b[b_buf + kn.x * B_ROW + kn.y / 4][kn.y % 4] = next_b[s];
+                tile_b[b_buf + kn.x * B_ROW + kn.y / 4][kn.y % 4] = s < 4 ? next_b[s] : next_b_hi[s - 4];
             }
         }
         barrier();

@@ -10,13 +10,18 @@ from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv_coopmat import CONV2D_COOPMAT, CoopmatTile, coopmat_shape, record_conv2d_coopmat
 from vkocr.engine.kernels.gemv import Epilogue, GemvShape, record_gemv
 from vkocr.engine.kernels.launch import activation_id, check_groups, pack, require_shape, storage
-from vkocr.engine.kernels.matmul import TILES, pick_tile
+from vkocr.engine.kernels.matmul import MIN_GROUPS, TILES, GemmTile, pick_tile
 from vkocr.engine.kernels.spatial import conv_out_len, four_pads, pair
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
 
 CONV2D = KernelDef("conv2d", ("r", "r", "r", "w", "r"), 76)  # x, w, bias, out, residual
+# Pointwise convolutions shallower than this take the thin tile, the most workgroups, where it still makes
+# MIN_GROUPS of them and pick_tile gave a bigger one: on the H100 det's 1×1
+# convolutions of 48..96 input channels at 92×128..184×256 ran 5-25 % faster on it than on the wide, small or
+# large tile pick_tile gives them (scripts/sweep_conv_tiles.py, benchmarks/2026-12-05-h100-sweep-conv-tiles.json).
+SHALLOW_POINTWISE_K = 192
 
 
 def conv_output_shape(
@@ -91,7 +96,7 @@ class Conv2d:
                                float(scale), float(shift))
 
     def record(self, rec: Recorder, x: Tensor, w: Tensor, out: Tensor, b: Tensor | None = None, *,
-               residual: Tensor | None = None, tile: str | None = None, coopmat: bool | None = None,
+               residual: Tensor | None = None, tile: str | GemmTile | None = None, coopmat: bool | None = None,
                coopmat_tile: CoopmatTile | None = None) -> None:
         """One GEMM per (image, group) for input x (N, Cin, H, W), plus `residual` (out's shape) in the epilogue
         when given; `tile` forces a tile config of the SIMT kernel. Every tensor stores float32, or every one
@@ -125,12 +130,18 @@ class Conv2d:
         # page-orientation model's small 1×1 convolutions slower (0.393 ms against 0.299 for the model)
         want = False if tile is not None or (coopmat is None and chosen == TILES["sliced"]) else coopmat
         mnk = coopmat_shape(rec.device, kernel.precision, self.cout_g, self._k, want=want,
-                            pointwise=bool(self._constants[0]))
+                            pointwise=bool(self._constants[0]), n=oh * ow, batches=n * self.group)
         if mnk is not None:
             record_conv2d_coopmat(rec, storage(CONV2D_COOPMAT, x, w, out, b, residual), mnk, self._constants, push,
                                   views, self.cout_g, oh * ow, n * self.group, coopmat_tile,
                                   residual=residual is not None)
             return
+        thin = TILES["thin"]
+        if tile is None and self._pointwise and self._k < SHALLOW_POINTWISE_K and chosen in (
+                TILES["large"], TILES["wide"], TILES["small"]):
+            gx, gy, gz = thin.groups(self.cout_g, oh * ow, n * self.group)
+            if gx * gy * gz >= MIN_GROUPS:
+                chosen = thin
         groups = chosen.groups(self.cout_g, oh * ow, n * self.group)
         check_groups(rec, groups, "conv2d")
         pipeline = rec.device.pipeline(kernel, (*chosen.constants(), *self._constants, int(residual is not None)))

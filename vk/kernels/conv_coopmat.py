@@ -9,8 +9,9 @@ The chain is coopmat → fp16 → fp32. The matrices multiply fp16 inputs with f
 in as they are. Tensors stored in fp32 go in as hi + lo fp16 pairs, three products each (the shader's SPLIT):
 ~21 bits of every input (lo scaled out of fp16's subnormals, which NVIDIA flushes), ~1e-7 of relative error
 against NumPy on lavapipe, where one fp16 product gives ~3e-4. Unasked (AUTO_PRECISIONS), only pointwise
-convolutions take the path, and only with VKOCR_COOPMAT=1 (vk/coopmat.py `switched_on`): on the H100 the SIMT
-kernel ran every k×k convolution faster. `coopmat=True` asks for it (scripts/check_coopmat.py, benchmarks).
+convolutions take the path: those at least AUTO_MIN_K deep whose tile makes AUTO_MIN_GROUPS workgroups, or with
+VKOCR_COOPMAT=1 (vk/coopmat.py `switched_on`) every one at least MIN_K deep. On the H100 the SIMT kernel ran
+every k×k convolution faster. `coopmat=True` asks for it (scripts/check_coopmat.py, benchmarks).
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ AUTO_PRECISIONS = ("fp16", "fp32")  # storage precisions whose convolutions take
 SUBGROUPS = 4  # subgroups per workgroup (128 invocations on NVIDIA)
 MIN_M = 16  # output channels per group below which the SIMT kernel serves (depthwise convs never reach this)
 MIN_K = 16  # input channels per group × kernel taps
+# Unasked, without VKOCR_COOPMAT=1: pointwise convolutions this deep whose tile makes this many workgroups. On the
+# H100 (scripts/sweep_conv_tiles.py, benchmarks/2026-12-05-h100-sweep-conv-tiles.json) the matrices ran those
+# 15-35 % faster than the best SIMT tile (det's 192..768-channel 1×1 convolutions, rec 16's), and shallower or
+# smaller ones slower: det's 48..96-channel ones at 184×256 (0.088 against 0.034 ms), rec 1's at 3×80.
+AUTO_MIN_K = 192
+AUTO_MIN_GROUPS = 64
 
 
 @dataclass(frozen=True)
@@ -76,12 +83,14 @@ def pick_coopmat_tile(m: int, mnk: tuple[int, int, int], split: bool = False, po
 
 
 def coopmat_shape(device: object, precision: str, m: int, k: int, *, want: bool | None = None,
-                  pointwise: bool = False) -> tuple[int, int, int] | None:
+                  pointwise: bool = False, n: int = 0, batches: int = 1) -> tuple[int, int, int] | None:
     """The (TM, TN, TK) a convolution of M = Cout/group rows and K = Cin/group·KH·KW runs on, or None for the
-    SIMT kernel. `want`: None decides (the device has matrices, VKOCR_COOPMAT=1, the storage precision is one
-    of AUTO_PRECISIONS, a `pointwise` convolution, M ≥ MIN_M and K ≥ MIN_K: the SIMT kernel ran every k×k one
-    faster), False never, True wherever the device has them and the switch is not off (KernelArgumentError where
-    it has none). M and K come from the weights: never symbolic."""
+    SIMT kernel. `want`: None decides (the device has matrices, the storage precision is one of
+    AUTO_PRECISIONS, a `pointwise` convolution, M ≥ MIN_M, and either K ≥ AUTO_MIN_K with AUTO_MIN_GROUPS
+    workgroups of its tile for N = `n` output pixels × `batches`, or VKOCR_COOPMAT=1 and K ≥ MIN_K: the SIMT
+    kernel ran every k×k one faster), False never, True wherever the device has them and the switch is not off
+    (KernelArgumentError where it has none). M and K come from the weights: never symbolic; N may be (a guard
+    of the shape class)."""
     if want is False:
         return None
     shape: tuple[int, int, int] | None = getattr(device, "coopmat_shape", None)
@@ -90,11 +99,14 @@ def coopmat_shape(device: object, precision: str, m: int, k: int, *, want: bool 
             why = getattr(device, "coopmat_why_not", "") or "no cooperative matrix"
             raise KernelArgumentError(f"conv2d: cooperative matrices asked for, and the device has none ({why})")
         return None
-    if want is None and (not switched_on() or precision not in AUTO_PRECISIONS or not pointwise or m < MIN_M
-                         or k < MIN_K):
+    if want is None and (precision not in AUTO_PRECISIONS or not pointwise or m < MIN_M or k < MIN_K):
         return None
     split = precision == "fp32"
     tile = pick_coopmat_tile(m, shape, split, pointwise)
+    if want is None and not switched_on():
+        bm, bn, _ = tile.dims(shape)
+        if k < AUTO_MIN_K or -(-m // bm) * -(-n // bn) * batches < AUTO_MIN_GROUPS:
+            return None
     info = getattr(device, "info", None)
     if info is not None and tile.shared_bytes(shape, split) > info.max_shared_memory_bytes:
         if want:

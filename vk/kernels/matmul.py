@@ -44,7 +44,7 @@ class GemmTile:
         assert self.bm % (4 * self.tm) == 0 and self.bn % (4 * self.tn) == 0, self
         assert self.slices == 1 or self.tm == self.tn == 4, self  # a slice hands over one mat4
         for elements in (self.bm * self.bk, self.bk * self.bn):
-            assert elements % self.threads == 0 and elements // self.threads <= 4, self
+            assert elements % self.threads == 0 and elements // self.threads <= 8, self
         assert self.shared_bytes <= 32768, self
 
     @property
@@ -90,13 +90,16 @@ SLICED_MAX_GROUPS = 32
 SLICED_MIN_K = 128  # below this the sliced tile's slices walk too little of K to pay for their hand-over
 
 
-def pick_tile(m: int, n: int, batches: int, tile: str | None = None, k: int = 0) -> GemmTile:
-    """The tile config for an M × N output repeated `batches` times, K = `k` deep; `tile` forces one by name.
+def pick_tile(m: int, n: int, batches: int, tile: str | GemmTile | None = None, k: int = 0) -> GemmTile:
+    """The tile config for an M × N output repeated `batches` times, K = `k` deep; `tile` forces one by name
+    (or is one: scripts/sweep_conv_tiles.py).
 
     ≤ 32 rows: thin. Otherwise the biggest tile that wastes little on edges (M, N > 96 for large, N > 96 for
     wide) and still makes MIN_GROUPS workgroups; small when neither does. Where thin or small makes fewer than
     SLICED_MAX_GROUPS workgroups and K is at least SLICED_MIN_K deep: sliced.
     """
+    if isinstance(tile, GemmTile):
+        return tile
     if tile is not None:
         if tile not in TILES:
             raise KernelArgumentError(f"unknown tile config {tile!r}; known: {', '.join(TILES)}")

@@ -187,3 +187,26 @@ def test_conv2d_adds_a_residual_after_its_epilogue(device: Device, case: Case, d
     with pytest.raises(KernelArgumentError, match="residual"):
         run(device, lambda rec: record_conv2d(rec, x, w, out, residual=bad, **attrs))  # type: ignore[arg-type]
     release(device, x, w, r, out, bad)
+
+
+def test_shallow_pointwise_convs_take_the_thin_tile(device: Device) -> None:
+    """A 1×1 conv shallower than SHALLOW_POINTWISE_K runs on the thin tile where it makes MIN_GROUPS workgroups
+    (det's 48..96-channel ones: faster on the H100 than the wide or large tile), deeper ones keep pick_tile's."""
+    from vkocr.engine.kernels.conv import SHALLOW_POINTWISE_K, Conv2d
+    from vkocr.engine.recorder import Recorder
+
+    def constants(cin: int, cout: int, side: int) -> tuple[int, ...]:
+        x = device.upload(np.ones((1, cin, side, side), np.float32))
+        w = device.upload(np.ones((cout, cin, 1, 1), np.float32))
+        out = device.tensor((1, cout, side, side), np.float32)
+        with Recorder(device) as rec:
+            Conv2d(w.shape).record(rec, x, w, out, coopmat=False)
+            picked = next(op.pipeline.constants for op in rec._ops if hasattr(op, "pipeline"))
+        release(device, x, w, out)
+        return tuple(picked[3:8])
+
+    thin, wide = TILES["thin"], TILES["wide"]
+    shape = (thin.bm, thin.bn, thin.bk, thin.tm, thin.tn)
+    assert constants(48, 96, 128) == shape
+    assert constants(SHALLOW_POINTWISE_K - 1, 96, 128) == shape
+    assert constants(SHALLOW_POINTWISE_K, 96, 128) == (wide.bm, wide.bn, wide.bk, wide.tm, wide.tn)

@@ -62,11 +62,29 @@ def switch_unset(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_nvidia_uses_16x16x16_for_fp16_pointwise_convs_when_let(monkeypatch: pytest.MonkeyPatch) -> None:
     h200 = fake_device(info())
     assert h200.coopmat_shape == (16, 16, 16) and h200.coopmat_why_not == ""
-    assert coopmat_shape(h200, "fp16", 32, 144) is None  # unasked, off by default: slower than SIMT so far
+    assert coopmat_shape(h200, "fp16", 32, 144) is None  # unasked, k×k: slower than SIMT so far
     assert coopmat_shape(h200, "fp16", 32, 144, want=True) == (16, 16, 16)
     monkeypatch.setenv(ENV, "1")
     assert coopmat_shape(h200, "fp16", 32, 144, pointwise=True) == (16, 16, 16)
     assert coopmat_shape(h200, "fp16", 96, 1152, pointwise=True) == (16, 16, 16)
+
+
+def test_unasked_deep_pointwise_convs_with_enough_workgroups_take_the_matrices(monkeypatch: pytest.MonkeyPatch
+                                                                             ) -> None:
+    """Without the switch: K ≥ AUTO_MIN_K and AUTO_MIN_GROUPS workgroups of the tile (WIDE, 64 × 128 on NVIDIA's
+    16×16×16), in fp32 (hi + lo pairs) and fp16; shallower, smaller, k×k or switched off: the SIMT kernel."""
+    h200 = fake_device(info())
+    # det's 192 -> 384 at 46×64: 6 × 23 = 138 workgroups; rec 16's 768 -> 384 at 3×80: 6 × 2 × 16 = 192
+    assert coopmat_shape(h200, "fp32", 384, 192, pointwise=True, n=46 * 64) == (16, 16, 16)
+    assert coopmat_shape(h200, "fp16", 384, 768, pointwise=True, n=240, batches=16) == (16, 16, 16)
+    assert coopmat_shape(h200, "fp32", 96, 96, pointwise=True, n=184 * 256) is None        # K < 192
+    assert coopmat_shape(h200, "fp32", 384, 768, pointwise=True, n=240) is None            # 12 workgroups
+    assert coopmat_shape(h200, "fp32", 384, 768, pointwise=True, n=23 * 32) is None        # 36
+    assert coopmat_shape(h200, "fp32", 384, 768, n=46 * 64) is None                        # k×k
+    monkeypatch.setenv(ENV, "0")
+    assert coopmat_shape(fake_device(info()), "fp32", 384, 192, pointwise=True, n=46 * 64) is None
+    monkeypatch.setenv(ENV, "1")  # every pointwise conv at least MIN_K deep, whatever its size
+    assert coopmat_shape(h200, "fp32", 384, 768, pointwise=True, n=240) == (16, 16, 16)
 
 
 def test_small_and_depthwise_convs_keep_the_simt_kernel_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,208 @@
+"""Time PP-OCRv6 small's convolutions under every tile of both convolution kernels, on one device.
+
+For each convolution shape (det at 1x3x736x1024, rec at 16x3x48x320) and each variant (the SIMT GEMM kernel
+under each GemmTile, fp32 storage; the cooperative-matrix kernel under each CoopmatTile, fp32 as hi + lo pairs
+and fp16 storage), the script checks the output against NumPy once (relative error ≤ 2e-3, none of the NaN
+poison left) and then times the dispatch by GPU timestamps after a warm-up. It prints, per shape, the automatic
+choice and the fastest correct variants, and writes every figure to --json: the data that vk/kernels/conv.py's
+and vk/kernels/conv_coopmat.py's choices are drawn from.
+
+    python scripts/sweep_conv_tiles.py [--device SEL] [--json OUT] [--only det|rec] [--no-coopmat]
+
+It imports vkocr from this checkout (scripts/check_coopmat.py's finder) and runs on any Vulkan device; without
+cooperative matrices (lavapipe) it sweeps the SIMT tiles alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import check_coopmat as cc  # noqa: E402  (installs the checkout's finder for vkocr)
+
+from vkocr.engine.device import Device  # noqa: E402
+from vkocr.engine.kernels.conv import conv_output_shape  # noqa: E402
+from vkocr.engine.kernels.conv_coopmat import CoopmatTile  # noqa: E402
+from vkocr.engine.kernels.matmul import TILES, GemmTile  # noqa: E402
+from vkocr.engine.recorder import Recorder  # noqa: E402
+from vkocr.engine.tensor import Tensor  # noqa: E402
+
+Case = cc.Case
+P1 = (1, 1, 1, 1)
+SHAPES = [
+    Case((1, 3, 736, 1024), 24, (3, 3), strides=(2, 2), pads=P1, what="det Conv.0 3x3 s2 3->24"),
+    Case((1, 48, 368, 512), 24, (3, 3), strides=(2, 2), pads=P1, what="det Conv.3 3x3 s2 48->24"),
+    Case((1, 96, 184, 256), 24, (3, 3), pads=P1, what="det Conv.82 3x3 96->24"),
+    Case((1, 48, 184, 256), 96, (1, 1), what="det Conv.8 1x1 48->96"),
+    Case((1, 96, 184, 256), 48, (1, 1), what="det Conv.9 1x1 96->48"),
+    Case((1, 96, 184, 256), 24, (1, 1), what="det Conv.79 1x1 96->24"),
+    Case((1, 96, 92, 128), 192, (1, 1), what="det Conv.19 1x1 96->192"),
+    Case((1, 192, 92, 128), 96, (1, 1), what="det Conv.20 1x1 192->96"),
+    Case((1, 96, 92, 128), 96, (1, 1), what="det Conv.15 1x1 96->96"),
+    Case((1, 192, 46, 64), 384, (1, 1), what="det Conv.30 1x1 192->384"),
+    Case((1, 384, 46, 64), 192, (1, 1), what="det Conv.31 1x1 384->192"),
+    Case((1, 384, 23, 32), 768, (1, 1), what="det Conv.49 1x1 384->768"),
+    Case((1, 768, 23, 32), 384, (1, 1), what="det Conv.50 1x1 768->384"),
+    Case((16, 96, 24, 160), 48, (3, 3), strides=(2, 2), pads=P1, what="rec Conv.3 3x3 s2 96->48"),
+    Case((16, 96, 12, 80), 192, (1, 1), what="rec Conv.8 1x1 96->192"),
+    Case((16, 192, 12, 80), 96, (1, 1), what="rec Conv.9 1x1 192->96"),
+    Case((16, 192, 6, 80), 384, (1, 1), what="rec Conv.22 1x1 192->384"),
+    Case((16, 384, 6, 80), 192, (1, 1), what="rec Conv.23 1x1 384->192"),
+    Case((16, 384, 3, 80), 768, (1, 1), what="rec Conv.49 1x1 384->768"),
+    Case((16, 768, 3, 80), 384, (1, 1), what="rec Conv.53 1x1 768->384"),
+]
+# SIMT tiles beyond TILES: deeper BK (fewer steps along K, 8 fetched elements per operand), 8×8 per thread on 128
+# invocations. On the H100 they beat TILES' best by up to ~10 % on a few deep-K convolutions (det Conv.31/49, rec
+# Conv.49), which the matrices ran faster still (benchmarks/2026-12-05-h100-sweep-conv-tiles.json).
+SIMT_EXTRA = {
+    "wide16": GemmTile(64, 128, 16, 4, 8),
+    "thin16": GemmTile(32, 128, 16, 4, 4),
+    "tall16": GemmTile(128, 64, 16, 8, 4),
+    "wide88": GemmTile(64, 128, 8, 8, 8),
+}
+COOPMAT_TILES = {
+    "narrow": CoopmatTile(sg_m=1, sg_n=4, fm=2, fn=2),
+    "wide": CoopmatTile(sg_m=2, sg_n=4, fm=2, fn=2),
+    "big": CoopmatTile(sg_m=4, sg_n=2, fm=2, fn=4),
+    "sq64": CoopmatTile(sg_m=2, sg_n=2, fm=2, fn=2),
+}
+WARMUP_S = 0.1  # per variant, after a first second that brings the clocks up
+
+
+def variants(device: Device, coopmat: bool, simt_tiles: list[str] | None = None,
+             coopmat_tiles: list[str] | None = None) -> list[tuple[str, Any, bool | None, Any, CoopmatTile | None]]:
+    """(label, storage dtype, coopmat, SIMT tile, coopmat tile)."""
+    out: list[tuple[str, Any, bool | None, Any, CoopmatTile | None]] = [("auto fp32", np.float32, None, None, None)]
+    out += [(f"simt {name}", np.float32, False, tile, None) for name, tile in {**TILES, **SIMT_EXTRA}.items()
+            if simt_tiles is None or name in simt_tiles]
+    if coopmat and device.coopmat_shape is not None:
+        limit = device.info.max_shared_memory_bytes
+        for name, tile in COOPMAT_TILES.items():
+            if coopmat_tiles is not None and name not in coopmat_tiles:
+                continue
+            for dtype, split, depths in ((np.float32, True, (1, 2)), (np.float16, False, (2, 4))):
+                for ksteps in depths:
+                    t = CoopmatTile(tile.sg_m, tile.sg_n, tile.fm, tile.fn, ksteps)
+                    if t.shared_bytes(device.coopmat_shape, split) <= limit:
+                        label = f"cm {name} k{ksteps} {np.dtype(dtype).name[5:]}"
+                        out.append((label, dtype, True, None, t))
+    return out
+
+
+def run_variant(device: Device, case: cc.Case, dtype: Any, coopmat: bool | None, simt: Any,
+                tile: CoopmatTile | None, repeats: int, rounds: int) -> dict[str, Any]:
+    rng = np.random.default_rng()
+    x, w, b = cc.inputs(case, rng, dtype)
+    assert x is not None and w is not None
+    ref = cc.reference(case, x, w, b, dtype)
+    shape = conv_output_shape(case.x, case.w_shape(), **case.conv_attrs())
+    tx, tw = device.upload(x), device.upload(w)
+    tb = device.upload(b) if b is not None else None
+    out = device.upload(np.full(shape, np.nan, dtype=dtype))
+    conv = cc.prepared(case)
+    try:
+        def record(rec: Recorder, t: list[Tensor | None] = [tx, tw, out, tb]) -> None:  # noqa: B006
+            xx, ww, oo, bb = t
+            assert xx is not None and ww is not None and oo is not None
+            conv.record(rec, xx, ww, oo, bb, tile=simt, coopmat=coopmat, coopmat_tile=tile)
+
+        with Recorder(device) as rec:
+            record(rec)
+            rec.run()
+        got = device.download(out)
+        err, unwritten = cc.rel_err(got, ref), int(np.isnan(got).sum())
+        if unwritten or not err <= cc.TOLERANCE:
+            return {"error": f"wrong: rel err {err:.2e}, {unwritten} unwritten"}
+        samples: list[float] = []
+        kernels: set[str] = set()
+        with Recorder(device, profile=True) as rec:
+            for _ in range(repeats):
+                record(rec)
+            start = time.perf_counter()
+            while time.perf_counter() - start < WARMUP_S:
+                rec.run()
+            for _ in range(rounds):
+                rec.run()
+                timings = rec.timings()
+                kernels |= {t.label for t in timings}
+                samples += [t.ms for t in timings]
+    finally:
+        for t in (tx, tw, out, tb):
+            if t is not None:
+                device.free(t)
+    m, n, k = case.mnk()
+    best = min(samples)
+    return {"kernel": ",".join(sorted(kernels)), "min_ms": best, "median_ms": statistics.median(samples),
+            "tflops": 2.0 * m * n * k * case.group * case.x[0] / (best * 1e-3) / 1e12, "rel_err": err}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default=None, help="index, UUID or name part (default: the automatic choice)")
+    parser.add_argument("--json", type=Path, default=None, help="write every figure here")
+    parser.add_argument("--only", choices=("det", "rec"), default=None, help="one model's shapes")
+    parser.add_argument("--no-coopmat", action="store_true", help="the SIMT kernels' tiles alone")
+    parser.add_argument("--simt-tiles", default=None, help="comma-separated names of TILES to time (default: all)")
+    parser.add_argument("--coopmat-tiles", default=None,
+                        help=f"comma-separated names of {', '.join(COOPMAT_TILES)} to time (default: all)")
+    parser.add_argument("--repeats", type=int, default=10, help="dispatches per timed recording (1..1000)")
+    parser.add_argument("--rounds", type=int, default=3, help="timed replays per variant (1..100)")
+    args = parser.parse_args(argv)
+    if not 1 <= args.repeats <= 1000 or not 1 <= args.rounds <= 100:
+        parser.error("--repeats is 1..1000 and --rounds 1..100")
+    shapes = [s for s in SHAPES if args.only is None or s.what.startswith(args.only)]
+    rows: list[dict[str, Any]] = []
+    failures = 0
+    with Device(args.device) as device:
+        result: dict[str, Any] = {"device": device.info.name, "driver": device.info.driver_info,
+                                  "coopmat_shape": device.coopmat_shape, "shapes": rows}
+        print(f"device: {device.info.name}; cooperative matrices: {device.coopmat_shape}", flush=True)
+        chosen = variants(device, not args.no_coopmat,
+                          args.simt_tiles.split(",") if args.simt_tiles else None,
+                          args.coopmat_tiles.split(",") if args.coopmat_tiles else None)
+        # a second of work first: idle clocks read several times slow
+        first = shapes[0]
+        start = time.perf_counter()
+        while time.perf_counter() - start < 1.0:
+            run_variant(device, first, np.float32, None, None, None, args.repeats, 1)
+        print(f"{'shape':<34} {'auto fp32':>10} {'best fp32':>24} {'best any':>24}", flush=True)
+        for case in shapes:
+            row: dict[str, Any] = {"case": str(case).strip(), "variants": {}}
+            for label, dtype, coopmat, simt, tile in chosen:
+                try:
+                    got = run_variant(device, case, dtype, coopmat, simt, tile, args.repeats, args.rounds)
+                except Exception as exc:  # noqa: BLE001  (a tile that fails to build or run is a finding too)
+                    got = {"error": f"{type(exc).__name__}: {exc}"}
+                    if not str(exc).startswith(("conv2d", "conv2d_coopmat")):
+                        traceback.print_exc()
+                if "error" in got and got["error"].startswith("wrong"):
+                    failures += 1
+                    print(f"  WRONG {case.what} {label}: {got['error']}", flush=True)
+                row["variants"][label] = got
+            timed = {k: v for k, v in row["variants"].items() if "min_ms" in v}
+            auto = timed.get("auto fp32", {}).get("min_ms", float("nan"))
+            fp32 = min((k for k in timed if not k.endswith(" 16")),
+                       key=lambda k: timed[k]["min_ms"])
+            best = min(timed, key=lambda k: timed[k]["min_ms"])
+            print(f"{case.what:<34} {auto:>10.4f} {fp32:>16} {timed[fp32]['min_ms']:.4f} "
+                  f"{best:>16} {timed[best]['min_ms']:.4f}", flush=True)
+            rows.append(row)
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(result, indent=1))
+    if failures:
+        print(f"{failures} variant(s) gave wrong answers", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
