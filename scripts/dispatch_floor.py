@@ -30,6 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import check_coopmat  # noqa: E402,F401  (installs the checkout's finder for vkocr)
 
+from vkocr.engine.commands import Barrier  # noqa: E402
 from vkocr.engine.device import Device  # noqa: E402
 from vkocr.engine.kernels.elementwise import record_binary  # noqa: E402
 from vkocr.engine.kernels.layout import record_copy  # noqa: E402
@@ -37,6 +38,8 @@ from vkocr.engine.recorder import Recorder  # noqa: E402
 from vkocr.engine.tensor import Tensor  # noqa: E402
 
 CHAIN = 200
+COMPUTE = 0x800  # VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+SHADER_ACCESS = 0x20 | 0x40  # VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT
 WARMUP_S = 0.5
 
 
@@ -74,7 +77,15 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(CHAIN):
                 record_binary(rec, "add", small[0], small[0], small[i + 1])
 
+        def chained_compute_only(rec: Recorder) -> None:
+            """The recorder's barriers narrowed to compute → compute (it makes them compute → compute + transfer,
+            so a later copy is ordered too): what the wider destination costs, if anything."""
+            chained(rec)
+            rec._ops[:] = [op._replace(dst_stage=COMPUTE, dst_access=SHADER_ACCESS) if isinstance(op, Barrier)
+                           and op.src_stage == COMPUTE else op for op in rec._ops]
+
         for what, record, profile in (("add 256, chained", chained, False),
+                                      ("add 256, chained, compute-only barriers", chained_compute_only, False),
                                       ("add 256, independent", independent, False),
                                       ("add 256, chained, timestamped", chained, True)):
             us = span_ms(device, record, profile) / CHAIN * 1e3

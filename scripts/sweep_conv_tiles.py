@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -29,7 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import check_coopmat as cc  # noqa: E402  (installs the checkout's finder for vkocr)
 
-from vkocr.engine.device import Device  # noqa: E402
+from vkocr.engine.device import PIPELINE_STATS_ENV, PIPELINE_STATS_EXTENSION, Device  # noqa: E402
 from vkocr.engine.kernels.conv import conv_output_shape  # noqa: E402
 from vkocr.engine.kernels.conv_coopmat import CoopmatTile  # noqa: E402
 from vkocr.engine.kernels.matmul import TILES, GemmTile  # noqa: E402
@@ -74,6 +75,10 @@ COOPMAT_TILES = {
     "wide": CoopmatTile(sg_m=2, sg_n=4, fm=2, fn=2),
     "big": CoopmatTile(sg_m=4, sg_n=2, fm=2, fn=4),
     "sq64": CoopmatTile(sg_m=2, sg_n=2, fm=2, fn=2),
+    # half of wide's accumulators per subgroup (fewer registers: more workgroups per multiprocessor)
+    "wide_fn1": CoopmatTile(sg_m=2, sg_n=4, fm=2, fn=1),
+    "tall_fm1": CoopmatTile(sg_m=4, sg_n=2, fm=1, fn=2),
+    "flat_fm1": CoopmatTile(sg_m=1, sg_n=8, fm=1, fn=2),
 }
 WARMUP_S = 0.1  # per variant, after a first second that brings the clocks up
 
@@ -145,23 +150,44 @@ def run_variant(device: Device, case: cc.Case, dtype: Any, coopmat: bool | None,
             "tflops": 2.0 * m * n * k * case.group * case.x[0] / (best * 1e-3) / 1e12, "rel_err": err}
 
 
+def pipeline_statistics(device: Device) -> list[dict[str, Any]]:
+    """Each pipeline's kernel, constants and driver statistics, printed one line each."""
+    rows = []
+    if not device.pipeline_stats:
+        print(f"no pipeline statistics on {device.info.name} ({PIPELINE_STATS_EXTENSION} not offered)")
+    for pipeline in device.pipelines():
+        stats = pipeline.statistics()
+        rows.append({"kernel": pipeline.kernel.spirv_name, "constants": list(pipeline.constants), "stats": stats})
+        if stats:
+            shown = ", ".join(f"{k}={v}" for k, v in stats.items())
+            print(f"{pipeline.kernel.spirv_name:<22} {str(pipeline.constants):<58} {shown}", flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default=None, help="index, UUID or name part (default: the automatic choice)")
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     parser.add_argument("--only", choices=("det", "rec"), default=None, help="one model's shapes")
+    parser.add_argument("--pointwise", action="store_true", help="only the 1×1 convolutions")
     parser.add_argument("--no-coopmat", action="store_true", help="the SIMT kernels' tiles alone")
     parser.add_argument("--simt-tiles", default=None, help="comma-separated names of TILES to time (default: all)")
     parser.add_argument("--coopmat-tiles", default=None,
                         help=f"comma-separated names of {', '.join(COOPMAT_TILES)} to time (default: all)")
+    parser.add_argument("--stats", action="store_true",
+                        help="also the driver's statistics of every pipeline (registers, shared and local memory; "
+                             "VKOCR_PIPELINE_STATS=1, where the driver offers them)")
     parser.add_argument("--repeats", type=int, default=10, help="dispatches per timed recording (1..1000)")
     parser.add_argument("--rounds", type=int, default=3, help="timed replays per variant (1..100)")
     args = parser.parse_args(argv)
     if not 1 <= args.repeats <= 1000 or not 1 <= args.rounds <= 100:
         parser.error("--repeats is 1..1000 and --rounds 1..100")
-    shapes = [s for s in SHAPES if args.only is None or s.what.startswith(args.only)]
+    shapes = [s for s in SHAPES if (args.only is None or s.what.startswith(args.only))
+              and (not args.pointwise or s.kernel == (1, 1))]
     rows: list[dict[str, Any]] = []
     failures = 0
+    if args.stats:
+        os.environ[PIPELINE_STATS_ENV] = "1"
     with Device(args.device) as device:
         result: dict[str, Any] = {"device": device.info.name, "driver": device.info.driver_info,
                                   "coopmat_shape": device.coopmat_shape, "shapes": rows}
@@ -196,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{case.what:<34} {auto:>10.4f} {fp32:>16} {timed[fp32]['min_ms']:.4f} "
                   f"{best:>16} {timed[best]['min_ms']:.4f}", flush=True)
             rows.append(row)
+        if args.stats:
+            result["pipelines"] = pipeline_statistics(device)
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(result, indent=1))

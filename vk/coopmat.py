@@ -6,9 +6,9 @@ has fp16 arithmetic (the shared-memory tiles and the matrices are float16_t), th
 GL_KHR_cooperative_matrix brings; vk/devices.py lists no shape without it), one subgroup size for compute shaders
 (NVIDIA's 32; requiring one per pipeline is not done yet) and no quirk that turns them off
 gets the extension and its feature at device creation (vk/device.py), and its dense convolutions run on
-shaders/conv2d_coopmat.comp (vk/kernels/conv_coopmat.py) when asked: `VKOCR_COOPMAT=1` lets them take it unasked
-(off by default until the kernel beats the SIMT one: `switched_on`), `VKOCR_COOPMAT=0` turns the path off
-everywhere, asked or not.
+shaders/conv2d_coopmat.comp (vk/kernels/conv_coopmat.py): unasked, the pointwise ones deep and big enough to run
+faster there (conv_coopmat.AUTO_MIN_K, AUTO_MIN_GROUPS); `VKOCR_COOPMAT=1` sends every pointwise one
+(`switched_on`), `VKOCR_COOPMAT=0` turns the path off everywhere, asked or not.
 """
 
 from __future__ import annotations
@@ -33,10 +33,9 @@ def switched_off() -> bool:
 
 
 def switched_on() -> bool:
-    """VKOCR_COOPMAT=1 (or true/yes/on) lets pointwise convolutions take the matrices unasked. Off by default:
-    with register prefetch and a 64x128 tile the kernel ran PP-OCRv6's 1x1 convolutions 1.1-2.2x faster than the
-    SIMT kernel on the H100 but every 3x3 one slower (benchmarks/2026-12-05-h100-coopmat-tiles.json), and the
-    whole models have not been measured with that choice yet."""
+    """VKOCR_COOPMAT=1 (or true/yes/on) lets every pointwise convolution take the matrices unasked, not only the
+    deep, big ones: on the H100 the shallow ones (48..96 channels) and the small ones (rec at 1×3×48×320) ran
+    slower there (benchmarks/2026-12-05-h100-sweep-conv-tiles.json), every 3x3 one too."""
     return os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 

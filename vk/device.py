@@ -7,6 +7,7 @@ Kompute's Manager, in short: `Device()` opens everything, `close()` destroys it 
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections import Counter
 from pathlib import Path
@@ -30,6 +31,8 @@ from vkocr.log import get_logger
 log = get_logger(__name__)
 
 _USE_DEFAULT_CACHE = Path("<default>")
+PIPELINE_STATS_ENV = "VKOCR_PIPELINE_STATS"
+PIPELINE_STATS_EXTENSION = "VK_KHR_pipeline_executable_properties"
 
 
 class Device:
@@ -125,10 +128,20 @@ class Device:
         # the Vulkan memory model (their SPIR-V's), chained after 16-bit storage, only where a usable shape exists
         # and nothing turns them off
         chain: Any = None
-        coopmat_features = arith16 = memory_model = None
+        coopmat_features = arith16 = memory_model = stats_features = None
+        # VKOCR_PIPELINE_STATS=1: the driver's statistics of every pipeline (registers, shared and local memory:
+        # Pipeline.statistics), where it offers them (NVIDIA does; lavapipe does not), for scripts/pipeline_stats.py
+        self.pipeline_stats = (os.environ.get(PIPELINE_STATS_ENV, "") == "1"
+                               and PIPELINE_STATS_EXTENSION in self.info.extensions)
+        if self.pipeline_stats:
+            extensions.append(PIPELINE_STATS_EXTENSION)
+            stats_features = vk.VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(
+                pipelineExecutableInfo=vk.VK_TRUE)
+            chain = stats_features
         if self.coopmat_shape is not None:
             extensions.append(COOPMAT_EXTENSION)
-            coopmat_features = vk.VkPhysicalDeviceCooperativeMatrixFeaturesKHR(cooperativeMatrix=vk.VK_TRUE)
+            coopmat_features = vk.VkPhysicalDeviceCooperativeMatrixFeaturesKHR(pNext=chain,
+                                                                              cooperativeMatrix=vk.VK_TRUE)
             arith16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=coopmat_features, shaderFloat16=vk.VK_TRUE)
             memory_model = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(pNext=arith16, vulkanMemoryModel=vk.VK_TRUE)
             chain = memory_model
@@ -142,7 +155,8 @@ class Device:
             ppEnabledExtensionNames=extensions or None,
         )
         handle = call(vk.vkCreateDevice, self.physical, create_info, None)
-        del storage16, memory_model, arith16, coopmat_features, chain  # (kept alive until the call returned)
+        # (kept alive until the call returned)
+        del storage16, memory_model, arith16, coopmat_features, stats_features, chain
         return handle
 
     # -- streams --------------------------------------------------------------------------------------------
@@ -190,6 +204,11 @@ class Device:
                 if found is None:
                     found = self._pipelines[key] = Pipeline(self, kernel, constants)
         return found
+
+    def pipelines(self) -> list[Pipeline]:
+        """Every pipeline created on this device so far."""
+        with self._pipeline_lock:
+            return list(self._pipelines.values())
 
     # -- tensors ----------------------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.loader import binding, call
+from vkocr.engine.loader import binding, call, check
 from vkocr.engine.shaders import precisions, spirv, variant
 
 if TYPE_CHECKING:
@@ -118,7 +118,9 @@ class Pipeline:
                 pName="main",
                 pSpecializationInfo=spec_info,
             )
-            create_info = vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout, basePipelineIndex=-1)
+            flags = vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR if getattr(device, "pipeline_stats", False) else 0
+            create_info = vk.VkComputePipelineCreateInfo(flags=flags, stage=stage, layout=self.layout,
+                                                         basePipelineIndex=-1)
             self.handle = call(vk.vkCreateComputePipelines, dev, device.pipeline_cache.handle, 1, [create_info],
                                None)[0]
             del data_buf, entries, spec_info, stage, create_info
@@ -126,6 +128,49 @@ class Pipeline:
             self.close()
             raise
         device.live["pipeline"] += 1
+
+    def statistics(self) -> dict[str, Any]:
+        """The driver's statistics of this pipeline's executables ("Register Count", "Local Memory Size", …: named
+        by the driver), where the device was opened with VKOCR_PIPELINE_STATS=1 and offers them; else empty."""
+        if not getattr(self.device, "pipeline_stats", False) or self.handle is None:
+            return {}
+        vk = binding()
+        ffi, dev = vk.ffi, self.device.handle
+
+        def function(name: str) -> Any:
+            return ffi.cast(f"PFN_{name}", vk.lib.vkGetDeviceProcAddr(dev, name.encode()))
+
+        def listed(fn: Any, info: Any, ctype: str, stype: int) -> Any:
+            """The two-call enumeration, each element's sType set (the package's wrappers leave it zero)."""
+            count = ffi.new("uint32_t*")
+            check(fn(dev, info, count, ffi.NULL), "vkGetPipelineExecutable*KHR")
+            items = ffi.new(f"{ctype}[]", count[0])
+            for item in items:
+                item.sType = stype
+            check(fn(dev, info, count, items), "vkGetPipelineExecutable*KHR")
+            return items
+
+        pipeline_info = ffi.new("VkPipelineInfoKHR*", {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR,
+                                                       "pipeline": self.handle})
+        executables = listed(function("vkGetPipelineExecutablePropertiesKHR"), pipeline_info,
+                             "VkPipelineExecutablePropertiesKHR",
+                             vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR)
+        get_stats = function("vkGetPipelineExecutableStatisticsKHR")
+        stats: dict[str, Any] = {}
+        for index, executable in enumerate(executables):
+            exec_info = ffi.new("VkPipelineExecutableInfoKHR*", {
+                "sType": vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR, "pipeline": self.handle,
+                "executableIndex": index})
+            prefix = "" if index == 0 else f"{ffi.string(executable.name).decode()}: "
+            for stat in listed(get_stats, exec_info, "VkPipelineExecutableStatisticKHR",
+                               vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR):
+                fmt, value = stat.format, stat.value
+                stats[prefix + ffi.string(stat.name).decode()] = (
+                    bool(value.b32) if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR
+                    else int(value.i64) if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR
+                    else int(value.u64) if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR
+                    else float(value.f64))
+        return stats
 
     def close(self) -> None:
         vk = binding()

@@ -25,7 +25,7 @@ OTHER_VARIABLES = {
     "VKOCR_MODELS": "the default models' folder (agent/ocr/model_files.py)",
     "VKOCR_CACHE_DIR": "the Vulkan pipeline cache's folder (vk/pipeline_cache.py)",
     "VKOCR_VALIDATION": "1: the Khronos validation layer on every instance (vk/instance.py, test.sh)",
-    "VKOCR_COOPMAT": "1: fp16 convolutions take cooperative matrices unasked; 0: never (vk/coopmat.py)",
+    "VKOCR_COOPMAT": "1: every 1×1 convolution takes cooperative matrices (default: deep, big ones); 0: none",
     "VKOCR_SHARED": "the workspace's shared/ folder (agent/cli/workspace.py)",
     "VKOCR_TARGET": "the agents `vkocr client` calls (agent/cli/client_command.py)",
     "VKOCR_DEV_BUNDLE": "0: scripts/setup.sh bakes in no development bundle key",
