@@ -1,5 +1,8 @@
 #version 450
 // ONNX Resize of NCHW (fp32 or fp16 storage, storage.glsl) over H and W: nearest (four rounding modes) or bilinear.
+// With ADDEND (nearest only), an Add of the resized map and a tensor of its shape in the same pass (an FPN's
+// upsample-and-add, passes.fuse_resize_add): the gathered value plus the addend in fp32, rounded once, as the
+// Add computed it after the Resize stored the gathered value unchanged; so the pair's answer, bit for bit.
 //
 // The host resolves the coordinate transformation mode and the scale into an exact affine map per axis,
 // x_original = (y * A + B) / D with integers A, B, D, passed as A = qa*D + ra and B = qb*D + rb
@@ -11,9 +14,11 @@
 
 layout(constant_id = 3) const int MODE = 0;     // 0 nearest, 1 linear
 layout(constant_id = 4) const int NEAREST = 0;  // 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil
+layout(constant_id = 5) const bool ADDEND = false;  // y = resize(x) + addend, nearest only
 
 layout(std430, set = 0, binding = 0) readonly buffer X { STORE_T x[]; };
 layout(std430, set = 0, binding = 1) writeonly buffer Y { STORE_T y[]; };
+layout(std430, set = 0, binding = 2) readonly buffer A { STORE_T addend[]; };  // read only with ADDEND
 
 struct Axis {
     int qa;     // A = qa*D + ra
@@ -108,7 +113,12 @@ void main() {
     uint plane = rest / p.out_h;
     uint src = plane * p.in_h * p.in_w;
     if (MODE == 0) {
-        y[i] = x[src + uint(nearest(p.h, oy, p.in_h)) * p.in_w + uint(nearest(p.w, ox, p.in_w))];  // a gather: no rounding
+        uint at = src + uint(nearest(p.h, oy, p.in_h)) * p.in_w + uint(nearest(p.w, ox, p.in_w));
+        if (ADDEND) {
+            y[i] = STORE(float(x[at]) + float(addend[i]));
+        } else {
+            y[i] = x[at];  // a gather: no rounding
+        }
         return;
     }
     int y0, y1, x0, x1;

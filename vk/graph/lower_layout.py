@@ -5,7 +5,15 @@ their input), the fp32 ↔ fp16 storage cast, Concat, Slice, Transpose and Resiz
 from __future__ import annotations
 
 from vkocr.engine.graph.ir import Node
-from vkocr.engine.graph.lower_registry import STORAGE_CAST, NodeConstants, all_but_first, fail, lowers, operand
+from vkocr.engine.graph.lower_registry import (
+    STORAGE_CAST,
+    NodeConstants,
+    Values,
+    all_but_first,
+    fail,
+    lowers,
+    operand,
+)
 from vkocr.engine.graph.opset_layout import VIEW_OPS, resize_args, resize_modes, slice_args, transpose_perm
 from vkocr.engine.kernels.cast import record_cast
 from vkocr.engine.kernels.layout import record_concat, record_copy, record_slice, record_transpose
@@ -46,10 +54,17 @@ def _transpose(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[T
     record_transpose(rec, x, outs[0], transpose_perm(node, len(x.shape)))
 
 
-@lowers("Resize", host_inputs=all_but_first)
+def resize_host_inputs(node: Node, values: Values) -> frozenset[int]:
+    """roi, scales and sizes; a fifth input (passes.fuse_resize_add's addend) lives on the device."""
+    return frozenset(range(1, min(len(node.inputs), 4)))
+
+
+@lowers("Resize", host_inputs=resize_host_inputs)
 def _resize(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor], consts: NodeConstants) -> None:
     x = operand(node, ins, 0)
+    addend = operand(node, ins, 4) if len(ins) > 4 else None
     _, scales = resize_args(node, x.shape, consts.values)
     if scales is not None and (len(scales) != 4 or scales[0] != 1.0 or scales[1] != 1.0):
         raise fail(node, f"Resize scales {scales}: only H and W of NCHW are resized")
-    record_resize(rec, x, outs[0], scales=None if scales is None else scales[2:], **resize_modes(node))
+    record_resize(rec, x, outs[0], scales=None if scales is None else scales[2:], addend=addend,
+                  **resize_modes(node))

@@ -171,8 +171,11 @@ def resize_modes(node: Node) -> ResizeModes:
 def _run_resize(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
     shape, scales = resize_args(node, x[0].shape, list(x))
     if scales is not None:
-        return [ops.resize(x[0], scales=scales, **resize_modes(node))]
-    return [ops.resize(x[0], sizes=shape, **resize_modes(node))]
+        y = ops.resize(x[0], scales=scales, **resize_modes(node))
+    else:
+        y = ops.resize(x[0], sizes=shape, **resize_modes(node))
+    # a fifth input: the Add that passes.fuse_resize_add folded in, computed as the Add node computed it
+    return [y + x[4] if len(x) > 4 else y]
 
 
 # -- views ------------------------------------------------------------------------------------------------------

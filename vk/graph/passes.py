@@ -37,6 +37,7 @@ from vkocr.engine.graph.rewrite import (
 )
 from vkocr.engine.graph.shape_fusion import fuse_gate as fuse_gate  # re-exported: the passes are all here
 from vkocr.engine.graph.shape_fusion import fuse_residual as fuse_residual
+from vkocr.engine.graph.shape_fusion import fuse_resize_add as fuse_resize_add
 from vkocr.engine.graph.specialize import Specialized
 
 CONV_OPS = ("Conv", "ConvTranspose")
@@ -330,9 +331,9 @@ def optimize(graph: Graph) -> Graph:
 
 
 def finalize(spec: Specialized) -> Specialized:
-    """Passes that need this plan's shapes, in order: as_views, fuse_residual and fuse_gate (shape_fusion.py),
-    then remove_dead."""
-    spec = fuse_gate(fuse_residual(as_views(spec)))
+    """Passes that need this plan's shapes, in order: as_views, fuse_residual, fuse_gate and fuse_resize_add
+    (shape_fusion.py), then remove_dead."""
+    spec = fuse_resize_add(fuse_gate(fuse_residual(as_views(spec))))
     return Specialized(remove_dead(spec.graph), spec.shapes)
 
 

@@ -74,6 +74,42 @@ def fuse_gate(spec: Specialized) -> Specialized:
     return Specialized(out, spec.shapes, spec.dtypes)
 
 
+def fuse_resize_add(spec: Specialized) -> Specialized:
+    """Add(Resize(x), a) → one Resize with a as a fifth input (an FPN's upsample-and-add: one dispatch and one
+    pass over the map fewer; shaders/resize.comp rounds as the two nodes did, so bit for bit). Only for nearest
+    resizing (a gather), where the Add's two inputs have one shape and storage (no broadcasting), the Resize's
+    output feeds the Add alone, and a is computed before the Resize runs."""
+    g = spec.graph
+    uses: dict[str, int] = {}
+    for node in g.nodes:
+        for name in node.inputs:
+            uses[name] = uses.get(name, 0) + 1
+    position = {out: i for i, node in enumerate(g.nodes) for out in node.outputs}
+    fused: dict[int, Node] = {}  # Resize position → the Resize with its addend
+    dropped: set[int] = set()
+    for i, node in enumerate(g.nodes):
+        if node.op != "Add" or len(node.inputs) != 2 or any(n not in spec.shapes for n in node.inputs):
+            continue
+        for value, other in (node.inputs, node.inputs[::-1]):
+            at = position.get(value, -1)
+            resize = g.nodes[at] if at >= 0 else None
+            if (resize is None or at in fused or resize.op != "Resize" or len(resize.inputs) > 4
+                    or resize.attrs.get("mode", "nearest") != "nearest"
+                    or uses[value] != 1 or value in g.outputs or position.get(other, -1) >= at
+                    or spec.shapes[value] != spec.shapes[other] or value == other
+                    or spec.dtype(value) != spec.dtype(other)):
+                continue
+            inputs = [*resize.inputs, *[""] * (4 - len(resize.inputs)), other]  # absent roi/scales/sizes stay ""
+            fused[at] = Node("Resize", resize.name, inputs, [node.outputs[0]], resize.attrs)
+            dropped.add(i)
+            break
+    if not fused:
+        return spec
+    out = g.shallow_copy()
+    out.nodes = [fused.get(i, node) for i, node in enumerate(g.nodes) if i not in dropped]
+    return Specialized(out, spec.shapes, spec.dtypes)
+
+
 def _is_depthwise(g: Graph, conv: Node) -> bool:
     w = g.constants.get(conv.inputs[1])
     group = int(conv.attrs.get("group", 1))

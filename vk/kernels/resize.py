@@ -17,13 +17,13 @@ from functools import lru_cache
 import numpy as np
 
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.launch import FLAT_LOCAL, flat_groups, pack, storage
+from vkocr.engine.kernels.launch import FLAT_LOCAL, flat_groups, pack, require_shape, storage
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.symbolic import is_symbolic
 from vkocr.engine.tensor import Tensor
 
-RESIZE = KernelDef("resize", ("r", "w"), 84)
+RESIZE = KernelDef("resize", ("r", "w", "r"), 84)  # x, out, addend (read only when one is given)
 MODE_IDS = {"nearest": 0, "linear": 1}
 NEAREST_IDS = {"round_prefer_floor": 0, "round_prefer_ceil": 1, "floor": 2, "ceil": 3}
 COORDINATE_MODES = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel")
@@ -120,10 +120,18 @@ def record_resize(
     coordinate_transformation_mode: str,
     nearest_mode: str = "round_prefer_floor",
     scales: Sequence[float] | None = None,
+    addend: Tensor | None = None,
 ) -> None:
-    """out = Resize(x) to out.shape's H and W; `scales` (h, w), when given, drive the coordinate transform."""
+    """out = Resize(x) to out.shape's H and W; `scales` (h, w), when given, drive the coordinate transform.
+    With `addend` (out's shape and storage; nearest only): out = Resize(x) + addend in the same pass, bit for bit
+    the answer of a Resize followed by an Add."""
     ctm = coordinate_transformation_mode
     check_resize_args(x, out, mode, ctm, nearest_mode, scales)
+    if addend is not None:
+        if mode != "nearest":
+            raise KernelArgumentError(f"resize with an addend: nearest only, not {mode!r}")
+        storage(RESIZE, x, out, addend)
+        require_shape(addend, tuple(out.shape), "resize addend")
     if out.numel == 0:
         return
     words: list[int] = []
@@ -134,6 +142,7 @@ def record_resize(
     n, c, in_h, in_w = x.shape
     push = pack("ii6Iii6I5I", *words, n * c, in_h, in_w, out.shape[2], out.shape[3])
     rounding = NEAREST_IDS[nearest_mode] if mode == "nearest" else 0  # linear: one pipeline, any nearest_mode
-    constants = (FLAT_LOCAL, 1, 1, MODE_IDS[mode], rounding)
+    constants = (FLAT_LOCAL, 1, 1, MODE_IDS[mode], rounding, int(addend is not None))
     pipeline = rec.device.pipeline(storage(RESIZE, x, out), constants)
-    rec.dispatch(pipeline, [x.view, out.view], push, flat_groups(out.numel), label=f"resize_{mode}")
+    views = [x.view, out.view, (addend if addend is not None else x).view]
+    rec.dispatch(pipeline, views, push, flat_groups(out.numel), label=f"resize_{mode}")

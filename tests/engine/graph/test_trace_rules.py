@@ -98,6 +98,13 @@ CASES = {
     "slice": Case(("Slice",), one("Slice", {"s": np.array([1]), "e": np.array([3]), "a": np.array([1])}), nchw(4)),
     "resize": Case(("Resize",), one("Resize", {"roi": np.zeros(0, np.float32),
                                                "scales": np.array([1, 1, 2, 2], np.float32)}, mode="nearest"), nchw(3)),
+    # passes.fuse_resize_add: the nearest upsample takes the linear one's output as its addend
+    "resize_add": Case(("Resize", "Add"), lambda rng: ([
+        Node("Resize", "up_linear", ["x", "roi", "scales"], ["a"], {"mode": "linear"}),
+        Node("Resize", "up", ["x", "roi", "scales"], ["u"], {"mode": "nearest", "nearest_mode": "floor",
+                                                              "coordinate_transformation_mode": "asymmetric"}),
+        Node("Add", "add", ["u", "a"], ["y"])],
+        {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 2, 2], np.float32)}), nchw(3)),
     "matmul_weights": Case(("MatMul",), one("MatMul", {"w": weights(8, 6)}), tokens(8)),
     "matmul_one_column": Case(("MatMul",), one("MatMul", {"w": weights(8, 1)}), tokens(8)),  # gemv.comp
     "softmax": Case(("Softmax",), one("Softmax", axis=-1), tokens(12)),
@@ -219,3 +226,41 @@ def test_an_se_block_s_gate_and_residual_become_one_pass(device: Device) -> None
         assert np.array_equal(want, run_numpy(specialize(unfused, {"x": x.shape}), {"x": x})["y"])  # no fusion
         got = model.run(x)
         assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5, seed
+
+
+def test_an_upsample_and_its_add_become_one_pass(device: Device) -> None:
+    """Add(Resize(x), a), nearest, shapes equal, the Resize read by the Add alone: one Resize with a as its
+    addend, bit for bit the unfused answer in fp32 (det's FPN). A linear Resize, one read elsewhere too and a
+    broadcasting Add keep their Adds."""
+    rng, seed = fresh_rng()
+    roi, scales = np.zeros(0, np.float32), np.array([1, 1, 2, 2], np.float32)
+    near = {"mode": "nearest", "nearest_mode": "floor", "coordinate_transformation_mode": "asymmetric"}
+    nodes = [Node("Conv", "c4", ["x", "w4"], ["p4"], {"pads": [1, 1, 1, 1]}),
+             Node("Conv", "c5", ["p4", "w5"], ["p5"], {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+             Node("Resize", "up5", ["p5", "roi", "scales"], ["u5"], near),
+             Node("Add", "fpn", ["p4", "u5"], ["f"]),                       # fused
+             Node("Resize", "up_lin", ["p5", "roi", "scales"], ["l5"], {"mode": "linear"}),
+             Node("Add", "lin", ["l5", "f"], ["g"]),                         # linear: stays
+             Node("Resize", "up_kept", ["p5", "roi", "scales"], ["k5"], near),
+             Node("Add", "kept", ["k5", "g"], ["h"]),                        # k5 also read below: stays
+             Node("Mul", "reader", ["k5", "h"], ["m"]),
+             Node("Add", "bias_like", ["m", "c"], ["y"])]                     # broadcasts: stays
+    graph = Graph(nodes, ["x"], ["y"], {"w4": weights(4, 3, 3, 3), "w5": weights(4, 4, 3, 3), "roi": roi,
+                                        "scales": scales, "c": weights(1, 4, 1, 1)})
+    for precision in ("fp32", "fp16"):
+        with Model(graph, device, precision=PrecisionPlan(precision)) as model:
+            spec = model.plan((1, 3, 12, 14)).spec
+            ops = [(n.op, n.name) for n in spec.graph.nodes if n.op != "StorageCast"]
+            assert ops == [("Conv", "c4"), ("Conv", "c5"), ("Resize", "up5"), ("Resize", "up_lin"), ("Add", "lin"),
+                           ("Resize", "up_kept"), ("Add", "kept"), ("Mul", "reader"), ("Add", "bias_like")], ops
+            up5 = next(n for n in spec.graph.nodes if n.name == "up5")
+            assert up5.inputs[4].startswith("p4") and up5.outputs == ["f"]
+            x = rng.uniform(-1, 1, (1, 3, 12, 14)).astype(np.float32)
+            unfused = Graph(list(nodes), ["x"], ["y"], dict(graph.constants))
+            want = run_numpy(specialize(unfused, {"x": x.shape}), {"x": x})["y"]  # no per-shape pass: no fusion
+            got = model.run(x)
+            if precision == "fp32":
+                plain = run_numpy(specialize_for(model.graph, x.shape, precision=False), {"x": x})["y"]
+                assert np.array_equal(plain, want), f"the fused NumPy graph differs from the unfused; seed {seed}"
+            err = np.linalg.norm(got - want) / np.linalg.norm(want)
+            assert err < (4e-3 if precision == "fp16" else 1e-5), f"{precision}: {err}; seed {seed}"

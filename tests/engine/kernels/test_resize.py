@@ -137,3 +137,35 @@ def test_resize_refuses_mixed_storage(device: Device) -> None:
         run(device, lambda rec: record_resize(rec, x, out, mode="linear",
                                               coordinate_transformation_mode="asymmetric"))
     release(device, x, out)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("ctm", ["asymmetric", "half_pixel"])
+def test_resize_with_an_addend_equals_resize_then_add(device: Device, ctm: str, dtype: type) -> None:
+    """out = Resize(x) + a in one pass (passes.fuse_resize_add, nearest resizing): bit for bit what the resize,
+    stored, and then an add computed in fp32 and stored, give; linear resizing with an addend is refused."""
+    rng, seed = fresh_rng()
+    mode = "nearest"
+    x_np = rng.uniform(-1.0, 1.0, (2, 3, 5, 7)).astype(dtype)
+    a_np = rng.uniform(-1.0, 1.0, (2, 3, 10, 14)).astype(dtype)
+    resized = storage_ref(resize(x_np.astype(np.float32), scales=(1.0, 1.0, 2.0, 2.0), mode=mode,
+                                 coordinate_transformation_mode=ctm), dtype)
+    x, a, up = device.upload(x_np), device.upload(a_np), poisoned(device, a_np.shape, dtype)
+    out = poisoned(device, a_np.shape, dtype)
+    run(device, lambda rec: record_resize(rec, x, up, mode=mode, coordinate_transformation_mode=ctm,
+                                          scales=(2.0, 2.0)))
+    run(device, lambda rec: record_resize(rec, x, out, mode=mode, coordinate_transformation_mode=ctm,
+                                          scales=(2.0, 2.0), addend=a))
+    alone = device.download(up)
+    check(alone, resized, f"resize {mode} {ctm} {np.dtype(dtype)}", seed, TOLERANCES[np.dtype(dtype)])
+    want = (alone.astype(np.float32) + a_np.astype(np.float32)).astype(dtype)
+    got = device.download(out)
+    assert np.array_equal(got, want), f"resize+add {mode} {np.dtype(dtype)}: differs from resize, add; seed {seed}"
+    bad = device.upload(np.ones((2, 3, 10, 13), dtype))
+    with pytest.raises(KernelArgumentError, match="addend"):
+        run(device, lambda rec: record_resize(rec, x, out, mode=mode, coordinate_transformation_mode=ctm,
+                                              scales=(2.0, 2.0), addend=bad))
+    with pytest.raises(KernelArgumentError, match="nearest only"):
+        run(device, lambda rec: record_resize(rec, x, out, mode="linear", coordinate_transformation_mode=ctm,
+                                              scales=(2.0, 2.0), addend=a))
+    release(device, x, a, up, out, bad)
