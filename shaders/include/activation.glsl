@@ -7,6 +7,7 @@
 #define ACT_SIGMOID 5
 #define ACT_LEAKYRELU 6
 #define ACT_GELU 7
+#define ACT_SILU 8
 
 // erf(x) in float32 without exp: a rational fit x·P(x²)/Q(x²) on [-4, 4] (Eigen's, about one ulp in exact
 // arithmetic; under 5e-7 absolute in float32), ±1 beyond, where erf is within float32's step of it. GLSL has
@@ -36,6 +37,8 @@ float activate(float x, int kind, float alpha, float beta) {
     if (kind == ACT_LEAKYRELU) return x >= 0.0 ? x : alpha * x;
     // x · 0.5 · (1 + erf(x / √2)) in the order Paddle2ONNX's nodes compute it (× 0.5 is exact either way)
     if (kind == ACT_GELU) return x * (1.0 + erf_approx(x / 1.41421354)) * 0.5;
+    // x · sigmoid(x) (SiLU, swish): as a Sigmoid node stores its value and a Mul multiplies x by it
+    if (kind == ACT_SILU) return x * (1.0 / (1.0 + exp(-x)));
     return x;
 }
 

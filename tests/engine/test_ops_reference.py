@@ -76,7 +76,8 @@ def check(out: np.ndarray, ref: np.ndarray, tol: float = TOL) -> None:
 # ----------------------------------------------------------------------------------------- activations
 ACT_CASES = [("none", 0.0, 0.0), ("relu", 0.0, 0.0), ("clip", 0.0, 6.0), ("clip", -0.5, 0.7),
              ("hardsigmoid", 0.2, 0.5), ("hardsigmoid", 1 / 6, 0.5), ("hardswish", 1 / 6, 0.5),
-             ("hardswish", 0.2, 0.4), ("sigmoid", 0.0, 0.0), ("leakyrelu", 0.1, 0.0), ("gelu", 0.0, 0.0)]
+             ("hardswish", 0.2, 0.4), ("sigmoid", 0.0, 0.0), ("leakyrelu", 0.1, 0.0), ("gelu", 0.0, 0.0),
+             ("silu", 0.0, 0.0)]
 
 
 def act_nodes(kind: str, alpha: float, beta: float, src: str, dst: str) -> tuple[list, dict]:
@@ -99,6 +100,8 @@ def act_nodes(kind: str, alpha: float, beta: float, src: str, dst: str) -> tuple
         return [helper.make_node("Sigmoid", [src], [dst])], {}
     if kind == "leakyrelu":
         return [helper.make_node("LeakyRelu", [src], [dst], alpha=alpha)], {}
+    if kind == "silu":  # as Paddle2ONNX exports swish: x · Sigmoid(x)
+        return [helper.make_node("Sigmoid", [src], ["ss"]), helper.make_node("Mul", [src, "ss"], [dst])], {}
     if kind == "gelu":  # as Paddle2ONNX exports it (opset 11)
         return [helper.make_node("Div", [src, "sqrt2"], ["gs"]), helper.make_node("Erf", ["gs"], ["ge"]),
                 helper.make_node("Add", ["ge", "gone"], ["g1"]), helper.make_node("Mul", [src, "g1"], ["gm"]),
@@ -265,7 +268,7 @@ UNARY_CASES = [
     ("sqrt", 0.0, 0.0), ("sigmoid", 0.0, 0.0), ("hardsigmoid", 0.2, 0.5), ("hardsigmoid", 1 / 6, 0.5),
     ("relu", 0.0, 0.0), ("clip", -1.0, 2.5), ("exp", 0.0, 0.0), ("tanh", 0.0, 0.0), ("neg", 0.0, 0.0),
     ("abs", 0.0, 0.0), ("reciprocal", 0.0, 0.0), ("leakyrelu", 0.01, 0.0), ("leakyrelu", 0.3, 0.0),
-    ("hardswish", 1 / 6, 0.5), ("erf", 0.0, 0.0), ("gelu", 0.0, 0.0),
+    ("hardswish", 1 / 6, 0.5), ("erf", 0.0, 0.0), ("gelu", 0.0, 0.0), ("silu", 0.0, 0.0),
 ]
 
 
@@ -273,7 +276,7 @@ UNARY_CASES = [
 def test_unary(op: str, alpha: float, beta: float) -> None:
     assert op in UNARY_OPS
     x = rand(4, 5, 60, lo=0.05, hi=4) if op in ("sqrt", "reciprocal") else rand(4, 5, 60, lo=-5, hi=5)
-    if op in ("clip", "hardsigmoid", "hardswish", "leakyrelu", "relu", "sigmoid", "gelu"):
+    if op in ("clip", "hardsigmoid", "hardswish", "leakyrelu", "relu", "sigmoid", "gelu", "silu"):
         nodes, inits = act_nodes(op, alpha, beta, "x", "y")
     else:
         name = {"sqrt": "Sqrt", "exp": "Exp", "tanh": "Tanh", "neg": "Neg", "abs": "Abs",

@@ -1,5 +1,5 @@
 """Recognisers of decomposed ops: chains of ONNX nodes that exporters write for one op ONNX (or an older opset)
-lacks (HardSwish, GELU, LayerNorm), each rewritten back into that op by a pattern pass (see passes.py), so that a
+lacks (HardSwish, SiLU, GELU, LayerNorm), each rewritten back into that op by a pattern pass (see passes.py), so that a
 kernel does in one pass over the data what the chain did in five to nine, and an activation can then fuse into
 its producer.
 """
@@ -99,6 +99,28 @@ def fuse_hardswish(graph: Graph) -> Graph:
     or five passes over the data become one, and a conv before it can then fuse it (run before
     fuse_activations)."""
     return rewrite(graph, _hardswish_rule)
+
+
+# -- SiLU ----------------------------------------------------------------------------------------------------
+
+
+def _silu_rule(g: Graph, uses: Uses, node: Node) -> bool:
+    if node.op != "Mul" or len(node.inputs) != 2:
+        return False
+    for x, other in operands(node):
+        sigmoid = uses.producer(other, "Sigmoid")  # x * Sigmoid(x), the Sigmoid read by this Mul alone
+        if sigmoid is not None and sigmoid.inputs[0] == x and x != other and uses.private(other, node):
+            drop_nodes(g, sigmoid)
+            replace_node(g, node, Node("Silu", node.name, [x], [node.outputs[0]]))
+            return True
+    return False
+
+
+def fuse_silu(graph: Graph) -> Graph:
+    """x · Sigmoid(x) → one Silu node (activation "silu"): two passes over the data become one, and the conv or
+    matmul before it, which both nodes read, can then fuse it (run before fuse_activations). PP-OCRv6 rec has
+    five (three after a conv, two after a matmul)."""
+    return rewrite(graph, _silu_rule)
 
 
 # -- GELU ----------------------------------------------------------------------------------------------------

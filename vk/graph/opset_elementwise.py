@@ -55,7 +55,7 @@ def unary_params(node: Node, consts: Sequence[np.ndarray | None]) -> tuple[str, 
 
 
 UNARY_OP_TYPES = ("Relu", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "Clip", "Sqrt", "Exp", "Tanh", "Neg",
-                  "Abs", "Reciprocal", "Erf", "Gelu")
+                  "Abs", "Reciprocal", "Erf", "Gelu", "Silu")  # Silu: ours, decomposed.fuse_silu
 
 
 def _infer_unary(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:

@@ -8,7 +8,7 @@ copy in place and the sweep goes on with fresh use lists, until a whole sweep ma
 takes over the output name of the last node it replaces, so consumers and graph outputs keep their names and
 the node order stays topological. A value that is a graph output, or that anything outside the pattern reads,
 is never fused away (`Uses.private`, `Uses.sole_consumer`). The machinery is in rewrite.py; the patterns of
-decomposed ops (HardSwish, GELU, LayerNorm) are in decomposed.py.
+decomposed ops (HardSwish, SiLU, GELU, LayerNorm) are in decomposed.py.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 from vkocr.engine.graph.decomposed import fuse_gelu as fuse_gelu  # re-exported: the passes are all here
 from vkocr.engine.graph.decomposed import fuse_hardswish as fuse_hardswish
 from vkocr.engine.graph.decomposed import fuse_layernorm as fuse_layernorm
+from vkocr.engine.graph.decomposed import fuse_silu as fuse_silu
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.opset import OPS
 from vkocr.engine.graph.opset_elementwise import unary_params
@@ -44,7 +45,7 @@ CONV_OPS = ("Conv", "ConvTranspose")
 ACTIVATION_PRODUCERS = ("Conv", "ConvTranspose", "MatMul")
 FUSABLE_ACTIVATIONS = {"Relu": "relu", "Clip": "clip", "HardSigmoid": "hardsigmoid", "HardSwish": "hardswish",
                        "Sigmoid": "sigmoid", "LeakyRelu": "leakyrelu",
-                       "Gelu": "gelu"}  # ONNX op -> fused `activation` attribute
+                       "Gelu": "gelu", "Silu": "silu"}  # op -> fused `activation` attribute
 
 
 # -- constant folding ----------------------------------------------------------------------------------------
@@ -246,7 +247,7 @@ def _activation_rule(g: Graph, uses: Uses, node: Node) -> bool:
 
 
 def fuse_activations(graph: Graph) -> Graph:
-    """Relu, Clip (constant bounds), HardSigmoid, HardSwish, Sigmoid, LeakyRelu or Gelu of a Conv/ConvTranspose/
+    """Relu, Clip (constant bounds), HardSigmoid, HardSwish, Sigmoid, LeakyRelu, Gelu or Silu of a Conv/ConvTranspose/
     MatMul output that nothing else reads → the producer's `activation`/`act_alpha`/`act_beta` attributes
     (clip: min/max; hardsigmoid/hardswish: ONNX alpha/beta; leakyrelu: alpha), applied in its epilogue: one
     fewer pass over the data. At most one activation per producer."""
@@ -318,8 +319,8 @@ def as_views(spec: Specialized) -> Specialized:
 # biases are constants; fold_conv_affine before fold_batchnorm for det's ConvTranspose -> Add bias ->
 # BatchNormalization; fusions that end in an activation before fuse_activations.
 OPTIMIZE_PASSES: Sequence[Callable[[Graph], Graph]] = (
-    remove_identities, fold_constants, fold_conv_affine, fold_batchnorm, fuse_hardswish, fuse_gelu, fuse_layernorm,
-    fuse_matmul_bias, fuse_activations, fuse_post_affine, remove_dead,
+    remove_identities, fold_constants, fold_conv_affine, fold_batchnorm, fuse_hardswish, fuse_silu, fuse_gelu,
+    fuse_layernorm, fuse_matmul_bias, fuse_activations, fuse_post_affine, remove_dead,
 )
 
 

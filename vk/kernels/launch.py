@@ -24,7 +24,7 @@ MAX_GROUPS_X = 65535  # the minimum maxComputeWorkGroupCount[0] every device gua
 
 # Ids shared with shaders/include/activation.glsl.
 ACTIVATION_IDS = {"none": 0, "relu": 1, "clip": 2, "hardsigmoid": 3, "hardswish": 4, "sigmoid": 5, "leakyrelu": 6,
-                  "gelu": 7}
+                  "gelu": 7, "silu": 8}
 
 
 def flat_groups(n: int, local: int = FLAT_LOCAL) -> tuple[int, int, int]:

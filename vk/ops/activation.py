@@ -10,7 +10,8 @@ import numpy as np
 
 from .erf import erf
 
-ACTIVATIONS: tuple[str, ...] = ("none", "relu", "clip", "hardsigmoid", "hardswish", "sigmoid", "leakyrelu", "gelu")
+ACTIVATIONS: tuple[str, ...] = ("none", "relu", "clip", "hardsigmoid", "hardswish", "sigmoid", "leakyrelu", "gelu",
+                               "silu")
 SQRT2 = float(np.float32(np.sqrt(2.0)))  # the divisor Paddle2ONNX writes into its GELU (1.4142135 in float32)
 
 
@@ -41,6 +42,7 @@ def apply_activation(x: np.ndarray, kind: str, alpha: float = 0.0, beta: float =
     hardswish: x * hardsigmoid(x; alpha, beta) (ONNX HardSwish is alpha=1/6, beta=0.5).
     sigmoid: 1 / (1 + exp(-x)).  leakyrelu: x if x >= 0 else alpha * x.
     gelu: x * 0.5 * (1 + erf(x / sqrt(2))) (ONNX Gelu, approximate="none").
+    silu: x * sigmoid(x), the sigmoid rounded in x's dtype first (a Sigmoid node, then a Mul).
     """
     x = np.asarray(x)
     dt = x.dtype.type
@@ -60,4 +62,6 @@ def apply_activation(x: np.ndarray, kind: str, alpha: float = 0.0, beta: float =
         return np.where(x >= 0, x, dt(alpha) * x)
     if kind == "gelu":
         return gelu(x)
+    if kind == "silu":
+        return x * sigmoid(x)  # type: ignore[no-any-return]  # NumPy gives Any for dtype[Any] operands
     raise ValueError(f"unknown activation {kind!r}; expected one of {ACTIVATIONS}")

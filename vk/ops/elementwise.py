@@ -11,12 +11,12 @@ from .erf import erf
 
 BINARY_OPS: tuple[str, ...] = ("add", "sub", "mul", "div", "pow")  # ONNX's; binary() also does our "gated_add"
 UNARY_OPS: tuple[str, ...] = ("sqrt", "sigmoid", "hardsigmoid", "relu", "clip", "exp", "tanh", "neg", "abs",
-                              "reciprocal", "leakyrelu", "hardswish", "erf", "gelu")
+                              "reciprocal", "leakyrelu", "hardswish", "erf", "gelu", "silu")
 # ONNX attribute defaults callers should pass as (alpha, beta); clip's are (min, max).
 ONNX_UNARY_DEFAULTS: dict[str, tuple[float, float]] = {
     "hardsigmoid": (0.2, 0.5), "hardswish": (1 / 6, 0.5), "leakyrelu": (0.01, 0.0), "clip": (-np.inf, np.inf),
 }
-_ACT_UNARY = ("sigmoid", "hardsigmoid", "relu", "clip", "leakyrelu", "hardswish", "gelu")
+_ACT_UNARY = ("sigmoid", "hardsigmoid", "relu", "clip", "leakyrelu", "hardswish", "gelu", "silu")
 
 
 def broadcast_shape(a_shape: Sequence[int], b_shape: Sequence[int]) -> tuple[int, ...]:

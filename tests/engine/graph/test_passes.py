@@ -40,6 +40,7 @@ from vkocr.engine.graph.passes import (
     fuse_layernorm,
     fuse_matmul_bias,
     fuse_post_affine,
+    fuse_silu,
     optimize,
     remove_dead,
     remove_identities,
@@ -456,6 +457,53 @@ def test_optimize_conv_bn_hardswish_becomes_one_conv() -> None:
     _, after = check_pass(model, optimize, {"x": rand(1, 4, 7, 9, lo=-3, hi=3)})
     assert ops(after) == {"Conv": 1} and only(after, "Conv").attrs["activation"] == "hardswish"
     assert set(after.constants) == set(only(after, "Conv").inputs[1:]), "unread constants are dropped"
+
+
+# -- fuse_silu -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sigmoid_first", [False, True])
+def test_fuse_silu(sigmoid_first: bool) -> None:
+    s = helper.make_node("Sigmoid", ["x"], ["s"])
+    model = make_model([s, helper.make_node("Mul", ["s", "x"] if sigmoid_first else ["x", "s"], ["y"])],
+                       {"x": (2, 3, 5, 7)}, ["y"])
+    _, after = check_pass(model, fuse_silu, {"x": rand(2, 3, 5, 7, lo=-8, hi=8)})
+    node = only(after, "Silu")
+    assert len(after.nodes) == 1 and node.inputs == ["x"] and node.outputs == ["y"]
+
+
+@pytest.mark.parametrize("case", ["sigmoid_read_twice", "sigmoid_is_output", "other_operand"])
+def test_fuse_silu_keeps(case: str) -> None:
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]),
+             helper.make_node("Mul", ["x2" if case == "other_operand" else "x", "s"], ["y"])]
+    outputs = ["y"]
+    if case == "sigmoid_read_twice":
+        nodes.append(helper.make_node("Add", ["s", "y"], ["z"]))
+        outputs = ["z"]
+    if case == "sigmoid_is_output":
+        outputs = ["y", "s"]
+    inputs = {"x": (2, 3, 5, 7), **({"x2": (2, 3, 5, 7)} if case == "other_operand" else {})}
+    model = make_model(nodes, inputs, outputs)
+    _, after = check_pass(model, fuse_silu, {name: rand(*shape) for name, shape in inputs.items()})
+    assert "Silu" not in ops(after) and len(after.nodes) == len(nodes)
+
+
+@pytest.mark.parametrize("producer", ["conv_bn", "matmul_bias"])
+def test_optimize_silu_fuses_into_its_producer(producer: str) -> None:
+    """rec's blocks: Conv + BatchNormalization, or MatMul + bias, then x · Sigmoid(x) → one node with a fused
+    silu."""
+    if producer == "conv_bn":
+        node, inits, cout = conv_model_parts("conv_no_bias")
+        nodes, inits, shape = [node, bn("c", "n")], {**inits, **bn_params(cout)}, (1, 4, 7, 9)
+        fused_op = "Conv"
+    else:
+        inits = {"w": rand(6, 5), "b": rand(5)}
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "b"], ["n"])]
+        shape, fused_op = (2, 3, 6), "MatMul"
+    nodes += [helper.make_node("Sigmoid", ["n"], ["s"]), helper.make_node("Mul", ["n", "s"], ["y"])]
+    model = make_model(nodes, {"x": shape}, ["y"], inits)
+    _, after = check_pass(model, optimize, {"x": rand(*shape, lo=-3, hi=3)})
+    assert ops(after) == {fused_op: 1} and only(after, fused_op).attrs["activation"] == "silu"
 
 
 # -- fuse_gelu -----------------------------------------------------------------------------------------------
