@@ -130,7 +130,7 @@ class Device:
         chain: Any = None
         coopmat_features = arith16 = memory_model = stats_features = None
         # VKOCR_PIPELINE_STATS=1: the driver's statistics of every pipeline (registers, shared and local memory:
-        # Pipeline.statistics), where it offers them (NVIDIA does; lavapipe does not), for scripts/pipeline_stats.py
+        # Pipeline.statistics), where it offers them (NVIDIA does; lavapipe does not): sweep_conv_tiles.py --stats
         self.pipeline_stats = (os.environ.get(PIPELINE_STATS_ENV, "") == "1"
                                and PIPELINE_STATS_EXTENSION in self.info.extensions)
         if self.pipeline_stats:

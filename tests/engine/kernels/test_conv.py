@@ -11,7 +11,7 @@ from tests.engine.kernels.harness import TOLERANCES, check, fresh_rng, poisoned,
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv import conv_output_shape, record_conv2d
-from vkocr.engine.kernels.matmul import TILES
+from vkocr.engine.kernels.matmul import TILES, GemmTile
 from vkocr.engine.ops.conv import conv2d
 
 
@@ -98,6 +98,18 @@ def test_conv2d_refuses_mixed_storage(device: Device) -> None:
 @pytest.mark.parametrize("case", [CASES[1], CASES[5], CASES[13], CASES[-1]], ids=str)
 def test_conv2d_every_tile(device: Device, case: Case, tile: str) -> None:
     run_case(device, case, tile)
+
+
+# tiles that fetch 8 elements of one operand per step (two vec4s in gemm_tile.glsl), as scripts/sweep_conv_tiles.py
+# times them: B (wide, BK 16), A (tall, BK 16), B on 128 invocations (8×8 per thread)
+DEEP_TILES = [GemmTile(64, 128, 16, 4, 8), GemmTile(128, 64, 16, 8, 4), GemmTile(64, 128, 8, 8, 8)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("tile", DEEP_TILES, ids=str)
+@pytest.mark.parametrize("case", [CASES[1], CASES[5], CASES[-1]], ids=str)
+def test_conv2d_tiles_fetching_eight_per_operand(device: Device, case: Case, tile: GemmTile, dtype: type) -> None:
+    run_case(device, case, tile, dtype)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
