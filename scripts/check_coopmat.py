@@ -54,6 +54,7 @@ class _Checkout(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, _Checkout())
 
+from vkocr.engine.bench import time_replays  # noqa: E402
 from vkocr.engine.coopmat import why_not  # noqa: E402
 from vkocr.engine.device import Device  # noqa: E402
 from vkocr.engine.kernels.conv import Conv2d, conv_output_shape  # noqa: E402
@@ -187,14 +188,6 @@ def record_case(rec: Recorder, conv: Conv2d, t: list[Tensor | None], coopmat: bo
     conv.record(rec, x, w, out, b, coopmat=coopmat, residual=residual, coopmat_tile=tile)
 
 
-def labels(device: Device, record: Any) -> list[str]:
-    """The kernels one recording dispatches (a profiling Recorder's timestamp labels)."""
-    with Recorder(device, profile=True) as rec:
-        record(rec)
-        rec.run()
-        return [t.label for t in rec.timings()]
-
-
 def check_cases(device: Device, precisions: list[Any], coopmat: bool | None, small: bool = False
                 ) -> tuple[list[dict[str, Any]], int]:
     rng = np.random.default_rng(36)
@@ -266,17 +259,9 @@ def time_one(device: Device, case: Case, dtype: Any, coopmat: bool | None, repea
         def record(rec: Recorder) -> None:
             record_case(rec, conv, [tx, tw, out, tb], coopmat, tile=tile)
 
-        kernels = sorted(set(lab for lab in labels(device, record) if lab.startswith("conv2d")))
-        samples: list[float] = []
-        with Recorder(device, profile=True) as rec:
-            for _ in range(repeats):
-                record(rec)
-            start = time.perf_counter()
-            while time.perf_counter() - start < WARMUP_S:  # idle clocks read several times slow
-                rec.run()
-            for _ in range(rounds):
-                rec.run()
-                samples += [t.ms for t in rec.timings() if t.label.startswith("conv2d")]
+        timings = [t for t in time_replays(device, record, repeats, rounds, WARMUP_S) if t.label.startswith("conv2d")]
+        kernels = sorted({t.label for t in timings})
+        samples = [t.ms for t in timings]
     finally:
         for t in (tx, tw, out, tb):
             if t is not None:

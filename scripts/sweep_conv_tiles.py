@@ -30,6 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import check_coopmat as cc  # noqa: E402  (installs the checkout's finder for vkocr)
 
+from vkocr.engine.bench import time_replays  # noqa: E402
 from vkocr.engine.device import PIPELINE_STATS_ENV, PIPELINE_STATS_EXTENSION, Device  # noqa: E402
 from vkocr.engine.kernels.conv import conv_output_shape  # noqa: E402
 from vkocr.engine.kernels.conv_coopmat import CoopmatTile  # noqa: E402
@@ -127,19 +128,9 @@ def run_variant(device: Device, case: cc.Case, dtype: Any, coopmat: bool | None,
         err, unwritten = cc.rel_err(got, ref), int(np.isnan(got).sum())
         if unwritten or not err <= cc.TOLERANCE:
             return {"error": f"wrong: rel err {err:.2e}, {unwritten} unwritten"}
-        samples: list[float] = []
-        kernels: set[str] = set()
-        with Recorder(device, profile=True) as rec:
-            for _ in range(repeats):
-                record(rec)
-            start = time.perf_counter()
-            while time.perf_counter() - start < WARMUP_S:
-                rec.run()
-            for _ in range(rounds):
-                rec.run()
-                timings = rec.timings()
-                kernels |= {t.label for t in timings}
-                samples += [t.ms for t in timings]
+        timings = time_replays(device, record, repeats, rounds, WARMUP_S)
+        kernels = {t.label for t in timings}
+        samples = [t.ms for t in timings]
     finally:
         for t in (tx, tw, out, tb):
             if t is not None:

@@ -19,7 +19,7 @@ import numpy as np
 
 from vkocr.engine.device import Device
 from vkocr.engine.kernels.layout import record_copy
-from vkocr.engine.recorder import Recorder
+from vkocr.engine.recorder import Recorder, Timing
 from vkocr.engine.tensor import Tensor
 
 WARMUP_S = 0.5
@@ -79,19 +79,26 @@ def _cases(rng: np.random.Generator) -> list[Case]:
     ]
 
 
-def _time(device: Device, record: Callable[[Recorder], None], repeats: int, rounds: int) -> list[float]:
-    samples: list[float] = []
+def time_replays(device: Device, record: Callable[[Recorder], None], repeats: int, rounds: int,
+                 warmup_s: float = WARMUP_S) -> list[Timing]:
+    """Every command's GPU time over `rounds` replays of one profiled recording of `record` called `repeats`
+    times, after `warmup_s` of replays (scripts/sweep_conv_tiles.py and check_coopmat.py time with it too)."""
+    samples: list[Timing] = []
     with Recorder(device, profile=True) as rec:
         for _ in range(repeats):
             record(rec)
         # Warm-up for at least half a second: short bursts leave the GPU at idle clocks and read 3-6x slow.
         start = time.perf_counter()
-        while time.perf_counter() - start < WARMUP_S:
+        while time.perf_counter() - start < warmup_s:
             rec.run()
         for _ in range(rounds):
             rec.run()
-            samples += [t.ms for t in rec.timings()]
+            samples += rec.timings()
     return samples
+
+
+def _time(device: Device, record: Callable[[Recorder], None], repeats: int, rounds: int) -> list[float]:
+    return [t.ms for t in time_replays(device, record, repeats, rounds)]
 
 
 def _summary(name: str, shape: str, samples: list[float]) -> dict[str, Any]:

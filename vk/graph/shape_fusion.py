@@ -3,6 +3,8 @@ nodes become one dispatch and one pass over memory, with the same answer bit for
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.specialize import Specialized
 
@@ -12,34 +14,12 @@ def fuse_residual(spec: Specialized) -> Specialized:
     dispatch and one pass over the output fewer). Only where the Add's two inputs have one shape (no
     broadcasting), the conv's output feeds the Add alone, r is computed before the conv runs, and the conv is a
     dense one (the depthwise kernel has no residual)."""
-    g = spec.graph
-    uses: dict[str, int] = {}
-    for node in g.nodes:
-        for name in node.inputs:
-            uses[name] = uses.get(name, 0) + 1
-    position = {out: i for i, node in enumerate(g.nodes) for out in node.outputs}
-    fused: dict[int, Node] = {}  # conv position → the conv with its residual
-    dropped: set[int] = set()
-    for i, node in enumerate(g.nodes):
-        if node.op != "Add" or len(node.inputs) != 2 or any(n not in spec.shapes for n in node.inputs):
-            continue
-        for value, other in (node.inputs, node.inputs[::-1]):
-            at = position.get(value, -1)
-            conv = g.nodes[at] if at >= 0 else None
-            if (conv is None or at in fused or conv.op != "Conv" or len(conv.inputs) > 3 or uses[value] != 1
-                    or value in g.outputs or position.get(other, -1) >= at or _is_depthwise(g, conv)
-                    or spec.shapes[value] != spec.shapes[other]):
-                continue
-            bias = conv.inputs[2] if len(conv.inputs) > 2 else ""
-            fused[at] = Node("Conv", conv.name, [conv.inputs[0], conv.inputs[1], bias, other], [node.outputs[0]],
-                             conv.attrs)
-            dropped.add(i)
-            break
-    if not fused:
-        return spec
-    out = g.shallow_copy()
-    out.nodes = [fused.get(i, node) for i, node in enumerate(g.nodes) if i not in dropped]
-    return Specialized(out, spec.shapes, spec.dtypes)
+    def with_residual(conv: Node, value: str, r: str) -> list[str] | None:
+        if conv.op != "Conv" or len(conv.inputs) > 3 or _is_depthwise(spec.graph, conv):
+            return None
+        return [conv.inputs[0], conv.inputs[1], conv.inputs[2] if len(conv.inputs) > 2 else "", r]
+
+    return _fold_add(spec, with_residual)
 
 
 def fuse_gate(spec: Specialized) -> Specialized:
@@ -79,28 +59,40 @@ def fuse_resize_add(spec: Specialized) -> Specialized:
     pass over the map fewer; shaders/resize.comp rounds as the two nodes did, so bit for bit). Only for nearest
     resizing (a gather), where the Add's two inputs have one shape and storage (no broadcasting), the Resize's
     output feeds the Add alone, and a is computed before the Resize runs."""
+    def with_addend(resize: Node, value: str, a: str) -> list[str] | None:
+        if (resize.op != "Resize" or len(resize.inputs) > 4 or resize.attrs.get("mode", "nearest") != "nearest"
+                or spec.dtype(value) != spec.dtype(a)):
+            return None
+        return [*resize.inputs, *[""] * (4 - len(resize.inputs)), a]  # absent roi/scales/sizes stay ""
+
+    return _fold_add(spec, with_addend)
+
+
+def _fold_add(spec: Specialized, fold: Callable[[Node, str, str], list[str] | None]) -> Specialized:
+    """Add(p, a) → p's node computing the Add's output, with the inputs `fold(node, p, a)` gives it (None: not
+    this node). Only where the Add's two inputs have one shape (no broadcasting), p feeds the Add alone and is
+    no graph output, and a is computed before p's node runs. Either operand of the Add may be p."""
     g = spec.graph
     uses: dict[str, int] = {}
     for node in g.nodes:
         for name in node.inputs:
             uses[name] = uses.get(name, 0) + 1
     position = {out: i for i, node in enumerate(g.nodes) for out in node.outputs}
-    fused: dict[int, Node] = {}  # Resize position → the Resize with its addend
+    fused: dict[int, Node] = {}  # producer position → the producer with the Add folded in
     dropped: set[int] = set()
     for i, node in enumerate(g.nodes):
         if node.op != "Add" or len(node.inputs) != 2 or any(n not in spec.shapes for n in node.inputs):
             continue
         for value, other in (node.inputs, node.inputs[::-1]):
             at = position.get(value, -1)
-            resize = g.nodes[at] if at >= 0 else None
-            if (resize is None or at in fused or resize.op != "Resize" or len(resize.inputs) > 4
-                    or resize.attrs.get("mode", "nearest") != "nearest"
-                    or uses[value] != 1 or value in g.outputs or position.get(other, -1) >= at
-                    or spec.shapes[value] != spec.shapes[other] or value == other
-                    or spec.dtype(value) != spec.dtype(other)):
+            if (at < 0 or at in fused or uses[value] != 1 or value in g.outputs or position.get(other, -1) >= at
+                    or spec.shapes[value] != spec.shapes[other]):
                 continue
-            inputs = [*resize.inputs, *[""] * (4 - len(resize.inputs)), other]  # absent roi/scales/sizes stay ""
-            fused[at] = Node("Resize", resize.name, inputs, [node.outputs[0]], resize.attrs)
+            producer = g.nodes[at]
+            inputs = fold(producer, value, other)
+            if inputs is None:
+                continue
+            fused[at] = Node(producer.op, producer.name, inputs, [node.outputs[0]], producer.attrs)
             dropped.add(i)
             break
     if not fused:

@@ -10,7 +10,7 @@ from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv_coopmat import CONV2D_COOPMAT, CoopmatTile, coopmat_shape, record_conv2d_coopmat
 from vkocr.engine.kernels.gemv import Epilogue, GemvShape, record_gemv
 from vkocr.engine.kernels.launch import activation_id, check_groups, pack, require_shape, storage
-from vkocr.engine.kernels.matmul import MIN_GROUPS, TILES, GemmTile, pick_tile
+from vkocr.engine.kernels.matmul import TILES, GemmTile, pick_tile
 from vkocr.engine.kernels.spatial import conv_out_len, four_pads, pair
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
@@ -18,7 +18,7 @@ from vkocr.engine.tensor import Tensor
 
 CONV2D = KernelDef("conv2d", ("r", "r", "r", "w", "r"), 76)  # x, w, bias, out, residual
 # Pointwise convolutions shallower than this take the thin tile, the most workgroups, where it still makes
-# MIN_GROUPS of them and pick_tile gave a bigger one: on the H100 det's 1×1
+# MIN_GROUPS of them (pick_tile's most_groups): on the H100 det's 1×1
 # convolutions of 48..96 input channels at 92×128..184×256 ran 5-25 % faster on it than on the wide, small or
 # large tile pick_tile gives them (scripts/sweep_conv_tiles.py, benchmarks/2026-12-05-h100-sweep-conv-tiles.json).
 SHALLOW_POINTWISE_K = 192
@@ -125,7 +125,8 @@ class Conv2d:
         push = self._push_head + pack("4I", h, wd, oh, ow) + self._push_tail
         views = [x.view, w.view, (b if b is not None else w).view, out.view,
                  (residual if residual is not None else w).view]
-        chosen = pick_tile(self.cout_g, oh * ow, n * self.group, tile, self._k)
+        chosen = pick_tile(self.cout_g, oh * ow, n * self.group, tile, self._k,
+                           most_groups=self._pointwise and self._k < SHALLOW_POINTWISE_K)
         # unasked, a problem too small for the other tiles keeps the sliced one: on the H200 the matrices ran the
         # page-orientation model's small 1×1 convolutions slower (0.393 ms against 0.299 for the model)
         want = False if tile is not None or (coopmat is None and chosen == TILES["sliced"]) else coopmat
@@ -136,12 +137,6 @@ class Conv2d:
                                   views, self.cout_g, oh * ow, n * self.group, coopmat_tile,
                                   residual=residual is not None)
             return
-        thin = TILES["thin"]
-        if tile is None and self._pointwise and self._k < SHALLOW_POINTWISE_K and chosen in (
-                TILES["large"], TILES["wide"], TILES["small"]):
-            gx, gy, gz = thin.groups(self.cout_g, oh * ow, n * self.group)
-            if gx * gy * gz >= MIN_GROUPS:
-                chosen = thin
         groups = chosen.groups(self.cout_g, oh * ow, n * self.group)
         check_groups(rec, groups, "conv2d")
         pipeline = rec.device.pipeline(kernel, (*chosen.constants(), *self._constants, int(residual is not None)))

@@ -63,6 +63,11 @@ class CoopmatTile:
         parts = 2 if split else 1
         return 2 * parts * (2 * bm * (bk + 8) + 2 * bk * (bn + 8)) + 4 * self.sg_m * self.sg_n * mnk[0] * mnk[1]
 
+    def groups(self, mnk: tuple[int, int, int], m: int, n: int, batches: int) -> tuple[int, int, int]:
+        """Workgroups for the GEMM M × N repeated `batches` times (N may be symbolic)."""
+        bm, bn, _ = self.dims(mnk)
+        return (n + bn - 1) // bn, (m + bm - 1) // bm, batches
+
 
 # By output channels per group (M): few rows make wide tiles, so a workgroup still covers 128 output pixels.
 THIN = CoopmatTile(sg_m=1, sg_n=SUBGROUPS, fm=1, fn=2)    # BM = TM (16), BN = 8·TN (128)
@@ -104,8 +109,8 @@ def coopmat_shape(device: object, precision: str, m: int, k: int, *, want: bool 
     split = precision == "fp32"
     tile = pick_coopmat_tile(m, shape, split, pointwise)
     if want is None and not switched_on():
-        bm, bn, _ = tile.dims(shape)
-        if k < AUTO_MIN_K or -(-m // bm) * -(-n // bn) * batches < AUTO_MIN_GROUPS:
+        gx, gy, gz = tile.groups(shape, m, n, batches)
+        if k < AUTO_MIN_K or gx * gy * gz < AUTO_MIN_GROUPS:
             return None
     info = getattr(device, "info", None)
     if info is not None and tile.shared_bytes(shape, split) > info.max_shared_memory_bytes:
@@ -125,13 +130,12 @@ def record_conv2d_coopmat(rec: Recorder, kernel: KernelDef, mnk: tuple[int, int,
     epilogue; `tile` forces a tile (tests)."""
     split = kernel.precision == "fp32"  # fp32 inputs keep ~21 bits through hi + lo pairs (the shader's SPLIT)
     tile = tile or pick_coopmat_tile(m, mnk, split, pointwise=bool(conv_constants[0]))
-    bm, bn, _ = tile.dims(mnk)
     info = rec.device.info
     threads = tile.sg_m * tile.sg_n * info.subgroup_size
     if threads > info.max_workgroup_invocations:
         raise KernelArgumentError(f"conv2d_coopmat: {threads} invocations per workgroup, the device allows "
                                   f"{info.max_workgroup_invocations}")
-    groups = ((n + bn - 1) // bn, (m + bm - 1) // bm, batches)
+    groups = tile.groups(mnk, m, n, batches)
     check_groups(rec, groups, "conv2d_coopmat")
     constants = (threads, 1, 1, *mnk, tile.sg_m, tile.sg_n, *conv_constants, tile.fm, tile.fn, tile.ksteps,
                  int(residual), int(split))

@@ -90,13 +90,15 @@ SLICED_MAX_GROUPS = 32
 SLICED_MIN_K = 128  # below this the sliced tile's slices walk too little of K to pay for their hand-over
 
 
-def pick_tile(m: int, n: int, batches: int, tile: str | GemmTile | None = None, k: int = 0) -> GemmTile:
+def pick_tile(m: int, n: int, batches: int, tile: str | GemmTile | None = None, k: int = 0,
+              most_groups: bool = False) -> GemmTile:
     """The tile config for an M × N output repeated `batches` times, K = `k` deep; `tile` forces one by name
     (or is one: scripts/sweep_conv_tiles.py).
 
     ≤ 32 rows: thin. Otherwise the biggest tile that wastes little on edges (M, N > 96 for large, N > 96 for
     wide) and still makes MIN_GROUPS workgroups; small when neither does. Where thin or small makes fewer than
-    SLICED_MAX_GROUPS workgroups and K is at least SLICED_MIN_K deep: sliced.
+    SLICED_MAX_GROUPS workgroups and K is at least SLICED_MIN_K deep: sliced. `most_groups`: thin first, wherever
+    it makes MIN_GROUPS workgroups (vk/kernels/conv.py asks it for shallow pointwise convolutions).
     """
     if isinstance(tile, GemmTile):
         return tile
@@ -109,6 +111,8 @@ def pick_tile(m: int, n: int, batches: int, tile: str | GemmTile | None = None, 
         gx, gy, gz = TILES[name].groups(m, n, batches)
         return gx * gy * gz >= groups
 
+    if most_groups and enough("thin"):
+        return TILES["thin"]
     if m > 96 and n > 96 and enough("large"):
         return TILES["large"]
     if m > 32 and n > 96 and enough("wide"):
