@@ -56,6 +56,17 @@ def check(out: np.ndarray, ref: np.ndarray, what: str, seed: int, tol: float = T
     assert err <= tol, f"{what}: rel error {err:.3g} > {tol}; seed {seed}"
 
 
+def check_bounded(out: np.ndarray, ref: np.ndarray, magnitude: np.ndarray, what: str, seed: int, tol: float) -> None:
+    """Every element within `tol` of the sum of its terms' magnitudes (`magnitude`: the same sum over |a|·|b|),
+    the bound a dot product's rounding obeys. A norm relative to the result itself fails by chance where the
+    terms cancel: a single output w·x + b of -0.276 + 0.272 carries the products' error 60 times magnified."""
+    assert out.shape == ref.shape == magnitude.shape, f"{what}: shapes {out.shape}, {ref.shape}, {magnitude.shape}"
+    assert not np.isnan(out).any(), f"{what}: unwritten (NaN) outputs; seed {seed}"
+    scaled = np.abs(np.asarray(out, np.float64) - np.asarray(ref, np.float64)) / np.maximum(magnitude, 1e-30)
+    worst = float(scaled.max())
+    assert worst <= tol, f"{what}: error {worst:.3g} of the terms' magnitude > {tol}; seed {seed}"
+
+
 def release(device: Device, *tensors: Tensor) -> None:
     for t in tensors:
         device.free(t)
