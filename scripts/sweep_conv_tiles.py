@@ -2,12 +2,13 @@
 
 For each convolution shape (det at 1x3x736x1024, rec at 16x3x48x320) and each variant (the SIMT GEMM kernel
 under each GemmTile, fp32 storage; the cooperative-matrix kernel under each CoopmatTile, fp32 as hi + lo pairs
-and fp16 storage), the script checks the output against NumPy once (relative error ≤ 2e-3, none of the NaN
-poison left) and then times the dispatch by GPU timestamps after a warm-up. It prints, per shape, the automatic
-choice and the fastest correct variants, and writes every figure to --json: the data that vk/kernels/conv.py's
+and fp16 storage; the direct kernel for few output channels under each of DIRECT_SHAPES, both storages), the
+script checks the output against NumPy once (relative error ≤ 2e-3, none of the NaN poison left) and then
+times the dispatch by GPU timestamps after a warm-up. It prints, per shape, the automatic choice and the fastest
+correct variants, and writes every figure to --json: the data that vk/kernels/conv.py's
 and vk/kernels/conv_coopmat.py's choices are drawn from.
 
-    python scripts/sweep_conv_tiles.py [--device SEL] [--json OUT] [--only det|rec] [--no-coopmat]
+    python scripts/sweep_conv_tiles.py [--device SEL] [--json OUT] [--only det|rec] [--kxk] [--no-coopmat]
 
 It imports vkocr from this checkout (scripts/check_coopmat.py's finder) and runs on any Vulkan device; without
 cooperative matrices (lavapipe) it sweeps the SIMT tiles alone.
@@ -32,6 +33,7 @@ import check_coopmat as cc  # noqa: E402  (installs the checkout's finder for vk
 
 from vkocr.engine.bench import time_replays  # noqa: E402
 from vkocr.engine.device import PIPELINE_STATS_ENV, PIPELINE_STATS_EXTENSION, Device  # noqa: E402
+from vkocr.engine.kernels import conv_direct  # noqa: E402
 from vkocr.engine.kernels.conv import conv_output_shape  # noqa: E402
 from vkocr.engine.kernels.conv_coopmat import CoopmatTile  # noqa: E402
 from vkocr.engine.kernels.matmul import TILES, GemmTile  # noqa: E402
@@ -40,8 +42,11 @@ from vkocr.engine.tensor import Tensor  # noqa: E402
 
 Case = cc.Case
 P1 = (1, 1, 1, 1)
+SAME_UPPER_2X2 = (0, 0, 1, 1)
 SHAPES = [
     Case((1, 3, 736, 1024), 24, (3, 3), strides=(2, 2), pads=P1, what="det Conv.0 3x3 s2 3->24"),
+    Case((1, 24, 368, 512), 12, (2, 2), pads=SAME_UPPER_2X2, what="det Conv.1 2x2 24->12"),
+    Case((1, 12, 368, 512), 24, (2, 2), pads=SAME_UPPER_2X2, what="det Conv.2 2x2 12->24"),
     Case((1, 48, 368, 512), 24, (3, 3), strides=(2, 2), pads=P1, what="det Conv.3 3x3 s2 48->24"),
     Case((1, 96, 184, 256), 24, (3, 3), pads=P1, what="det Conv.82 3x3 96->24"),
     Case((1, 48, 184, 256), 96, (1, 1), what="det Conv.8 1x1 48->96"),
@@ -54,6 +59,9 @@ SHAPES = [
     Case((1, 384, 46, 64), 192, (1, 1), what="det Conv.31 1x1 384->192"),
     Case((1, 384, 23, 32), 768, (1, 1), what="det Conv.49 1x1 384->768"),
     Case((1, 768, 23, 32), 384, (1, 1), what="det Conv.50 1x1 768->384"),
+    Case((16, 3, 48, 320), 48, (3, 3), strides=(2, 2), pads=P1, what="rec Conv.0 3x3 s2 3->48"),
+    Case((16, 48, 24, 160), 24, (2, 2), pads=SAME_UPPER_2X2, what="rec Conv.1 2x2 48->24"),
+    Case((16, 24, 24, 160), 48, (2, 2), pads=SAME_UPPER_2X2, what="rec Conv.2 2x2 24->48"),
     Case((16, 96, 24, 160), 48, (3, 3), strides=(2, 2), pads=P1, what="rec Conv.3 3x3 s2 96->48"),
     Case((16, 96, 12, 80), 192, (1, 1), what="rec Conv.8 1x1 96->192"),
     Case((16, 192, 12, 80), 96, (1, 1), what="rec Conv.9 1x1 192->96"),
@@ -81,15 +89,25 @@ COOPMAT_TILES = {
     "tall_fm1": CoopmatTile(sg_m=4, sg_n=2, fm=1, fn=2),
     "flat_fm1": CoopmatTile(sg_m=1, sg_n=8, fm=1, fn=2),
 }
+# the direct kernel's (output columns per invocation, workgroup columns × rows); the first is the engine's
+DIRECT_SHAPES = [(2, (16, 4)), (1, (16, 4)), (4, (16, 4)), (2, (32, 4)), (1, (32, 4))]
 WARMUP_S = 0.1  # per variant, after a first second that brings the clocks up
 
 
+Variant = tuple[str, Any, "bool | None", Any, "CoopmatTile | None", "tuple[int, tuple[int, int]] | None"]
+
+
 def variants(device: Device, coopmat: bool, simt_tiles: list[str] | None = None,
-             coopmat_tiles: list[str] | None = None) -> list[tuple[str, Any, bool | None, Any, CoopmatTile | None]]:
-    """(label, storage dtype, coopmat, SIMT tile, coopmat tile)."""
-    out: list[tuple[str, Any, bool | None, Any, CoopmatTile | None]] = [("auto fp32", np.float32, None, None, None)]
-    out += [(f"simt {name}", np.float32, False, tile, None) for name, tile in {**TILES, **SIMT_EXTRA}.items()
+             coopmat_tiles: list[str] | None = None) -> list[Variant]:
+    """(label, storage dtype, coopmat, SIMT tile, coopmat tile, direct shape): the direct kernel runs exactly
+    where a direct shape is given (it refuses more than DIRECT_MAX_COUT output channels: an error row)."""
+    out: list[Variant] = [("auto fp32", np.float32, None, None, None, None)]
+    out += [(f"simt {name}", np.float32, False, tile, None, None) for name, tile in {**TILES, **SIMT_EXTRA}.items()
             if simt_tiles is None or name in simt_tiles]
+    for tw, local in DIRECT_SHAPES:
+        for dtype in (np.float32, np.float16):
+            out.append((f"direct tw{tw} {local[0]}x{local[1]} {np.dtype(dtype).name[5:]}", dtype, False, None, None,
+                        (tw, local)))
     if coopmat and device.coopmat_shape is not None:
         limit = device.info.max_shared_memory_bytes
         for name, tile in COOPMAT_TILES.items():
@@ -100,12 +118,25 @@ def variants(device: Device, coopmat: bool, simt_tiles: list[str] | None = None,
                     t = CoopmatTile(tile.sg_m, tile.sg_n, tile.fm, tile.fn, ksteps)
                     if t.shared_bytes(device.coopmat_shape, split) <= limit:
                         label = f"cm {name} k{ksteps} {np.dtype(dtype).name[5:]}"
-                        out.append((label, dtype, True, None, t))
+                        out.append((label, dtype, True, None, t, None))
     return out
 
 
 def run_variant(device: Device, case: cc.Case, dtype: Any, coopmat: bool | None, simt: Any,
-                tile: CoopmatTile | None, repeats: int, rounds: int) -> dict[str, Any]:
+                tile: CoopmatTile | None, repeats: int, rounds: int,
+                direct: tuple[int, tuple[int, int]] | None = None) -> dict[str, Any]:
+    saved = conv_direct.COLUMNS_PER_INVOCATION, conv_direct.LOCAL_XY
+    if direct is not None:  # the kernel reads these when it records: set for this variant, restored after
+        conv_direct.COLUMNS_PER_INVOCATION, conv_direct.LOCAL_XY = direct
+    try:
+        return timed_variant(device, case, dtype, coopmat, simt, tile, repeats, rounds,
+                             True if direct is not None else None if coopmat is None and simt is None else False)
+    finally:
+        conv_direct.COLUMNS_PER_INVOCATION, conv_direct.LOCAL_XY = saved
+
+
+def timed_variant(device: Device, case: cc.Case, dtype: Any, coopmat: bool | None, simt: Any,
+                  tile: CoopmatTile | None, repeats: int, rounds: int, direct: bool | None) -> dict[str, Any]:
     rng = np.random.default_rng()
     x, w, b = cc.inputs(case, rng, dtype)
     assert x is not None and w is not None
@@ -119,7 +150,7 @@ def run_variant(device: Device, case: cc.Case, dtype: Any, coopmat: bool | None,
         def record(rec: Recorder, t: list[Tensor | None] = [tx, tw, out, tb]) -> None:  # noqa: B006
             xx, ww, oo, bb = t
             assert xx is not None and ww is not None and oo is not None
-            conv.record(rec, xx, ww, oo, bb, tile=simt, coopmat=coopmat, coopmat_tile=tile)
+            conv.record(rec, xx, ww, oo, bb, tile=simt, coopmat=coopmat, coopmat_tile=tile, direct=direct)
 
         with Recorder(device) as rec:
             record(rec)
@@ -161,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     parser.add_argument("--only", choices=("det", "rec"), default=None, help="one model's shapes")
     parser.add_argument("--pointwise", action="store_true", help="only the 1×1 convolutions")
+    parser.add_argument("--kxk", action="store_true", help="only the k×k convolutions")
     parser.add_argument("--no-coopmat", action="store_true", help="the SIMT kernels' tiles alone")
     parser.add_argument("--simt-tiles", default=None, help="comma-separated names of TILES to time (default: all)")
     parser.add_argument("--coopmat-tiles", default=None,
@@ -174,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.repeats <= 1000 or not 1 <= args.rounds <= 100:
         parser.error("--repeats is 1..1000 and --rounds 1..100")
     shapes = [s for s in SHAPES if (args.only is None or s.what.startswith(args.only))
-              and (not args.pointwise or s.kernel == (1, 1))]
+              and (not args.pointwise or s.kernel == (1, 1)) and (not args.kxk or s.kernel != (1, 1))]
     rows: list[dict[str, Any]] = []
     failures = 0
     if args.stats:
@@ -194,12 +226,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'shape':<34} {'auto fp32':>10} {'best fp32':>24} {'best any':>24}", flush=True)
         for case in shapes:
             row: dict[str, Any] = {"case": str(case).strip(), "variants": {}}
-            for label, dtype, coopmat, simt, tile in chosen:
+            for label, dtype, coopmat, simt, tile, direct in chosen:
                 try:
-                    got = run_variant(device, case, dtype, coopmat, simt, tile, args.repeats, args.rounds)
+                    got = run_variant(device, case, dtype, coopmat, simt, tile, args.repeats, args.rounds, direct)
                 except Exception as exc:  # noqa: BLE001  (a tile that fails to build or run is a finding too)
                     got = {"error": f"{type(exc).__name__}: {exc}"}
-                    if not str(exc).startswith(("conv2d", "conv2d_coopmat")):
+                    if not str(exc).startswith(("conv2d", "conv2d_coopmat", "conv2d_direct")):
                         traceback.print_exc()
                 if "error" in got and got["error"].startswith("wrong"):
                     failures += 1

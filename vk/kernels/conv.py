@@ -1,13 +1,23 @@
 """ONNX Conv (2-D, NCHW, any group) as an implicit GEMM on the tiled GEMM core: shaders/conv2d.comp; a 1×1
 convolution on a 1×1 map (squeeze-and-excitation blocks, a classifier's head) as a matrix-vector product:
-shaders/gemv.comp."""
+shaders/gemv.comp; a k×k one with few output channels directly: shaders/conv2d_direct.comp."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv_coopmat import CONV2D_COOPMAT, CoopmatTile, coopmat_shape, record_conv2d_coopmat
+from vkocr.engine.kernels.conv_direct import (
+    CONV2D_DIRECT,
+    DIRECT_MAX_COUT,
+    DIRECT_MAX_WEIGHTS,
+    DIRECT_MIN_GROUPS,
+    DirectLayout,
+    direct_groups,
+    record_conv2d_direct,
+)
 from vkocr.engine.kernels.gemv import Epilogue, GemvShape, record_gemv
 from vkocr.engine.kernels.launch import activation_id, check_groups, pack, require_shape, storage
 from vkocr.engine.kernels.matmul import TILES, GemmTile, pick_tile
@@ -94,16 +104,24 @@ class Conv2d:
         self._push_head = pack("3I", group, cin_g, self.cout_g)
         self._push_tail = pack("6I2I4f", sh, sw, dh, dw, pt, pl, int(has_bias), act, float(alpha), float(beta),
                                float(scale), float(shift))
+        # the direct kernel: group 1 and at most DIRECT_MAX_COUT output channels
+        self._direct = DirectLayout.of(cout, cin_g, kh * kw) if group == 1 and cout <= DIRECT_MAX_COUT else None
+        self._direct_window = (kh, kw, sh, sw, dh, dw, pt, pl)
+        self._direct_epilogue = pack("2I4f", int(has_bias), act, float(alpha), float(beta), float(scale),
+                                     float(shift))
 
     def record(self, rec: Recorder, x: Tensor, w: Tensor, out: Tensor, b: Tensor | None = None, *,
                residual: Tensor | None = None, tile: str | GemmTile | None = None, coopmat: bool | None = None,
-               coopmat_tile: CoopmatTile | None = None) -> None:
+               coopmat_tile: CoopmatTile | None = None, direct: bool | None = None) -> None:
         """One GEMM per (image, group) for input x (N, Cin, H, W), plus `residual` (out's shape) in the epilogue
         when given; `tile` forces a tile config of the SIMT kernel. Every tensor stores float32, or every one
         float16 (accumulating in float32 all the same). `coopmat`: None lets vk/kernels/conv_coopmat.py decide
         whether cooperative matrices run it, False keeps the SIMT kernel, True asks for them (an error where the
         device has none); `coopmat_tile` forces their tile (tests). A pointwise conv (group 1) on a 1×1 map is a
-        matrix-vector product: gemv.comp runs it, unless `tile` or `coopmat=True` asks for a GEMM."""
+        matrix-vector product: gemv.comp runs it, unless `tile` or `coopmat=True` asks for a GEMM. `direct`: None
+        sends a k×k convolution of group 1 with at most DIRECT_MAX_WEIGHTS weights that makes DIRECT_MIN_GROUPS
+        workgroups to conv2d_direct.comp (unless `tile` or `coopmat=True` asks for a GEMM), True sends any
+        convolution of group 1 with at most DIRECT_MAX_COUT output channels there, False none."""
         kernel = storage(CONV2D, x, w, out, b, residual)
         if tuple(w.shape) != self.w_shape or (b is not None) != self.has_bias:
             raise KernelArgumentError(f"conv2d prepared for w {self.w_shape} (bias: {self.has_bias}), given "
@@ -121,6 +139,18 @@ class Conv2d:
             # one output column per image: y = W · x, a whole workgroup on each row's K
             gemv = GemvShape(rows=cout, k=self._k, row_stride=self._k, k_stride=1, batches=n, batch_x=self._k)
             record_gemv(rec, w, x, out, gemv, self._epilogue, b, residual, label="conv2d")
+            return
+        if direct is None:
+            direct = (tile is None and coopmat is not True and self._direct is not None
+                      and self.w_shape[2] * self.w_shape[3] > 1 and self.cout_g * self._k <= DIRECT_MAX_WEIGHTS
+                      and math.prod(direct_groups(n, oh, ow)) >= DIRECT_MIN_GROUPS)
+        if direct:
+            if self._direct is None:
+                raise KernelArgumentError(f"conv2d_direct takes group 1 and at most {DIRECT_MAX_COUT} output "
+                                          f"channels, not w {self.w_shape} in {self.group} groups")
+            record_conv2d_direct(rec, storage(CONV2D_DIRECT, x, w, out, b, residual), self._direct,
+                                 self._direct_window, self._constants[3] == 1, x, w, out, b, residual,
+                                 self._direct_epilogue)
             return
         push = self._push_head + pack("4I", h, wd, oh, ow) + self._push_tail
         views = [x.view, w.view, (b if b is not None else w).view, out.view,
