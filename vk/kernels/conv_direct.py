@@ -17,10 +17,11 @@ DIRECT_MAX_COUT = 64  # one workgroup covers every output channel: at most 8 blo
 COLUMNS_PER_INVOCATION = 2  # the shader's TW
 LOCAL_XY = (16, 4)  # invocations per workgroup along output columns and rows (times the channel blocks in z)
 # Unasked, the direct kernel takes a k×k convolution whose weights are this small (Cout·Cin·KH·KW elements) and
-# that makes DIRECT_MIN_GROUPS workgroups. On the H200 it ran the stems of PP-OCRv6's det and rec (3 -> 24/48 at
-# 3×3 stride 2, 24 -> 12 and 12 -> 24 at 2×2) 1.3-1.7× faster than the GEMM's best tile; deeper ones (48 -> 24 and
-# 96 -> 24/48 at 3×3) slower, and on small maps each of its few workgroups walked all of K alone
-# (scripts/sweep_conv_tiles.py, benchmarks/2026-12-05-h200-sweep-direct.json).
+# that makes DIRECT_MIN_GROUPS workgroups. On the H100 it ran the stems of PP-OCRv6's det and rec (3 -> 24/48 at
+# 3×3 stride 2, 24 -> 12 and 12 -> 24 at 2×2) 1.25-1.6× faster than the GEMM's best tile; deeper ones (48 -> 24,
+# 48 -> 24 at 2×2 and 96 -> 24/48 at 3×3) up to 1.7× slower, and on small maps each of its few workgroups walked
+# all of K alone (rec 1's 96 -> 48: 0.27 against 0.03 ms) (scripts/sweep_conv_tiles.py,
+# benchmarks/2026-12-05-h100-sweep-direct.json; an H200 run agreed).
 DIRECT_MAX_WEIGHTS = 2048
 DIRECT_MIN_GROUPS = 64
 WEIGHT_BYTES = 16384  # shared memory for one chunk of input channels' weights (lavapipe allows 32 KiB in all)
