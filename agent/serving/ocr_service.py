@@ -27,7 +27,7 @@ from vkocr.agent.serving.admission import MAX_REQUEST_ID_CHARS, admit
 from vkocr.agent.serving.decode_processes import DecodeProcesses
 from vkocr.agent.serving.errors import DeadlineDropped, NotServing, QueueFull
 from vkocr.agent.serving.jobs import Job, deadline_passed
-from vkocr.agent.serving.malformed import MalformedRequest
+from vkocr.agent.serving.malformed import MalformedRequest, wire_size
 from vkocr.agent.serving.state import ServingState
 from vkocr.agent.serving.stats import RequestStats
 from vkocr.agent.serving.status_table import status_for
@@ -261,7 +261,7 @@ class OcrService(ocr_pb2_grpc.OcrServiceServicer):
         if isinstance(request, MalformedRequest):
             given, size = wire.salvaged_request_id(request.data), len(request.data)
         else:
-            given, size = request.request_id, request.ByteSize()
+            given, size = request.request_id, wire_size(request)
         # an id over its limit is refused (admission.py); its answer and log line carry the first part
         request_id = given[:MAX_REQUEST_ID_CHARS] or f"req-{secrets.token_hex(6)}"
         return RequestLog(request_id, method, peer, size, time.monotonic())

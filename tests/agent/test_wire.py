@@ -328,3 +328,26 @@ def test_stream_answers() -> None:
     answered = result_to_proto(random_result(5), "4", "v3", "cpu", (W, H))
     both = wire(ocr_pb2.RecognizeStreamResponse(request_id="4", response=answered))
     assert response_to_dict(both) == response_to_dict(answered)
+
+
+def test_a_parsed_requests_wire_size_is_its_byte_count() -> None:
+    """The lenient deserializer notes each message's size as parsed (the request's log line reports it without
+    encoding the message again); a message it did not parse, or parsed in another context, is measured."""
+    import contextvars
+
+    from vkocr.agent.serving.malformed import lenient, wire_size
+
+    rng = np.random.default_rng()
+    h, w = (int(v) for v in rng.integers(5, 40, 2))
+    raw = ocr_pb2.RawImage(data=rng.integers(0, 256, h * w * 3, np.uint8).tobytes(), height=h, width=w,
+                           layout=ocr_pb2.PIXEL_LAYOUT_RGB8)
+    data = ocr_pb2.RecognizeRequest(request_id="r", raw=raw).SerializeToString()
+    parse = lenient(ocr_pb2.RecognizeRequest.FromString)
+    first = parse(data)
+    assert wire_size(first) == len(data) == first.ByteSize()
+    other = ocr_pb2.RecognizeRequest(request_id="another", raw=raw).SerializeToString()
+    second = parse(other)  # the note follows the latest parse; the first is measured again
+    assert wire_size(second) == len(other) != len(data) and wire_size(first) == first.ByteSize()
+    built = ocr_pb2.RecognizeRequest(request_id="longer id", raw=raw)
+    assert wire_size(built) == built.ByteSize() != len(data)
+    assert contextvars.Context().run(wire_size, first) == first.ByteSize()
