@@ -14,6 +14,7 @@ from vkocr.engine.kernels.conv_direct import (
     DIRECT_MAX_COUT,
     DIRECT_MAX_WEIGHTS,
     DIRECT_MIN_GROUPS,
+    WEIGHT_BYTES,
     DirectLayout,
     direct_groups,
     record_conv2d_direct,
@@ -104,8 +105,9 @@ class Conv2d:
         self._push_head = pack("3I", group, cin_g, self.cout_g)
         self._push_tail = pack("6I2I4f", sh, sw, dh, dw, pt, pl, int(has_bias), act, float(alpha), float(beta),
                                float(scale), float(shift))
-        # the direct kernel: group 1 and at most DIRECT_MAX_COUT output channels
-        self._direct = DirectLayout.of(cout, cin_g, kh * kw) if group == 1 and cout <= DIRECT_MAX_COUT else None
+        # the direct kernel's layout, where it can take these weights (group 1, few output channels)
+        self._direct = DirectLayout.of(cout, cin_g, kh * kw) if group == 1 else None
+        self._post_affine = post_affine is not None
         self._direct_window = (kh, kw, sh, sw, dh, dw, pt, pl)
         self._direct_epilogue = pack("2I4f", int(has_bias), act, float(alpha), float(beta), float(scale),
                                      float(shift))
@@ -121,7 +123,7 @@ class Conv2d:
         matrix-vector product: gemv.comp runs it, unless `tile` or `coopmat=True` asks for a GEMM. `direct`: None
         sends a k×k convolution of group 1 with at most DIRECT_MAX_WEIGHTS weights that makes DIRECT_MIN_GROUPS
         workgroups to conv2d_direct.comp (unless `tile` or `coopmat=True` asks for a GEMM), True sends any
-        convolution of group 1 with at most DIRECT_MAX_COUT output channels there, False none."""
+        convolution of group 1 that DirectLayout can hold there, False none."""
         kernel = storage(CONV2D, x, w, out, b, residual)
         if tuple(w.shape) != self.w_shape or (b is not None) != self.has_bias:
             raise KernelArgumentError(f"conv2d prepared for w {self.w_shape} (bias: {self.has_bias}), given "
@@ -146,10 +148,11 @@ class Conv2d:
                       and math.prod(direct_groups(n, oh, ow)) >= DIRECT_MIN_GROUPS)
         if direct:
             if self._direct is None:
-                raise KernelArgumentError(f"conv2d_direct takes group 1 and at most {DIRECT_MAX_COUT} output "
-                                          f"channels, not w {self.w_shape} in {self.group} groups")
+                raise KernelArgumentError(f"conv2d_direct takes group 1, at most {DIRECT_MAX_COUT} output "
+                                          f"channels and {WEIGHT_BYTES} bytes of weights per input channel, not "
+                                          f"w {self.w_shape} in {self.group} groups")
             record_conv2d_direct(rec, storage(CONV2D_DIRECT, x, w, out, b, residual), self._direct,
-                                 self._direct_window, self._constants[3] == 1, x, w, out, b, residual,
+                                 self._direct_window, self._post_affine, x, w, out, b, residual,
                                  self._direct_epilogue)
             return
         push = self._push_head + pack("4I", h, wd, oh, ow) + self._push_tail

@@ -1,5 +1,6 @@
 """ONNX Conv (group 1) with few output channels, computed directly rather than as a GEMM:
-shaders/conv2d_direct.comp. vk/kernels/conv.py decides when (`DIRECT_MAX_COUT`, `takes_direct`)."""
+shaders/conv2d_direct.comp. vk/kernels/conv.py decides when, by the rule below (DIRECT_MAX_WEIGHTS,
+DIRECT_MIN_GROUPS)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ LOCAL_XY = (16, 4)  # invocations per workgroup along output columns and rows (t
 # 1.35-1.45× with one column per invocation: a refinement not taken). It ran deeper ones slower, up to 1.7×
 # (48 -> 24 at 3×3 and at 2×2, 24 -> 48 at 2×2, 96 -> 24/48 at 3×3), and on small maps each of its few workgroups
 # walked all of K alone (rec 1's 96 -> 48: 0.27 against 0.03 ms). scripts/sweep_conv_tiles.py,
-# benchmarks/2026-12-05-h100-sweep-direct.json; an H200 run agreed.
+# benchmarks/2026-12-05-h100-sweep-direct.json; an H200 sweep of the first version showed the same split.
 DIRECT_MAX_WEIGHTS = 2048
 DIRECT_MIN_GROUPS = 64
 WEIGHT_BYTES = 16384  # shared memory for one chunk of input channels' weights (lavapipe allows 32 KiB in all)
@@ -36,10 +37,14 @@ class DirectLayout:
     ci_chunk: int
 
     @classmethod
-    def of(cls, cout: int, cin: int, taps: int) -> DirectLayout:
+    def of(cls, cout: int, cin: int, taps: int) -> DirectLayout | None:
+        """None where the kernel cannot take these weights: more than DIRECT_MAX_COUT output channels, or one
+        input channel's weights larger than WEIGHT_BYTES (a kernel of more than 64 taps at 64 channels)."""
         blocks = -(-cout // CHANNELS_PER_INVOCATION)
         per_channel = taps * blocks * CHANNELS_PER_INVOCATION * 4  # bytes of one input channel's weights
-        return cls(blocks, max(1, min(cin, WEIGHT_BYTES // per_channel)))
+        if cout > DIRECT_MAX_COUT or per_channel > WEIGHT_BYTES:
+            return None
+        return cls(blocks, min(cin, WEIGHT_BYTES // per_channel))
 
 
 def direct_groups(n: int, oh: int, ow: int) -> tuple[int, int, int]:

@@ -18,6 +18,7 @@ from vkocr.engine.kernels.conv_direct import (
     DIRECT_MAX_COUT,
     DIRECT_MAX_WEIGHTS,
     DIRECT_MIN_GROUPS,
+    WEIGHT_BYTES,
     DirectLayout,
     direct_groups,
 )
@@ -137,12 +138,27 @@ def test_direct_refuses_what_it_cannot_run(device: Device) -> None:
 
 
 def test_weight_chunks_fit_shared_memory() -> None:
-    """A chunk of input channels' weights never passes the 16 KiB the shader's shared array is sized for, and
-    holds at least one channel; every output channel is in one workgroup's blocks."""
-    for cout in (1, 7, 8, 24, 48, 64):
+    """A chunk of input channels' weights never passes WEIGHT_BYTES (what the shader's shared array is sized for)
+    and holds at least one channel; every output channel is in one workgroup's blocks. Weights it cannot hold (too
+    many channels, or one input channel's over WEIGHT_BYTES) have no layout: the GEMM runs them."""
+    for cout in (1, 7, 8, 24, 48, 64, 65):
         for cin in (1, 3, 96, 1000):
-            for taps in (1, 4, 9, 49):
+            for taps in (1, 4, 9, 49, 64, 81, 2025):
                 layout = DirectLayout.of(cout, cin, taps)
+                per_channel = taps * -(-cout // 8) * 8 * 4
+                if cout > DIRECT_MAX_COUT or per_channel > WEIGHT_BYTES:
+                    assert layout is None
+                    continue
+                assert layout is not None
                 assert layout.blocks * 8 >= cout and layout.blocks <= 8
-                assert 1 <= layout.ci_chunk <= cin
-                assert layout.ci_chunk == 1 or layout.ci_chunk * taps * layout.blocks * 8 * 4 <= 16384
+                assert 1 <= layout.ci_chunk <= cin and layout.ci_chunk * per_channel <= WEIGHT_BYTES
+
+
+def test_a_kernel_too_large_for_shared_memory_takes_the_gemm(device: Device) -> None:
+    """One input channel's weights over WEIGHT_BYTES (1 -> 8 channels at 45×45): unasked, the GEMM; asked for,
+    a clear error instead of a pipeline the device refuses."""
+    case = Case((1, 1, 64, 300), 8, (45, 45), pads=(22, 22, 22, 22))
+    assert 45 * 45 * 8 * 4 > WEIGHT_BYTES and 8 * 45 * 45 > DIRECT_MAX_WEIGHTS
+    assert run_direct(device, case, np.float32, direct=None) == "conv2d"
+    with pytest.raises(KernelArgumentError, match="bytes of weights per input channel"):
+        run_direct(device, case, np.float32, direct=True)
