@@ -20,7 +20,7 @@ LOCAL_XY = (16, 4)  # invocations per workgroup along output columns and rows (t
 # Unasked, the direct kernel takes a k×k convolution whose weights are this small (Cout·Cin·KH·KW elements) and
 # that makes DIRECT_MIN_GROUPS workgroups. On the H100 it ran the stems of PP-OCRv6's det and rec (3 -> 24/48 at
 # 3×3 stride 2, 24 -> 12 and 12 -> 24 at 2×2) 1.15-1.5× faster than the GEMM's best tile (the 3-channel ones
-# 1.35-1.45× with one column per invocation: a refinement not taken). It ran deeper ones slower, up to 1.7×
+# 1.35-1.45× with one column per invocation: a refinement not taken). It ran deeper ones slower, up to 2.3×
 # (48 -> 24 at 3×3 and at 2×2, 24 -> 48 at 2×2, 96 -> 24/48 at 3×3), and on small maps each of its few workgroups
 # walked all of K alone (rec 1's 96 -> 48: 0.27 against 0.03 ms). scripts/sweep_conv_tiles.py,
 # benchmarks/2026-12-05-h100-sweep-direct.json; an H200 sweep of the first version showed the same split.
