@@ -107,6 +107,9 @@ class Conv2d:
                                float(scale), float(shift))
         # the direct kernel's layout, where it can take these weights (group 1, few output channels)
         self._direct = DirectLayout.of(cout, cin_g, kh * kw) if group == 1 else None
+        # ... and whether it takes it unasked, as far as the weights decide (the workgroups: per input shape)
+        self._direct_unasked = (self._direct is not None and kh * kw > 1
+                                and self.cout_g * self._k <= DIRECT_MAX_WEIGHTS)
         self._post_affine = post_affine is not None
         self._direct_window = (kh, kw, sh, sw, dh, dw, pt, pl)
         self._direct_epilogue = pack("2I4f", int(has_bias), act, float(alpha), float(beta), float(scale),
@@ -143,8 +146,7 @@ class Conv2d:
             record_gemv(rec, w, x, out, gemv, self._epilogue, b, residual, label="conv2d")
             return
         if direct is None:
-            direct = (tile is None and coopmat is not True and self._direct is not None
-                      and self.w_shape[2] * self.w_shape[3] > 1 and self.cout_g * self._k <= DIRECT_MAX_WEIGHTS
+            direct = (tile is None and coopmat is not True and self._direct_unasked
                       and math.prod(direct_groups(n, oh, ow)) >= DIRECT_MIN_GROUPS)
         if direct:
             if self._direct is None:

@@ -127,14 +127,17 @@ def test_unasked_stems_go_direct(device: Device) -> None:
 
 
 def test_direct_refuses_what_it_cannot_run(device: Device) -> None:
-    x = device.upload(np.ones((1, 8, 6, 6), np.float32))
-    for w_shape, group in (((DIRECT_MAX_COUT + 8, 8, 3, 3), 1), ((8, 4, 3, 3), 2)):
+    """Asked for, the direct kernel refuses, with a clear error, more than DIRECT_MAX_COUT output channels, groups,
+    and one input channel's weights over WEIGHT_BYTES (1 -> 8 channels at 45×45: a pipeline the device refuses)."""
+    assert 45 * 45 * 8 * 4 > WEIGHT_BYTES
+    for w_shape, group, pads in (((DIRECT_MAX_COUT + 8, 8, 3, 3), 1, P1), ((8, 4, 3, 3), 2, P1),
+                                 ((8, 1, 45, 45), 1, (22, 22, 22, 22))):
+        x = device.upload(np.ones((1, w_shape[1] * group, 6, 6), np.float32))
         w = device.upload(np.ones(w_shape, np.float32))
         out = device.tensor((1, w_shape[0], 6, 6), np.float32)
         with pytest.raises(KernelArgumentError, match="conv2d_direct takes group 1"), Recorder(device) as rec:
-            Conv2d(w_shape, pads=P1, group=group).record(rec, x, w, out, direct=True)
-        release(device, w, out)
-    release(device, x)
+            Conv2d(w_shape, pads=pads, group=group).record(rec, x, w, out, direct=True)
+        release(device, x, w, out)
 
 
 def test_weight_chunks_fit_shared_memory() -> None:
@@ -155,10 +158,7 @@ def test_weight_chunks_fit_shared_memory() -> None:
 
 
 def test_a_kernel_too_large_for_shared_memory_takes_the_gemm(device: Device) -> None:
-    """One input channel's weights over WEIGHT_BYTES (1 -> 8 channels at 45×45): unasked, the GEMM; asked for,
-    a clear error instead of a pipeline the device refuses."""
+    """One input channel's weights over WEIGHT_BYTES (1 -> 8 channels at 45×45): unasked, the GEMM."""
     case = Case((1, 1, 64, 300), 8, (45, 45), pads=(22, 22, 22, 22))
     assert 45 * 45 * 8 * 4 > WEIGHT_BYTES and 8 * 45 * 45 > DIRECT_MAX_WEIGHTS
     assert run_direct(device, case, np.float32, direct=None) == "conv2d"
-    with pytest.raises(KernelArgumentError, match="bytes of weights per input channel"):
-        run_direct(device, case, np.float32, direct=True)
