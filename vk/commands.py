@@ -9,7 +9,7 @@ timings).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -63,6 +63,77 @@ class Commands(NamedTuple):
     dispatch_count: int
     command_count: int
     descriptor_count: int
+
+
+def interleave(recordings: Sequence[Commands]) -> Commands:
+    """Several recordings as one, for one submission: the commands of every recording between its i-th and
+    (i+1)-th barrier run side by side, behind one barrier that orders what each of theirs did (the union of
+    their stages and accesses). The recordings must touch disjoint memory: nothing orders one's commands
+    against another's. A GPU that runs one small dispatch at a time half idle fills with the others' (a
+    recording's barriers, not its dispatches, set the pace of a small batch)."""
+    if any(r.labels for r in recordings):
+        raise ValueError("timestamped (profiling) recordings cannot be interleaved")
+    segments: list[list[list[Dispatch | Barrier | Copy | Timestamp]]] = []
+    fences: list[list[Barrier]] = []  # fences[i]: the barriers that end segment i, one per recording that has it
+    for r in recordings:
+        segment: list[Dispatch | Barrier | Copy | Timestamp] = []
+        index = 0
+        for op in r.ops:
+            if isinstance(op, Barrier):
+                while len(segments) <= index:
+                    segments.append([])
+                    fences.append([])
+                segments[index].append(segment)
+                fences[index].append(op)
+                segment, index = [], index + 1
+            else:
+                segment.append(op)
+        while len(segments) <= index:
+            segments.append([])
+            fences.append([])
+        segments[index].append(segment)
+    ops: list[Dispatch | Barrier | Copy | Timestamp] = []
+    for parts, ending in zip(segments, fences):
+        for part in parts:
+            ops.extend(part)
+        if ending:
+            ops.append(Barrier(_union(b.src_stage for b in ending), _union(b.dst_stage for b in ending),
+                               _union(b.src_access for b in ending), _union(b.dst_access for b in ending)))
+    return Commands(ops, (), sum(r.dispatch_count for r in recordings), sum(r.command_count for r in recordings),
+                    sum(r.descriptor_count for r in recordings))
+
+
+def relocate(commands: Commands, moves: Sequence[tuple[BufferView, BufferView]]) -> Commands:
+    """These commands with every view inside a move's first range moved to the same place in its second: a
+    recording of one memory layout run in a copy of that memory (the same offsets within each range)."""
+    ranges = [(old.buffer, old.offset, old.offset + (old.extent or old.size), new) for old, new in moves]
+
+    def moved(v: BufferView) -> BufferView:
+        for buffer, lo, hi, new in ranges:
+            if v.buffer == buffer and lo <= v.offset < hi:
+                shift = v.offset - lo
+                if shift + (v.extent or v.size) > (new.extent or new.size):
+                    raise ValueError(f"a view of {v.extent or v.size} B at {shift} does not fit the "
+                                     f"{new.extent or new.size} B it moves to")
+                return BufferView(new.buffer, new.offset + shift, v.size, v.extent)
+        return v
+
+    ops: list[Dispatch | Barrier | Copy | Timestamp] = []
+    for op in commands.ops:
+        if isinstance(op, Dispatch):
+            ops.append(op._replace(views=tuple(moved(v) for v in op.views)))
+        elif isinstance(op, Copy):
+            ops.append(Copy(moved(op.src), moved(op.dst)))
+        else:
+            ops.append(op)
+    return commands._replace(ops=ops)
+
+
+def _union(masks: Iterable[int]) -> int:
+    result = 0
+    for mask in masks:
+        result |= mask
+    return result
 
 
 @cache

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.engine.kernels.harness import fresh_rng, poisoned
+from vkocr.engine.commands import Barrier, Commands, Dispatch, interleave
 from vkocr.engine.device import Device
 from vkocr.engine.devices import choose, list_devices
 from vkocr.engine.errors import DeviceNotFound, RecorderStateError
@@ -313,6 +314,51 @@ def test_a_shader_then_a_copy_read_a_write_after_one_barrier(device: Device) -> 
     assert np.array_equal(device.download(z), -relu), f"seed {seed}"
     for t in (x, y, z, copied):
         device.free(t)
+
+
+def _chain(device: Device, data: np.ndarray, ops: tuple[str, ...]) -> tuple[Commands, list, object]:
+    """A chain of unary kernels over `data`, collected and not encoded: its commands, its tensors, its last."""
+    tensors = [device.upload(data)] + [poisoned(device, data.shape) for _ in ops]
+    collector = Recorder(device)
+    for name, x, y in zip(ops, tensors, tensors[1:]):
+        record_unary(collector, name, x, y)
+    commands = collector.take_commands()
+    collector.close()
+    return commands, tensors, tensors[-1]
+
+
+def test_interleaved_recordings_run_side_by_side_behind_shared_barriers(device: Device) -> None:
+    """Two chains on disjoint memory, of different lengths and sizes, as one recording: each answers as it does
+    alone, and their dispatches share barriers (the longer chain's count, not the sum)."""
+    rng, seed = fresh_rng()
+    a_data = rng.standard_normal(1000).astype(np.float32)
+    b_data = rng.standard_normal(37).astype(np.float32)
+    a, a_tensors, a_out = _chain(device, a_data, ("relu", "neg", "abs", "neg"))
+    b, b_tensors, b_out = _chain(device, b_data, ("neg", "relu"))
+    joint = interleave([a, b])
+    barriers = [op for op in joint.ops if isinstance(op, Barrier)]
+    assert len(barriers) == max(sum(isinstance(op, Barrier) for op in c.ops) for c in (a, b))
+    assert joint.dispatch_count == a.dispatch_count + b.dispatch_count == 6
+    assert [op for op in joint.ops if isinstance(op, Dispatch)][:2] == [a.ops[1], b.ops[1]]  # side by side
+    with Recorder(device) as rec:
+        rec.end_with(joint)
+        rec.run()
+    assert np.array_equal(device.download(a_out), -np.abs(-np.maximum(a_data, 0))), f"seed {seed}"
+    assert np.array_equal(device.download(b_out), np.maximum(-b_data, 0)), f"seed {seed}"
+    for t in a_tensors + b_tensors:
+        device.free(t)
+
+
+def test_profiling_recordings_are_not_interleaved(device: Device) -> None:
+    x, y = device.tensor((16,)), device.tensor((16,))
+    with Recorder(device, profile=True) as rec:
+        record_unary(rec, "relu", x, y)
+        commands = rec.take_commands()
+    if commands.labels:  # a device without timestamps records no labels
+        with pytest.raises(ValueError, match="timestamped"):
+            interleave([commands, commands])
+    device.free(x)
+    device.free(y)
 
 
 def _live_vulkan_objects(device: Device) -> dict[str, int]:

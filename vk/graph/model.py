@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Self
 import numpy as np
 import onnx
 
+from vkocr.engine.commands import Commands
 from vkocr.engine.errors import InputError, ModelError
 from vkocr.engine.graph import passes
 from vkocr.engine.graph.constants import ConstantArena, constant_key
@@ -341,6 +342,19 @@ class Model:
                             hooks=hooks, bindings=self._bindings, layouts=self._layouts)[0]
 
         return self.shape_classes.recipe((tuple(extra_outputs), hooks), shape, lambda: shared.generation, traced)
+
+    def commands_of(self, plan: Plan) -> Commands:
+        """The commands `plan` (one of this model's, current) recorded, worked out again from its shape class
+        (one function call): a plan drops its own once encoded, since a cache of hundreds would hold their
+        hundreds of thousands of records for the collector to walk. For a recording of several plans at once."""
+        if plan.shared is not self.shared or plan.stale:
+            raise ModelError("commands of a current plan of this model only")
+        recipe = self._class_recipe(plan.input_shape, plan.extra_outputs, plan.hooks)
+        if recipe is None:
+            raise ModelError("commands are worked out again from shape classes: this model keeps none")
+        if recipe.arena_bytes != plan.arena_bytes or self.shared.generation != plan.generation:
+            raise ModelError("the shape class's recipe no longer matches the plan")  # a class traced anew
+        return recipe.commands
 
     def learn_shape_class(self, input_shape: Sequence[int], *, extra_outputs: Sequence[str] = (),
                           hooks: StageHooks | None = None) -> bool:

@@ -158,6 +158,16 @@ class Plan:
         return self._spec
 
     @property
+    def has_host_io(self) -> bool:
+        """Whether the input comes from the host or outputs go back to it (not only through the hooks)."""
+        return self._upload is not None or bool(self._readback)
+
+    @property
+    def extra_outputs(self) -> tuple[str, ...]:
+        """The values read back besides the graph's outputs."""
+        return self._extra_outputs
+
+    @property
     def arena_bytes(self) -> int:
         return self.memory.arena_bytes
 
