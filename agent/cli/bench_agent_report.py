@@ -73,7 +73,7 @@ def format_agent_results(r: dict[str, Any]) -> str:
 
 FLOW_KEYS = (("experimental", "overlap"), ("throughput", "detect_lanes"), ("throughput", "read_lanes"),
              ("throughput", "batch_requests"), ("throughput", "batch_wait_ms"), ("throughput", "batch_lines"),
-             ("server", "decode_threads"), ("experimental", "decode_processes"))
+             ("throughput", "joint_batches"), ("server", "decode_threads"), ("experimental", "decode_processes"))
 
 
 def flow_keys(config: Any) -> dict[str, Any]:

@@ -28,9 +28,10 @@ import numpy as np
 
 from vkocr.agent.ocr.device_images import DEFAULT_MAX_STAGING, DeviceImage
 from vkocr.agent.ocr.gpu_shared import DEFAULT_IMAGE_CAPACITY, SharedGpu
-from vkocr.agent.ocr.gpu_stream import StreamStages
+from vkocr.agent.ocr.gpu_stream import JOINT_BATCHES, StreamStages
 from vkocr.agent.ocr.image_kernels import Crop
 from vkocr.agent.ocr.prep import Prepared
+from vkocr.agent.ocr.stages import RecBatch
 from vkocr.engine.device import Device
 from vkocr.engine.graph.model import Model
 from vkocr.engine.graph.plan import StageHooks
@@ -55,6 +56,7 @@ class GpuStages:
         self.model_paths = self.shared.model_paths
         self.orients = "ori" in self.shared.base_models
         self._streams: dict[int, StreamStages] = {}
+        self._joint_batches = JOINT_BATCHES
         self._first = self.stream(0)
 
     # -- the streams --------------------------------------------------------------------------------------------
@@ -64,6 +66,7 @@ class GpuStages:
         found = self._streams.get(index)
         if found is None:
             found = self._streams[index] = StreamStages(self.shared, index)
+            found.joint_batches = self._joint_batches
         return found
 
     def set_lanes(self, detect: int, read: int) -> None:
@@ -75,6 +78,14 @@ class GpuStages:
             # the page orientation model runs in a request's first half, beside det
             lane.roles = ({"det", "ori"} & models if index < detect and read else {"cls", "rec"} if index >= detect
                           else models)
+
+    def set_joint_batches(self, count: int) -> None:
+        """Up to `count` rec batches in one submission on every stream, this one's and those made later."""
+        if count < 1:
+            raise ValueError(f"joint batches must be at least 1, got {count}")
+        self._joint_batches = count
+        for lane in self._streams.values():
+            lane.joint_batches = count
 
     def _lanes_for(self, role: str) -> list[StreamStages]:
         return [lane for lane in self._streams.values() if role in lane.roles] or [self._first]
@@ -113,6 +124,13 @@ class GpuStages:
     def recognize(self, crops: Sequence[Crop], height: int, width: int, batch: int = 0
                   ) -> tuple[np.ndarray, np.ndarray]:
         return self._first.recognize(crops, height, width, batch)
+
+    @property
+    def joint_batches(self) -> int:
+        return self._first.joint_batches
+
+    def recognize_many(self, batches: Sequence[RecBatch]) -> list[tuple[np.ndarray, np.ndarray]]:
+        return self._first.recognize_many(batches)
 
     def wait_seconds(self) -> float:
         return self._first.wait_seconds()

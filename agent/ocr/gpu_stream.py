@@ -27,16 +27,25 @@ from vkocr.agent.ocr.image_kernels import (
 from vkocr.agent.ocr.image_reference import resize_linear_u8
 from vkocr.agent.ocr.orientation import orientation_input
 from vkocr.agent.ocr.prep import Prepared, prepared_image, unchanged
+from vkocr.agent.ocr.stages import RecBatch
 from vkocr.engine.device import Device
-from vkocr.engine.errors import BindingTooLarge, KernelArgumentError
+from vkocr.engine.errors import BindingTooLarge, KernelArgumentError, ModelError
+from vkocr.engine.graph.joint import JointRuns
 from vkocr.engine.graph.model import Model
 from vkocr.engine.graph.plan import Plan, StageHooks
 from vkocr.engine.kernels.reduce import record_argmax
+from vkocr.engine.memory import Allocation
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
+from vkocr.log import get_logger
+
+log = get_logger(__name__)
 
 MAX_REC_STEPS = 8192  # time steps per line (the recogniser makes one per 8 input columns)
 ROLES = ("det", "cls", "rec")
+JOINT_BATCHES = 4  # rec batches of different widths in one submission (vk/graph/joint.py), by default
+JOINT_COPY_BYTES = 128 << 20  # activations a rec batch may take in a joint run's copy (larger ones run apart)
+JOINT_MEMORY_SHARE = 64  # and at most this fraction of the device's memory (a small board's goes to the plans)
 
 
 class ArgmaxReadback:
@@ -70,9 +79,29 @@ class ArgmaxReadback:
         return (self.indices_back.array(np.int32)[:count].reshape(shape).copy(),
                 self.values_back.array(np.float32)[:count].reshape(shape).copy())
 
+    @property
+    def allocations(self) -> list[Allocation]:
+        return [self.indices, self.values, self.indices_back, self.values_back]
+
     def close(self) -> None:
-        for a in (self.indices, self.values, self.indices_back, self.values_back):
+        for a in self.allocations:
             self.device.pool.free(a)
+
+
+class RecMember:
+    """The buffers of one rec batch in a joint run beside the stream's own (its crop params and argmax), and
+    where the stream's recording moves to them."""
+
+    def __init__(self, device: Device, max_batch: int, first: tuple[HostBuffer, ArgmaxReadback]) -> None:
+        self.params = HostBuffer(device, crop_params_words(max_batch))
+        self.argmax = ArgmaxReadback(device, max_batch * MAX_REC_STEPS)
+        params, argmax = first
+        self.moves = [(theirs.view, mine.view) for theirs, mine in
+                      zip([params.alloc, *argmax.allocations], [self.params.alloc, *self.argmax.allocations])]
+
+    def close(self) -> None:
+        self.params.close()
+        self.argmax.close()
 
 
 class StreamStages:
@@ -106,6 +135,9 @@ class StreamStages:
         self.rec_hooks = StageHooks(lambda rec, x: record_crop_warp(rec, self.image.tensor, self.rec_params.tensor, x),
                                     self._rec_epilogue, read_outputs=False)
         self._slot = 0  # the slot this stream loaded last, which detect reads
+        self.joint_batches = JOINT_BATCHES
+        self._joint: JointRuns | None = None  # made on the first joint run
+        self._members: list[RecMember] = []  # the rec batches' buffers beside the stream's own, in joint runs
 
     @property
     def models(self) -> dict[str, Model]:
@@ -238,6 +270,70 @@ class StreamStages:
         indices, values = self._argmax.read(tuple(out_shape[:-1]))
         return indices[:len(crops)], values[:len(crops)]
 
+    def recognize_many(self, batches: Sequence[RecBatch]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """`recognize` of each batch, up to `joint_batches` at a time in one submission (vk/graph/joint.py): a
+        batch of a few lines leaves most of the GPU idle between barriers, which the others then fill. A batch
+        the CPU runs, or one too large for a joint run's copy beside another such, runs as `recognize` does."""
+        results: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(batches)
+        step = max(1, self.joint_batches)
+        for start in range(0, len(batches), step):
+            self._recognize_jointly(batches, range(start, min(len(batches), start + step)), results)
+        done = [r for r in results if r is not None]
+        assert len(done) == len(batches)
+        return done
+
+    def _recognize_jointly(self, batches: Sequence[RecBatch], indices: range,
+                           results: list[tuple[np.ndarray, np.ndarray] | None]) -> None:
+        if len(indices) == 1 or self.model("rec").shape_classes is None:  # commands come again from the classes
+            for i in indices:
+                results[i] = self.recognize(*batches[i])
+            return
+        sizes = {i: min(self.max_batch, padded_batch(len(batches[i].crops), batches[i].batch)) for i in indices}
+        plans: dict[int, Plan] = {}
+        on_cpu: set[int] = set()
+        for _ in range(2):  # a plan made later may grow the shared memory, which stales those made before
+            for i in indices:
+                if i not in on_cpu and (i not in plans or plans[i].stale):
+                    plan = self.plan("rec", (sizes[i], 3, batches[i].height, batches[i].width))
+                    if plan is None:
+                        on_cpu.add(i)
+                    else:
+                        plans[i] = plan
+        joint = self._joint_runs()
+        current = [i for i in plans if not plans[i].stale]
+        big = [i for i in current if not joint.fits(plans[i])]
+        together = big[:1] + [i for i in current if i not in big]
+        if len(together) > 1:
+            while len(self._members) < len(together) - 1:
+                self._members.append(RecMember(self.device, self.max_batch, (self.rec_params, self._argmax)))
+            buffers = [(self.rec_params, self._argmax)] + [(m.params, m.argmax) for m in self._members]
+            for i, (params, _) in zip(together, buffers):
+                b = batches[i]
+                params.write(self._crop_params(b.crops, sizes[i], b.height, b.width))
+            try:
+                joint.run([plans[i] for i in together], [[]] + [m.moves for m in self._members[:len(together) - 1]])
+            except (ModelError, ValueError) as exc:  # memory grown under the plans, a view past a copy: apart
+                log.info("joint_run_skipped", reason=str(exc))
+                together = []
+            for i, (_, argmax) in zip(together, buffers):
+                out_shape = plans[i].output_shapes[plans[i].output_names[0]]
+                found, values = argmax.read(tuple(out_shape[:-1]))
+                results[i] = found[:len(batches[i].crops)], values[:len(batches[i].crops)]
+        for i in indices:  # the CPU's, the larger ones beside the first, and a lone one: as recognize runs them
+            if results[i] is None:
+                results[i] = self.recognize(*batches[i])
+
+    def _joint_runs(self) -> JointRuns:
+        if self._joint is not None and self._joint.width != self.joint_batches:
+            self._joint.close()
+            self._joint = None
+        if self._joint is None:
+            info = self.device.info
+            limit = min(JOINT_COPY_BYTES, (info.device_local_mib << 20) // JOINT_MEMORY_SHARE)
+            self._joint = JointRuns(self.model("rec"), self.joint_batches, copy_limit_bytes=limit,
+                                    stream=self.stream)
+        return self._joint
+
     def wait_seconds(self) -> float:
         return float(self.stream.wait_seconds)
 
@@ -251,6 +347,12 @@ class StreamStages:
         for role, model in self._models.items():
             if model is not self.shared.base_models.get(role):
                 model.close()
+        if self._joint is not None:
+            self._joint.close()
+            self._joint = None
+        for member in self._members:
+            member.close()
+        self._members.clear()
         self._models.clear()
         self._argmax.close()
         self._bitmap.close()

@@ -22,7 +22,7 @@ from vkocr.agent.ocr.plan_shapes import rec_tensor_width
 from vkocr.agent.ocr.prep import Prepared
 from vkocr.agent.ocr.procedures import PROCEDURES
 from vkocr.agent.ocr.request_halves import Detected
-from vkocr.agent.ocr.stages import Stages
+from vkocr.agent.ocr.stages import RecBatch, Stages
 from vkocr.postproc.ctc import CtcText, ctc_decode
 from vkocr.postproc.result import CharBox, OcrLine, OcrResult
 from vkocr.postproc.wordboxes import char_boxes
@@ -184,20 +184,25 @@ def recognize(stages: Stages, readings: Sequence[Reading], opts: OcrOptions, bat
                 ratios[r][i] = max_ratio
                 by_width.setdefault(rec_tensor_width(width, opts), []).append(
                     (r, i, width, crops[i].fitted(opts.rec_height, width)))
-    # every submission first, decoded after the last (shorter idle gaps between submissions)
+    # every submission first, decoded after the last (shorter idle gaps between submissions); up to
+    # joint_batches of them share one (different widths side by side: vk/graph/joint.py)
     outputs = []
     live = set(range(len(requests)))
-    for tensor_width, queued in by_width.items():
-        pending = queued
-        while pending:
+    queue = list(by_width.items())
+    while queue:
+        chunks: list[tuple[int, list[tuple[int, int, int, Crop]]]] = []
+        while queue and len(chunks) < max(1, stages.joint_batches):
+            tensor_width, pending = queue.pop(0)
             pending = [c for c in pending if c[0] in live]  # a stopped request's crops leave the rest
-            chunk, pending = pending[:batch], pending[batch:]
-            if chunk:
-                outputs.append((chunk, stages.recognize([c[3] for c in chunk], opts.rec_height, tensor_width,
-                                                        batch)))
-                live = wanted()
-    if not outputs:
-        wanted()
+            if pending[batch:]:
+                queue.insert(0, (tensor_width, pending[batch:]))
+            if pending:
+                chunks.append((tensor_width, pending[:batch]))
+        if chunks:
+            found = stages.recognize_many([RecBatch([c[3] for c in chunk], opts.rec_height, tensor_width, batch)
+                                           for tensor_width, chunk in chunks])
+            outputs += [(chunk, result) for (_, chunk), result in zip(chunks, found)]
+            live = wanted()
     texts: list[list[CtcText]] = [[CtcText("", 0.0, (), (), 0)] * len(crops) for crops in requests]
     decimals = PROCEDURES[opts.procedure].score_decimals
     for chunk, (indices, scores) in outputs:

@@ -7,12 +7,22 @@ set of stages serves every thread (`NoPlanStages`). Serving never looks a capabi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from vkocr.agent.ocr.image_kernels import Crop
 from vkocr.agent.ocr.prep import Prepared
+
+
+class RecBatch(NamedTuple):
+    """One recogniser submission's worth of crops: fitted to `height` × `width`, run in a batch of `batch`
+    (spare slots zero; 0: as many as there are crops, rounded as the stages round)."""
+
+    crops: Sequence[Crop]
+    height: int
+    width: int
+    batch: int = 0
 
 
 class Stages(Protocol):
@@ -23,6 +33,7 @@ class Stages(Protocol):
     max_batch: int  # crops one classify or recognize call takes
     image_slots: int  # images held at once: a batch may hold crops of each (Crop.image names the slot)
     orients: bool  # whether it holds the page orientation model (`orient`)
+    joint_batches: int  # rec batches `recognize_many` runs in one submission, at most (1: one each)
 
     def orient(self, image: np.ndarray) -> np.ndarray:
         """(4,) probabilities that the image (H×W×3 uint8 RGB) is turned 0, 90, 180, 270° clockwise: the page
@@ -52,6 +63,9 @@ class Stages(Protocol):
         """(n, T) argmax indices and (n, T) max probabilities per time step; `batch`: the batch size to run
         (spare slots are zero), for fewer distinct shapes."""
 
+    def recognize_many(self, batches: Sequence[RecBatch]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """`recognize` of each batch, in order, up to `joint_batches` of them sharing a submission."""
+
     def wait_seconds(self) -> float:
         """The seconds the host has waited for the GPU on this stream so far (0 off the GPU)."""
 
@@ -75,6 +89,9 @@ class StageSet(Protocol):
 
     def prepare(self, role: str, shape: tuple[int, ...]) -> None:
         """Make model `role` ready for this input shape now (warm start), on every stream that runs the role."""
+
+    def set_joint_batches(self, count: int) -> None:
+        """Up to `count` rec batches in one submission on every stream (`Stages.recognize_many`)."""
 
     def reserve(self, role: str, shape: tuple[int, ...]) -> None:
         """Size the memory of model `role`'s plans for this input shape now, recording nothing."""
@@ -101,12 +118,23 @@ class NoPlanStages:
     image_slots = 1
     orients = False  # stages that hold the page orientation model say so
     warms = False
+    joint_batches = 1  # no barriers to share: one batch after another
+
+    def recognize(self, crops: Sequence[Crop], height: int, width: int, batch: int = 0
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def recognize_many(self, batches: Sequence[RecBatch]) -> list[tuple[np.ndarray, np.ndarray]]:
+        return [self.recognize(*b) for b in batches]
 
     def stream(self, index: int) -> Any:
         return self
 
     def set_lanes(self, detect: int, read: int) -> None:
         """Nothing to narrow: the same stages serve every lane."""
+
+    def set_joint_batches(self, count: int) -> None:
+        """Nothing to share: one batch after another."""
 
     def prepare(self, role: str, shape: tuple[int, ...]) -> None:
         """Nothing to record."""

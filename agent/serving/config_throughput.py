@@ -20,6 +20,7 @@ MAX_LANES = 8  # detect_lanes' and read_lanes' range (each holds its own plans o
 MAX_BATCH_REQUESTS = 64  # batch_requests' range
 MAX_BATCH_WAIT_MS = 50.0  # batch_wait_ms' range (from 0)
 MAX_BATCH_LINES = 64  # batch_lines' range: the GPU stages' largest batch
+MAX_JOINT_BATCHES = 8  # joint_batches' range (each beyond the first holds a copy of rec's activations, ≤ 128 MiB)
 MAX_IMAGE_SLOTS = 256  # image_slots' range (from 0: automatic)
 MAX_DECODE_PROCESSES = 64  # decode_processes' range (from 0: decode on the decode threads)
 AUTO_DECODE_THREADS = 16  # server.decode_threads = 0: one per core, at most this many
@@ -36,6 +37,9 @@ class ThroughputConfig:
     # how long a reading lane with fewer waits for more, while others are in detection (never for a lone request)
     batch_wait_ms: float = 2.0
     batch_lines: int = 16  # crops of one width in one recogniser submission, at most (batch sizes: powers of two)
+    # recogniser batches of different widths in one submission, side by side (vk/graph/joint.py): a batch of a
+    # few lines leaves most of a GPU idle between its barriers; 1: one submission each
+    joint_batches: int = 4
     # images held on the device at once, from a request's detection to its reading (2048² RGB each, 12 MiB);
     # 0: enough for the lanes and batches above, as many as the device binds
     image_slots: int = 0
@@ -52,7 +56,8 @@ class ThroughputConfig:
     def validate(self) -> None:
         for name, low, high in (("detect_lanes", 1, MAX_LANES), ("read_lanes", 1, MAX_LANES),
                                 ("batch_requests", 1, MAX_BATCH_REQUESTS), ("batch_wait_ms", 0, MAX_BATCH_WAIT_MS),
-                                ("batch_lines", 1, MAX_BATCH_LINES), ("image_slots", 0, MAX_IMAGE_SLOTS)):
+                                ("batch_lines", 1, MAX_BATCH_LINES), ("joint_batches", 1, MAX_JOINT_BATCHES),
+                                ("image_slots", 0, MAX_IMAGE_SLOTS)):
             value = getattr(self, name)
             if not low <= value <= high:
                 raise ConfigError(f"[throughput]: {name} must be {low} to {high}, got {value}")

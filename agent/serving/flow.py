@@ -58,6 +58,7 @@ def shape_pipeline(settings: ThroughputConfig, pipeline: OcrPipeline) -> None:
     GPU's plans answer a line alike in any batch size (tests/agent/ocr/test_image_slots.py); onnxruntime keeps the
     model set's own rec_batch."""
     pipeline.read_batch = settings.batch_lines if pipeline.device is not None else 0
+    pipeline.stages.set_joint_batches(settings.joint_batches)
     pipeline.stages.set_lanes(*lanes_for(settings, pipeline))
 
 

@@ -80,7 +80,8 @@ def lanes() -> Iterator[GpuWorker]:
 
 @pytest.mark.parametrize(("key", "bad"), [("throughput.detect_lanes", 0), ("throughput.read_lanes", MAX_LANES + 1),
                                           ("throughput.batch_requests", 0), ("throughput.batch_wait_ms", -1.0),
-                                          ("throughput.batch_lines", 65), ("throughput.image_slots", -1),
+                                          ("throughput.batch_lines", 65), ("throughput.joint_batches", 0),
+                                          ("throughput.joint_batches", 9), ("throughput.image_slots", -1),
                                           ("experimental.gpu_queues", 0)])
 def test_a_lane_or_batch_setting_outside_its_range_is_refused(key: str, bad: float) -> None:
     section, _, name = key.partition(".")

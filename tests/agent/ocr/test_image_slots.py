@@ -15,6 +15,7 @@ from vkocr.agent.ocr.gpu_stages import GpuStages
 from vkocr.agent.ocr.image_kernels import Crop, line_crops
 from vkocr.agent.ocr.pipeline import ppocrv4_paths
 from vkocr.agent.ocr.prep import preparation
+from vkocr.agent.ocr.stages import RecBatch
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
 
@@ -84,6 +85,26 @@ def test_a_batch_of_sixteen_crops_of_several_images_reads_as_their_own_batches_o
         where = f"crops {start}.. (seed {seed})"
         np.testing.assert_array_equal(indices[start:start + 6], own_indices, err_msg=where)
         np.testing.assert_allclose(values[start:start + 6], own_values, rtol=1e-5, atol=1e-6, err_msg=where)
+
+
+def test_batches_of_several_widths_in_one_submission_read_as_each_alone(stages: GpuStages) -> None:
+    """recognize_many: rec batches of different widths and sizes (two of one width among them), run jointly in
+    one submission (vk/graph/joint.py) and one round past it, read bit for bit as each does alone."""
+    rng, seed = fresh_rng()
+    images = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in SIZES]
+    crops = [c for slot, image in enumerate(images) for c in random_crops(rng, *load(stages, image, slot), 4,
+                                                                          image=slot)]
+    shapes = [(320, 3), (352, 1), (320, 2), (416, 4), (384, 2), (320, 5)]  # (width, crops): 6 batches, 2 rounds
+    batches = [RecBatch([c.fitted(48, w) for c in crops[:n]], 48, w, 6) for w, n in shapes]
+    alone = [stages.recognize(*b) for b in batches]
+    assert stages.joint_batches == 4
+    together = stages.recognize_many(batches)
+    assert len(together) == len(batches)
+    for (w, n), (indices, values), (own_indices, own_values) in zip(shapes, together, alone):
+        where = f"{n} crops at {w} px (seed {seed})"
+        assert indices.shape[0] == n, where
+        np.testing.assert_array_equal(indices, own_indices, err_msg=where)
+        np.testing.assert_array_equal(values, own_values, err_msg=where)
 
 
 def test_a_crop_of_an_empty_slot_or_past_the_slots_is_refused(device: Device, stages: GpuStages) -> None:
