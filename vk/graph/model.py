@@ -344,16 +344,13 @@ class Model:
         return self.shape_classes.recipe((tuple(extra_outputs), hooks), shape, lambda: shared.generation, traced)
 
     def commands_of(self, plan: Plan) -> Commands:
-        """The commands `plan` (one of this model's, current) recorded, worked out again from its shape class
-        (one function call): a plan drops its own once encoded, since a cache of hundreds would hold their
-        hundreds of thousands of records for the collector to walk. For a recording of several plans at once."""
+        """The commands `plan` (this model's, current) recorded, again from its shape class: a plan drops its own
+        once encoded (hundreds of plans' records would burden the collector). For joint runs (vk/graph/joint.py)."""
         if plan.shared is not self.shared or plan.stale:
             raise ModelError("commands of a current plan of this model only")
         recipe = self._class_recipe(plan.input_shape, plan.extra_outputs, plan.hooks)
-        if recipe is None:
-            raise ModelError("commands are worked out again from shape classes: this model keeps none")
-        if recipe.arena_bytes != plan.arena_bytes or self.shared.generation != plan.generation:
-            raise ModelError("the shape class's recipe no longer matches the plan")  # a class traced anew
+        if recipe is None or recipe.arena_bytes != plan.arena_bytes or self.shared.generation != plan.generation:
+            raise ModelError("no shape class gives this plan's recipe (this model keeps none, or one traced anew)")
         return recipe.commands
 
     def learn_shape_class(self, input_shape: Sequence[int], *, extra_outputs: Sequence[str] = (),

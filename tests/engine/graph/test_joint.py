@@ -115,3 +115,13 @@ def test_joint_runs_refuse_what_they_cannot_run(device: Device) -> None:
         with pytest.raises(ModelError, match="own memory only"):
             joint.run([hooked, hooked], [[], []])
         member.free()
+
+
+def test_a_model_without_shape_classes_cannot_give_its_plans_commands_again(device: Device) -> None:
+    member = Member(device)
+    with Model.load(CLS, device, shape_classes=False) as model, JointRuns(model, 2, copy_limit_bytes=64 << 20) as joint:
+        plan = model.plan((1, 3, 48, 192), hooks=member.hooks())
+        assert isinstance(plan, Plan)
+        with pytest.raises(ModelError, match="no shape class gives this plan's recipe"):
+            joint.run([plan, plan], [[], member.moves_from(member)])
+    member.free()
