@@ -206,6 +206,12 @@ class Plan:
         self.device.write(words, fill)
 
     def _start(self, rec: Recorder, x: np.ndarray | None) -> None:
+        self.stage(x)
+        rec.submit()
+
+    def stage(self, x: np.ndarray | None) -> None:
+        """Write input `x` (as `run` takes it) into this plan's staging without running anything (a recording of
+        several plans at once runs it)."""
         if self._upload is not None:
             if x is None:
                 raise InputError(f"input {self.input_name}: this plan takes its input from the host")
@@ -214,7 +220,6 @@ class Plan:
             self._upload.flush()
         elif x is not None:
             raise InputError(f"input {self.input_name}: this plan's prologue fills its input on the GPU")
-        rec.submit()
 
     def _replay(self, rec: Recorder, x: np.ndarray | None, timeout_s: float) -> None:
         self._start(rec, x)
