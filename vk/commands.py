@@ -106,17 +106,26 @@ def interleave(recordings: Sequence[Commands]) -> Commands:
 def relocate(commands: Commands, moves: Sequence[tuple[BufferView, BufferView]]) -> Commands:
     """These commands with every view inside a move's first range moved to the same place in its second: a
     recording of one memory layout run in a copy of that memory (the same offsets within each range)."""
-    ranges = [(old.buffer, old.offset, old.offset + (old.extent or old.size), new) for old, new in moves]
+    by_buffer: dict[Any, list[tuple[int, int, BufferView]]] = {}
+    for old, new in moves:
+        by_buffer.setdefault(old.buffer, []).append((old.offset, old.offset + (old.extent or old.size), new))
+    moved_views: dict[BufferView, BufferView] = {}  # a tensor's view recurs in every dispatch that binds it
 
     def moved(v: BufferView) -> BufferView:
-        for buffer, lo, hi, new in ranges:
-            if v.buffer == buffer and lo <= v.offset < hi:
+        found = moved_views.get(v)
+        if found is not None:
+            return found
+        found = v
+        for lo, hi, new in by_buffer.get(v.buffer, ()):
+            if lo <= v.offset < hi:
                 shift = v.offset - lo
                 if shift + (v.extent or v.size) > (new.extent or new.size):
                     raise ValueError(f"a view of {v.extent or v.size} B at {shift} does not fit the "
                                      f"{new.extent or new.size} B it moves to")
-                return BufferView(new.buffer, new.offset + shift, v.size, v.extent)
-        return v
+                found = BufferView(new.buffer, new.offset + shift, v.size, v.extent)
+                break
+        moved_views[v] = found
+        return found
 
     ops: list[Dispatch | Barrier | Copy | Timestamp] = []
     for op in commands.ops:

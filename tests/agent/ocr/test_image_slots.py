@@ -97,8 +97,12 @@ def test_batches_of_several_widths_in_one_submission_read_as_each_alone(stages: 
     shapes = [(320, 3), (352, 1), (320, 2), (416, 4), (384, 2), (320, 5)]  # (width, crops): 6 batches, 2 rounds
     batches = [RecBatch([c.fitted(48, w) for c in crops[:n]], 48, w, 6) for w, n in shapes]
     alone = [stages.recognize(*b) for b in batches]
-    assert stages.joint_batches == 4
-    together = stages.recognize_many(batches)
+    assert stages.joint_batches == 1  # a library call's default: one batch after another
+    stages.set_joint_batches(4)  # the agent's
+    try:
+        together = stages.recognize_many(batches)
+    finally:
+        stages.set_joint_batches(1)
     assert len(together) == len(batches)
     for (w, n), (indices, values), (own_indices, own_values) in zip(shapes, together, alone):
         where = f"{n} crops at {w} px (seed {seed})"
