@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tests.agent.agents import lot_number, rec_job, wait_for
+from tests.agent.agents import lot_number, rec_job, wait_for, word_pixels
 from vkocr.agent.errors import StopWho
 from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.pipeline import OcrPipeline
@@ -185,6 +185,35 @@ def test_ready_requests_are_read_together_and_each_gets_its_own_lines(lanes: Gpu
     assert {i: [line.text for line in f.result(WAIT_S).lines] for i, f in others.items()} == {
         i: [lot_number(i)] for i in others}
     assert worker.read_batches() == (2, 7, 7)  # one read of the held request, then one of all six
+
+
+def words_job(pipeline: OcrPipeline, i: int, words: int) -> Job:
+    """Recognition only of `words` lot numbers in one line: a line as many times wider."""
+    text = "-".join(lot_number(i + k) for k in range(words))
+    options = pipeline.options.replace(use_det=False, use_cls=False)
+    return Job(f"words-{i}-{words}", pipeline.request(word_pixels(text), options, decoded=True))
+
+
+def test_lines_of_several_widths_read_together_answer_as_each_read_alone(lanes: GpuWorker) -> None:
+    """One read of six requests whose lines have five widths: their batches share submissions (joint runs,
+    throughput.joint_batches = 4, so two rounds), and every line reads exactly as it does in a read of its own."""
+    worker = lanes
+    pipeline = worker.pipeline
+    assert pipeline is not None and pipeline.stages.joint_batches == 4
+    sizes = [(200, 1), (210, 2), (220, 3), (230, 4), (240, 5), (250, 2)]
+    alone = {i: worker.submit(words_job(pipeline, i, n)).result(WAIT_S) for i, n in sizes}  # one read each
+    reads = worker.read_batches()
+    _, held, first = submit_held(worker, 100, "vkocr-read")
+    try:
+        others = {i: worker.submit(words_job(pipeline, i, n)) for i, n in sizes}
+        wait_for(lambda: worker.waiting_to_read() == len(sizes), WAIT_S)
+    finally:
+        held.release.set()
+    assert first.result(WAIT_S).lines[0].text == lot_number(100)
+    for i, answer in others.items():
+        got, own = answer.result(WAIT_S).lines, alone[i].lines
+        assert [(line.text, line.score) for line in got] == [(line.text, line.score) for line in own], i
+    assert worker.read_batches()[0] == reads[0] + 2  # the held request's read, then one of all six
 
 
 def test_a_request_is_detected_on_one_lane_while_another_is_held_in_its_detection(lanes: GpuWorker) -> None:
