@@ -9,6 +9,7 @@ timings).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -103,12 +104,39 @@ def interleave(recordings: Sequence[Commands]) -> Commands:
                     sum(r.descriptor_count for r in recordings))
 
 
+def packing(commands: Commands, region: BufferView, alignment: int) -> tuple[list[tuple[BufferView, int]], int]:
+    """Where the views these commands bind inside `region` go when packed: each cluster of overlapping views (one
+    value's, or the values that take turns in one slot) as a range of `region` and its new offset, aligned, and
+    the bytes they need. Views overlap after the move exactly where they did before, so the recording stays
+    right; a plan whose placement was made for a larger shape needs only what its own tensors hold."""
+    lo_region, hi_region = region.offset, region.offset + (region.extent or region.size)
+    spans = sorted({(v.offset, v.offset + v.size) for op in commands.ops for v in _views_of(op)
+                    if v.buffer == region.buffer and lo_region <= v.offset < hi_region and v.size})
+    clusters: list[tuple[BufferView, int]] = []
+    cursor = 0
+    start = end = -1
+    for lo, hi in [*spans, (hi_region + 1, hi_region + 1)]:  # a sentinel closes the last cluster
+        if lo < end:
+            end = max(end, hi)
+            continue
+        if end > start >= 0:
+            clusters.append((BufferView(region.buffer, start, end - start), cursor))
+            cursor = -(-(cursor + end - start) // alignment) * alignment
+        start, end = lo, hi
+    return clusters, cursor
+
+
 def relocate(commands: Commands, moves: Sequence[tuple[BufferView, BufferView]]) -> Commands:
     """These commands with every view inside a move's first range moved to the same place in its second: a
-    recording of one memory layout run in a copy of that memory (the same offsets within each range)."""
+    recording of one memory layout run in a copy of that memory (the same offsets within each range). The moves'
+    first ranges must not overlap; the views keep their bound size and drop their slot's (the barriers were
+    worked out when the commands were collected)."""
     by_buffer: dict[Any, list[tuple[int, int, BufferView]]] = {}
     for old, new in moves:
         by_buffer.setdefault(old.buffer, []).append((old.offset, old.offset + (old.extent or old.size), new))
+    starts = {buffer: [lo for lo, _, _ in sorted(ranges, key=lambda r: r[0])] for buffer, ranges in by_buffer.items()}
+    for ranges in by_buffer.values():
+        ranges.sort(key=lambda r: r[0])
     moved_views: dict[BufferView, BufferView] = {}  # a tensor's view recurs in every dispatch that binds it
 
     def moved(v: BufferView) -> BufferView:
@@ -116,14 +144,16 @@ def relocate(commands: Commands, moves: Sequence[tuple[BufferView, BufferView]])
         if found is not None:
             return found
         found = v
-        for lo, hi, new in by_buffer.get(v.buffer, ()):
-            if lo <= v.offset < hi:
+        ranges = by_buffer.get(v.buffer)
+        if ranges:
+            k = bisect_right(starts[v.buffer], v.offset) - 1
+            if k >= 0 and v.offset < ranges[k][1]:
+                lo, _, new = ranges[k]
                 shift = v.offset - lo
-                if shift + (v.extent or v.size) > (new.extent or new.size):
-                    raise ValueError(f"a view of {v.extent or v.size} B at {shift} does not fit the "
-                                     f"{new.extent or new.size} B it moves to")
-                found = BufferView(new.buffer, new.offset + shift, v.size, v.extent)
-                break
+                if shift + v.size > (new.extent or new.size):
+                    raise ValueError(f"a view of {v.size} B at {shift} does not fit the {new.extent or new.size} "
+                                     "B it moves to")
+                found = BufferView(new.buffer, new.offset + shift, v.size)
         moved_views[v] = found
         return found
 
@@ -136,6 +166,10 @@ def relocate(commands: Commands, moves: Sequence[tuple[BufferView, BufferView]])
         else:
             ops.append(op)
     return commands._replace(ops=ops)
+
+
+def _views_of(op: Dispatch | Barrier | Copy | Timestamp) -> tuple[BufferView, ...]:
+    return op.views if isinstance(op, Dispatch) else (op.src, op.dst) if isinstance(op, Copy) else ()
 
 
 def _union(masks: Iterable[int]) -> int:

@@ -147,16 +147,18 @@ class GpuStages:
 
     def plan_stats(self) -> dict[str, dict[str, Any]]:
         """Per model role, over every stream: plans cached, plans built so far, distinct input shapes planned, the
-        memory the plans hold, the host time of every plan built (ms, in order), and the shape classes traced so
-        far (each new plan of another shape came from one's compiled function: vk/graph/shape_classes.py)."""
+        memory the plans hold (rec's with its joint runs' copies), the host time of every plan built (ms, in
+        order), and the shape classes traced so far (each new plan of another shape came from one's compiled
+        function: vk/graph/shape_classes.py)."""
         stats: dict[str, dict[str, Any]] = {}
         made = [lane.made_models() for lane in self._streams.values()]
         for role in self.shared.base_models:
             models = [m[role] for m in made if role in m]
             shapes = set().union(*(m.shapes_seen for m in models))
+            joint = sum(lane.joint_memory_bytes for lane in self._streams.values()) if role == "rec" else 0
             stats[role] = {"plans": sum(m.plan_count for m in models),
                            "recordings": sum(m.recordings for m in models), "distinct_shapes": len(shapes),
-                           "plan_memory_bytes": sum(m.plan_memory_bytes for m in models),
+                           "plan_memory_bytes": sum(m.plan_memory_bytes for m in models) + joint,
                            "build_ms": [ms for m in models for ms in m.build_ms],
                            "build_kinds": [kind for m in models for kind in m.build_kinds],
                            "classes_traced": sum(m.shape_classes.traced for m in models

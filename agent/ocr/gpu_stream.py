@@ -277,7 +277,7 @@ class StreamStages:
     def recognize_many(self, batches: Sequence[RecBatch]) -> list[tuple[np.ndarray, np.ndarray]]:
         """`recognize` of each batch, up to `joint_batches` at a time in one submission (vk/graph/joint.py): a
         batch of a few lines leaves most of the GPU idle between barriers, which the others then fill. A batch
-        the CPU runs, or one too large for a joint run's copy beside another such, runs as `recognize` does."""
+        the CPU runs runs as `recognize` does, and so does a round whose batches a joint run refuses."""
         results: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(batches)
         step = max(1, self.joint_batches)
         for start in range(0, len(batches), step):
@@ -304,9 +304,9 @@ class StreamStages:
                     else:
                         plans[i] = plan
         joint = self._joint_runs()
-        current = [i for i in plans if not plans[i].stale]
-        big = [i for i in current if not joint.fits(plans[i])]
-        together = big[:1] + [i for i in current if i not in big]
+        # the largest first: it runs in the model's own memory, the others in copies that hold what they need
+        together = sorted((i for i in plans if not plans[i].stale),
+                          key=lambda i: sizes[i] * batches[i].width, reverse=True)
         if len(together) > 1:
             while len(self._members) < len(together) - 1:
                 self._members.append(RecMember(self.device, self.max_batch, (self.rec_params, self._argmax)))
@@ -316,7 +316,7 @@ class StreamStages:
                 params.write(self._crop_params(b.crops, sizes[i], b.height, b.width))
             try:
                 joint.run([plans[i] for i in together], [[]] + [m.moves for m in self._members[:len(together) - 1]])
-            except (ModelError, ValueError) as exc:  # memory grown under the plans, a view past a copy: apart
+            except ModelError as exc:  # memory grown under the plans, or one too large for a copy: apart
                 log.info("joint_run_skipped", reason=str(exc))
                 together = []
             for i, (_, argmax) in zip(together, buffers):
@@ -326,6 +326,11 @@ class StreamStages:
         for i in indices:  # the CPU's, the larger ones beside the first, and a lone one: as recognize runs them
             if results[i] is None:
                 results[i] = self.recognize(*batches[i])
+
+    @property
+    def joint_memory_bytes(self) -> int:
+        """Device memory of the joint runs' copies of rec's activations (counted with rec's plans)."""
+        return self._joint.nbytes if self._joint is not None else 0
 
     def _joint_runs(self) -> JointRuns:
         if self._joint is not None and self._joint.width != self.joint_batches:

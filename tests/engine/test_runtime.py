@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 from tests.engine.kernels.harness import fresh_rng, poisoned
-from vkocr.engine.commands import Barrier, Commands, Dispatch, interleave
+from vkocr.engine.commands import Barrier, Commands, Copy, Dispatch, interleave, packing, relocate
 from vkocr.engine.device import Device
 from vkocr.engine.devices import choose, list_devices
 from vkocr.engine.errors import DeviceNotFound, RecorderStateError
 from vkocr.engine.instance import VALIDATION, Instance
 from vkocr.engine.kernels.elementwise import UNARY, record_binary, record_unary
+from vkocr.engine.memory import BufferView
 from vkocr.engine.recorder import Recorder
 
 LAVAPIPE = "llvmpipe"  # the tests' Vulkan device, named: it is never chosen automatically
@@ -347,6 +348,27 @@ def test_interleaved_recordings_run_side_by_side_behind_shared_barriers(device: 
     assert np.array_equal(device.download(b_out), np.maximum(-b_data, 0)), f"seed {seed}"
     for t in a_tensors + b_tensors:
         device.free(t)
+
+
+def test_packing_keeps_what_overlapped_overlapping_and_nothing_else() -> None:
+    """Views of one region packed: overlapping ones (a slot two values take in turn) move together, keeping their
+    distance; the clusters are laid out aligned, in order; views of other buffers stay where they are."""
+    region = BufferView("arena", 4096, 1 << 20)
+    views = (BufferView("arena", 4096, 100), BufferView("arena", 4096 + 64, 100),  # one slot, two values
+             BufferView("arena", 4096 + 9000, 10), BufferView("weights", 128, 64))
+    commands = Commands([Dispatch(None, views, b"", (1, 1, 1)), Copy(views[2], views[0])], (), 1, 2, 4)  # type: ignore[arg-type]
+    clusters, need = packing(commands, region, 64)
+    assert clusters == [(BufferView("arena", 4096, 164), 0), (BufferView("arena", 4096 + 9000, 10), 192)]
+    assert need == 256
+    into = BufferView("copy", 512, need)
+    moved = relocate(commands, [(old, BufferView(into.buffer, into.offset + at, old.size)) for old, at in clusters])
+    dispatch = moved.ops[0]
+    assert isinstance(dispatch, Dispatch)
+    assert [(v.buffer, v.offset, v.size) for v in dispatch.views] == [
+        ("copy", 512, 100), ("copy", 576, 100), ("copy", 704, 10), ("weights", 128, 64)]
+    assert moved.ops[1] == Copy(BufferView("copy", 704, 10), BufferView("copy", 512, 100))
+    with pytest.raises(ValueError, match="does not fit"):
+        relocate(commands, [(region, BufferView("copy", 0, 1000))])
 
 
 def test_profiling_recordings_are_not_interleaved(device: Device) -> None:

@@ -3,9 +3,10 @@
 A small batch leaves most of a GPU idle: rec's plan of one line at 320 px runs 117 dispatches, each behind a
 barrier, and takes as long as four lines. Plans of different shapes cannot share one batch (their tensors
 differ), but they can share one submission: plan 0 runs in its model's memory, plan i in copy i of it (the
-recipe's commands moved there, vk/commands.py `relocate`), and their commands interleave behind shared barriers
-(`interleave`), so the dispatches of one run beside the others'. On an H100, six rec batches of 1 to 4 lines at
-six widths took 4.7 ms of GPU time together against 9.4 ms one after another.
+recipe's commands moved there and packed, vk/commands.py `packing` and `relocate`: a placement made for the
+model's largest shape spreads a small plan's tensors over all of it), and their commands interleave behind
+shared barriers (`interleave`), so the dispatches of one run beside the others'. On an H100, six rec batches of
+1 to 4 lines at six widths took 4.7 ms of GPU time together against 9.4 ms one after another.
 
 Only plans that take their input from a prologue and hand their outputs to an epilogue run here (their hooks
 read and write buffers the caller owns, one set per plan: `moves` says where each plan's are); the copies hold
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Self
 
-from vkocr.engine.commands import interleave, relocate
+from vkocr.engine.commands import interleave, packing, relocate
 from vkocr.engine.errors import ModelError
 from vkocr.engine.graph.plan import DEFAULT_TIMEOUT_S, Plan
 from vkocr.engine.graph.shared_memory import SharedMemory
@@ -31,8 +32,9 @@ if TYPE_CHECKING:
 
 class JointRuns:
     """Up to `width` plans of `model` at once, in one submission on `stream`. Copies of the activation memory
-    are made as plans need them and grow like the model's own (vk/graph/shared_memory.py); one whose plan would
-    need more than `copy_limit_bytes` runs in the model's own memory, or alone (`fits`)."""
+    are made as plans need them and grow like the model's own (vk/graph/shared_memory.py). A plan in a copy takes
+    only what its own tensors hold (`commands.packing`: a placement made for the model's largest shape spreads a
+    small one's tensors over all of it); one that would need more than `copy_limit_bytes` there is refused."""
 
     def __init__(self, model: Model, width: int, *, copy_limit_bytes: int, stream: Stream | None = None) -> None:
         if model.device is None or model.shared is None:
@@ -42,10 +44,6 @@ class JointRuns:
         self.model, self.width, self.copy_limit_bytes, self.stream = model, width, copy_limit_bytes, stream
         self._copies = [SharedMemory(model.device) for _ in range(width - 1)]
 
-    def fits(self, plan: Plan) -> bool:
-        """Whether `plan` can run in a copy (any plan runs in the model's own memory)."""
-        return plan.arena_bytes <= self.copy_limit_bytes
-
     @property
     def nbytes(self) -> int:
         """Device memory the copies hold now."""
@@ -53,13 +51,14 @@ class JointRuns:
 
     def run(self, plans: Sequence[Plan], moves: Sequence[Sequence[tuple[BufferView, BufferView]]],
             timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
-        """Run `plans` (this model's, current, at most `width`; all but the first `fits`) as one submission:
-        plan i's hooks' buffers moved as ``moves[i]`` says (``(theirs, plan i's own)`` pairs; ``moves[0]`` is
-        normally empty), its activations into copy i. Returns once the GPU is done; the epilogues' readbacks
-        then hold every plan's results."""
+        """Run `plans` (this model's, current, at most `width`) as one submission: plan 0 in the model's own
+        memory, plan i in copy i (put the largest first), its hooks' buffers moved as ``moves[i]`` says
+        (``(theirs, plan i's own)`` pairs; ``moves[0]`` is normally empty). Returns once the GPU is done; the
+        epilogues' readbacks then hold every plan's results. Nothing runs when one is refused (ModelError)."""
         if not 1 <= len(plans) <= self.width or len(moves) != len(plans):
             raise ValueError(f"1 to {self.width} plans, a list of moves each; got {len(plans)} and {len(moves)}")
-        assert self.model.shared is not None
+        device = self.model.device
+        assert self.model.shared is not None and device is not None
         own = self.model.shared.region("device").view
         recordings = []
         for i, (plan, plan_moves) in enumerate(zip(plans, moves)):
@@ -67,17 +66,18 @@ class JointRuns:
                 raise ModelError("a plan in a joint run takes its input from a prologue and reads no outputs back")
             commands = self.model.commands_of(plan)
             if i:
-                if not self.fits(plan):
-                    raise ModelError(f"a plan of {plan.arena_bytes} B activations runs in the model's own memory "
-                                     f"only (copies hold at most {self.copy_limit_bytes} B)")
+                clusters, need = packing(commands, own, device.alignment)
+                if need > self.copy_limit_bytes:
+                    raise ModelError(f"a plan whose tensors take {need} B runs in the model's own memory only "
+                                     f"(copies hold at most {self.copy_limit_bytes} B)")
                 copy = self._copies[i - 1]
-                copy.reserve(plan.arena_bytes)
-                commands = relocate(commands, [(own, copy.region("device").view), *plan_moves])
+                copy.reserve(need)
+                into = copy.region("device").view
+                packed = [(old, BufferView(into.buffer, into.offset + at, old.size)) for old, at in clusters]
+                commands = relocate(commands, [*packed, *plan_moves])
             elif plan_moves:
                 commands = relocate(commands, plan_moves)
             recordings.append(commands)
-        device = self.model.device
-        assert device is not None
         with Recorder(device, stream=self.stream) as rec:
             rec.end_with(interleave(recordings))
             rec.submit()

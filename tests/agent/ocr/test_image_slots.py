@@ -99,10 +99,12 @@ def test_batches_of_several_widths_in_one_submission_read_as_each_alone(stages: 
     alone = [stages.recognize(*b) for b in batches]
     assert stages.joint_batches == 1  # a library call's default: one batch after another
     stages.set_joint_batches(4)  # the agent's
+    before = stages.plan_stats()["rec"]["plan_memory_bytes"]
     try:
         together = stages.recognize_many(batches)
     finally:
         stages.set_joint_batches(1)
+    assert stages.plan_stats()["rec"]["plan_memory_bytes"] > before  # the copies count with rec's plans
     assert len(together) == len(batches)
     for (w, n), (indices, values), (own_indices, own_values) in zip(shapes, together, alone):
         where = f"{n} crops at {w} px (seed {seed})"
