@@ -49,7 +49,7 @@ ROLES = ("det", "cls", "rec")
 # whose reading lanes work while other lanes' submissions run, shares four (throughput.joint_batches)
 JOINT_BATCHES = 1
 JOINT_COPY_BYTES = 128 << 20  # activations a rec batch may take in a joint run's copy (larger ones run apart)
-JOINT_MEMORY_SHARE = 64  # and at most this fraction of the device's memory (a small board's goes to the plans)
+JOINT_MEMORY_SHARE = 32  # and at most this fraction of the device's memory (a small board's goes to the plans)
 
 
 class ArgmaxReadback:
@@ -277,7 +277,7 @@ class StreamStages:
     def recognize_many(self, batches: Sequence[RecBatch]) -> list[tuple[np.ndarray, np.ndarray]]:
         """`recognize` of each batch, up to `joint_batches` at a time in one submission (vk/graph/joint.py): a
         batch of a few lines leaves most of the GPU idle between barriers, which the others then fill. A batch
-        the CPU runs runs as `recognize` does, and so does a round whose batches a joint run refuses."""
+        the CPU runs runs as `recognize` does, and so does one too large for a copy beside a larger one."""
         results: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(batches)
         step = max(1, self.joint_batches)
         for start in range(0, len(batches), step):
@@ -304,9 +304,10 @@ class StreamStages:
                     else:
                         plans[i] = plan
         joint = self._joint_runs()
-        # the largest first: it runs in the model's own memory, the others in copies that hold what they need
-        together = sorted((i for i in plans if not plans[i].stale),
-                          key=lambda i: sizes[i] * batches[i].width, reverse=True)
+        # the largest first, in the model's own memory; the others in copies that hold what their tensors take
+        current = sorted((i for i in plans if not plans[i].stale), key=lambda i: sizes[i] * batches[i].width,
+                         reverse=True)
+        together = current[:1] + [i for i in current[1:] if joint.fits(plans[i])]
         if len(together) > 1:
             while len(self._members) < len(together) - 1:
                 self._members.append(RecMember(self.device, self.max_batch, (self.rec_params, self._argmax)))

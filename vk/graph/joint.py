@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Self
 
-from vkocr.engine.commands import interleave, packing, relocate
+from vkocr.engine.commands import Commands, interleave, packing, relocate
 from vkocr.engine.errors import ModelError
 from vkocr.engine.graph.plan import DEFAULT_TIMEOUT_S, Plan
 from vkocr.engine.graph.shared_memory import SharedMemory
@@ -43,6 +43,23 @@ class JointRuns:
             raise ValueError(f"width must be ≥ 1 and copy_limit_bytes ≥ 0, got {width} and {copy_limit_bytes}")
         self.model, self.width, self.copy_limit_bytes, self.stream = model, width, copy_limit_bytes, stream
         self._copies = [SharedMemory(model.device) for _ in range(width - 1)]
+        self._packed: dict[int, tuple[Plan, Commands, list[tuple[BufferView, int]], int]] = {}  # by id(plan)
+
+    def fits(self, plan: Plan) -> bool:
+        """Whether `plan` runs in a copy: its tensors, packed, take at most `copy_limit_bytes` (what was worked
+        out here serves the next `run`)."""
+        return self._pack(plan)[3] <= self.copy_limit_bytes
+
+    def _pack(self, plan: Plan) -> tuple[Plan, Commands, list[tuple[BufferView, int]], int]:
+        found = self._packed.get(id(plan))
+        if found is None or found[0] is not plan:
+            if len(self._packed) >= 2 * self.width:  # asked of plans that never ran: forget them
+                self._packed.clear()
+            assert self.model.shared is not None and self.model.device is not None
+            commands = self.model.commands_of(plan)
+            clusters, need = packing(commands, self.model.shared.region("device").view, self.model.device.alignment)
+            found = self._packed[id(plan)] = (plan, commands, clusters, need)
+        return found
 
     @property
     def nbytes(self) -> int:
@@ -59,14 +76,14 @@ class JointRuns:
             raise ValueError(f"1 to {self.width} plans, a list of moves each; got {len(plans)} and {len(moves)}")
         device = self.model.device
         assert self.model.shared is not None and device is not None
-        own = self.model.shared.region("device").view
         recordings = []
         for i, (plan, plan_moves) in enumerate(zip(plans, moves)):
             if plan.has_host_io:
                 raise ModelError("a plan in a joint run takes its input from a prologue and reads no outputs back")
-            commands = self.model.commands_of(plan)
+            if plan.stale:
+                raise ModelError("a stale plan (its model's memory was replaced) cannot run")
             if i:
-                clusters, need = packing(commands, own, device.alignment)
+                _, commands, clusters, need = self._pack(plan)
                 if need > self.copy_limit_bytes:
                     raise ModelError(f"a plan whose tensors take {need} B runs in the model's own memory only "
                                      f"(copies hold at most {self.copy_limit_bytes} B)")
@@ -75,9 +92,13 @@ class JointRuns:
                 into = copy.region("device").view
                 packed = [(old, BufferView(into.buffer, into.offset + at, old.size)) for old, at in clusters]
                 commands = relocate(commands, [*packed, *plan_moves])
-            elif plan_moves:
-                commands = relocate(commands, plan_moves)
+            else:
+                found = self._packed.get(id(plan))
+                commands = found[1] if found is not None and found[0] is plan else self.model.commands_of(plan)
+                if plan_moves:
+                    commands = relocate(commands, plan_moves)
             recordings.append(commands)
+        self._packed.clear()  # worked out for this run's plans only: they may be closed or stale after it
         with Recorder(device, stream=self.stream) as rec:
             rec.end_with(interleave(recordings))
             rec.submit()

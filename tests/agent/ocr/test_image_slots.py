@@ -91,6 +91,7 @@ def test_batches_of_several_widths_in_one_submission_read_as_each_alone(stages: 
     """recognize_many: rec batches of different widths and sizes (two of one width among them), run jointly in
     one submission (vk/graph/joint.py) and one round past it, read bit for bit as each does alone."""
     rng, seed = fresh_rng()
+    stages.prepare("rec", (16, 3, 48, 640))  # as the agent's warm-up: the placement the smaller plans then reuse
     images = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in SIZES]
     crops = [c for slot, image in enumerate(images) for c in random_crops(rng, *load(stages, image, slot), 4,
                                                                           image=slot)]

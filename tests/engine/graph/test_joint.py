@@ -118,7 +118,7 @@ def test_joint_runs_refuse_what_they_cannot_run(device: Device) -> None:
             joint.run([host, host, host], [[], [], []])
         member = Member(device)
         hooked = model.plan((1, 3, 48, 192), hooks=member.hooks())
-        assert isinstance(hooked, Plan)
+        assert isinstance(hooked, Plan) and not joint.fits(hooked)
         with pytest.raises(ModelError, match="own memory only"):  # its tensors take more than the 4 KiB copies
             joint.run([hooked, hooked], [[], member.moves_from(member)])
         member.free()
