@@ -324,7 +324,7 @@ class StreamStages:
                 out_shape = plans[i].output_shapes[plans[i].output_names[0]]
                 found, values = argmax.read(tuple(out_shape[:-1]))
                 results[i] = found[:len(batches[i].crops)], values[:len(batches[i].crops)]
-        for i in indices:  # the CPU's, the larger ones beside the first, and a lone one: as recognize runs them
+        for i in indices:  # the CPU's, those no copy holds, a round refused: as recognize runs them
             if results[i] is None:
                 results[i] = self.recognize(*batches[i])
 

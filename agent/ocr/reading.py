@@ -203,6 +203,8 @@ def recognize(stages: Stages, readings: Sequence[Reading], opts: OcrOptions, bat
                                            for tensor_width, chunk in chunks])
             outputs += [(chunk, result) for (_, chunk), result in zip(chunks, found)]
             live = wanted()
+    if not outputs:
+        wanted()
     texts: list[list[CtcText]] = [[CtcText("", 0.0, (), (), 0)] * len(crops) for crops in requests]
     decimals = PROCEDURES[opts.procedure].score_decimals
     for chunk, (indices, scores) in outputs:
