@@ -307,23 +307,22 @@ class StreamStages:
         # the largest first, in the model's own memory; the others in copies that hold what their tensors take
         current = sorted((i for i in plans if not plans[i].stale), key=lambda i: sizes[i] * batches[i].width,
                          reverse=True)
-        together = current[:1] + [i for i in current[1:] if joint.fits(plans[i])]
-        if len(together) > 1:
-            while len(self._members) < len(together) - 1:
-                self._members.append(RecMember(self.device, self.max_batch, (self.rec_params, self._argmax)))
-            buffers = [(self.rec_params, self._argmax)] + [(m.params, m.argmax) for m in self._members]
-            for i, (params, _) in zip(together, buffers):
-                b = batches[i]
-                params.write(self._crop_params(b.crops, sizes[i], b.height, b.width))
-            try:
+        try:
+            together = current[:1] + [i for i in current[1:] if joint.fits(plans[i])]
+            if len(together) > 1:
+                while len(self._members) < len(together) - 1:
+                    self._members.append(RecMember(self.device, self.max_batch, (self.rec_params, self._argmax)))
+                buffers = [(self.rec_params, self._argmax)] + [(m.params, m.argmax) for m in self._members]
+                for i, (params, _) in zip(together, buffers):
+                    b = batches[i]
+                    params.write(self._crop_params(b.crops, sizes[i], b.height, b.width))
                 joint.run([plans[i] for i in together], [[]] + [m.moves for m in self._members[:len(together) - 1]])
-            except ModelError as exc:  # memory grown under the plans, or one too large for a copy: apart
-                log.info("joint_run_skipped", reason=str(exc))
-                together = []
-            for i, (_, argmax) in zip(together, buffers):
-                out_shape = plans[i].output_shapes[plans[i].output_names[0]]
-                found, values = argmax.read(tuple(out_shape[:-1]))
-                results[i] = found[:len(batches[i].crops)], values[:len(batches[i].crops)]
+                for i, (_, argmax) in zip(together, buffers):
+                    out_shape = plans[i].output_shapes[plans[i].output_names[0]]
+                    found, values = argmax.read(tuple(out_shape[:-1]))
+                    results[i] = found[:len(batches[i].crops)], values[:len(batches[i].crops)]
+        except ModelError as exc:  # a class traced anew under the plans (their memory replaced): apart
+            log.info("joint_run_skipped", reason=str(exc))
         for i in indices:  # the CPU's, those no copy holds, a round refused: as recognize runs them
             if results[i] is None:
                 results[i] = self.recognize(*batches[i])
