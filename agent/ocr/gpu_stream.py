@@ -44,7 +44,7 @@ log = get_logger(__name__)
 MAX_REC_STEPS = 8192  # time steps per line (the recogniser makes one per 8 input columns)
 ROLES = ("det", "cls", "rec")
 # rec batches of different widths in one submission (vk/graph/joint.py), unless told otherwise: one, since the
-# joint recording is made per run (4.4 ms of host time for four batches on the 2-core build machine, against
+# joint recording is made per run (4.3 ms of host time for four batches on the 2-core build machine, against
 # 2.6 to 4.7 ms of GPU time saved on an H100) and a lone image waits for both; the agent, which the GPU limits and
 # whose reading lanes work while other lanes' submissions run, shares four (throughput.joint_batches)
 JOINT_BATCHES = 1
