@@ -10,8 +10,9 @@ timings).
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Sequence
-from functools import cache
+from collections.abc import Sequence
+from functools import cache, reduce
+from operator import or_
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -74,34 +75,31 @@ def interleave(recordings: Sequence[Commands]) -> Commands:
     recording's barriers, not its dispatches, set the pace of a small batch)."""
     if any(r.labels for r in recordings):
         raise ValueError("timestamped (profiling) recordings cannot be interleaved")
-    segments: list[list[list[Dispatch | Barrier | Copy | Timestamp]]] = []
-    fences: list[list[Barrier]] = []  # fences[i]: the barriers that end segment i, one per recording that has it
-    for r in recordings:
-        segment: list[Dispatch | Barrier | Copy | Timestamp] = []
-        index = 0
-        for op in r.ops:
-            if isinstance(op, Barrier):
-                while len(segments) <= index:
-                    segments.append([])
-                    fences.append([])
-                segments[index].append(segment)
-                fences[index].append(op)
-                segment, index = [], index + 1
-            else:
-                segment.append(op)
-        while len(segments) <= index:
-            segments.append([])
-            fences.append([])
-        segments[index].append(segment)
+    split = [_between_barriers(r.ops) for r in recordings]
     ops: list[Dispatch | Barrier | Copy | Timestamp] = []
-    for parts, ending in zip(segments, fences):
-        for part in parts:
-            ops.extend(part)
+    for i in range(max((len(segments) for segments, _ in split), default=0)):
+        for segments, _ in split:
+            if i < len(segments):
+                ops.extend(segments[i])
+        ending = [barriers[i] for _, barriers in split if i < len(barriers)]
         if ending:
-            ops.append(Barrier(_union(b.src_stage for b in ending), _union(b.dst_stage for b in ending),
-                               _union(b.src_access for b in ending), _union(b.dst_access for b in ending)))
+            ops.append(Barrier(*(reduce(or_, masks) for masks in zip(*ending))))
     return Commands(ops, (), sum(r.dispatch_count for r in recordings), sum(r.command_count for r in recordings),
                     sum(r.descriptor_count for r in recordings))
+
+
+def _between_barriers(ops: Sequence[Dispatch | Barrier | Copy | Timestamp]
+                      ) -> tuple[list[list[Dispatch | Barrier | Copy | Timestamp]], list[Barrier]]:
+    """The commands between one barrier and the next (one list more than there are barriers), and the barriers."""
+    segments: list[list[Dispatch | Barrier | Copy | Timestamp]] = [[]]
+    barriers: list[Barrier] = []
+    for op in ops:
+        if isinstance(op, Barrier):
+            barriers.append(op)
+            segments.append([])
+        else:
+            segments[-1].append(op)
+    return segments, barriers
 
 
 def packing(commands: Commands, region: BufferView, alignment: int) -> tuple[list[tuple[BufferView, int]], int]:
@@ -134,9 +132,9 @@ def relocate(commands: Commands, moves: Sequence[tuple[BufferView, BufferView]])
     by_buffer: dict[Any, list[tuple[int, int, BufferView]]] = {}
     for old, new in moves:
         by_buffer.setdefault(old.buffer, []).append((old.offset, old.offset + (old.extent or old.size), new))
-    starts = {buffer: [lo for lo, _, _ in sorted(ranges, key=lambda r: r[0])] for buffer, ranges in by_buffer.items()}
     for ranges in by_buffer.values():
         ranges.sort(key=lambda r: r[0])
+    starts = {buffer: [lo for lo, _, _ in ranges] for buffer, ranges in by_buffer.items()}
     moved_views: dict[BufferView, BufferView] = {}  # a tensor's view recurs in every dispatch that binds it
 
     def moved(v: BufferView) -> BufferView:
@@ -170,13 +168,6 @@ def relocate(commands: Commands, moves: Sequence[tuple[BufferView, BufferView]])
 
 def _views_of(op: Dispatch | Barrier | Copy | Timestamp) -> tuple[BufferView, ...]:
     return op.views if isinstance(op, Dispatch) else (op.src, op.dst) if isinstance(op, Copy) else ()
-
-
-def _union(masks: Iterable[int]) -> int:
-    result = 0
-    for mask in masks:
-        result |= mask
-    return result
 
 
 @cache
