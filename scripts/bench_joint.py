@@ -1,12 +1,13 @@
-"""What a joint run buys (vk/graph/joint.py): rec plans of several shapes, each alone, one after another, and in
-one submission whose commands interleave behind shared barriers; then one plan per batch size at a few widths.
+"""What a joint run buys (vk/graph/joint.py): rec (or det) plans of several shapes, each alone, one after another,
+and in one submission whose commands interleave behind shared barriers; then one rec plan per batch size at a few
+widths.
 
 Each plan belongs to a sibling of the model (its own activation memory, `Model.on_stream`), so their recordings
 interleave as they are (`commands.interleave`) without moving anything; inputs come from the host. Every joint
 answer is checked bit for bit against the plan's own, with the arenas poisoned first. GPU time is the device's
 busy time over plain replays (mean of `--replays`, after 3 warm-ups).
 
-    python scripts/bench_joint.py [--device SEL] [--models SET] [--replays N] [--json OUT]
+    python scripts/bench_joint.py [--device SEL] [--models SET] [--stage rec|det] [--replays N] [--json OUT]
 
 A measurement, not a test: lavapipe's figures mean nothing for a GPU.
 """
@@ -37,6 +38,9 @@ from vkocr.engine.recorder import Recorder  # noqa: E402
 COMBOS = [[(1, 320), (1, 384)], [(4, 320), (4, 480)], [(6, 320), (6, 416), (6, 512), (6, 640)],
           [(1, 320), (2, 384), (4, 480), (1, 700)], [(8, 320), (8, 800)], [(16, 320), (16, 480)],
           [(2, 320), (3, 352), (1, 448), (2, 576), (1, 960), (4, 384)]]  # (batch, width) of each plan
+# det: (height, width) of each plan's image, as RapidOCR 3.10's resize gives them (shorter side 736, multiples of 32)
+DET_COMBOS = [[(736, 1024), (736, 960)], [(736, 736), (736, 1024), (960, 736), (736, 1312)],
+              [(480, 640), (640, 480)], [(736, 1024)] * 4]
 SWEEP_WIDTHS = (320, 640, 1280)
 SWEEP_BATCHES = (1, 2, 3, 4, 5, 6, 8, 12, 16)
 
@@ -57,10 +61,16 @@ def gpu_plan(model: Model, shape: tuple[int, ...]) -> Plan:
     return plan
 
 
-def combo_row(device: Device, models: list[Model], combo: list[tuple[int, int]], replays: int,
+def input_shape(stage: str, pair: tuple[int, int]) -> tuple[int, int, int, int]:
+    """rec: (batch, width) → a batch of lines 48 high; det: (height, width) → one image."""
+    return (pair[0], 3, 48, pair[1]) if stage == "rec" else (1, 3, *pair)
+
+
+def combo_row(device: Device, models: list[Model], stage: str, combo: list[tuple[int, int]], replays: int,
               rng: np.random.Generator) -> dict[str, Any]:
-    plans = [gpu_plan(models[i], (b, 3, 48, w)) for i, (b, w) in enumerate(combo)]
-    inputs = [rng.standard_normal((b, 3, 48, w)).astype(np.float32) for b, w in combo]
+    shapes = [input_shape(stage, pair) for pair in combo]
+    plans = [gpu_plan(models[i], shape) for i, shape in enumerate(shapes)]
+    inputs = [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
     alone = [gpu_ms(device, partial(p.run, x, copy=False), replays)[0] for p, x in zip(plans, inputs)]
     expected = [p.run(x) for p, x in zip(plans, inputs)]
     sequence = gpu_ms(device, lambda: [p.run(x, copy=False) for p, x in zip(plans, inputs)], replays)
@@ -90,26 +100,28 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default=None, help="Vulkan device (index, UUID or name part)")
     parser.add_argument("--models", default=None, help="model set or folder (default: the default set)")
+    parser.add_argument("--stage", choices=("rec", "det"), default="rec", help="which model's plans (default rec)")
     parser.add_argument("--replays", type=int, default=40, help="replays timed per figure (default 40)")
     parser.add_argument("--json", type=Path, default=None, help="write the rows here")
-    parser.add_argument("--combos", type=int, default=len(COMBOS), help="time only the first N combinations")
+    parser.add_argument("--combos", type=int, default=None, help="time only the first N combinations")
     parser.add_argument("--no-sweep", action="store_true", help="skip the batch sizes sweep")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     rows: list[dict[str, Any]] = []
     sweep: list[dict[str, Any]] = []
+    combos = COMBOS if args.stage == "rec" else DET_COMBOS
     with Device(args.device) as device:
-        base = Model.load(choose_models(args.models).paths["rec"], device)
-        widest = max(len(c) for c in COMBOS)
+        base = Model.load(choose_models(args.models).paths[args.stage], device)
+        widest = max(len(c) for c in combos)
         models = [base] + [base.on_stream(device.stream(i)) for i in range(1, widest)]
         try:
-            for combo in COMBOS[:args.combos]:
-                row = combo_row(device, models, combo, args.replays, rng)
+            for combo in combos[:args.combos]:
+                row = combo_row(device, models, args.stage, combo, args.replays, rng)
                 rows.append(row)
                 print(f"{row['combo']}: alone {row['alone_gpu_ms']} (sum {row['sum_alone']:.3f}), one after another "
                       f"{row['seq_gpu_ms']:.3f}, joint {row['joint_gpu_ms']:.3f} ms GPU; identical {row['identical']}",
                       flush=True)
-            for width in () if args.no_sweep else SWEEP_WIDTHS:
+            for width in () if args.no_sweep or args.stage != "rec" else SWEEP_WIDTHS:
                 for batch in SWEEP_BATCHES:
                     plan = gpu_plan(base, (batch, 3, 48, width))
                     x = rng.standard_normal((batch, 3, 48, width)).astype(np.float32)
@@ -120,7 +132,7 @@ def main() -> int:
             for model in reversed(models):
                 model.close()
     if args.json is not None:
-        args.json.write_text(json.dumps({"combos": rows, "batch_sweep": sweep}, indent=1))
+        args.json.write_text(json.dumps({"stage": args.stage, "combos": rows, "batch_sweep": sweep}, indent=1))
     return 0 if all(r["identical"] for r in rows) else 1
 
 

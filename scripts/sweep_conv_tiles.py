@@ -2,7 +2,8 @@
 
 For each convolution shape (det at 1x3x736x1024, rec at 16x3x48x320) and each variant (the SIMT GEMM kernel
 under each GemmTile, fp32 storage; the cooperative-matrix kernel under each CoopmatTile, fp32 as hi + lo pairs
-and fp16 storage; the direct kernel for few output channels under each of DIRECT_SHAPES, both storages), the
+and fp16 storage; the direct kernel for few output channels under each of DIRECT_SHAPES, both storages; the
+tap-by-tap cooperative-matrix kernel of k×k convolutions, vk/kernels/conv_taps.py's tile, both storages), the
 script checks the output against NumPy once (relative error ≤ 2e-3, none of the NaN poison left) and then
 times the dispatch by GPU timestamps after a warm-up. It prints, per shape, the automatic choice and the fastest
 correct variants, and writes every figure to --json: the data that vk/kernels/conv.py's
@@ -94,20 +95,21 @@ DIRECT_SHAPES = [(2, (16, 4)), (1, (16, 4)), (4, (16, 4)), (2, (32, 4)), (1, (32
 WARMUP_S = 0.1  # per variant, after a first second that brings the clocks up
 
 
-Variant = tuple[str, Any, "bool | None", Any, "CoopmatTile | None", "tuple[int, tuple[int, int]] | None"]
+Variant = tuple[str, Any, "bool | None", Any, "CoopmatTile | None", "tuple[int, tuple[int, int]] | None", bool]
 
 
 def variants(device: Device, coopmat: bool, simt_tiles: list[str] | None = None,
              coopmat_tiles: list[str] | None = None) -> list[Variant]:
-    """(label, storage dtype, coopmat, SIMT tile, coopmat tile, direct shape): the direct kernel runs exactly
-    where a direct shape is given (it refuses more than DIRECT_MAX_COUT output channels: an error row)."""
-    out: list[Variant] = [("auto fp32", np.float32, None, None, None, None)]
-    out += [(f"simt {name}", np.float32, False, tile, None, None) for name, tile in {**TILES, **SIMT_EXTRA}.items()
-            if simt_tiles is None or name in simt_tiles]
+    """(label, storage dtype, coopmat, SIMT tile, coopmat tile, direct shape, taps): the direct kernel runs
+    exactly where a direct shape is given (it refuses more than DIRECT_MAX_COUT output channels: an error row),
+    the tap-by-tap kernel where taps is True (an error row where it cannot take the convolution)."""
+    out: list[Variant] = [("auto fp32", np.float32, None, None, None, None, False)]
+    out += [(f"simt {name}", np.float32, False, tile, None, None, False)
+            for name, tile in {**TILES, **SIMT_EXTRA}.items() if simt_tiles is None or name in simt_tiles]
     for tw, local in DIRECT_SHAPES:
         for dtype in (np.float32, np.float16):
             out.append((f"direct tw{tw} {local[0]}x{local[1]} {np.dtype(dtype).name[5:]}", dtype, False, None, None,
-                        (tw, local)))
+                        (tw, local), False))
     if coopmat and device.coopmat_shape is not None:
         limit = device.info.max_shared_memory_bytes
         for name, tile in COOPMAT_TILES.items():
@@ -118,25 +120,29 @@ def variants(device: Device, coopmat: bool, simt_tiles: list[str] | None = None,
                     t = CoopmatTile(tile.sg_m, tile.sg_n, tile.fm, tile.fn, ksteps)
                     if t.shared_bytes(device.coopmat_shape, split) <= limit:
                         label = f"cm {name} k{ksteps} {np.dtype(dtype).name[5:]}"
-                        out.append((label, dtype, True, None, t, None))
+                        out.append((label, dtype, True, None, t, None, False))
+        for dtype in (np.float32, np.float16):
+            out.append((f"taps {np.dtype(dtype).name[5:]}", dtype, None, None, None, None, True))
     return out
 
 
 def run_variant(device: Device, case: cc.Case, dtype: Any, coopmat: bool | None, simt: Any,
                 tile: CoopmatTile | None, repeats: int, rounds: int,
-                direct: tuple[int, tuple[int, int]] | None = None) -> dict[str, Any]:
+                direct: tuple[int, tuple[int, int]] | None = None, taps: bool = False) -> dict[str, Any]:
     saved = conv_direct.COLUMNS_PER_INVOCATION, conv_direct.LOCAL_XY
     if direct is not None:  # the kernel reads these when it records: set for this variant, restored after
         conv_direct.COLUMNS_PER_INVOCATION, conv_direct.LOCAL_XY = direct
     try:
         return timed_variant(device, case, dtype, coopmat, simt, tile, repeats, rounds,
-                             True if direct is not None else None if coopmat is None and simt is None else False)
+                             True if direct is not None else None if coopmat is None and simt is None else False,
+                             taps or None)
     finally:
         conv_direct.COLUMNS_PER_INVOCATION, conv_direct.LOCAL_XY = saved
 
 
 def timed_variant(device: Device, case: cc.Case, dtype: Any, coopmat: bool | None, simt: Any,
-                  tile: CoopmatTile | None, repeats: int, rounds: int, direct: bool | None) -> dict[str, Any]:
+                  tile: CoopmatTile | None, repeats: int, rounds: int, direct: bool | None,
+                  taps: bool | None = None) -> dict[str, Any]:
     rng = np.random.default_rng()
     x, w, b = cc.inputs(case, rng, dtype)
     assert x is not None and w is not None
@@ -150,7 +156,7 @@ def timed_variant(device: Device, case: cc.Case, dtype: Any, coopmat: bool | Non
         def record(rec: Recorder, t: list[Tensor | None] = [tx, tw, out, tb]) -> None:  # noqa: B006
             xx, ww, oo, bb = t
             assert xx is not None and ww is not None and oo is not None
-            conv.record(rec, xx, ww, oo, bb, tile=simt, coopmat=coopmat, coopmat_tile=tile, direct=direct)
+            conv.record(rec, xx, ww, oo, bb, tile=simt, coopmat=coopmat, coopmat_tile=tile, direct=direct, taps=taps)
 
         with Recorder(device) as rec:
             record(rec)
@@ -226,12 +232,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'shape':<34} {'auto fp32':>10} {'best fp32':>24} {'best any':>24}", flush=True)
         for case in shapes:
             row: dict[str, Any] = {"case": str(case).strip(), "variants": {}}
-            for label, dtype, coopmat, simt, tile, direct in chosen:
+            for label, dtype, coopmat, simt, tile, direct, taps in chosen:
                 try:
-                    got = run_variant(device, case, dtype, coopmat, simt, tile, args.repeats, args.rounds, direct)
+                    got = run_variant(device, case, dtype, coopmat, simt, tile, args.repeats, args.rounds, direct,
+                                      taps)
                 except Exception as exc:  # noqa: BLE001  (a tile that fails to build or run is a finding too)
                     got = {"error": f"{type(exc).__name__}: {exc}"}
-                    if not str(exc).startswith(("conv2d", "conv2d_coopmat", "conv2d_direct")):
+                    if not str(exc).startswith(("conv2d", "conv2d_coopmat", "conv2d_direct", "conv2d_taps")):
                         traceback.print_exc()
                 if "error" in got and got["error"].startswith("wrong"):
                     failures += 1

@@ -110,6 +110,7 @@ def bench_ours(device: Any, path: Path, x: np.ndarray, runs: int, precision: str
         row["upload_ms"], row["readback_ms"] = best.upload_ms, best.readback_ms
         row["dispatches"] = plan.dispatch_count
         row["per_op_ms"], row["slowest_nodes"] = gpu_breakdown(plan, best)
+        row["node_ms"] = [(t.label, round(t.ms, 5)) for t in best.nodes]  # every node, in recording order
         return row
     finally:
         model.close()

@@ -1,0 +1,186 @@
+"""k×k convolutions tap by tap on cooperative matrices (vk/kernels/conv_taps.py, shaders/conv2d_taps.comp): which
+convolutions take the kernel, its tiles, and the kernel against NumPy where the test device has matrices (Mesa
+26's lavapipe lists 8×8×8: scripts/fetch_lavapipe.sh, then `build/tools/lavapipe/run .venv/bin/python -m pytest
+-q tests/engine/kernels/test_conv_taps.py`, as test.sh does) and on NVIDIA through scripts/check_coopmat.py."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.engine.kernels.harness import check, check_bounded, fresh_rng, poisoned, release, storage_ref
+from tests.engine.kernels.test_conv import CASES as SIMT_CASES
+from tests.engine.kernels.test_conv import Case
+from tests.engine.kernels.test_conv_coopmat import fake_device, info
+from vkocr.engine.coopmat import ENV
+from vkocr.engine.device import Device
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.conv import Conv2d
+from vkocr.engine.kernels.conv_taps import MAX_ACCUMULATED, TapsTile, taps_tile
+from vkocr.engine.ops.conv import conv2d
+from vkocr.engine.recorder import Recorder
+
+DET_HEAD = (3, 3, 1, 1, 1, 1)  # (kh, kw, sh, sw, dh, dw)
+DET_STEM = (3, 3, 2, 2, 1, 1)
+
+
+@pytest.fixture(autouse=True)
+def switch_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+
+
+def test_which_convolutions_take_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unasked, only with VKOCR_COOPMAT=1 (not measured on a GPU yet); then k×k, at least MIN_CIN input and at most
+    MAX_COUT output channels, fp32 or fp16 storage. Asked, anything the tile holds; never where VKOCR_COOPMAT=0."""
+    h200 = fake_device(info())
+    assert taps_tile(h200, "fp32", 24, 96, DET_HEAD) is None
+    assert taps_tile(h200, "fp32", 24, 96, DET_HEAD, want=True) == TapsTile(rows=4, fp=2, fn=2)
+    monkeypatch.setenv(ENV, "1")
+    assert taps_tile(h200, "fp32", 24, 96, DET_HEAD) == TapsTile(rows=4, fp=2, fn=2)  # hi + lo: half the columns
+    assert taps_tile(h200, "fp16", 24, 96, DET_HEAD) == TapsTile(rows=4, fp=4, fn=2)
+    assert taps_tile(h200, "fp16", 64, 96, DET_HEAD) == TapsTile(rows=4, fp=2, fn=4)
+    assert taps_tile(h200, "fp16", 24, 3, DET_STEM) is None                   # 3 input channels: the direct kernel
+    assert taps_tile(h200, "fp16", 96, 96, DET_HEAD) is None                  # too many output channels
+    assert taps_tile(h200, "fp16", 24, 96, (1, 1, 1, 1, 1, 1)) is None        # pointwise
+    assert taps_tile(h200, "fp16", 24, 96, DET_HEAD, want=False) is None
+    with pytest.raises(KernelArgumentError, match="at most 64"):
+        taps_tile(h200, "fp16", 96, 96, DET_HEAD, want=True)
+    monkeypatch.setenv(ENV, "0")
+    assert taps_tile(fake_device(info()), "fp16", 24, 96, DET_HEAD) is None
+    with pytest.raises(KernelArgumentError, match="no cooperative matrix"):
+        taps_tile(fake_device(info()), "fp16", 24, 96, DET_HEAD, want=True)
+
+
+@pytest.mark.parametrize("window", [DET_HEAD, DET_STEM, (2, 2, 1, 1, 1, 1), (3, 3, 1, 1, 2, 2)])
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("cout", [8, 24, 48])
+def test_tiles_fit_the_device(window: tuple[int, ...], precision: str, cout: int) -> None:
+    for shared, mnk in ((49152, (16, 16, 16)), (32768, (8, 8, 8))):
+        device = fake_device(info(max_shared_memory_bytes=shared))
+        device.coopmat_shape = mnk
+        tile = taps_tile(device, precision, cout, 64, window, want=True)
+        assert tile is not None and tile.fn * mnk[1] >= cout
+        parts = 2 if precision == "fp32" else 1
+        assert tile.fp * tile.fn * mnk[0] * mnk[1] * parts <= MAX_ACCUMULATED
+        assert tile.shared_bytes(mnk, window, parts == 2) <= shared
+
+
+def test_a_window_too_large_for_shared_memory_is_refused() -> None:
+    h200 = fake_device(info())
+    assert taps_tile(h200, "fp32", 64, 64, DET_STEM, want=False) is None
+    assert taps_tile(h200, "fp16", 64, 64, DET_STEM, want=True) is not None
+    assert taps_tile(h200, "fp32", 64, 64, (7, 7, 2, 2, 1, 1)) is None
+    with pytest.raises(KernelArgumentError, match="shared memory"):
+        taps_tile(h200, "fp32", 64, 64, (7, 7, 2, 2, 1, 1), want=True)
+
+
+# conv2d's cases of group 1 and at most 64 output channels, and some of the kernel's own: several chunks of input
+# channels, partial column blocks, rows past the output, PP-OCRv6 det's head and stem shapes (scaled down)
+TAPS_CASES = [c for c in SIMT_CASES if c.group == 1 and c.cout <= 64] + [
+    Case((1, 20, 23, 37), 24, (3, 3), pads=(1, 1, 1, 1)),                        # 2 chunks, partial
+    Case((2, 48, 19, 70), 24, (3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),        # det's stem, batch 2
+    Case((1, 24, 18, 33), 12, (2, 2), pads=(0, 0, 1, 1), attrs={"activation": "relu"}),  # det's 2×2
+    Case((1, 96, 10, 45), 24, (3, 3), pads=(1, 1, 1, 1), attrs={"activation": "relu"}),  # det's head
+    Case((1, 16, 12, 40), 40, (3, 5), strides=(2, 1), pads=(1, 2, 0, 3)),
+    Case((1, 32, 21, 23), 48, (3, 3), pads=(1, 1, 1, 1), attrs={"activation": "hardswish", "alpha": 1 / 6,
+                                                                 "beta": 0.5, "post_affine": (0.5, -0.25)}),
+    Case((1, 17, 25, 26), 64, (3, 3), pads=(2, 2, 2, 2), dilations=(2, 2)),
+]
+
+
+def reference(case: Case, dtype: type, rng: np.random.Generator) -> tuple[dict[str, Any], ...]:
+    cin = case.x[1]
+    arrays = {"x": rng.uniform(-1.0, 1.0, case.x).astype(dtype),
+              "w": rng.uniform(-1.0, 1.0, (case.cout, cin, *case.kernel)).astype(dtype)}
+    if case.bias:
+        arrays["b"] = rng.uniform(-1.0, 1.0, (case.cout,)).astype(dtype)
+    attrs: dict[str, Any] = dict(case.attrs)
+    return arrays, attrs
+
+
+@pytest.mark.parametrize("residual", [False, True], ids=["", "residual"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("case", TAPS_CASES, ids=str)
+def test_taps_conv_matches_numpy(device: Device, case: Case, dtype: type, residual: bool) -> None:
+    if device.coopmat_shape is None:
+        pytest.skip(f"no cooperative matrix on {device.info.name}: {device.coopmat_why_not}")
+    rng, seed = fresh_rng()
+    arrays, attrs = reference(case, dtype, rng)
+    post = attrs.pop("post_affine", None)
+    conv_attrs = dict(strides=case.strides, pads=case.pads, dilations=case.dilations)
+    as32 = {k: v.astype(np.float32) for k, v in arrays.items()}
+    exact = conv2d(as32["x"], as32["w"], as32.get("b"), **conv_attrs, **attrs)
+    if post is not None:
+        exact = exact * np.float32(post[0]) + np.float32(post[1])
+    r_np = rng.uniform(-1.0, 1.0, exact.shape).astype(dtype) if residual else None
+    if r_np is not None:
+        exact = exact + r_np.astype(np.float32)  # the kernel adds it in fp32 and rounds once
+    ref = storage_ref(exact, dtype)
+    x, w, out = device.upload(arrays["x"]), device.upload(arrays["w"]), poisoned(device, ref.shape, dtype)
+    b = device.upload(arrays["b"]) if "b" in arrays else None
+    r = device.upload(r_np) if r_np is not None else None
+    conv = Conv2d(arrays["w"].shape, has_bias=b is not None, **conv_attrs, **attrs, post_affine=post)
+    with Recorder(device, profile=True) as rec:
+        conv.record(rec, x, w, out, b, residual=r, taps=True)
+        rec.run()
+        assert [t.label for t in rec.timings()] == ["conv2d_taps"]
+    what = f"conv2d_taps {case} {np.dtype(dtype)} residual={residual}"
+    if dtype == np.float16:  # fp16 inputs; the reference rounds as the kernel does
+        check(device.download(out), ref, what, seed, 2e-3)
+    else:
+        # hi + lo fp16 pairs: each element within 2e-6 of its terms' magnitude (test_conv_coopmat.py's bound)
+        magnitude = conv2d(np.abs(as32["x"]), np.abs(as32["w"]), np.abs(as32["b"]) if "b" in as32 else None,
+                           **conv_attrs)
+        if post is not None:
+            magnitude = magnitude * np.float32(abs(post[0]))
+        if r_np is not None:
+            magnitude = magnitude + np.abs(r_np)
+        check_bounded(device.download(out), ref, magnitude, what, seed, 2e-6)
+    release(device, x, w, out, *[t for t in (b, r) if t is not None])
+
+
+def test_asking_for_a_grouped_convolution_fails(device: Device) -> None:
+    conv = Conv2d((8, 4, 3, 3), group=2, pads=(1, 1, 1, 1))
+    x = device.upload(np.ones((1, 8, 6, 6), np.float32))
+    w = device.upload(np.ones((8, 4, 3, 3), np.float32))
+    out = poisoned(device, (1, 8, 6, 6), np.float32)
+    with Recorder(device) as rec, pytest.raises(KernelArgumentError, match="group 1"):
+        conv.record(rec, x, w, out, taps=True)
+    release(device, x, w, out)
+
+
+def test_the_taps_launch_stays_symbolic() -> None:
+    """Under a shape-class trace (vk/symbolic.py) the choice and the launch pin no dimension, and the compiled
+    program gives another shape of the class the groups and push constants a build of that shape gives."""
+    from vkocr.engine.symbolic import Trace, tracing
+    from vkocr.engine.symbolic_program import compile_program
+
+    dispatched: list[tuple[Any, ...]] = []
+    device = SimpleNamespace(info=info(), coopmat_shape=(16, 16, 16), coopmat_why_not="",
+                             pipeline=lambda kernel, constants: (kernel.spirv_name, constants))
+    rec = SimpleNamespace(device=device, dispatch=lambda pipeline, views, push, groups, label: dispatched.append(
+        (pipeline, push, groups, label)))
+
+    def tensor(shape: tuple[Any, ...]) -> SimpleNamespace:
+        return SimpleNamespace(shape=shape, dtype=np.dtype(np.float32), view=None)
+
+    def build(h: Any, w: Any) -> tuple[Any, ...]:
+        conv = Conv2d((24, 48, 3, 3), strides=(2, 2), pads=(1, 1, 1, 1), activation="relu")
+        oh, ow = (h + 2 - 3) // 2 + 1, (w + 2 - 3) // 2 + 1
+        conv.record(rec, tensor((1, 48, h, w)), tensor((24, 48, 3, 3)), tensor((1, 24, oh, ow)),  # type: ignore[arg-type]
+                    taps=True)
+        return dispatched[-1]
+
+    trace = Trace()
+    dims = trace.inputs((368, 512))
+    with tracing(trace):
+        traced = build(*dims)
+    assert not trace.escapes, trace.escapes
+    assert traced[0][0] == "conv2d_taps" and traced[3] == "conv2d_taps"
+    program = compile_program(trace, dims, traced[1:3])
+    for h, w in ((370, 500), (361, 515)):
+        push, groups = build(h, w)[1:3]
+        assert program(h, w) == (push, groups)

@@ -1,0 +1,119 @@
+"""k×k convolutions of few output channels on cooperative matrices, one tap at a time
+(shaders/conv2d_taps.comp): which convolutions take them, with which tile, and the launch.
+
+The GEMM is output pixels × output channels. A workgroup stages a window of the input (every channel of a chunk,
+laid out channel fastest) in shared memory once; each of the KH·KW taps then reads its pixels × channels matrix
+from that window at a fixed stride. So every staged value serves every tap, where conv2d_coopmat.comp's im2col
+fetches it KH·KW times and locates each element by arithmetic. fp32 storage runs as hi + lo fp16 pairs, like
+conv2d_coopmat.comp.
+
+`Conv2d.record` (vk/kernels/conv.py) asks `taps_tile()`; a tile means it records this kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vkocr.engine.coopmat import switched_off, switched_on
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.launch import check_groups, pack
+from vkocr.engine.pipeline import KernelDef
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.tensor import Tensor
+
+CONV2D_TAPS = KernelDef("conv2d_taps", ("r", "r", "r", "w", "r"), 56)  # x, w, bias, out, residual
+MAX_COUT = 64  # every output channel in one workgroup
+MAX_ACCUMULATED = 8 * 16 * 16  # fp32 accumulator elements per subgroup (SPLIT's lo ones counted): 64 registers
+# per invocation on NVIDIA (eight 16 × 16 matrices)
+MIN_CIN = 8  # below this the chunk of TK channels is mostly zeros (a 3-channel stem: conv2d_direct.comp)
+AUTO_PRECISIONS = ("fp16", "fp32")
+
+
+@dataclass(frozen=True)
+class TapsTile:
+    """`rows` subgroups, one output row each, with fp blocks of TM output columns and fn blocks of TN output
+    channels."""
+
+    rows: int
+    fp: int
+    fn: int
+
+    def shared_bytes(self, mnk: tuple[int, int, int], window: tuple[int, ...], split: bool) -> int:
+        """What conv2d_taps.comp declares for window = (kh, kw, sh, sw, dh, dw): the input window and the chunk's
+        weights in fp16 (twice with `split`), one fp32 TM × TN staging matrix per subgroup."""
+        tm, tn, tk = mnk
+        kh, kw, sh, sw, dh, dw = window
+        rows_in = (self.rows - 1) * sh + (kh - 1) * dh + 1
+        cols_in = (self.fp * tm - 1) * sw + (kw - 1) * dw + 1
+        parts = 2 if split else 1
+        return 2 * parts * (rows_in * cols_in * tk + kh * kw * tk * self.fn * tn) + 4 * self.rows * tm * tn
+
+    def groups(self, mnk: tuple[int, int, int], n: int, oh: int, ow: int) -> tuple[int, int, int]:
+        """Workgroups for N images of an Hout × Wout output (sizes may be symbolic)."""
+        return -(-ow // (self.fp * mnk[0])), -(-oh // self.rows), n
+
+
+def taps_tile(device: object, precision: str, cout: int, cin: int, window: tuple[int, ...], *,
+              want: bool | None = None) -> TapsTile | None:
+    """The tile a convolution of group 1 with `cout` output and `cin` input channels and window = (kh, kw, sh, sw,
+    dh, dw) runs with on this kernel, or None for another kernel. `want`: None decides (the device has matrices,
+    the storage precision is one of AUTO_PRECISIONS, a k×k kernel, MIN_CIN ≤ cin and cout ≤ MAX_COUT, and
+    VKOCR_COOPMAT=1: not measured on a GPU yet), False never, True wherever the kernel can take it
+    (KernelArgumentError where it cannot). Every argument comes from the weights: never symbolic."""
+    if want is False:
+        return None
+    mnk: tuple[int, int, int] | None = getattr(device, "coopmat_shape", None)
+
+    def refuse(why: str) -> None:
+        if want:
+            raise KernelArgumentError(f"conv2d_taps: {why}")
+
+    if mnk is None or switched_off():
+        refuse(f"the device has no cooperative matrix ({getattr(device, 'coopmat_why_not', '') or 'none listed'})")
+        return None
+    if want is None and (precision not in AUTO_PRECISIONS or window[0] * window[1] == 1 or cin < MIN_CIN
+                         or not switched_on()):
+        return None
+    tm, tn, _ = mnk
+    fn = -(-cout // tn)
+    if fn * tn > MAX_COUT:
+        refuse(f"{cout} output channels, the kernel holds at most {MAX_COUT} in a workgroup")
+        return None
+    split = precision == "fp32"
+    limit = getattr(getattr(device, "info", None), "max_shared_memory_bytes", 32768)
+    for rows, fp in ((4, 4), (4, 2), (4, 1), (2, 1)):  # the widest that fits: the most reuse of the window
+        tile = TapsTile(rows, fp, fn)
+        if (fp * fn * tm * tn * (2 if split else 1) <= MAX_ACCUMULATED
+                and tile.shared_bytes(mnk, window, split) <= limit):
+            return tile
+    refuse(f"no tile of {fn} channel blocks fits {MAX_ACCUMULATED} accumulated elements and {limit} B of shared "
+           "memory")
+    return None
+
+
+def record_conv2d_taps(rec: Recorder, kernel: KernelDef, tile: TapsTile, window: tuple[int, ...],
+                       pads: tuple[int, int], post_affine: bool, x: Tensor, w: Tensor, out: Tensor,
+                       b: Tensor | None, residual: Tensor | None, epilogue: bytes) -> None:
+    """One dispatch: `kernel` is CONV2D_TAPS at the tensors' storage precision; window = (kh, kw, sh, sw, dh, dw);
+    pads = (top, left); `epilogue`: the packed (has_bias, act, act_alpha, act_beta, post_scale, post_shift), as
+    conv2d_direct.comp takes them. The caller (vk/kernels/conv.py) has checked every shape."""
+    mnk = rec.device.coopmat_shape
+    if mnk is None:  # taps_tile gave a tile: the device has matrices
+        raise KernelArgumentError("conv2d_taps: the device has no cooperative matrix")
+    n, cin, h, wd = x.shape
+    _, cout, oh, ow = out.shape
+    info = rec.device.info
+    threads = tile.rows * info.subgroup_size
+    if threads > info.max_workgroup_invocations:
+        raise KernelArgumentError(f"conv2d_taps: {threads} invocations per workgroup, the device allows "
+                                  f"{info.max_workgroup_invocations}")
+    groups = tile.groups(mnk, n, oh, ow)
+    check_groups(rec, groups, "conv2d_taps")
+    split = kernel.precision == "fp32"
+    constants = (threads, 1, 1, *mnk, tile.rows, tile.fp, tile.fn, *window, int(post_affine), int(residual is not None),
+                 int(split))
+    pipeline = rec.device.pipeline(kernel, constants)
+    push = pack("8I", cin, cout, h, wd, oh, ow, *pads) + epilogue
+    views = [x.view, w.view, (b if b is not None else w).view, out.view,
+             (residual if residual is not None else w).view]
+    rec.dispatch(pipeline, views, push, groups, label="conv2d_taps")
