@@ -37,6 +37,7 @@ from vkocr.engine.device import PIPELINE_STATS_ENV, PIPELINE_STATS_EXTENSION, De
 from vkocr.engine.kernels import conv_direct  # noqa: E402
 from vkocr.engine.kernels.conv import conv_output_shape  # noqa: E402
 from vkocr.engine.kernels.conv_coopmat import CoopmatTile  # noqa: E402
+from vkocr.engine.kernels.conv_taps import TapsTile  # noqa: E402
 from vkocr.engine.kernels.matmul import TILES, GemmTile  # noqa: E402
 from vkocr.engine.recorder import Recorder  # noqa: E402
 from vkocr.engine.tensor import Tensor  # noqa: E402
@@ -95,7 +96,10 @@ DIRECT_SHAPES = [(2, (16, 4)), (1, (16, 4)), (4, (16, 4)), (2, (32, 4)), (1, (32
 WARMUP_S = 0.1  # per variant, after a first second that brings the clocks up
 
 
-Variant = tuple[str, Any, "bool | None", Any, "CoopmatTile | None", "tuple[int, tuple[int, int]] | None", bool]
+Variant = tuple[str, Any, "bool | None", Any, "CoopmatTile | None", "tuple[int, tuple[int, int]] | None",
+                "bool | tuple[int, int]"]
+# the tap-by-tap kernel's (rows, column blocks) beyond its own choice; each case's output channels give the rest
+TAPS_SHAPES = [(4, 1), (4, 2), (4, 4), (2, 2), (8, 1), (8, 2)]
 
 
 def variants(device: Device, coopmat: bool, simt_tiles: list[str] | None = None,
@@ -123,26 +127,29 @@ def variants(device: Device, coopmat: bool, simt_tiles: list[str] | None = None,
                         out.append((label, dtype, True, None, t, None, False))
         for dtype in (np.float32, np.float16):
             out.append((f"taps {np.dtype(dtype).name[5:]}", dtype, None, None, None, None, True))
+            out += [(f"taps r{rows} fp{fp} {np.dtype(dtype).name[5:]}", dtype, None, None, None, None, (rows, fp))
+                    for rows, fp in TAPS_SHAPES]
     return out
 
 
 def run_variant(device: Device, case: cc.Case, dtype: Any, coopmat: bool | None, simt: Any,
                 tile: CoopmatTile | None, repeats: int, rounds: int,
-                direct: tuple[int, tuple[int, int]] | None = None, taps: bool = False) -> dict[str, Any]:
+                direct: tuple[int, tuple[int, int]] | None = None, taps: bool | tuple[int, int] = False
+                ) -> dict[str, Any]:
     saved = conv_direct.COLUMNS_PER_INVOCATION, conv_direct.LOCAL_XY
     if direct is not None:  # the kernel reads these when it records: set for this variant, restored after
         conv_direct.COLUMNS_PER_INVOCATION, conv_direct.LOCAL_XY = direct
     try:
         return timed_variant(device, case, dtype, coopmat, simt, tile, repeats, rounds,
                              True if direct is not None else None if coopmat is None and simt is None else False,
-                             taps or None)
+                             taps)
     finally:
         conv_direct.COLUMNS_PER_INVOCATION, conv_direct.LOCAL_XY = saved
 
 
 def timed_variant(device: Device, case: cc.Case, dtype: Any, coopmat: bool | None, simt: Any,
                   tile: CoopmatTile | None, repeats: int, rounds: int, direct: bool | None,
-                  taps: bool | None = None) -> dict[str, Any]:
+                  taps: bool | tuple[int, int] = False) -> dict[str, Any]:
     rng = np.random.default_rng()
     x, w, b = cc.inputs(case, rng, dtype)
     assert x is not None and w is not None
@@ -152,11 +159,15 @@ def timed_variant(device: Device, case: cc.Case, dtype: Any, coopmat: bool | Non
     tb = device.upload(b) if b is not None else None
     out = device.upload(np.full(shape, np.nan, dtype=dtype))
     conv = cc.prepared(case)
+    forced = None
+    if isinstance(taps, tuple) and device.coopmat_shape is not None:
+        forced = TapsTile(*taps, fn=-(-case.cout // device.coopmat_shape[1]))
     try:
         def record(rec: Recorder, t: list[Tensor | None] = [tx, tw, out, tb]) -> None:  # noqa: B006
             xx, ww, oo, bb = t
             assert xx is not None and ww is not None and oo is not None
-            conv.record(rec, xx, ww, oo, bb, tile=simt, coopmat=coopmat, coopmat_tile=tile, direct=direct, taps=taps)
+            conv.record(rec, xx, ww, oo, bb, tile=simt, coopmat=coopmat, coopmat_tile=tile, direct=direct,
+                        taps=True if taps else None, taps_tile=forced)
 
         with Recorder(device) as rec:
             record(rec)

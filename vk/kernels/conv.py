@@ -19,7 +19,7 @@ from vkocr.engine.kernels.conv_direct import (
     direct_groups,
     record_conv2d_direct,
 )
-from vkocr.engine.kernels.conv_taps import CONV2D_TAPS, record_conv2d_taps, taps_tile
+from vkocr.engine.kernels.conv_taps import CONV2D_TAPS, TapsTile, choose_taps_tile, record_conv2d_taps
 from vkocr.engine.kernels.gemv import Epilogue, GemvShape, record_gemv
 from vkocr.engine.kernels.launch import activation_id, check_groups, pack, require_shape, storage
 from vkocr.engine.kernels.matmul import TILES, GemmTile, pick_tile
@@ -118,8 +118,8 @@ class Conv2d:
 
     def record(self, rec: Recorder, x: Tensor, w: Tensor, out: Tensor, b: Tensor | None = None, *,
                residual: Tensor | None = None, tile: str | GemmTile | None = None, coopmat: bool | None = None,
-               coopmat_tile: CoopmatTile | None = None, direct: bool | None = None, taps: bool | None = None
-               ) -> None:
+               coopmat_tile: CoopmatTile | None = None, direct: bool | None = None, taps: bool | None = None,
+               taps_tile: TapsTile | None = None) -> None:
         """One GEMM per (image, group) for input x (N, Cin, H, W), plus `residual` (out's shape) in the epilogue
         when given; `tile` forces a tile config of the SIMT kernel. Every tensor stores float32, or every one
         float16 (accumulating in float32 all the same). `coopmat`: None lets vk/kernels/conv_coopmat.py decide
@@ -130,7 +130,8 @@ class Conv2d:
         workgroups to conv2d_direct.comp (unless `tile` or `coopmat=True` asks for a GEMM), True sends any
         convolution of group 1 that DirectLayout can hold there, False none. `taps`: None lets
         vk/kernels/conv_taps.py decide whether a k×k convolution of group 1 runs tap by tap on cooperative matrices
-        (unless another kernel is asked for), True asks for it (an error where it cannot), False never."""
+        (unless another kernel is asked for), True asks for it (an error where it cannot), False never;
+        `taps_tile` forces its tile (sweeps)."""
         kernel = storage(CONV2D, x, w, out, b, residual)
         if tuple(w.shape) != self.w_shape or (b is not None) != self.has_bias:
             raise KernelArgumentError(f"conv2d prepared for w {self.w_shape} (bias: {self.has_bias}), given "
@@ -152,10 +153,10 @@ class Conv2d:
         if taps or (taps is None and tile is None and coopmat is None and direct is None and self.group == 1):
             if self.group != 1:
                 raise KernelArgumentError(f"conv2d_taps takes group 1, not w {self.w_shape} in {self.group} groups")
-            taps_chosen = taps_tile(rec.device, kernel.precision, cout, self.w_shape[1], self._direct_window[:6],
+            taps_chosen = choose_taps_tile(rec.device, kernel.precision, cout, self.w_shape[1], self._direct_window[:6],
                                     want=taps)
             if taps_chosen is not None:
-                record_conv2d_taps(rec, storage(CONV2D_TAPS, x, w, out, b, residual), taps_chosen,
+                record_conv2d_taps(rec, storage(CONV2D_TAPS, x, w, out, b, residual), taps_tile or taps_chosen,
                                    self._direct_window[:6], self._direct_window[6:], self._post_affine, x, w, out, b,
                                    residual, self._direct_epilogue)
                 return

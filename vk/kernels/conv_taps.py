@@ -7,7 +7,7 @@ from that window at a fixed stride. So every staged value serves every tap, wher
 fetches it KH·KW times and locates each element by arithmetic. fp32 storage runs as hi + lo fp16 pairs, like
 conv2d_coopmat.comp.
 
-`Conv2d.record` (vk/kernels/conv.py) asks `taps_tile()`; a tile means it records this kernel.
+`Conv2d.record` (vk/kernels/conv.py) asks `choose_taps_tile()`; a tile means it records this kernel.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class TapsTile:
         return -(-ow // (self.fp * mnk[0])), -(-oh // self.rows), n
 
 
-def taps_tile(device: object, precision: str, cout: int, cin: int, window: tuple[int, ...], *,
+def choose_taps_tile(device: object, precision: str, cout: int, cin: int, window: tuple[int, ...], *,
               want: bool | None = None) -> TapsTile | None:
     """The tile a convolution of group 1 with `cout` output and `cin` input channels and window = (kh, kw, sh, sw,
     dh, dw) runs with on this kernel, or None for another kernel. `want`: None decides (the device has matrices,

@@ -19,7 +19,7 @@ from vkocr.engine.coopmat import ENV
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv import Conv2d
-from vkocr.engine.kernels.conv_taps import MAX_ACCUMULATED, TapsTile, taps_tile
+from vkocr.engine.kernels.conv_taps import MAX_ACCUMULATED, TapsTile, choose_taps_tile
 from vkocr.engine.ops.conv import conv2d
 from vkocr.engine.recorder import Recorder
 
@@ -36,22 +36,23 @@ def test_which_convolutions_take_the_kernel(monkeypatch: pytest.MonkeyPatch) -> 
     """Unasked, only with VKOCR_COOPMAT=1 (not measured on a GPU yet); then k×k, at least MIN_CIN input and at most
     MAX_COUT output channels, fp32 or fp16 storage. Asked, anything the tile holds; never where VKOCR_COOPMAT=0."""
     h200 = fake_device(info())
-    assert taps_tile(h200, "fp32", 24, 96, DET_HEAD) is None
-    assert taps_tile(h200, "fp32", 24, 96, DET_HEAD, want=True) == TapsTile(rows=4, fp=2, fn=2)
+    assert choose_taps_tile(h200, "fp32", 24, 96, DET_HEAD) is None
+    assert choose_taps_tile(h200, "fp32", 24, 96, DET_HEAD, want=True) == TapsTile(rows=4, fp=2, fn=2)
     monkeypatch.setenv(ENV, "1")
-    assert taps_tile(h200, "fp32", 24, 96, DET_HEAD) == TapsTile(rows=4, fp=2, fn=2)  # hi + lo: half the columns
-    assert taps_tile(h200, "fp16", 24, 96, DET_HEAD) == TapsTile(rows=4, fp=4, fn=2)
-    assert taps_tile(h200, "fp16", 64, 96, DET_HEAD) == TapsTile(rows=4, fp=2, fn=4)
-    assert taps_tile(h200, "fp16", 24, 3, DET_STEM) is None                   # 3 input channels: the direct kernel
-    assert taps_tile(h200, "fp16", 96, 96, DET_HEAD) is None                  # too many output channels
-    assert taps_tile(h200, "fp16", 24, 96, (1, 1, 1, 1, 1, 1)) is None        # pointwise
-    assert taps_tile(h200, "fp16", 24, 96, DET_HEAD, want=False) is None
+    assert choose_taps_tile(h200, "fp32", 24, 96, DET_HEAD) == TapsTile(rows=4, fp=2, fn=2)  # hi + lo: half the columns
+    assert choose_taps_tile(h200, "fp16", 24, 96, DET_HEAD) == TapsTile(rows=4, fp=4, fn=2)
+    assert choose_taps_tile(h200, "fp16", 64, 96, DET_HEAD) == TapsTile(rows=4, fp=2, fn=4)
+    # 3 input channels: the direct kernel
+    assert choose_taps_tile(h200, "fp16", 24, 3, DET_STEM) is None
+    assert choose_taps_tile(h200, "fp16", 96, 96, DET_HEAD) is None                  # too many output channels
+    assert choose_taps_tile(h200, "fp16", 24, 96, (1, 1, 1, 1, 1, 1)) is None        # pointwise
+    assert choose_taps_tile(h200, "fp16", 24, 96, DET_HEAD, want=False) is None
     with pytest.raises(KernelArgumentError, match="at most 64"):
-        taps_tile(h200, "fp16", 96, 96, DET_HEAD, want=True)
+        choose_taps_tile(h200, "fp16", 96, 96, DET_HEAD, want=True)
     monkeypatch.setenv(ENV, "0")
-    assert taps_tile(fake_device(info()), "fp16", 24, 96, DET_HEAD) is None
+    assert choose_taps_tile(fake_device(info()), "fp16", 24, 96, DET_HEAD) is None
     with pytest.raises(KernelArgumentError, match="no cooperative matrix"):
-        taps_tile(fake_device(info()), "fp16", 24, 96, DET_HEAD, want=True)
+        choose_taps_tile(fake_device(info()), "fp16", 24, 96, DET_HEAD, want=True)
 
 
 @pytest.mark.parametrize("window", [DET_HEAD, DET_STEM, (2, 2, 1, 1, 1, 1), (3, 3, 1, 1, 2, 2)])
@@ -61,7 +62,7 @@ def test_tiles_fit_the_device(window: tuple[int, ...], precision: str, cout: int
     for shared, mnk in ((49152, (16, 16, 16)), (32768, (8, 8, 8))):
         device = fake_device(info(max_shared_memory_bytes=shared))
         device.coopmat_shape = mnk
-        tile = taps_tile(device, precision, cout, 64, window, want=True)
+        tile = choose_taps_tile(device, precision, cout, 64, window, want=True)
         assert tile is not None and tile.fn * mnk[1] >= cout
         parts = 2 if precision == "fp32" else 1
         assert tile.fp * tile.fn * mnk[0] * mnk[1] * parts <= MAX_ACCUMULATED
@@ -70,11 +71,11 @@ def test_tiles_fit_the_device(window: tuple[int, ...], precision: str, cout: int
 
 def test_a_window_too_large_for_shared_memory_is_refused() -> None:
     h200 = fake_device(info())
-    assert taps_tile(h200, "fp32", 64, 64, DET_STEM, want=False) is None
-    assert taps_tile(h200, "fp16", 64, 64, DET_STEM, want=True) is not None
-    assert taps_tile(h200, "fp32", 64, 64, (7, 7, 2, 2, 1, 1)) is None
+    assert choose_taps_tile(h200, "fp32", 64, 64, DET_STEM, want=False) is None
+    assert choose_taps_tile(h200, "fp16", 64, 64, DET_STEM, want=True) is not None
+    assert choose_taps_tile(h200, "fp32", 64, 64, (7, 7, 2, 2, 1, 1)) is None
     with pytest.raises(KernelArgumentError, match="shared memory"):
-        taps_tile(h200, "fp32", 64, 64, (7, 7, 2, 2, 1, 1), want=True)
+        choose_taps_tile(h200, "fp32", 64, 64, (7, 7, 2, 2, 1, 1), want=True)
 
 
 # conv2d's cases of group 1 and at most 64 output channels, and some of the kernel's own: several chunks of input
@@ -170,7 +171,8 @@ def test_the_taps_launch_stays_symbolic() -> None:
     def build(h: Any, w: Any) -> tuple[Any, ...]:
         conv = Conv2d((24, 48, 3, 3), strides=(2, 2), pads=(1, 1, 1, 1), activation="relu")
         oh, ow = (h + 2 - 3) // 2 + 1, (w + 2 - 3) // 2 + 1
-        conv.record(rec, tensor((1, 48, h, w)), tensor((24, 48, 3, 3)), tensor((1, 24, oh, ow)),  # type: ignore[arg-type]
+        # type: ignore[arg-type]
+        conv.record(rec, tensor((1, 48, h, w)), tensor((24, 48, 3, 3)), tensor((1, 24, oh, ow)),
                     taps=True)
         return dispatched[-1]
 
