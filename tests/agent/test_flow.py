@@ -194,10 +194,19 @@ def words_job(pipeline: OcrPipeline, i: int, words: int) -> Job:
     return Job(f"words-{i}-{words}", pipeline.request(word_pixels(text), options, decoded=True))
 
 
-def test_lines_of_several_widths_read_together_answer_as_each_read_alone(lanes: GpuWorker) -> None:
+@pytest.fixture
+def joint_lanes() -> Iterator[GpuWorker]:
+    """`lanes`, with four recogniser batches in one submission (joint runs; 1 by default)."""
+    worker = serving(ThroughputConfig(detect_lanes=2, read_lanes=1, batch_requests=8, batch_wait_ms=0.0,
+                                      joint_batches=4))
+    yield worker
+    worker.stop(60)
+
+
+def test_lines_of_several_widths_read_together_answer_as_each_read_alone(joint_lanes: GpuWorker) -> None:
     """One read of six requests whose lines have five widths: their batches share submissions (joint runs,
     throughput.joint_batches = 4, so two rounds), and every line reads exactly as it does in a read of its own."""
-    worker = lanes
+    worker = joint_lanes
     pipeline = worker.pipeline
     assert pipeline is not None and pipeline.stages.joint_batches == 4
     sizes = [(200, 1), (210, 2), (220, 3), (230, 4), (240, 5), (250, 2)]

@@ -107,9 +107,13 @@ def record_conv2d_taps(rec: Recorder, kernel: KernelDef, tile: TapsTile, window:
     if threads > info.max_workgroup_invocations:
         raise KernelArgumentError(f"conv2d_taps: {threads} invocations per workgroup, the device allows "
                                   f"{info.max_workgroup_invocations}")
+    split = kernel.precision == "fp32"
+    window_shared = tile.shared_bytes(mnk, window, split)
+    if window_shared > info.max_shared_memory_bytes:  # a forced tile: a pipeline past the limit loses the device
+        raise KernelArgumentError(f"conv2d_taps: the tile {tile} needs {window_shared} B of shared memory, the device "
+                                  f"has {info.max_shared_memory_bytes}")
     groups = tile.groups(mnk, n, oh, ow)
     check_groups(rec, groups, "conv2d_taps")
-    split = kernel.precision == "fp32"
     constants = (threads, 1, 1, *mnk, tile.rows, tile.fp, tile.fn, *window, int(post_affine), int(residual is not None),
                  int(split))
     pipeline = rec.device.pipeline(kernel, constants)
