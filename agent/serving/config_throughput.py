@@ -39,7 +39,7 @@ class ThroughputConfig:
     batch_lines: int = 16  # crops of one width in one recogniser submission, at most (batch sizes: powers of two)
     # recogniser batches of different widths in one submission, side by side (vk/graph/joint.py): a batch of a
     # few lines leaves most of a GPU idle between its barriers; 1: one submission each. 1 by default: the joint
-    # recording is made per round on the host, and on an H100 at 16 clients the agent answered 93.1 images/s with
+    # recording is made per round on the host, and on an H100 at 16 clients the agent answered 96.5 images/s with
     # 1, 89.1 with 4 and 83.1 with 6 (BENCHMARKS.md, session 27)
     joint_batches: int = 1
     # images held on the device at once, from a request's detection to its reading (2048² RGB each, 12 MiB);
