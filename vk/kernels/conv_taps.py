@@ -54,7 +54,7 @@ class TapsTile:
 
 
 def choose_taps_tile(device: object, precision: str, cout: int, cin: int, window: tuple[int, ...], *,
-              want: bool | None = None) -> TapsTile | None:
+                     want: bool | None = None) -> TapsTile | None:
     """The tile a convolution of group 1 with `cout` output and `cin` input channels and window = (kh, kw, sh, sw,
     dh, dw) runs with on this kernel, or None for another kernel. `want`: None decides (the device has matrices,
     the storage precision is one of AUTO_PRECISIONS, a k×k kernel, MIN_CIN ≤ cin and cout ≤ MAX_COUT, and
@@ -68,7 +68,10 @@ def choose_taps_tile(device: object, precision: str, cout: int, cin: int, window
         if want:
             raise KernelArgumentError(f"conv2d_taps: {why}")
 
-    if mnk is None or switched_off():
+    if switched_off():
+        refuse("cooperative matrices are switched off (VKOCR_COOPMAT=0)")
+        return None
+    if mnk is None:
         refuse(f"the device has no cooperative matrix ({getattr(device, 'coopmat_why_not', '') or 'none listed'})")
         return None
     if want is None and (precision not in AUTO_PRECISIONS or window[0] * window[1] == 1 or cin < MIN_CIN

@@ -51,8 +51,11 @@ def test_which_convolutions_take_the_kernel(monkeypatch: pytest.MonkeyPatch) -> 
         choose_taps_tile(h200, "fp16", 96, 96, DET_HEAD, want=True)
     monkeypatch.setenv(ENV, "0")
     assert choose_taps_tile(fake_device(info()), "fp16", 24, 96, DET_HEAD) is None
-    with pytest.raises(KernelArgumentError, match="no cooperative matrix"):
+    with pytest.raises(KernelArgumentError, match="switched off"):
         choose_taps_tile(fake_device(info()), "fp16", 24, 96, DET_HEAD, want=True)
+    monkeypatch.delenv(ENV)
+    with pytest.raises(KernelArgumentError, match="no cooperative matrix"):
+        choose_taps_tile(fake_device(info(coopmat_shapes=())), "fp16", 24, 96, DET_HEAD, want=True)
 
 
 @pytest.mark.parametrize("window", [DET_HEAD, DET_STEM, (2, 2, 1, 1, 1, 1), (3, 3, 1, 1, 2, 2)])
