@@ -311,13 +311,13 @@ def test_unasked_a_conv_too_small_for_the_other_tiles_keeps_the_sliced_one(monke
     assert kernel_for(14, asked=True) == "conv2d_coopmat"
 
 
-def test_the_coopmat_launch_stays_symbolic(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under a shape-class trace (vk/symbolic.py) the choice and the launch pin no dimension, and the compiled
-    program gives another shape of the class the groups and push constants a build of that shape gives."""
+def symbolic_conv_launch(dtype: type, record: dict[str, Any]) -> tuple[str, str]:
+    """Record a 3×3 stride-2 Conv2d((32, 16, 3, 3)) on a fake device with 16×16×16 matrices (`record`: the kernel
+    choice's keywords) under a shape-class trace (vk/symbolic.py): the choice and the launch must pin no dimension,
+    and the compiled program must give other shapes of the class the groups and push constants a build of that
+    shape gives. Returns the traced dispatch's (SPIR-V name, label)."""
     from vkocr.engine.symbolic import Trace, tracing
     from vkocr.engine.symbolic_program import compile_program
-
-    monkeypatch.setenv(ENV, "1")
 
     dispatched: list[tuple[Any, ...]] = []
     device = SimpleNamespace(info=info(), coopmat_shape=(16, 16, 16), coopmat_why_not="",
@@ -326,13 +326,13 @@ def test_the_coopmat_launch_stays_symbolic(monkeypatch: pytest.MonkeyPatch) -> N
         (pipeline, push, groups, label)))
 
     def tensor(shape: tuple[Any, ...]) -> SimpleNamespace:
-        return SimpleNamespace(shape=shape, dtype=np.dtype(np.float16), view=None)
+        return SimpleNamespace(shape=shape, dtype=np.dtype(dtype), view=None)
 
     def build(h: Any, w: Any) -> tuple[Any, ...]:
         conv = Conv2d((32, 16, 3, 3), strides=(2, 2), pads=(1, 1, 1, 1), activation="relu")
         oh, ow = (h + 2 - 3) // 2 + 1, (w + 2 - 3) // 2 + 1
         conv.record(rec, tensor((1, 16, h, w)), tensor((32, 16, 3, 3)), tensor((1, 32, oh, ow)),  # type: ignore[arg-type]
-                    coopmat=True)
+                    **record)
         return dispatched[-1]
 
     trace = Trace()
@@ -340,8 +340,13 @@ def test_the_coopmat_launch_stays_symbolic(monkeypatch: pytest.MonkeyPatch) -> N
     with tracing(trace):
         traced = build(*dims)
     assert not trace.escapes, trace.escapes
-    assert traced[0][0] == "conv2d_coopmat.fp16" and traced[3] == "conv2d_coopmat"
     program = compile_program(trace, dims, traced[1:3])
     for h, w in ((370, 500), (361, 515)):
         push, groups = build(h, w)[1:3]
         assert program(h, w) == (push, groups)
+    return traced[0][0], traced[3]
+
+
+def test_the_coopmat_launch_stays_symbolic(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, "1")
+    assert symbolic_conv_launch(np.float16, {"coopmat": True}) == ("conv2d_coopmat.fp16", "conv2d_coopmat")

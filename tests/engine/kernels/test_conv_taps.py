@@ -5,7 +5,6 @@ convolutions take the kernel, its tiles, and the kernel against NumPy where the 
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -14,7 +13,7 @@ import pytest
 from tests.engine.kernels.harness import check, check_bounded, fresh_rng, poisoned, release, storage_ref
 from tests.engine.kernels.test_conv import CASES as SIMT_CASES
 from tests.engine.kernels.test_conv import Case
-from tests.engine.kernels.test_conv_coopmat import fake_device, info
+from tests.engine.kernels.test_conv_coopmat import fake_device, info, symbolic_conv_launch
 from vkocr.engine.coopmat import ENV
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
@@ -157,35 +156,4 @@ def test_asking_for_a_grouped_convolution_fails(device: Device) -> None:
 
 
 def test_the_taps_launch_stays_symbolic() -> None:
-    """Under a shape-class trace (vk/symbolic.py) the choice and the launch pin no dimension, and the compiled
-    program gives another shape of the class the groups and push constants a build of that shape gives."""
-    from vkocr.engine.symbolic import Trace, tracing
-    from vkocr.engine.symbolic_program import compile_program
-
-    dispatched: list[tuple[Any, ...]] = []
-    device = SimpleNamespace(info=info(), coopmat_shape=(16, 16, 16), coopmat_why_not="",
-                             pipeline=lambda kernel, constants: (kernel.spirv_name, constants))
-    rec = SimpleNamespace(device=device, dispatch=lambda pipeline, views, push, groups, label: dispatched.append(
-        (pipeline, push, groups, label)))
-
-    def tensor(shape: tuple[Any, ...]) -> SimpleNamespace:
-        return SimpleNamespace(shape=shape, dtype=np.dtype(np.float32), view=None)
-
-    def build(h: Any, w: Any) -> tuple[Any, ...]:
-        conv = Conv2d((24, 48, 3, 3), strides=(2, 2), pads=(1, 1, 1, 1), activation="relu")
-        oh, ow = (h + 2 - 3) // 2 + 1, (w + 2 - 3) // 2 + 1
-        # type: ignore[arg-type]
-        conv.record(rec, tensor((1, 48, h, w)), tensor((24, 48, 3, 3)), tensor((1, 24, oh, ow)),
-                    taps=True)
-        return dispatched[-1]
-
-    trace = Trace()
-    dims = trace.inputs((368, 512))
-    with tracing(trace):
-        traced = build(*dims)
-    assert not trace.escapes, trace.escapes
-    assert traced[0][0] == "conv2d_taps" and traced[3] == "conv2d_taps"
-    program = compile_program(trace, dims, traced[1:3])
-    for h, w in ((370, 500), (361, 515)):
-        push, groups = build(h, w)[1:3]
-        assert program(h, w) == (push, groups)
+    assert symbolic_conv_launch(np.float32, {"taps": True}) == ("conv2d_taps", "conv2d_taps")
