@@ -153,8 +153,8 @@ class Conv2d:
         if taps or (taps is None and tile is None and coopmat is None and direct is None and self.group == 1):
             if self.group != 1:
                 raise KernelArgumentError(f"conv2d_taps takes group 1, not w {self.w_shape} in {self.group} groups")
-            taps_chosen = choose_taps_tile(rec.device, kernel.precision, cout, self.w_shape[1], self._direct_window[:6],
-                                    want=taps)
+            taps_chosen = choose_taps_tile(rec.device, kernel.precision, cout, self.w_shape[1],
+                                           self._direct_window[:6], want=taps)
             if taps_chosen is not None:
                 record_conv2d_taps(rec, storage(CONV2D_TAPS, x, w, out, b, residual), taps_tile or taps_chosen,
                                    self._direct_window[:6], self._direct_window[6:], self._post_affine, x, w, out, b,
