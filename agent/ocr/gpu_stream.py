@@ -45,8 +45,8 @@ MAX_REC_STEPS = 8192  # time steps per line (the recogniser makes one per 8 inpu
 ROLES = ("det", "cls", "rec")
 # rec batches of different widths in one submission (vk/graph/joint.py), unless told otherwise: one, since the
 # joint recording is made per run (4.3 ms of host time for four batches on the 2-core build machine, against
-# 2.6 to 4.7 ms of GPU time saved on an H100) and a lone image waits for both; the agent, which the GPU limits and
-# whose reading lanes work while other lanes' submissions run, shares four (throughput.joint_batches)
+# 2.6 to 4.7 ms of GPU time saved on an H100) and a lone image waits for both; the agent takes
+# throughput.joint_batches, 1 by default too (with 4 it answered 8 % fewer images per second on an H100)
 JOINT_BATCHES = 1
 JOINT_COPY_BYTES = 128 << 20  # activations a rec batch may take in a joint run's copy (larger ones run apart)
 JOINT_MEMORY_SHARE = 32  # and at most this fraction of the device's memory (a small board's goes to the plans)

@@ -272,19 +272,30 @@ def test_coopmat_conv_matches_numpy(device: Device, case: Case, dtype: type, til
         conv.record(rec, x, w, out, b, coopmat=True, coopmat_tile=tile)
         rec.run()
         assert [t.label for t in rec.timings()] == ["conv2d_coopmat"]
-    what = f"conv2d_coopmat {case} {np.dtype(dtype)} {tile}"
-    if dtype == np.float16:  # fp16 inputs; the reference rounds as the kernel does
-        check(device.download(out), ref, what, seed, 2e-3)
-    else:
-        # hi + lo fp16 pairs keep ~21 bits of every input: each element within 2e-6 of its terms' magnitude
-        # (Mesa 26's lavapipe: at most 5.3e-7 over 20 draws of every case and tile; one fp16 product each would
-        # give ~5e-4; the activations' slopes are at most 1.5)
-        magnitude = conv2d(np.abs(x_np).astype(np.float32), np.abs(w_np).astype(np.float32),
-                           np.abs(b_np).astype(np.float32) if b_np is not None else None, **conv_attrs)
-        if post is not None:
-            magnitude = magnitude * np.float32(abs(post[0]))
-        check_bounded(device.download(out), ref, magnitude, what, seed, 2e-6)
+    check_matrix_conv(device.download(out), ref, (x_np, w_np, b_np), conv_attrs, post,
+                      f"conv2d_coopmat {case} {np.dtype(dtype)} {tile}", seed)
     release(device, x, w, out, *([b] if b is not None else []))
+
+
+def check_matrix_conv(got: np.ndarray, ref: np.ndarray, operands: tuple[np.ndarray, np.ndarray, np.ndarray | None],
+                      conv_attrs: dict[str, Any], post: tuple[float, float] | None, what: str, seed: int,
+                      residual: np.ndarray | None = None) -> None:
+    """A convolution on cooperative matrices against its reference `ref`: with fp16 storage within 2e-3 (the
+    reference rounds as the kernel does); with fp32 storage (hi + lo fp16 pairs, ~21 bits of every input) each
+    element within 2e-6 of its terms' magnitude (Mesa 26's lavapipe: at most 5.3e-7 over 20 draws of every case
+    and tile; one fp16 product each would give ~5e-4; the activations' slopes are at most 1.5). `operands`: (x,
+    w, bias) as stored; `residual`: the one added in the epilogue."""
+    if got.dtype == np.float16:
+        check(got, ref, what, seed, 2e-3)
+        return
+    x_np, w_np, b_np = (None if a is None else np.abs(a).astype(np.float32) for a in operands)
+    assert x_np is not None and w_np is not None
+    magnitude = conv2d(x_np, w_np, b_np, **conv_attrs)
+    if post is not None:
+        magnitude = magnitude * np.float32(abs(post[0]))
+    if residual is not None:
+        magnitude = magnitude + np.abs(residual)
+    check_bounded(got, ref, magnitude, what, seed, 2e-6)
 
 
 def test_unasked_a_conv_too_small_for_the_other_tiles_keeps_the_sliced_one(monkeypatch: pytest.MonkeyPatch) -> None:

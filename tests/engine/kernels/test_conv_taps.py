@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.engine.kernels.harness import check, check_bounded, fresh_rng, poisoned, release, storage_ref
+from tests.engine.kernels.harness import fresh_rng, poisoned, release, storage_ref
 from tests.engine.kernels.test_conv import CASES as SIMT_CASES
 from tests.engine.kernels.test_conv import Case
-from tests.engine.kernels.test_conv_coopmat import fake_device, info, symbolic_conv_launch
+from tests.engine.kernels.test_conv_coopmat import check_matrix_conv, fake_device, info, symbolic_conv_launch
 from vkocr.engine.coopmat import ENV
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
@@ -130,18 +130,8 @@ def test_taps_conv_matches_numpy(device: Device, case: Case, dtype: type, residu
         conv.record(rec, x, w, out, b, residual=r, taps=True)
         rec.run()
         assert [t.label for t in rec.timings()] == ["conv2d_taps"]
-    what = f"conv2d_taps {case} {np.dtype(dtype)} residual={residual}"
-    if dtype == np.float16:  # fp16 inputs; the reference rounds as the kernel does
-        check(device.download(out), ref, what, seed, 2e-3)
-    else:
-        # hi + lo fp16 pairs: each element within 2e-6 of its terms' magnitude (test_conv_coopmat.py's bound)
-        magnitude = conv2d(np.abs(as32["x"]), np.abs(as32["w"]), np.abs(as32["b"]) if "b" in as32 else None,
-                           **conv_attrs)
-        if post is not None:
-            magnitude = magnitude * np.float32(abs(post[0]))
-        if r_np is not None:
-            magnitude = magnitude + np.abs(r_np)
-        check_bounded(device.download(out), ref, magnitude, what, seed, 2e-6)
+    check_matrix_conv(device.download(out), ref, (arrays["x"], arrays["w"], arrays.get("b")), conv_attrs, post,
+                      f"conv2d_taps {case} {np.dtype(dtype)} residual={residual}", seed, r_np)
     release(device, x, w, out, *[t for t in (b, r) if t is not None])
 
 
