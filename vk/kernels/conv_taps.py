@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vkocr.engine.coopmat import switched_off, switched_on
+from vkocr.engine.coopmat import switched_off
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.launch import check_groups, pack
 from vkocr.engine.pipeline import KernelDef
@@ -23,10 +23,17 @@ from vkocr.engine.tensor import Tensor
 
 CONV2D_TAPS = KernelDef("conv2d_taps", ("r", "r", "r", "w", "r"), 56)  # x, w, bias, out, residual
 MAX_COUT = 64  # every output channel in one workgroup
-MAX_ACCUMULATED = 8 * 16 * 16  # fp32 accumulator elements per subgroup (SPLIT's lo ones counted): 64 registers
-# per invocation on NVIDIA (eight 16 × 16 matrices)
+MAX_ACCUMULATED = 12 * 16 * 16  # fp32 accumulator elements per subgroup (SPLIT's lo ones counted): 96 registers
+# per invocation on NVIDIA (twelve 16 × 16 matrices); rec's 2×2 24 -> 48 ran fastest with all twelve on the H200
+# (fp32, 8 rows × 2 column blocks × 3 channel blocks: 0.037 ms against 0.048 for conv2d.comp)
 MIN_CIN = 8  # below this the chunk of TK channels is mostly zeros (a 3-channel stem: conv2d_direct.comp)
 AUTO_PRECISIONS = ("fp16", "fp32")
+# (rows, fp), the widest that fits first: the most reuse of the window. Unasked only the 8-row tiles: on the H200
+# (scripts/sweep_conv_tiles.py --kxk, benchmarks/2026-12-06-h200-sweep-taps-session28.json) they beat conv2d.comp
+# wherever they fit (det's 3×3 96 -> 24 head: 0.124 against 0.170 ms in fp32, 0.077 in fp16), the 4- and 2-row
+# ones lost to it.
+TILE_SHAPES = ((8, 2), (8, 1), (4, 2), (4, 1), (2, 1))
+AUTO_ROWS = 8
 
 
 @dataclass(frozen=True)
@@ -56,9 +63,9 @@ class TapsTile:
 def choose_taps_tile(device: object, precision: str, cout: int, cin: int, window: tuple[int, ...], *,
                      want: bool | None = None) -> TapsTile | None:
     """The tile a convolution of group 1 with `cout` output and `cin` input channels and window = (kh, kw, sh, sw,
-    dh, dw) runs with on this kernel, or None for another kernel. `want`: None decides (the device has matrices,
-    the storage precision is one of AUTO_PRECISIONS, a k×k kernel, MIN_CIN ≤ cin and cout ≤ MAX_COUT, and
-    VKOCR_COOPMAT=1: not measured on a GPU yet), False never, True wherever the kernel can take it
+    dh, dw) runs with on this kernel, or None for another kernel. `want`: None decides (the device has matrices
+    and VKOCR_COOPMAT is not 0, the storage precision is one of AUTO_PRECISIONS, a k×k kernel, MIN_CIN ≤ cin and
+    cout ≤ MAX_COUT, and a tile of AUTO_ROWS rows fits), False never, True wherever the kernel can take it
     (KernelArgumentError where it cannot). Every argument comes from the weights: never symbolic."""
     if want is False:
         return None
@@ -74,8 +81,7 @@ def choose_taps_tile(device: object, precision: str, cout: int, cin: int, window
     if mnk is None:
         refuse(f"the device has no cooperative matrix ({getattr(device, 'coopmat_why_not', '') or 'none listed'})")
         return None
-    if want is None and (precision not in AUTO_PRECISIONS or window[0] * window[1] == 1 or cin < MIN_CIN
-                         or not switched_on()):
+    if want is None and (precision not in AUTO_PRECISIONS or window[0] * window[1] == 1 or cin < MIN_CIN):
         return None
     tm, tn, _ = mnk
     fn = -(-cout // tn)
@@ -83,12 +89,14 @@ def choose_taps_tile(device: object, precision: str, cout: int, cin: int, window
         refuse(f"{cout} output channels, the kernel holds at most {MAX_COUT} in a workgroup")
         return None
     split = precision == "fp32"
-    limit = getattr(getattr(device, "info", None), "max_shared_memory_bytes", 32768)
-    for rows, fp in ((4, 4), (4, 2), (4, 1), (2, 1)):  # the widest that fits: the most reuse of the window
+    info = getattr(device, "info", None)
+    limit = getattr(info, "max_shared_memory_bytes", 32768)
+    threads = getattr(info, "max_workgroup_invocations", 1024) // getattr(info, "subgroup_size", 32)
+    for rows, fp in TILE_SHAPES:
         tile = TapsTile(rows, fp, fn)
-        if (fp * fn * tm * tn * (2 if split else 1) <= MAX_ACCUMULATED
+        if (rows <= threads and fp * fn * tm * tn * (2 if split else 1) <= MAX_ACCUMULATED
                 and tile.shared_bytes(mnk, window, split) <= limit):
-            return tile
+            return tile if want or rows == AUTO_ROWS else None
     refuse(f"no tile of {fn} channel blocks fits {MAX_ACCUMULATED} accumulated elements and {limit} B of shared "
            "memory")
     return None

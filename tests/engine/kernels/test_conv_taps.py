@@ -5,6 +5,7 @@ convolutions take the kernel, its tiles, and the kernel against NumPy where the 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from tests.engine.kernels.test_conv_coopmat import check_matrix_conv, fake_devic
 from vkocr.engine.coopmat import ENV
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.conv import Conv2d
+from vkocr.engine.kernels.conv import Conv2d, conv_output_shape
 from vkocr.engine.kernels.conv_taps import MAX_ACCUMULATED, TapsTile, choose_taps_tile
 from vkocr.engine.ops.conv import conv2d
 from vkocr.engine.recorder import Recorder
@@ -32,15 +33,23 @@ def switch_unset(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_which_convolutions_take_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Unasked, only with VKOCR_COOPMAT=1 (not measured on a GPU yet); then k×k, at least MIN_CIN input and at most
-    MAX_COUT output channels, fp32 or fp16 storage. Asked, anything the tile holds; never where VKOCR_COOPMAT=0."""
+    """Unasked: k×k, at least MIN_CIN input and at most MAX_COUT output channels, fp32 or fp16 storage, and a tile
+    of 8 rows that fits (the H200's sweep: narrower ones lost to conv2d.comp). Asked, anything some tile holds;
+    never where VKOCR_COOPMAT=0."""
     h200 = fake_device(info())
-    assert choose_taps_tile(h200, "fp32", 24, 96, DET_HEAD) is None
-    assert choose_taps_tile(h200, "fp32", 24, 96, DET_HEAD, want=True) == TapsTile(rows=4, fp=2, fn=2)
-    monkeypatch.setenv(ENV, "1")
-    assert choose_taps_tile(h200, "fp32", 24, 96, DET_HEAD) == TapsTile(rows=4, fp=2, fn=2)  # hi + lo: half the columns
-    assert choose_taps_tile(h200, "fp16", 24, 96, DET_HEAD) == TapsTile(rows=4, fp=4, fn=2)
-    assert choose_taps_tile(h200, "fp16", 64, 96, DET_HEAD) == TapsTile(rows=4, fp=2, fn=4)
+    assert choose_taps_tile(h200, "fp32", 24, 96, DET_HEAD) == TapsTile(rows=8, fp=2, fn=2)  # hi + lo: 48 KiB
+    assert choose_taps_tile(h200, "fp16", 24, 96, DET_HEAD) == TapsTile(rows=8, fp=2, fn=2)
+    assert choose_taps_tile(h200, "fp16", 64, 96, DET_HEAD) == TapsTile(rows=8, fp=2, fn=4)
+    assert choose_taps_tile(h200, "fp32", 48, 24, (2, 2, 1, 1, 1, 1)) == TapsTile(rows=8, fp=2, fn=3)  # rec's 2×2
+    assert choose_taps_tile(h200, "fp32", 64, 96, DET_HEAD) is None  # 64 channels' weight pairs: 55 KiB at 8 rows
+    # det's strided 48 -> 24: fp16's window fits 8 rows, fp32's pairs only 4 (which lost to conv2d.comp)
+    assert choose_taps_tile(h200, "fp16", 24, 48, DET_STEM) == TapsTile(rows=8, fp=1, fn=2)
+    assert choose_taps_tile(h200, "fp32", 24, 48, DET_STEM) is None
+    assert choose_taps_tile(h200, "fp32", 24, 48, DET_STEM, want=True) == TapsTile(rows=4, fp=1, fn=2)
+    # 8 subgroups of 64 invocations pass a device of 256: 4 rows, so not unasked
+    narrow = fake_device(info(subgroup_size=64, max_workgroup_invocations=256))
+    assert choose_taps_tile(narrow, "fp16", 24, 96, DET_HEAD) is None
+    assert choose_taps_tile(narrow, "fp16", 24, 96, DET_HEAD, want=True) == TapsTile(rows=4, fp=2, fn=2)
     # 3 input channels: the direct kernel
     assert choose_taps_tile(h200, "fp16", 24, 3, DET_STEM) is None
     assert choose_taps_tile(h200, "fp16", 96, 96, DET_HEAD) is None                  # too many output channels
@@ -82,11 +91,13 @@ def test_a_window_too_large_for_shared_memory_is_refused() -> None:
 
 # conv2d's cases of group 1 and at most 64 output channels, and some of the kernel's own: several chunks of input
 # channels, partial column blocks, rows past the output, PP-OCRv6 det's head and stem shapes (scaled down)
+DET_STEM_CASE = Case((2, 48, 19, 70), 24, (3, 3), strides=(2, 2), pads=(1, 1, 1, 1))  # batch 2
+DET_HEAD_CASE = Case((1, 96, 10, 45), 24, (3, 3), pads=(1, 1, 1, 1), attrs={"activation": "relu"})
 TAPS_CASES = [c for c in SIMT_CASES if c.group == 1 and c.cout <= 64] + [
     Case((1, 20, 23, 37), 24, (3, 3), pads=(1, 1, 1, 1)),                        # 2 chunks, partial
-    Case((2, 48, 19, 70), 24, (3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),        # det's stem, batch 2
+    DET_STEM_CASE,
     Case((1, 24, 18, 33), 12, (2, 2), pads=(0, 0, 1, 1), attrs={"activation": "relu"}),  # det's 2×2
-    Case((1, 96, 10, 45), 24, (3, 3), pads=(1, 1, 1, 1), attrs={"activation": "relu"}),  # det's head
+    DET_HEAD_CASE,
     Case((1, 16, 12, 40), 40, (3, 5), strides=(2, 1), pads=(1, 2, 0, 3)),
     Case((1, 32, 21, 23), 48, (3, 3), pads=(1, 1, 1, 1), attrs={"activation": "hardswish", "alpha": 1 / 6,
                                                                  "beta": 0.5, "post_affine": (0.5, -0.25)}),
@@ -108,6 +119,21 @@ def reference(case: Case, dtype: type, rng: np.random.Generator) -> tuple[dict[s
 @pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["fp32", "fp16"])
 @pytest.mark.parametrize("case", TAPS_CASES, ids=str)
 def test_taps_conv_matches_numpy(device: Device, case: Case, dtype: type, residual: bool) -> None:
+    check_taps_conv(device, case, dtype, residual)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("rows,fp", [(8, 1), (4, 4), (4, 2), (4, 1), (2, 1), (1, 1)])
+def test_every_tile_matches_numpy(device: Device, rows: int, fp: int, dtype: type) -> None:
+    """The tiles the rule does not pick unasked, forced, on det's head and strided stem (scaled down)."""
+    if device.coopmat_shape is None:
+        pytest.skip(f"no cooperative matrix on {device.info.name}: {device.coopmat_why_not}")
+    for case in (DET_HEAD_CASE, DET_STEM_CASE):
+        check_taps_conv(device, case, dtype, residual=True,
+                        tile=TapsTile(rows, fp, fn=-(-case.cout // device.coopmat_shape[1])))
+
+
+def check_taps_conv(device: Device, case: Case, dtype: type, residual: bool, tile: TapsTile | None = None) -> None:
     if device.coopmat_shape is None:
         pytest.skip(f"no cooperative matrix on {device.info.name}: {device.coopmat_why_not}")
     rng, seed = fresh_rng()
@@ -127,11 +153,11 @@ def test_taps_conv_matches_numpy(device: Device, case: Case, dtype: type, residu
     r = device.upload(r_np) if r_np is not None else None
     conv = Conv2d(arrays["w"].shape, has_bias=b is not None, **conv_attrs, **attrs, post_affine=post)
     with Recorder(device, profile=True) as rec:
-        conv.record(rec, x, w, out, b, residual=r, taps=True)
+        conv.record(rec, x, w, out, b, residual=r, taps=True, taps_tile=tile)
         rec.run()
         assert [t.label for t in rec.timings()] == ["conv2d_taps"]
     check_matrix_conv(device.download(out), ref, (arrays["x"], arrays["w"], arrays.get("b")), conv_attrs, post,
-                      f"conv2d_taps {case} {np.dtype(dtype)} residual={residual}", seed, r_np)
+                      f"conv2d_taps {case} {np.dtype(dtype)} residual={residual} tile={tile}", seed, r_np)
     release(device, x, w, out, *[t for t in (b, r) if t is not None])
 
 
@@ -147,3 +173,29 @@ def test_asking_for_a_grouped_convolution_fails(device: Device) -> None:
 
 def test_the_taps_launch_stays_symbolic() -> None:
     assert symbolic_conv_launch(np.float32, {"taps": True}) == ("conv2d_taps", "conv2d_taps")
+
+
+@pytest.mark.parametrize("w_shape,x_shape,attrs,dtype,kernel", [
+    ((24, 96, 3, 3), (1, 96, 184, 256), {"pads": (1, 1, 1, 1)}, np.float32, "conv2d_taps"),  # det's head
+    ((48, 24, 2, 2), (16, 24, 24, 160), {}, np.float32, "conv2d_taps"),                     # rec's 2×2
+    ((12, 24, 2, 2), (1, 24, 368, 512), {}, np.float32, "conv2d_direct"),                   # det's 2×2: direct's
+    ((24, 48, 3, 3), (1, 48, 368, 512), {"strides": (2, 2), "pads": (1, 1, 1, 1)}, np.float32, "conv2d"),
+    ((24, 48, 3, 3), (1, 48, 368, 512), {"strides": (2, 2), "pads": (1, 1, 1, 1)}, np.float16, "conv2d_taps"),
+])
+def test_unasked_kernel_on_an_h200(w_shape: tuple[int, ...], x_shape: tuple[int, ...], attrs: dict[str, Any],
+                                   dtype: type, kernel: str) -> None:
+    """What PP-OCRv6 det's and rec's k×k convolutions of group 1 run on unasked where 16×16×16 matrices serve:
+    tap by tap where an 8-row tile fits, unless the direct kernel takes them (det's strided 48 -> 24 in fp32:
+    only a 4-row tile fits the hi + lo window, so conv2d.comp)."""
+    labels: list[str] = []
+    device = SimpleNamespace(info=info(), coopmat_shape=(16, 16, 16), coopmat_why_not="",
+                             pipeline=lambda kernel, constants: kernel)
+    rec = SimpleNamespace(device=device, dispatch=lambda pipeline, views, push, groups, label: labels.append(label))
+    conv = Conv2d(w_shape, **attrs)
+
+    def tensor(shape: tuple[int, ...]) -> SimpleNamespace:
+        return SimpleNamespace(shape=shape, dtype=np.dtype(dtype), view=None)
+
+    out_shape = conv_output_shape(x_shape, w_shape, **attrs)
+    conv.record(rec, tensor(x_shape), tensor(w_shape), tensor(out_shape))  # type: ignore[arg-type]
+    assert labels == [kernel]
