@@ -36,6 +36,7 @@ from vkocr.engine.graph.rewrite import (
     operands,
     rewrite,
 )
+from vkocr.engine.graph.schedule import schedule_late as schedule_late  # re-exported: the passes are all here
 from vkocr.engine.graph.shape_fusion import fuse_gate as fuse_gate  # re-exported: the passes are all here
 from vkocr.engine.graph.shape_fusion import fuse_residual as fuse_residual
 from vkocr.engine.graph.shape_fusion import fuse_resize_add as fuse_resize_add
@@ -317,10 +318,11 @@ def as_views(spec: Specialized) -> Specialized:
 
 # remove_identities first: Paddle2ONNX's Identity nodes sit inside every pattern; fold_constants next so Reshape'd
 # biases are constants; fold_conv_affine before fold_batchnorm for det's ConvTranspose -> Add bias ->
-# BatchNormalization; fusions that end in an activation before fuse_activations.
+# BatchNormalization; fusions that end in an activation before fuse_activations; schedule_late last, on the
+# nodes that will run (the per-shape fusions keep its order: each fused node takes its last node's place).
 OPTIMIZE_PASSES: Sequence[Callable[[Graph], Graph]] = (
     remove_identities, fold_constants, fold_conv_affine, fold_batchnorm, fuse_hardswish, fuse_silu, fuse_gelu,
-    fuse_layernorm, fuse_matmul_bias, fuse_activations, fuse_post_affine, remove_dead,
+    fuse_layernorm, fuse_matmul_bias, fuse_activations, fuse_post_affine, remove_dead, schedule_late,
 )
 
 
