@@ -19,7 +19,13 @@ from vkocr.engine.kernels.conv_direct import (
     direct_groups,
     record_conv2d_direct,
 )
-from vkocr.engine.kernels.conv_taps import CONV2D_TAPS, TapsTile, choose_taps_tile, record_conv2d_taps
+from vkocr.engine.kernels.conv_taps import (
+    CONV2D_TAPS,
+    TapsTile,
+    choose_taps_tile,
+    enough_groups,
+    record_conv2d_taps,
+)
 from vkocr.engine.kernels.gemv import Epilogue, GemvShape, record_gemv
 from vkocr.engine.kernels.launch import activation_id, check_groups, pack, require_shape, storage
 from vkocr.engine.kernels.matmul import TILES, GemmTile, pick_tile
@@ -130,8 +136,8 @@ class Conv2d:
         workgroups to conv2d_direct.comp (unless `tile` or `coopmat=True` asks for a GEMM), True sends any
         convolution of group 1 that DirectLayout can hold there, False none. `taps`: None lets
         vk/kernels/conv_taps.py decide whether a k×k convolution of group 1 the direct kernel does not take unasked
-        runs tap by tap on cooperative matrices (unless another kernel is asked for), True asks for it (an error
-        where it cannot), False never;
+        runs tap by tap on cooperative matrices (a tile of its rule that makes AUTO_MIN_GROUPS workgroups, unless
+        another kernel is asked for), True asks for it (an error where it cannot), False never;
         `taps_tile` forces its tile (sweeps)."""
         kernel = storage(CONV2D, x, w, out, b, residual)
         if tuple(w.shape) != self.w_shape or (b is not None) != self.has_bias:
@@ -159,7 +165,7 @@ class Conv2d:
                 raise KernelArgumentError(f"conv2d_taps takes group 1, not w {self.w_shape} in {self.group} groups")
             taps_chosen = choose_taps_tile(rec.device, kernel.precision, cout, self.w_shape[1],
                                            self._direct_window[:6], want=taps)
-            if taps_chosen is not None:
+            if taps_chosen is not None and (taps or enough_groups(taps_chosen, rec.device.coopmat_shape, n, oh, ow)):
                 record_conv2d_taps(rec, storage(CONV2D_TAPS, x, w, out, b, residual), taps_tile or taps_chosen,
                                    self._direct_window[:6], self._direct_window[6:], self._post_affine, x, w, out, b,
                                    residual, self._direct_epilogue)

@@ -12,6 +12,7 @@ conv2d_coopmat.comp.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from vkocr.engine.coopmat import switched_off
@@ -34,6 +35,10 @@ AUTO_PRECISIONS = ("fp16", "fp32")
 # ones lost to it.
 TILE_SHAPES = ((8, 2), (8, 1), (4, 2), (4, 1), (2, 1))
 AUTO_ROWS = 8
+# Unasked, only a launch of this many workgroups (Conv2d.record checks, per input shape): on an H100 rec's 2×2
+# convolutions at batch 1 made 15 and ran slower than conv2d.comp (0.025 against 0.014 ms), at batch 16 they
+# made 240 and det's head 184, both faster (benchmarks/2026-12-06-h100-models-taps-schedule-session28.json).
+AUTO_MIN_GROUPS = 128
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,12 @@ def choose_taps_tile(device: object, precision: str, cout: int, cin: int, window
     refuse(f"no tile of {fn} channel blocks fits {MAX_ACCUMULATED} accumulated elements and {limit} B of shared "
            "memory")
     return None
+
+
+def enough_groups(tile: TapsTile, mnk: tuple[int, int, int] | None, n: int, oh: int, ow: int) -> bool:
+    """Whether `tile` launches AUTO_MIN_GROUPS workgroups for N images of an Hout × Wout output, as the kernel
+    needs to take a convolution unasked (sizes may be symbolic: a guard of the shape class)."""
+    return mnk is not None and math.prod(tile.groups(mnk, n, oh, ow)) >= AUTO_MIN_GROUPS
 
 
 def record_conv2d_taps(rec: Recorder, kernel: KernelDef, tile: TapsTile, window: tuple[int, ...],

@@ -173,11 +173,14 @@ def test_asking_for_a_grouped_convolution_fails(device: Device) -> None:
 
 def test_the_taps_launch_stays_symbolic() -> None:
     assert symbolic_conv_launch(np.float32, {"taps": True}) == ("conv2d_taps", "conv2d_taps")
+    # unasked, its workgroup count is a guard of the shape class, not a pinned size
+    assert symbolic_conv_launch(np.float16, {}) == ("conv2d_taps.fp16", "conv2d_taps")
 
 
 @pytest.mark.parametrize("w_shape,x_shape,attrs,dtype,kernel", [
     ((24, 96, 3, 3), (1, 96, 184, 256), {"pads": (1, 1, 1, 1)}, np.float32, "conv2d_taps"),  # det's head
     ((48, 24, 2, 2), (16, 24, 24, 160), {}, np.float32, "conv2d_taps"),                     # rec's 2×2
+    ((48, 24, 2, 2), (1, 24, 24, 160), {}, np.float32, "conv2d"),              # batch 1: 15 workgroups, too few
     ((12, 24, 2, 2), (1, 24, 368, 512), {}, np.float32, "conv2d_direct"),                   # det's 2×2: direct's
     ((24, 48, 3, 3), (1, 48, 368, 512), {"strides": (2, 2), "pads": (1, 1, 1, 1)}, np.float32, "conv2d"),
     ((24, 48, 3, 3), (1, 48, 368, 512), {"strides": (2, 2), "pads": (1, 1, 1, 1)}, np.float16, "conv2d_taps"),
@@ -185,8 +188,8 @@ def test_the_taps_launch_stays_symbolic() -> None:
 def test_unasked_kernel_on_an_h200(w_shape: tuple[int, ...], x_shape: tuple[int, ...], attrs: dict[str, Any],
                                    dtype: type, kernel: str) -> None:
     """What PP-OCRv6 det's and rec's k×k convolutions of group 1 run on unasked where 16×16×16 matrices serve:
-    tap by tap where an 8-row tile fits, unless the direct kernel takes them (det's strided 48 -> 24 in fp32:
-    only a 4-row tile fits the hi + lo window, so conv2d.comp)."""
+    tap by tap where an 8-row tile fits and makes AUTO_MIN_GROUPS workgroups, unless the direct kernel takes them
+    (det's strided 48 -> 24 in fp32: only a 4-row tile fits the hi + lo window, so conv2d.comp)."""
     labels: list[str] = []
     device = SimpleNamespace(info=info(), coopmat_shape=(16, 16, 16), coopmat_why_not="",
                              pipeline=lambda kernel, constants: kernel)
