@@ -38,6 +38,7 @@ from vkocr.engine.graph.lower import (
 from vkocr.engine.graph.lower_registry import Emit, NodeConstants
 from vkocr.engine.graph.memory_plan import LayoutCache, Lifetime, MemoryPlan, aligned, plan_memory
 from vkocr.engine.graph.precision import assign
+from vkocr.engine.graph.schedule import group_ends
 from vkocr.engine.graph.shared_memory import SharedMemory
 from vkocr.engine.graph.specialize import Specialized, specialize
 from vkocr.engine.recorder import Recorder
@@ -119,7 +120,9 @@ def view_sources(nodes: Sequence[Node]) -> dict[str, str]:
 
 
 def lifetimes(spec: Specialized, keep: Sequence[str]) -> list[Lifetime]:
-    """Step 0 uploads the inputs, node i runs at step i + 1, the step after the last node reads back `keep`."""
+    """Step 0 uploads the inputs, node i runs at step i + 1, the step after the last node reads back `keep`. A
+    value lives to the end of the barrier group of its last reader (vk/graph/schedule.py `group_ends`), so no
+    other takes its bytes while that group runs (a barrier there would serialise the group)."""
     g = spec.graph
     end = len(g.nodes) + 1
     first = {name: 0 for name in g.inputs}
@@ -133,7 +136,8 @@ def lifetimes(spec: Specialized, keep: Sequence[str]) -> list[Lifetime]:
                 first[name] = last[name] = step
     for name in keep:
         last[name] = end
-    return [Lifetime(name, value_bytes(spec, name), first[name], last[name]) for name in first]
+    ends = group_ends(g)
+    return [Lifetime(name, value_bytes(spec, name), first[name], ends[last[name]]) for name in first]
 
 
 # -- what a recording reads ------------------------------------------------------------------------------------------
