@@ -1,12 +1,14 @@
-"""Concat, Slice and Transpose as strided copies of elements: shaders/copy_strided.comp.
+"""Slice and Transpose as strided copies of elements (shaders/copy_strided.comp); Concat as one dispatch per
+four inputs (shaders/concat.comp).
 
-Each op becomes an index space (≤ 6 axes after merging), a signed element stride per axis into the input,
+A strided copy is an index space (≤ 6 axes after merging), a signed element stride per axis into the input,
 one into the output, and a start offset in each (all in elements, so they hold for any element size);
 float32 and int32 tensors share the 32-bit word pipeline, float16 has a 16-bit one (copy_strided.fp16).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from vkocr.engine.errors import KernelArgumentError
@@ -17,6 +19,8 @@ from vkocr.engine.symbolic import dim
 from vkocr.engine.tensor import Tensor
 
 COPY_STRIDED = KernelDef("copy_strided", ("r", "w"), 88)
+CONCAT = KernelDef("concat", ("r", "r", "r", "r", "w"), 32)  # four inputs (the spare ones bound to the first), out
+CONCAT_INPUTS = 4
 COPY_VEC4 = KernelDef("copy_vec4", ("r", "w"), 4)
 MAX_RANK = 6
 INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
@@ -116,7 +120,9 @@ def normalize_axis(axis: int, rank: int, what: str) -> int:
 
 
 def record_concat(rec: Recorder, xs: Sequence[Tensor], out: Tensor, axis: int) -> None:
-    """ONNX Concat along `axis` (negative counts from the end): one strided copy per input."""
+    """ONNX Concat along `axis` (negative counts from the end): one dispatch of concat.comp per four inputs,
+    which writes their slab of the output (so no barrier separates the parts, as one copy per input into the
+    same tensor needed)."""
     if not xs:
         raise KernelArgumentError("concat of no tensors")
     copy_kernel(*xs, out)
@@ -127,12 +133,24 @@ def record_concat(rec: Recorder, xs: Sequence[Tensor], out: Tensor, axis: int) -
             raise KernelArgumentError(f"concat on axis {axis}: input {x.shape} does not fit {out.shape}")
     total = sum(x.shape[axis] for x in xs)
     require_shape(out, (*out.shape[:axis], total, *out.shape[axis + 1:]), "concat output")
-    out_strides = contiguous_strides(out.shape)
-    offset = 0
-    for x in xs:
-        record_copy_strided(rec, x, out, x.shape, contiguous_strides(x.shape), out_strides,
-                            out_offset=offset * out_strides[axis], label="concat")
-        offset += x.shape[axis]
+    if out.numel > INT32_MAX:
+        raise KernelArgumentError(f"concat: an output of {out.numel} elements exceeds 32-bit indexing")
+    outer, inner = math.prod(out.shape[:axis]), math.prod(out.shape[axis + 1:])
+    parts = [x for x in xs if x.shape[axis] != 0]  # an empty input holds nothing to bind
+    if not parts or outer * inner == 0:
+        return
+    kernel = CONCAT.at(PRECISIONS[FLOAT16]) if out.dtype == FLOAT16 else CONCAT
+    pipeline = rec.device.pipeline(kernel, (FLAT_LOCAL, 1, 1))
+    first = 0
+    for start in range(0, len(parts), CONCAT_INPUTS):  # more than four: a slab of the axis per four
+        chunk = parts[start:start + CONCAT_INPUTS]
+        lengths = [x.shape[axis] for x in chunk]
+        count = sum(lengths)
+        n = outer * count * inner
+        views = [x.view for x in chunk] + [chunk[0].view] * (CONCAT_INPUTS - len(chunk)) + [out.view]
+        push = pack("8I", n, inner, total, first, count, *padded(lengths[:3], 3))
+        rec.dispatch(pipeline, views, push, flat_groups(n), label="concat")
+        first += count
 
 
 def slice_axis(start: int, end: int, step: int, dim: int) -> tuple[int, int]:

@@ -1,6 +1,6 @@
-"""copy_strided.comp (Concat, Slice, Transpose) and copy_vec4.comp against vkocr.engine.ops.layout: copies must
-match exactly, for float32 and int32 (32-bit words) and float16 (copy_strided.fp16: 16-bit elements; copy_vec4
-moves bytes)."""
+"""concat.comp (Concat), copy_strided.comp (Slice, Transpose) and copy_vec4.comp against vkocr.engine.ops.layout:
+copies must match exactly, for float32 and int32 (32-bit words) and float16 (the .fp16 variants: 16-bit
+elements; copy_vec4 moves bytes)."""
 
 from __future__ import annotations
 
@@ -50,9 +50,10 @@ def assert_copied(device: Device, record: Callable[[Recorder, Tensor], None], re
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("count", [2, 3, 4])
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 5, 9])
 @pytest.mark.parametrize("axis", [0, 1, 2, 3, -1, -2, -3, -4])
 def test_concat_matches_reference(device: Device, axis: int, count: int, dtype: type) -> None:
+    """Every input count up to four in one dispatch, more in one per four (a slab of the axis each)."""
     rng, seed = fresh_rng()
     base = [2, 3, 4, 5]
     # a random length along the concat axis per input (different channel counts on axis 1)
@@ -60,8 +61,14 @@ def test_concat_matches_reference(device: Device, axis: int, count: int, dtype: 
               for _ in range(count)]
     arrays = [random_array(rng, s, dtype) for s in shapes]
     xs = [device.upload(a) for a in arrays]
-    assert_copied(device, lambda rec, out: record_concat(rec, xs, out, axis), concat(arrays, axis),
-                  f"concat {shapes} axis {axis}", seed)
+    dispatches: list[int] = []
+
+    def record(rec: Recorder, out: Tensor) -> None:
+        record_concat(rec, xs, out, axis)
+        dispatches.append(rec.dispatch_count)
+
+    assert_copied(device, record, concat(arrays, axis), f"concat {shapes} axis {axis}", seed)
+    assert dispatches == [-(-count // 4)]
     release(device, *xs)
 
 

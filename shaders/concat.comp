@@ -1,0 +1,53 @@
+#version 450
+// ONNX Concat of up to four tensors along one axis, in one dispatch (vk/kernels/layout.py runs more four at a
+// time): so the parts of an output run together, behind no barrier between them, where one copy per input
+// would write the same tensor one after another. The output is outer × total × inner elements (total: its
+// length along the axis, inner: the axes after it); this dispatch writes the slab of `count` positions along
+// the axis from `first` on, an invocation one element, read from the input whose share of the slab holds it.
+// Elements move as they are, never converted, as in copy_strided.comp: 32-bit words in concat.spv (float32 and
+// int32), 16-bit elements in concat.fp16.spv (float16).
+#include "common.glsl"
+#include "storage.glsl"
+
+#ifdef FP16
+#define ELEMENT_T STORE_T  // float16_t, loaded and stored as it is: a bit-exact 2-byte move
+#else
+#define ELEMENT_T uint     // words, not floats: int32 bit patterns that read as NaN pass unchanged
+#endif
+
+layout(std430, set = 0, binding = 0) readonly buffer In0 { ELEMENT_T x0[]; };
+layout(std430, set = 0, binding = 1) readonly buffer In1 { ELEMENT_T x1[]; };
+layout(std430, set = 0, binding = 2) readonly buffer In2 { ELEMENT_T x2[]; };
+layout(std430, set = 0, binding = 3) readonly buffer In3 { ELEMENT_T x3[]; };
+layout(std430, set = 0, binding = 4) writeonly buffer Out { ELEMENT_T y[]; };
+
+layout(push_constant) uniform Params {
+    uint n;      // elements of this slab: outer × count × inner
+    uint inner;
+    uint total;  // the output's length along the axis
+    uint first;  // where the slab starts along it
+    uint count;  // its length along it: len0 + len1 + len2 + len3
+    uint len0, len1, len2;  // each input's length along the axis (input 3 holds the rest)
+} p;
+
+void main() {
+    uint i = flat_index();
+    if (i >= p.n) return;
+    uint e = i % p.inner;
+    uint rest = i / p.inner;
+    uint c = rest % p.count;
+    uint o = rest / p.count;
+    uint to = (o * p.total + p.first + c) * p.inner + e;
+    // each branch moves its element straight from buffer to buffer: a float16_t local would need the Float16
+    // arithmetic capability, which 16-bit storage alone does not give
+    if (c < p.len0) {
+        y[to] = x0[(o * p.len0 + c) * p.inner + e];
+    } else if (c < p.len0 + p.len1) {
+        y[to] = x1[(o * p.len1 + c - p.len0) * p.inner + e];
+    } else if (c < p.len0 + p.len1 + p.len2) {
+        y[to] = x2[(o * p.len2 + c - p.len0 - p.len1) * p.inner + e];
+    } else {
+        uint len3 = p.count - p.len0 - p.len1 - p.len2;
+        y[to] = x3[(o * len3 + c - p.len0 - p.len1 - p.len2) * p.inner + e];
+    }
+}
