@@ -322,6 +322,19 @@ def test_unasked_a_conv_too_small_for_the_other_tiles_keeps_the_sliced_one(monke
     assert kernel_for(14, asked=True) == "conv2d_coopmat"
 
 
+def fake_recorder(dispatched: list[tuple[Any, ...]]) -> SimpleNamespace:
+    """What Conv2d.record asks of a Recorder, on a fake H200 with 16×16×16 matrices: each dispatch lands in
+    `dispatched` as ((SPIR-V name, constants), push, groups, label)."""
+    device = SimpleNamespace(info=info(), coopmat_shape=(16, 16, 16), coopmat_why_not="",
+                             pipeline=lambda kernel, constants: (kernel.spirv_name, constants))
+    return SimpleNamespace(device=device, dispatch=lambda pipeline, views, push, groups, label: dispatched.append(
+        (pipeline, push, groups, label)))
+
+
+def fake_tensor(shape: tuple[Any, ...], dtype: type) -> SimpleNamespace:
+    return SimpleNamespace(shape=shape, dtype=np.dtype(dtype), view=None)
+
+
 def symbolic_conv_launch(dtype: type, record: dict[str, Any]) -> tuple[str, str]:
     """Record a 3×3 stride-2 Conv2d((32, 16, 3, 3)) on a fake device with 16×16×16 matrices (`record`: the kernel
     choice's keywords) under a shape-class trace (vk/symbolic.py): the choice and the launch must pin no dimension,
@@ -331,19 +344,13 @@ def symbolic_conv_launch(dtype: type, record: dict[str, Any]) -> tuple[str, str]
     from vkocr.engine.symbolic_program import compile_program
 
     dispatched: list[tuple[Any, ...]] = []
-    device = SimpleNamespace(info=info(), coopmat_shape=(16, 16, 16), coopmat_why_not="",
-                             pipeline=lambda kernel, constants: (kernel.spirv_name, constants))
-    rec = SimpleNamespace(device=device, dispatch=lambda pipeline, views, push, groups, label: dispatched.append(
-        (pipeline, push, groups, label)))
-
-    def tensor(shape: tuple[Any, ...]) -> SimpleNamespace:
-        return SimpleNamespace(shape=shape, dtype=np.dtype(dtype), view=None)
+    rec = fake_recorder(dispatched)
 
     def build(h: Any, w: Any) -> tuple[Any, ...]:
         conv = Conv2d((32, 16, 3, 3), strides=(2, 2), pads=(1, 1, 1, 1), activation="relu")
         oh, ow = (h + 2 - 3) // 2 + 1, (w + 2 - 3) // 2 + 1
-        conv.record(rec, tensor((1, 16, h, w)), tensor((32, 16, 3, 3)), tensor((1, 32, oh, ow)),  # type: ignore[arg-type]
-                    **record)
+        conv.record(rec, fake_tensor((1, 16, h, w), dtype), fake_tensor((32, 16, 3, 3), dtype),  # type: ignore[arg-type]
+                    fake_tensor((1, 32, oh, ow), dtype), **record)  # type: ignore[arg-type]
         return dispatched[-1]
 
     trace = Trace()

@@ -5,7 +5,6 @@ convolutions take the kernel, its tiles, and the kernel against NumPy where the 
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -14,7 +13,14 @@ import pytest
 from tests.engine.kernels.harness import fresh_rng, poisoned, release, storage_ref
 from tests.engine.kernels.test_conv import CASES as SIMT_CASES
 from tests.engine.kernels.test_conv import Case
-from tests.engine.kernels.test_conv_coopmat import check_matrix_conv, fake_device, info, symbolic_conv_launch
+from tests.engine.kernels.test_conv_coopmat import (
+    check_matrix_conv,
+    fake_device,
+    fake_recorder,
+    fake_tensor,
+    info,
+    symbolic_conv_launch,
+)
 from vkocr.engine.coopmat import ENV
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
@@ -190,15 +196,8 @@ def test_unasked_kernel_on_an_h200(w_shape: tuple[int, ...], x_shape: tuple[int,
     """What PP-OCRv6 det's and rec's k×k convolutions of group 1 run on unasked where 16×16×16 matrices serve:
     tap by tap where an 8-row tile fits and makes AUTO_MIN_GROUPS workgroups, unless the direct kernel takes them
     (det's strided 48 -> 24 in fp32: only a 4-row tile fits the hi + lo window, so conv2d.comp)."""
-    labels: list[str] = []
-    device = SimpleNamespace(info=info(), coopmat_shape=(16, 16, 16), coopmat_why_not="",
-                             pipeline=lambda kernel, constants: kernel)
-    rec = SimpleNamespace(device=device, dispatch=lambda pipeline, views, push, groups, label: labels.append(label))
-    conv = Conv2d(w_shape, **attrs)
-
-    def tensor(shape: tuple[int, ...]) -> SimpleNamespace:
-        return SimpleNamespace(shape=shape, dtype=np.dtype(dtype), view=None)
-
+    dispatched: list[tuple[Any, ...]] = []
     out_shape = conv_output_shape(x_shape, w_shape, **attrs)
-    conv.record(rec, tensor(x_shape), tensor(w_shape), tensor(out_shape))  # type: ignore[arg-type]
-    assert labels == [kernel]
+    Conv2d(w_shape, **attrs).record(fake_recorder(dispatched), fake_tensor(x_shape, dtype),  # type: ignore[arg-type]
+                                    fake_tensor(w_shape, dtype), fake_tensor(out_shape, dtype))  # type: ignore[arg-type]
+    assert [label for *_, label in dispatched] == [kernel]
