@@ -1,5 +1,5 @@
 """Lowering rules of convolution and pooling (Conv, ConvTranspose, BatchNormalization, MaxPool, AveragePool,
-GlobalAveragePool). Conv, the most common node, is prepared once per node (`_prepare_conv`: its kernel and
+GlobalAveragePool, Excite). Conv, the most common node, is prepared once per node (`_prepare_conv`: its kernel and
 packed attributes), so a new input shape only records it.
 """
 
@@ -23,10 +23,12 @@ from vkocr.engine.graph.lower_registry import (
     optional,
     reshaped,
 )
-from vkocr.engine.graph.opset_windows import conv_attrs, conv_transpose_attrs, pool_attrs, post_affine
+from vkocr.engine.graph.opset_windows import conv_attrs, conv_transpose_attrs, excite_convs, pool_attrs, post_affine
 from vkocr.engine.kernels.conv import Conv2d
 from vkocr.engine.kernels.conv_transpose import record_conv_transpose2d
 from vkocr.engine.kernels.depthwise import DepthwiseConv2d, record_conv2d_depthwise
+from vkocr.engine.kernels.excite import Excite
+from vkocr.engine.kernels.gemv import Epilogue
 from vkocr.engine.kernels.pool import record_average_pool2d, record_global_average_pool, record_max_pool2d
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
@@ -70,6 +72,33 @@ def _conv(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor
     x, w, b = operand(node, ins, 0), operand(node, ins, 1), optional(ins, 2)
     r = operand(node, ins, 3) if has_residual(node) else None
     conv_kernel(node, w, b is not None, x.shape).record(rec, x, w, outs[0], b, residual=r)
+
+
+def excite_kernel(node: Node, w1: Tensor, w2: Tensor) -> Excite:
+    """The kernel of an Excite node (shape_fusion.fuse_excite) with weights w1 and w2."""
+    epilogues = [Epilogue(*activation(conv)) for conv in excite_convs(node)]
+    return Excite.of(tuple(w1.shape), tuple(w2.shape), *epilogues, has_b1=bool(node.inputs[3]),
+                     has_b2=bool(node.inputs[5]), gated_add=bool(node.attrs["gated_add"]))
+
+
+def _prepare_excite(node: Node, static: list[Tensor | None], consts: NodeConstants) -> Emit | None:
+    w1, w2 = static[2], static[4]
+    if w1 is None or w2 is None:
+        return None
+    kernel = excite_kernel(node, w1, w2)
+
+    def emit(rec: Recorder, ins: list[Tensor | None], outs: list[Tensor]) -> None:
+        kernel.record(rec, operand(node, ins, 0), operand(node, ins, 1), operand(node, ins, 2), optional(ins, 3),
+                      operand(node, ins, 4), optional(ins, 5), outs[0])
+
+    return emit
+
+
+@lowers("Excite", prepare=_prepare_excite)
+def _excite(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor], consts: NodeConstants) -> None:
+    w1, w2 = operand(node, ins, 2), operand(node, ins, 4)
+    excite_kernel(node, w1, w2).record(rec, operand(node, ins, 0), operand(node, ins, 1), w1, optional(ins, 3), w2,
+                                       optional(ins, 5), outs[0])
 
 
 @lowers("ConvTranspose")

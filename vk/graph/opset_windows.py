@@ -1,6 +1,7 @@
 """Convolution and pooling ops (Conv, ConvTranspose, BatchNormalization, MaxPool, AveragePool,
-GlobalAveragePool): their shapes, their NumPy execution, and the attribute helpers (pads with auto_pad resolved,
-strides, dilations, the fused post-affine) that the Vulkan lowering (vk/graph/lower_windows.py) reads too.
+GlobalAveragePool, and Excite: an SE block's two 1×1 convolutions and its product, fused): their shapes, their
+NumPy execution, and the attribute helpers (pads with auto_pad resolved, strides, dilations, the fused
+post-affine) that the Vulkan lowering (vk/graph/lower_windows.py) reads too.
 """
 
 from __future__ import annotations
@@ -85,6 +86,23 @@ def _run_conv(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
     if post is not None:  # the Mul and Add that passes.fuse_post_affine replaced, rounded as they were
         y = y * y.dtype.type(post[0]) + y.dtype.type(post[1])
     return [y + x[3] if len(x) > 3 else y]  # the Add that passes.fuse_residual folded in
+
+
+def excite_convs(node: Node) -> tuple[Node, Node]:
+    """The two 1×1 convolutions an Excite node took over (shape_fusion.fuse_excite), as Conv nodes with their
+    attributes: the first over the squeezed map, the second over its output."""
+    return (Node("Conv", f"{node.name}.first", [], [], dict(node.attrs["first"])),
+            Node("Conv", f"{node.name}.second", [], [], dict(node.attrs["second"])))
+
+
+@op("Excite", infer=same_shape)
+def _run_excite(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
+    """x · g, or x + x · g (`gated_add`), g = second(first(s)): the Conv, Conv and Mul (or GatedAdd) it replaces."""
+    data, s, w1, b1, w2, b2 = x
+    first, second = excite_convs(node)
+    h = _run_conv(first, [s, w1] if b1 is None else [s, w1, b1])[0]
+    g = _run_conv(second, [h, w2] if b2 is None else [h, w2, b2])[0]
+    return [ops.binary("gated_add" if node.attrs["gated_add"] else "mul", data, g)]
 
 
 def conv_transpose_attrs(node: Node) -> dict[str, Any]:

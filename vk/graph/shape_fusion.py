@@ -1,12 +1,16 @@
-"""Fusions a plan's shapes decide (run by passes.finalize, per shape): where shapes prove a fusion exact, two
-nodes become one dispatch and one pass over memory, with the same answer bit for bit in fp32."""
+"""Fusions a plan's shapes decide (run by passes.finalize, per shape): where shapes prove a fusion exact, two or
+three nodes become one dispatch and one pass over memory, with the same answer bit for bit in fp32."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from vkocr.engine.graph.ir import Graph, Node
+from vkocr.engine.graph.precision import FLOAT32, output_producers
 from vkocr.engine.graph.specialize import Specialized
+from vkocr.engine.kernels.excite import fuses as excite_fuses
 
 
 def fuse_residual(spec: Specialized) -> Specialized:
@@ -46,6 +50,78 @@ def fuse_gate(spec: Specialized) -> Specialized:
                 continue
             replaced[node.name] = Node("GatedAdd", node.name, [x, s], list(node.outputs))
             dropped.add(mul.name)
+            break
+    if not replaced:
+        return spec
+    out = g.shallow_copy()
+    out.nodes = [replaced.get(n.name, n) for n in g.nodes if n.name not in dropped]
+    return Specialized(out, spec.shapes, spec.dtypes)
+
+
+def fuse_excite(spec: Specialized) -> Specialized:
+    """Mul(x, g) or GatedAdd(x, g), g = Conv(Conv(s)) with both convolutions 1×1 on the 1×1 map s → one Excite
+    node (an SE block's excitation, shaders/excite.comp): three dispatches become one, with the same answer bit
+    for bit. Only where the kernel takes the block's size (vk/kernels/excite.py `fuses`); each conv is dense,
+    unpadded and unstrided, ends in at most a bias and an activation, and feeds the next node alone (no output,
+    no other reader); g broadcasts over x's map only ((N, C, 1, 1) against (N, C, H, W)); and the three nodes
+    store one precision (the product's stays fp32 where it makes a graph output). The Excite takes the product's
+    name, so a precision plan names it as it named the product."""
+    g = spec.graph
+    uses: dict[str, int] = {}
+    for node in g.nodes:
+        for name in node.inputs:
+            uses[name] = uses.get(name, 0) + 1
+    producer = {out: node for node in g.nodes for out in node.outputs}
+    plan = g.precision
+    fp32 = output_producers(g, g.outputs) if plan is not None and plan.mixed else set()
+
+    def storage(node: Node) -> np.dtype:  # as precision.assign will store the node's output
+        return FLOAT32 if plan is None or node.name in fp32 else plan.dtype(node)
+
+    def single_use_conv(value: str) -> Node | None:
+        conv = producer.get(value)
+        if (conv is None or conv.op != "Conv" or uses.get(value) != 1 or value in g.outputs
+                or not 2 <= len(conv.inputs) <= 3 or conv.inputs[1] not in g.constants
+                or (len(conv.inputs) == 3 and conv.inputs[2] and conv.inputs[2] not in g.constants)):
+            return None
+        a = conv.attrs
+        w = g.constants[conv.inputs[1]]
+        if (w.ndim != 4 or w.shape[2:] != (1, 1) or int(a.get("group", 1)) != 1
+                or any(int(v) != 1 for v in (*a.get("strides", (1, 1)), *a.get("dilations", (1, 1))))
+                or any(int(v) != 0 for v in a.get("pads", (0, 0, 0, 0)))
+                or a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID")
+                or "post_scale" in a or "post_shift" in a):
+            return None
+        return conv
+
+    dropped: set[str] = set()
+    replaced: dict[str, Node] = {}
+    for node in g.nodes:
+        if node.op not in ("Mul", "GatedAdd") or len(node.inputs) != 2:
+            continue
+        orders = [node.inputs] if node.op == "GatedAdd" else [node.inputs, node.inputs[::-1]]
+        for x, gate in orders:
+            second = single_use_conv(gate)
+            first = single_use_conv(second.inputs[0]) if second is not None else None
+            if first is None or second is None or x not in spec.shapes:
+                continue
+            s = first.inputs[0]
+            x_shape, s_shape = spec.shape(x), spec.shapes.get(s)
+            c1, c = g.constants[first.inputs[1]].shape[:2]
+            if (not excite_fuses(c, c1) or s_shape is None or len(x_shape) != 4 or len(s_shape) != 4
+                    or tuple(s_shape[1:]) != (c, 1, 1) or x_shape[1] != c or s_shape[0] != x_shape[0]
+                    or spec.shape(node.outputs[0]) != x_shape or g.constants[second.inputs[1]].shape[:2] != (c, c1)):
+                continue
+            if len({storage(n) for n in (first, second, node)}) != 1:
+                continue
+            bias = [conv.inputs[2] if len(conv.inputs) == 3 else "" for conv in (first, second)]
+            conv_attrs = [{k: v for k, v in conv.attrs.items() if k in ("activation", "act_alpha", "act_beta")}
+                          for conv in (first, second)]
+            replaced[node.name] = Node("Excite", node.name,
+                                       [x, s, first.inputs[1], bias[0], second.inputs[1], bias[1]],
+                                       list(node.outputs), {"gated_add": node.op == "GatedAdd",
+                                                            "first": conv_attrs[0], "second": conv_attrs[1]})
+            dropped |= {first.name, second.name}
             break
     if not replaced:
         return spec

@@ -114,13 +114,14 @@ def barriers_and_arena(device: Device, shape: tuple[int, ...]) -> tuple[int, int
 
 @needs_models
 def test_det_records_fewer_barriers(device: Device, monkeypatch: pytest.MonkeyPatch) -> None:
-    """PP-OCRv6 det's four lateral chains and head: 122 barriers in the export's order, 89 scheduled late (at
-    736×1024; this shape is smaller), in no more memory; each of them before a read of what the group before
-    wrote, none for bytes reused (WAR) or for parts of one output (WAW: a concat is one dispatch)."""
+    """PP-OCRv6 det's four lateral chains and head: 87 barriers in the export's order, 75 scheduled late (96
+    dispatches, SE excitations fused; the same at 736×1024 as at this smaller shape), in no more memory; each of
+    them before a read of what the group before wrote, none for bytes reused (WAR) or for parts of one output
+    (WAW: a concat is one dispatch)."""
     shape = (1, 3, 96, 160)
     late = barriers_and_arena(device, shape)
     assert set(late[2]) == {"RAW"}, late[2]
     monkeypatch.setattr(passes, "OPTIMIZE_PASSES", tuple(p for p in passes.OPTIMIZE_PASSES if p is not schedule_late))
     export = barriers_and_arena(device, shape)
-    assert late[0] <= export[0] - 20, (late[:2], export[:2])
+    assert late[0] <= export[0] - 10, (late[:2], export[:2])
     assert late[1] <= export[1], (late[:2], export[:2])

@@ -112,6 +112,14 @@ CASES = {
     "reduce_mean": Case(("ReduceMean",), one("ReduceMean", axes=[-1], keepdims=1), tokens(12)),
     "layernorm": Case(("LayerNorm",), one("LayerNorm", {"g": weights(12) + 1, "b": weights(12)}, axis=-1,
                                           epsilon=1e-5), tokens(12)),
+    # shape_fusion.fuse_excite: an SE block's two 1×1 convolutions and its Mul as one Excite
+    "excite": Case(("Excite",), lambda rng: ([
+        Node("GlobalAveragePool", "pool", ["x"], ["p"]),
+        Node("Conv", "fc1", ["p", "w1", "b1"], ["h"], {"activation": "relu"}),
+        Node("Conv", "fc2", ["h", "w2"], ["g"], {"activation": "hardsigmoid", "act_alpha": 0.2, "act_beta": 0.5}),
+        Node("Mul", "scale", ["x", "g"], ["m"]),
+        Node("Relu", "after", ["m"], ["y"])],  # (the producer of the output stores fp32: the block would not fuse)
+        {"w1": weights(3, 12, 1, 1), "b1": weights(3), "w2": weights(12, 3, 1, 1)}), nchw(12)),
     "views": Case(("Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "View", "Cast"),
                   after(Node("Flatten", "f", ["x"], ["t"], {"axis": 1}), one("Relu")), nchw(3)),
 }
@@ -269,3 +277,55 @@ def check_fusion(device: Device, graph: Graph, shape: tuple[int, ...], ops: list
                 assert np.array_equal(plain, want), f"the fused NumPy graph differs from the unfused; seed {seed}"
             err = np.linalg.norm(got - want) / np.linalg.norm(want)
             assert err < (4e-3 if precision == "fp16" else 1e-5), f"{precision}: {err}; seed {seed}"
+
+
+def se_block(tag: str, source: str, x: str, out: str, *, gated: bool = False) -> list[Node]:
+    """An SE block's excitation of x from the pooled `source`: fc (relu), fc (hardsigmoid), then x·g (the gate
+    first, as Paddle2ONNX never writes it) or, `gated`, x + x·g."""
+    nodes = [Node("Conv", f"{tag}1", [source, f"w{tag}1", f"b{tag}1"], [f"{tag}h"], {"activation": "relu"}),
+             Node("Conv", f"{tag}2", [f"{tag}h", f"w{tag}2", f"b{tag}2"], [f"{tag}g"],
+                  {"activation": "hardsigmoid", "act_alpha": 0.2, "act_beta": 0.5})]
+    if gated:
+        return [*nodes, Node("Mul", f"{tag}_mul", [x, f"{tag}g"], [f"{tag}m"]), Node("Add", tag, [x, f"{tag}m"], [out])]
+    return [*nodes, Node("Mul", tag, [f"{tag}g", x], [out])]
+
+
+def se_weights(tag: str, c: int, c1: int) -> dict[str, np.ndarray]:
+    return {f"w{tag}1": weights(c1, c, 1, 1), f"b{tag}1": weights(c1), f"w{tag}2": weights(c, c1, 1, 1),
+            f"b{tag}2": weights(c)}
+
+
+def test_an_se_block_s_excitation_becomes_one_dispatch(device: Device) -> None:
+    """fc, fc and the product (a Mul, or the GatedAdd fuse_gate made) → one Excite node, bit for bit the unfused
+    answer; a block whose gate is read elsewhere too keeps its nodes."""
+    nodes = [Node("Conv", "body", ["x", "w"], ["b"], {"pads": [1, 1, 1, 1]}),
+             Node("GlobalAveragePool", "pool", ["b"], ["p"]),
+             *se_block("sa", "p", "b", "ya"),
+             *se_block("sb", "p", "ya", "yb", gated=True),
+             *se_block("sc", "p", "yb", "yc"),
+             Node("Add", "reads_gate", ["yc", "scg"], ["y"])]  # sc's gate read twice: sc stays apart
+    graph = Graph(nodes, ["x"], ["y"], {"w": weights(8, 3, 3, 3), **se_weights("sa", 8, 2), **se_weights("sb", 8, 3),
+                                        **se_weights("sc", 8, 2)})
+
+    def fused(spec: Specialized) -> None:
+        excites = {n.name: n for n in spec.graph.nodes if n.op == "Excite"}
+        assert excites["sa"].inputs[:3] == ["b", "p", "wsa1"] and not excites["sa"].attrs["gated_add"]
+        assert excites["sb"].inputs[0] == "ya" and excites["sb"].attrs["gated_add"]
+
+    check_fusion(device, graph, (2, 3, 12, 14), [("Conv", "body"), ("GlobalAveragePool", "pool"), ("Excite", "sa"),
+                                                  ("Conv", "sc1"), ("Excite", "sb"), ("Conv", "sc2"), ("Mul", "sc"),
+                                                  ("Add", "reads_gate")], fused)
+
+
+def test_an_se_block_stays_apart_where_fusing_would_change_or_slow_it(device: Device) -> None:
+    """Too many weights per product for every workgroup to repeat (vk/kernels/excite.py MAX_FUSED_WEIGHTS), or
+    nodes of the block in different precisions: the three nodes stay."""
+    nodes = [Node("GlobalAveragePool", "pool", ["x"], ["p"]), *se_block("big", "p", "x", "y1"),
+             Node("GlobalAveragePool", "pool2", ["y1"], ["p2"]), *se_block("mixed", "p2", "y1", "y")]
+    graph = Graph(nodes, ["x"], ["y"], {**se_weights("big", 97, 96), **se_weights("mixed", 97, 4)})
+    with Model(graph, device, precision=PrecisionPlan("fp16", frozenset({"mixed1"}))) as model:
+        ops = [n.op for n in model.plan((1, 97, 5, 6)).spec.graph.nodes if n.op != "StorageCast"]
+    assert ops == ["GlobalAveragePool", "Conv", "Conv", "Mul", "GlobalAveragePool", "Conv", "Conv", "Mul"]
+    with Model(graph, device) as model:  # one precision: the small block fuses
+        ops = [n.op for n in model.plan((1, 97, 5, 6)).spec.graph.nodes]
+    assert ops == ["GlobalAveragePool", "Conv", "Conv", "Mul", "GlobalAveragePool", "Excite"]
