@@ -1,4 +1,4 @@
-"""Lowering rules of matrix products and normalisation (MatMul, Softmax, ReduceMean, LayerNorm).
+"""Lowering rules of matrix products and normalisation (MatMul, Softmax, ReduceMean, LayerNorm, Attention).
 """
 
 from __future__ import annotations
@@ -6,8 +6,19 @@ from __future__ import annotations
 import math
 
 from vkocr.engine.graph.ir import Node
-from vkocr.engine.graph.lower_registry import NodeConstants, activation, lowers, operand, optional, reshaped
+from vkocr.engine.graph.lower_registry import (
+    NodeConstants,
+    Values,
+    activation,
+    fail,
+    lowers,
+    operand,
+    optional,
+    reshaped,
+    scalar,
+)
 from vkocr.engine.graph.opset_matrix import reduce_axes, softmax_axis
+from vkocr.engine.kernels.attention import record_attention
 from vkocr.engine.kernels.elementwise import record_binary, record_unary
 from vkocr.engine.kernels.matmul import record_gemm, record_matmul
 from vkocr.engine.kernels.reduce import record_layer_norm, record_reduce_mean, record_softmax
@@ -51,3 +62,18 @@ def _layer_norm(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[
                 consts: NodeConstants) -> None:
     record_layer_norm(rec, operand(node, ins, 0), operand(node, ins, 1), outs[0], optional(ins, 2),
                       axis=int(node.attrs.get("axis", -1)), epsilon=float(node.attrs.get("epsilon", 1e-5)))
+
+
+def _attention_constants(node: Node, values: Values) -> frozenset[int]:
+    return frozenset({1, 2})  # q's scale and addend, read on the host
+
+
+@lowers("Attention", host_inputs=_attention_constants)
+def _attention(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor],
+               consts: NodeConstants) -> None:
+    """shape_fusion.fuse_attention's node: one dispatch (vk/kernels/attention.py)."""
+    scale = scalar(consts.values[1])
+    add = scalar(consts.values[2]) if len(consts.values) > 2 and node.inputs[2] else None
+    if scale is None:
+        raise fail(node, "the scale of q must be a one-element constant")
+    record_attention(rec, operand(node, ins, 0), outs[0], scale, add)

@@ -1,5 +1,6 @@
-"""Matrix products and normalisation ops (MatMul, Softmax, ReduceMean, LayerNorm): their shapes, their NumPy
-execution, and the axis helpers that the Vulkan lowering reads too.
+"""Matrix products and normalisation ops (MatMul, Softmax, ReduceMean, LayerNorm, and Attention: SVTR's
+attention nodes, fused): their shapes, their NumPy execution, and the axis helpers that the Vulkan lowering reads
+too.
 """
 
 from __future__ import annotations
@@ -55,3 +56,21 @@ def _run_layer_norm(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
     bias = x[2] if len(x) > 2 else None
     return [ops.layer_norm(x[0], x[1], bias, axis=int(node.attrs.get("axis", -1)),
                            epsilon=float(node.attrs.get("epsilon", 1e-5)))]
+
+
+def _infer_attention(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
+    n, t, _, heads, d = shapes[0]
+    return [(n, t, heads, d)]
+
+
+@op("Attention", infer=_infer_attention)
+def _run_attention(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
+    """The nodes shape_fusion.fuse_attention replaced, as they ran: q, k and v cut from the (N, T, 3, heads, D)
+    tensor, q times the scale (plus the addend), softmax(q · kᵀ) · v, back to (N, T, heads, D)."""
+    qkv, scale, add = x
+    q, k, v = np.ascontiguousarray(qkv.transpose(2, 0, 3, 1, 4))
+    q = ops.binary("mul", q, scale.astype(q.dtype, copy=False))
+    if add is not None:
+        q = ops.binary("add", q, add.astype(q.dtype, copy=False))
+    weights = ops.softmax(ops.matmul(q, np.ascontiguousarray(k.transpose(0, 1, 3, 2))), axis=-1)
+    return [np.ascontiguousarray(ops.matmul(weights, v).transpose(0, 2, 1, 3))]

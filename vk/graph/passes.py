@@ -37,7 +37,8 @@ from vkocr.engine.graph.rewrite import (
     rewrite,
 )
 from vkocr.engine.graph.schedule import schedule_late as schedule_late  # re-exported: the passes are all here
-from vkocr.engine.graph.shape_fusion import fuse_excite as fuse_excite  # re-exported: the passes are all here
+from vkocr.engine.graph.shape_fusion import fuse_attention as fuse_attention  # re-exported: the passes are all here
+from vkocr.engine.graph.shape_fusion import fuse_excite as fuse_excite
 from vkocr.engine.graph.shape_fusion import fuse_gate as fuse_gate
 from vkocr.engine.graph.shape_fusion import fuse_residual as fuse_residual
 from vkocr.engine.graph.shape_fusion import fuse_resize_add as fuse_resize_add
@@ -335,9 +336,10 @@ def optimize(graph: Graph) -> Graph:
 
 
 def finalize(spec: Specialized) -> Specialized:
-    """Passes that need this plan's shapes, in order: as_views, fuse_residual, fuse_gate, fuse_resize_add and
-    fuse_excite (shape_fusion.py; fuse_excite takes the GatedAdds fuse_gate makes), then remove_dead."""
-    spec = fuse_excite(fuse_resize_add(fuse_gate(fuse_residual(as_views(spec)))))
+    """Passes that need this plan's shapes, in order: as_views, fuse_residual, fuse_gate, fuse_resize_add,
+    fuse_excite and fuse_attention (shape_fusion.py; fuse_excite takes the GatedAdds fuse_gate makes, and
+    fuse_attention finds the Views as_views made), then remove_dead."""
+    spec = fuse_attention(fuse_excite(fuse_resize_add(fuse_gate(fuse_residual(as_views(spec))))))
     return Specialized(remove_dead(spec.graph), spec.shapes)
 
 

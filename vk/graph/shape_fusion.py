@@ -10,6 +10,7 @@ import numpy as np
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.precision import FLOAT32, output_producers
 from vkocr.engine.graph.specialize import Specialized
+from vkocr.engine.kernels.attention import fits as attention_fits
 from vkocr.engine.kernels.excite import fuses as excite_fuses
 
 
@@ -72,11 +73,7 @@ def fuse_excite(spec: Specialized) -> Specialized:
         for name in node.inputs:
             uses[name] = uses.get(name, 0) + 1
     producer = {out: node for node in g.nodes for out in node.outputs}
-    plan = g.precision
-    fp32 = output_producers(g, g.outputs) if plan is not None and plan.mixed else set()
-
-    def storage(node: Node) -> np.dtype:  # as precision.assign will store the node's output
-        return FLOAT32 if plan is None or node.name in fp32 else plan.dtype(node)
+    storage = _storage_of(g)
 
     def single_use_conv(value: str) -> Node | None:
         conv = producer.get(value)
@@ -182,3 +179,132 @@ def _is_depthwise(g: Graph, conv: Node) -> bool:
     w = g.constants.get(conv.inputs[1])
     group = int(conv.attrs.get("group", 1))
     return w is None or (w.ndim == 4 and w.shape[1] == 1 and w.shape[0] == group and group > 1)
+
+
+def fuse_attention(spec: Specialized) -> Specialized:
+    """SVTR's attention as exported — the (N, T, 3, heads, D) q/k/v tensor transposed to (3, N, heads, T, D) and
+    sliced into q, k and v, q times a scalar (plus a scalar), k transposed, MatMul, Softmax over the last axis,
+    MatMul with v, transposed to (N, T, heads, D) — → one Attention node (shaders/attention.comp): eleven
+    dispatches become one, with the same answer bit for bit. Only where every intermediate feeds the next node
+    alone (no output, no other reader), the kernel takes the size (vk/kernels/attention.py `fits`: T ≥ 2, where
+    the products ran on gemm.comp) and every node stores one precision. The Attention takes the last
+    Transpose's name."""
+    g = spec.graph
+    uses: dict[str, int] = {}
+    readers: dict[str, list[Node]] = {}
+    for node in g.nodes:
+        for name in node.inputs:
+            uses[name] = uses.get(name, 0) + 1
+            readers.setdefault(name, []).append(node)
+    producer = {out: node for node in g.nodes for out in node.outputs}
+    storage = _storage_of(g)
+
+    def only(value: str, op: str) -> Node | None:
+        """The node of type `op` that makes `value`, which nothing else reads."""
+        node = producer.get(value)
+        ok = node is not None and node.op == op and uses.get(value) == 1 and value not in g.outputs
+        return node if ok else None
+
+    def reader(value: str, op: str) -> Node | None:
+        """The one node, of type `op`, that reads `value`."""
+        found = readers.get(value, [])
+        ok = len(found) == 1 and found[0].op == op and uses.get(value) == 1 and value not in g.outputs
+        return found[0] if ok else None
+
+    def scalar_operand(node: Node) -> tuple[str, str] | None:
+        """(the runtime input, the one-element float constant) of a binary node with one of each."""
+        a, b = node.inputs
+        for value, const in ((a, b), (b, a)):
+            c = g.constants.get(const)
+            if value in spec.shapes and c is not None and c.size == 1 and c.dtype.kind == "f":
+                return value, const
+        return None
+
+    def slice_of(view_out: str, index: int) -> tuple[Node, Node] | None:
+        """(the View, the Slice) that make `view_out` as entry `index` of axis 0 of the Slice's input."""
+        view = only(view_out, "View")
+        cut = only(view.inputs[0], "Slice") if view is not None else None
+        if view is None or cut is None or len(cut.inputs) not in (4, 5):
+            return None
+        bounds: list[int] = []
+        for name in cut.inputs[1:]:  # starts, ends, axes and (perhaps) steps
+            value = g.constants.get(name)
+            if value is None or value.size != 1:
+                return None
+            bounds.append(int(value.reshape(-1)[0]))
+        start, end, axis, step = bounds if len(bounds) == 4 else [*bounds, 1]
+        part, whole = spec.shapes.get(view_out), spec.shapes.get(cut.inputs[0])
+        if part is None or whole is None or tuple(part) != tuple(whole[1:]):  # (the View drops the sliced axis)
+            return None
+        return (view, cut) if (start, end, axis, step) == (index, index + 1, 0, 1) else None
+
+    dropped: set[str] = set()
+    replaced: dict[str, Node] = {}
+    for sm in g.nodes:
+        if sm.op != "Softmax" or len(sm.inputs) != 1:
+            continue
+        scores = spec.shapes.get(sm.inputs[0])
+        if scores is None or len(scores) != 4 or int(sm.attrs.get("axis", -1)) not in (-1, 3):
+            continue
+        mm1 = only(sm.inputs[0], "MatMul")
+        mm2 = reader(sm.outputs[0], "MatMul")
+        if (mm1 is None or mm2 is None or len(mm1.inputs) != 2 or len(mm2.inputs) != 2
+                or mm2.inputs[0] != sm.outputs[0]):
+            continue
+        if any(n.attrs.get("activation", "none") != "none" for n in (mm1, mm2)):
+            continue
+        back = reader(mm2.outputs[0], "Transpose")
+        kt = only(mm1.inputs[1], "Transpose")
+        if (back is None or kt is None or list(back.attrs.get("perm", ())) != [0, 2, 1, 3]
+                or list(kt.attrs.get("perm", ())) != [0, 1, 3, 2]):
+            continue
+        # q: Mul by a scalar, then perhaps Add of a scalar
+        add_const, q_value = "", mm1.inputs[0]
+        add = only(q_value, "Add")
+        if add is not None:
+            found = scalar_operand(add)
+            if found is None:
+                continue
+            q_value, add_const = found
+        mul = only(q_value, "Mul")
+        found = scalar_operand(mul) if mul is not None else None
+        if mul is None or found is None:
+            continue
+        q_view, scale_const = found
+        found_parts = [slice_of(q_view, 0), slice_of(kt.inputs[0], 1), slice_of(mm2.inputs[1], 2)]
+        parts = [part for part in found_parts if part is not None]
+        if len(parts) != 3:
+            continue
+        sources = {cut.inputs[0] for _, cut in parts}
+        split = producer.get(sources.pop()) if len(sources) == 1 else None
+        if (split is None or split.op != "Transpose" or list(split.attrs.get("perm", ())) != [2, 0, 3, 1, 4]
+                or uses.get(split.outputs[0]) != 3 or split.outputs[0] in g.outputs):
+            continue
+        qkv = split.inputs[0]
+        qkv_shape = spec.shapes.get(qkv)
+        if (qkv_shape is None or len(qkv_shape) != 5 or qkv_shape[2] != 3
+                or not attention_fits(qkv_shape[1], qkv_shape[4])):
+            continue
+        computing = [split, *(cut for _, cut in parts), mul, kt, mm1, sm, mm2, back]
+        if add is not None:
+            computing.append(add)
+        if len({storage(n) for n in computing}) != 1:
+            continue
+        replaced[back.name] = Node("Attention", back.name, [qkv, scale_const, add_const], list(back.outputs))
+        dropped |= {n.name for n in computing if n is not back} | {view.name for view, _ in parts}
+    if not replaced:
+        return spec
+    out = g.shallow_copy()
+    out.nodes = [replaced.get(n.name, n) for n in g.nodes if n.name not in dropped]
+    return Specialized(out, spec.shapes, spec.dtypes)
+
+
+def _storage_of(g: Graph) -> Callable[[Node], np.dtype]:
+    """Each node's storage dtype, as precision.assign will give it (the producers of outputs store fp32)."""
+    plan = g.precision
+    fp32 = output_producers(g, g.outputs) if plan is not None and plan.mixed else set()
+
+    def storage(node: Node) -> np.dtype:
+        return FLOAT32 if plan is None or node.name in fp32 else plan.dtype(node)
+
+    return storage

@@ -18,6 +18,7 @@ import pytest
 
 from tests.engine.kernels.harness import TOLERANCES, fresh_rng
 from vkocr.engine.device import Device
+from vkocr.engine.graph import passes
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.lower import RULES
 from vkocr.engine.graph.lower_registry import STORAGE_CAST
@@ -120,6 +121,8 @@ CASES = {
         Node("Mul", "scale", ["x", "g"], ["m"]),
         Node("Relu", "after", ["m"], ["y"])],  # (the producer of the output stores fp32: the block would not fuse)
         {"w1": weights(3, 12, 1, 1), "b1": weights(3), "w2": weights(12, 3, 1, 1)}), nchw(12)),
+    # shape_fusion.fuse_attention: SVTR's eleven attention nodes as one (T traced from h + w)
+    "attention": Case(("Attention",), lambda rng: svtr_attention(heads=2, d=6), tokens(36)),
     "views": Case(("Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "View", "Cast"),
                   after(Node("Flatten", "f", ["x"], ["t"], {"axis": 1}), one("Relu")), nchw(3)),
 }
@@ -329,3 +332,70 @@ def test_an_se_block_stays_apart_where_fusing_would_change_or_slow_it(device: De
     with Model(graph, device) as model:  # one precision: the small block fuses
         ops = [n.op for n in model.plan((1, 97, 5, 6)).spec.graph.nodes]
     assert ops == ["GlobalAveragePool", "Conv", "Conv", "Mul", "GlobalAveragePool", "Excite"]
+
+
+def svtr_attention(heads: int, d: int, *, add: bool = True, tag: str = "") -> tuple[list[Node], dict[str, np.ndarray]]:
+    """SVTR's attention as Paddle2ONNX exports it, from x (N, T, 3·heads·d) to y (N, T, heads·d), then a
+    projection (so that the attention's last node makes no output: an output's producer stores fp32)."""
+    i64 = np.int64
+    nodes = [Node("Reshape", f"{tag}split_view", ["x", f"{tag}qkv_shape"], [f"{tag}qkv5"]),
+             Node("Transpose", f"{tag}split", [f"{tag}qkv5"], [f"{tag}qkvT"], {"perm": [2, 0, 3, 1, 4]})]
+    for i, part in enumerate("qkv"):
+        nodes += [Node("Slice", f"{tag}cut_{part}", [f"{tag}qkvT", f"{tag}s{i}", f"{tag}e{i}", f"{tag}axis0"],
+                       [f"{tag}{part}5"]),
+                  Node("Squeeze", f"{tag}squeeze_{part}", [f"{tag}{part}5", f"{tag}axis0"], [f"{tag}{part}"])]
+    nodes += [Node("Mul", f"{tag}scale", [f"{tag}q", f"{tag}c_scale"], [f"{tag}qs"])]
+    q = f"{tag}qs"
+    if add:
+        nodes += [Node("Add", f"{tag}offset", [f"{tag}qs", f"{tag}c_add"], [f"{tag}qa"])]
+        q = f"{tag}qa"
+    nodes += [Node("Transpose", f"{tag}kt", [f"{tag}k"], [f"{tag}kT"], {"perm": [0, 1, 3, 2]}),
+              Node("MatMul", f"{tag}scores", [q, f"{tag}kT"], [f"{tag}s"]),
+              Node("Softmax", f"{tag}weights", [f"{tag}s"], [f"{tag}p"], {"axis": 3}),
+              Node("MatMul", f"{tag}mix", [f"{tag}p", f"{tag}v"], [f"{tag}o"]),
+              Node("Transpose", f"{tag}back", [f"{tag}o"], [f"{tag}oT"], {"perm": [0, 2, 1, 3]}),
+              Node("Reshape", f"{tag}merge", [f"{tag}oT", f"{tag}merged_shape"], [f"{tag}m"]),
+              Node("MatMul", f"{tag}proj", [f"{tag}m", f"{tag}w_proj"], ["y"])]
+    consts = {f"{tag}qkv_shape": np.array([0, 0, 3, heads, d], i64), f"{tag}merged_shape": np.array([0, 0, -1], i64),
+              f"{tag}axis0": np.array([0], i64), f"{tag}c_scale": np.array([d ** -0.5], np.float32),
+              f"{tag}c_add": np.array(0.0, np.float32), f"{tag}w_proj": weights(heads * d, 8)}
+    for i in range(3):
+        consts[f"{tag}s{i}"], consts[f"{tag}e{i}"] = np.array([i], i64), np.array([i + 1], i64)
+    return nodes, consts
+
+
+def test_svtr_attention_becomes_one_dispatch(device: Device) -> None:
+    """The eleven nodes of SVTR's attention → one Attention node, which computes their answer bit for bit on
+    the device, in both precisions, where the second product's tile is whole (T = 40) and sliced (T = 200); at
+    T = 1, where the products ran on gemv.comp, the nodes stay."""
+    rng, seed = fresh_rng()
+    nodes, consts = svtr_attention(heads=4, d=15)
+    graph = Graph(nodes, ["x"], ["y"], consts)
+    for precision in ("fp32", "fp16"):
+        for t in (40, 200, 1):
+            x = rng.uniform(-2, 2, (2 if t < 100 else 1, t, 3 * 4 * 15)).astype(np.float32)
+            answers = []
+            for fuse in (True, False):
+                with pytest.MonkeyPatch.context() as patch:
+                    if not fuse:
+                        patch.setattr(passes, "fuse_attention", lambda spec: spec)
+                    with Model(graph, device, precision=PrecisionPlan(precision)) as model:
+                        ops = [n.op for n in model.plan(x.shape).spec.graph.nodes if n.op != "StorageCast"]
+                        answers.append(model.run(x))
+                if fuse:
+                    fused = t > 1
+                    assert ("Attention" in ops) == fused and ops.count("MatMul") == (1 if fused else 3), (t, ops)
+            assert np.array_equal(answers[0], answers[1]), f"{precision} T={t}: not bit for bit; seed {seed}"
+    with Model(graph, device) as model:  # and the fused NumPy graph is the unfused one's, bit for bit
+        x = rng.uniform(-2, 2, (2, 40, 180)).astype(np.float32)
+        unfused = Graph(list(graph.nodes), ["x"], ["y"], dict(graph.constants))
+        want = run_numpy(specialize(unfused, {"x": x.shape}), {"x": x})["y"]
+        assert np.array_equal(run_numpy(specialize_for(model.graph, x.shape, precision=False), {"x": x})["y"], want)
+
+
+def test_attention_stays_apart_where_a_part_is_read_elsewhere(device: Device) -> None:
+    """The softmax's weights read by another node too (here a second output): the eleven nodes stay."""
+    nodes, consts = svtr_attention(heads=2, d=8, add=False)
+    graph = Graph(nodes, ["x"], ["y", "p"], consts)
+    with Model(graph, device) as model:
+        assert "Attention" not in [n.op for n in model.plan((1, 10, 48)).spec.graph.nodes]

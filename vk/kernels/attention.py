@@ -1,0 +1,54 @@
+"""Multi-head self-attention over a fused q/k/v tensor in one dispatch: shaders/attention.comp.
+
+SVTR's attention (PP-OCR's recognisers) runs as eleven nodes once exported: the q/k/v tensor transposed and
+sliced three ways, q scaled (and offset), k transposed, a MatMul, a Softmax, a MatMul and a transpose back, each a
+dispatch behind a barrier, on tensors of a few kilobytes. shape_fusion.fuse_attention makes them one Attention
+node; this records it, one workgroup per query row, summing as gemm.comp and softmax.comp did (the second
+product's tile comes from the same `pick_tile`), so the answer is the eleven nodes' own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.launch import FLOAT16, check_groups, pack, require_shape, storage
+from vkocr.engine.kernels.matmul import pick_tile
+from vkocr.engine.kernels.reduce import row_local_size
+from vkocr.engine.pipeline import KernelDef
+from vkocr.engine.recorder import Recorder
+from vkocr.engine.tensor import Tensor
+
+ATTENTION = KernelDef("attention", ("r", "w"), 24)  # qkv, out
+MAX_T = 2048  # attention.comp's MAX_T: positions a row holds in shared memory
+MAX_D = 64  # attention.comp's MAX_D: a head's width
+
+
+def fits(t: int, d: int) -> bool:
+    """Whether attention.comp computes T positions of D-wide heads as the unfused nodes did: T ≥ 2 (at T = 1 the
+    products went to gemv.comp, which sums in another order) and within its shared memory (T may be symbolic:
+    the comparisons are guards of the shape class)."""
+    return 2 <= t <= MAX_T and 1 <= d <= MAX_D
+
+
+def record_attention(rec: Recorder, qkv: Tensor, out: Tensor, scale: float, add: float | None = None) -> None:
+    """out[n, t, h, :] = softmax((q_t · scale + add) · kᵀ) · v for qkv (N, T, 3, H, D) (q, k, v along axis 2) and
+    out (N, T, H, D); float32 or float16 storage, computed in float32, q, the scores and the weights rounded to
+    the storage type as the unfused nodes stored them."""
+    kernel = storage(ATTENTION, qkv, out)
+    if len(qkv.shape) != 5 or qkv.shape[2] != 3:
+        raise KernelArgumentError(f"attention takes q, k and v as (N, T, 3, heads, D), not {tuple(qkv.shape)}")
+    n, t, _, heads, d = qkv.shape
+    require_shape(out, (n, t, heads, d), "attention output")
+    if not fits(t, d):
+        raise KernelArgumentError(f"attention holds 2 to {MAX_T} positions of heads at most {MAX_D} wide, not "
+                                  f"{t} of {d}")
+    stored = np.float16 if qkv.dtype == FLOAT16 else np.float32  # the constants, as the Mul and Add stored them
+    tile = pick_tile(t, d, n * heads, None, t)  # the tile record_matmul gives the second product
+    steps = -(-t // tile.bk)  # BK-deep steps along K = T, dealt to the slices as gemm_tile.glsl deals them
+    slice_k = -(-steps // tile.slices) * tile.bk
+    groups = (t, heads, n)
+    check_groups(rec, groups, "attention")
+    pipeline = rec.device.pipeline(kernel, (row_local_size(t), 1, 1, tile.slices, int(add is not None)))
+    push = pack("4I2f", t, heads, d, slice_k, float(stored(scale)), float(stored(add if add is not None else 0.0)))
+    rec.dispatch(pipeline, [qkv.view, out.view], push, groups, label="attention")
