@@ -15,11 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from vkocr.engine.errors import ModelError
+from vkocr.engine.graph import passes
 from vkocr.engine.graph.lower import is_view
 from vkocr.engine.graph.model import Model
 from vkocr.engine.graph.numpy_executor import run_numpy
-from vkocr.engine.graph.plan_recipe import specialize_for
 from vkocr.engine.graph.precision import PrecisionPlan
+from vkocr.engine.graph.specialize import specialize
 
 FP16_MAX = 65504.0
 HEADROOM = 16.0
@@ -39,12 +40,15 @@ class NodeRange:
 
 def value_ranges(model: Model, inputs: Iterable[np.ndarray]) -> dict[str, NodeRange]:
     """max |output| of every node that computes (views excluded: they hold their source's values), by node
-    name, over `inputs`, run in fp32: on the model's device, every value read back, or on the NumPy executor."""
+    name, over `inputs`, run in fp32: on the model's device, every value read back, or on the NumPy executor.
+    Every node of the optimised graph is measured, also those a per-shape pass would fuse (an SE block's gate, an
+    attention's scores, which a fused kernel stores in the node's precision all the same): asked for, a value
+    is never fused away (plan_recipe.specialize_for)."""
     if model.precision.mixed:
         raise ModelError("ranges are measured on the fp32 model: load it with the default precision")
     ranges: dict[str, NodeRange] = {}
     for x in inputs:
-        spec = specialize_for(model.graph, tuple(x.shape), precision=False)
+        spec = passes.as_views(specialize(model.graph, {model.input.name: tuple(x.shape)}))  # no fusion
         computed = {n.outputs[0]: n for n in spec.graph.nodes if not is_view(n) and n.outputs and n.outputs[0]}
         if model.device is None:
             values = run_numpy(spec, {model.input.name: x}, keep=computed.__contains__)
@@ -61,7 +65,8 @@ def value_ranges(model: Model, inputs: Iterable[np.ndarray]) -> dict[str, NodeRa
 def propose(ranges: dict[str, NodeRange], *, default: str = "fp16", headroom: float = HEADROOM,
             keep_fp32: Iterable[str] = ()) -> PrecisionPlan:
     """A plan storing `default` everywhere except the nodes whose range does not fit with `headroom`, and
-    `keep_fp32`. The nodes are those the plans of the calibration inputs ran (value_ranges): a node a per-shape
-    pass fused away (an Add become a conv's epilogue) never runs, so it needs no precision of its own."""
+    `keep_fp32`. The nodes are every node of the optimised graph (value_ranges). Where a per-shape pass fuses
+    nodes, an Add folded into a conv's epilogue takes the conv's precision; an SE block's excitation and an
+    attention fuse only where their nodes share one precision, so a node kept fp32 keeps its block apart."""
     unsafe = {name for name, measured in ranges.items() if not measured.fits(headroom)}
     return PrecisionPlan(default, frozenset(unsafe | set(keep_fp32)))

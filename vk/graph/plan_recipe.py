@@ -58,10 +58,18 @@ def specialize_for(graph: Graph, input_shape: tuple[int, ...], extra_outputs: Se
                    precision: bool = True) -> Specialized:
     """Shapes for this input, shape subgraphs folded, then the per-shape passes, then the storage precision of
     every value with casts where precisions meet (vk/graph/precision.py; `precision=False`: all float32, as
-    the NumPy executor computes)."""
+    the NumPy executor computes). The per-shape passes take `extra_outputs` for outputs: a value asked for is
+    never fused away (a calibration reads every node's)."""
     if len(graph.inputs) != 1:
         raise EngineError(f"plans take one graph input, {graph.name} has {graph.inputs}")
-    spec = passes.finalize(specialize(graph, {graph.inputs[0]: tuple(dim(d) for d in input_shape)}))
+    spec = specialize(graph, {graph.inputs[0]: tuple(dim(d) for d in input_shape)})
+    asked = output_names(spec.graph, extra_outputs)
+    if len(asked) > len(spec.graph.outputs):
+        spec.graph.outputs = asked  # (specialize's own copy)
+        spec = passes.finalize(spec)
+        spec.graph.outputs = list(graph.outputs)  # (finalize's own copy)
+    else:
+        spec = passes.finalize(spec)
     if not precision or graph.precision is None or not graph.precision.mixed:
         return spec
     g = spec.graph

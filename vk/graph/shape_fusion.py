@@ -31,11 +31,7 @@ def fuse_gate(spec: Specialized) -> Specialized:
     """Add(x, Mul(x, s)) → GatedAdd(x, s): an SE block's x + x·s in one pass over x instead of two (s broadcasts
     into x; the Mul's product feeds the Add alone). The product is rounded before the add, as before."""
     g = spec.graph
-    uses: dict[str, int] = {}
-    for node in g.nodes:
-        for name in node.inputs:
-            uses[name] = uses.get(name, 0) + 1
-    producer = {out: node for node in g.nodes for out in node.outputs}
+    uses, producer = _uses_and_producers(g)
     dropped: set[str] = set()
     replaced: dict[str, Node] = {}
     for node in g.nodes:
@@ -52,11 +48,7 @@ def fuse_gate(spec: Specialized) -> Specialized:
             replaced[node.name] = Node("GatedAdd", node.name, [x, s], list(node.outputs))
             dropped.add(mul.name)
             break
-    if not replaced:
-        return spec
-    out = g.shallow_copy()
-    out.nodes = [replaced.get(n.name, n) for n in g.nodes if n.name not in dropped]
-    return Specialized(out, spec.shapes, spec.dtypes)
+    return _rewritten(spec, replaced, dropped)
 
 
 def fuse_excite(spec: Specialized) -> Specialized:
@@ -68,11 +60,7 @@ def fuse_excite(spec: Specialized) -> Specialized:
     store one precision (the product's stays fp32 where it makes a graph output). The Excite takes the product's
     name, so a precision plan names it as it named the product."""
     g = spec.graph
-    uses: dict[str, int] = {}
-    for node in g.nodes:
-        for name in node.inputs:
-            uses[name] = uses.get(name, 0) + 1
-    producer = {out: node for node in g.nodes for out in node.outputs}
+    uses, producer = _uses_and_producers(g)
     storage = _storage_of(g)
 
     def single_use_conv(value: str) -> Node | None:
@@ -120,11 +108,7 @@ def fuse_excite(spec: Specialized) -> Specialized:
                                                             "first": conv_attrs[0], "second": conv_attrs[1]})
             dropped |= {first.name, second.name}
             break
-    if not replaced:
-        return spec
-    out = g.shallow_copy()
-    out.nodes = [replaced.get(n.name, n) for n in g.nodes if n.name not in dropped]
-    return Specialized(out, spec.shapes, spec.dtypes)
+    return _rewritten(spec, replaced, dropped)
 
 
 def fuse_resize_add(spec: Specialized) -> Specialized:
@@ -190,13 +174,11 @@ def fuse_attention(spec: Specialized) -> Specialized:
     the products ran on gemm.comp) and every node stores one precision. The Attention takes the last
     Transpose's name."""
     g = spec.graph
-    uses: dict[str, int] = {}
+    uses, producer = _uses_and_producers(g)
     readers: dict[str, list[Node]] = {}
     for node in g.nodes:
         for name in node.inputs:
-            uses[name] = uses.get(name, 0) + 1
             readers.setdefault(name, []).append(node)
-    producer = {out: node for node in g.nodes for out in node.outputs}
     storage = _storage_of(g)
 
     def only(value: str, op: str) -> Node | None:
@@ -292,11 +274,7 @@ def fuse_attention(spec: Specialized) -> Specialized:
             continue
         replaced[back.name] = Node("Attention", back.name, [qkv, scale_const, add_const], list(back.outputs))
         dropped |= {n.name for n in computing if n is not back} | {view.name for view, _ in parts}
-    if not replaced:
-        return spec
-    out = g.shallow_copy()
-    out.nodes = [replaced.get(n.name, n) for n in g.nodes if n.name not in dropped]
-    return Specialized(out, spec.shapes, spec.dtypes)
+    return _rewritten(spec, replaced, dropped)
 
 
 def _storage_of(g: Graph) -> Callable[[Node], np.dtype]:
@@ -308,3 +286,21 @@ def _storage_of(g: Graph) -> Callable[[Node], np.dtype]:
         return FLOAT32 if plan is None or node.name in fp32 else plan.dtype(node)
 
     return storage
+
+
+def _uses_and_producers(g: Graph) -> tuple[dict[str, int], dict[str, Node]]:
+    """How many times each value is read (a node reading it twice counts twice), and the node making each."""
+    uses: dict[str, int] = {}
+    for node in g.nodes:
+        for name in node.inputs:
+            uses[name] = uses.get(name, 0) + 1
+    return uses, {out: node for node in g.nodes for out in node.outputs}
+
+
+def _rewritten(spec: Specialized, replaced: dict[str, Node], dropped: set[str]) -> Specialized:
+    """spec with the nodes named in `replaced` replaced (each in its place) and those in `dropped` gone."""
+    if not replaced:
+        return spec
+    out = spec.graph.shallow_copy()
+    out.nodes = [replaced.get(n.name, n) for n in spec.graph.nodes if n.name not in dropped]
+    return Specialized(out, spec.shapes, spec.dtypes)

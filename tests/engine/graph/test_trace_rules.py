@@ -19,6 +19,7 @@ import pytest
 from tests.engine.kernels.harness import TOLERANCES, fresh_rng
 from vkocr.engine.device import Device
 from vkocr.engine.graph import passes
+from vkocr.engine.graph.calibration import value_ranges
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.lower import RULES
 from vkocr.engine.graph.lower_registry import STORAGE_CAST
@@ -399,3 +400,26 @@ def test_attention_stays_apart_where_a_part_is_read_elsewhere(device: Device) ->
     graph = Graph(nodes, ["x"], ["y", "p"], consts)
     with Model(graph, device) as model:
         assert "Attention" not in [n.op for n in model.plan((1, 10, 48)).spec.graph.nodes]
+
+
+def test_a_value_asked_for_is_never_fused_away(device: Device) -> None:
+    """An SE block's gate read back (as a calibration reads every node's value) keeps its nodes, and the ranges of
+    a calibration cover the nodes a plan would fuse, on the device and on the NumPy executor."""
+    rng, seed = fresh_rng()
+    nodes = [Node("GlobalAveragePool", "pool", ["x"], ["p"]), *se_block("sa", "p", "x", "m"),
+             Node("Relu", "after", ["m"], ["y"])]
+    graph = Graph(nodes, ["x"], ["y"], se_weights("sa", 8, 2))
+    x = rng.uniform(-1, 1, (1, 8, 9, 10)).astype(np.float32)
+    want = run_numpy(specialize(graph, {"x": x.shape}), {"x": x}, keep=lambda name: name == "sag")["sag"]
+    with Model(graph, device) as model:
+        assert "Excite" in [n.op for n in model.plan(x.shape).spec.graph.nodes]
+        plan = model.plan(x.shape, extra_outputs=["sag"])
+        assert [n.op for n in plan.spec.graph.nodes] == ["GlobalAveragePool", "Conv", "Conv", "Mul", "Relu"]
+        got = plan.run(x)["sag"]
+        assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5, seed
+        on_device = value_ranges(model, [x])
+    with Model(graph, None) as model:
+        on_numpy = value_ranges(model, [x])
+    for ranges in (on_device, on_numpy):
+        assert set(ranges) == {"pool", "sa1", "sa2", "sa", "after"}, sorted(ranges)
+        assert abs(ranges["sa2"].max_abs - float(np.abs(want).max())) <= 1e-6, seed
