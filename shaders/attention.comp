@@ -9,8 +9,8 @@
 //   out[n, t, head, :] = Σ_j p_j · v_j        gemm.comp's chain of fmas over j (SLICES > 1: its sliced tile's
 //                                             chains over SLICE_K-long ranges, added in slice order)
 // with qkv laid out (N, T, 3, HEADS, D) and out (N, T, HEADS, D). So the answer is the eleven nodes' own, bit for
-// bit, where gemm.comp ran both products (T ≥ 2; the host checks) — rounding q', s and p in bits (`as_stored`),
-// since a compiler may drop a conversion to fp16 and straight back.
+// bit, where gemm.comp ran both products (T ≥ 2; the host checks), q', s and p rounded by storage.glsl's
+// `as_stored`.
 #include "common.glsl"
 #include "storage.glsl"
 
@@ -32,18 +32,6 @@ layout(push_constant) uniform Params {
 shared float q[MAX_D];
 shared float row[MAX_T];        // s, then p
 shared float partial[256];      // the workgroup size is a power of two ≤ 256
-
-float as_stored(float v) {
-#ifdef FP16
-    if (isnan(v)) return v;
-    if (abs(v) < 6.103515625e-05) return roundEven(v * 16777216.0) / 16777216.0;  // fp16 subnormals: steps of 2^-24
-    uint u = floatBitsToUint(v);
-    float r = uintBitsToFloat((u + 0x0FFFu + ((u >> 13) & 1u)) & 0xFFFFE000u);    // 10 mantissa bits, ties to even
-    return abs(r) > 65504.0 ? sign(v) * uintBitsToFloat(0x7F800000u) : r;          // past fp16's largest: infinity
-#else
-    return v;
-#endif
-}
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 

@@ -12,9 +12,9 @@
 //
 // Both products sum as gemv.comp does for the same K (LANES1, LANES2: its lanes per row, which the host takes
 // from vk/kernels/gemv.py), with the same partial sums, the same tree and the same epilogue, and round h and g
-// to the storage type as the replaced nodes stored them: the answer is theirs. Unlike gemv.comp, a workgroup
-// holds the partial sums of many rows at once (PARTIALS / LANES rows per pass), so the loads of all rows fly
-// together instead of one block of rows after another.
+// to the storage type as the replaced nodes stored them (storage.glsl's `as_stored`): the answer is theirs.
+// Unlike gemv.comp, a workgroup holds the partial sums of many rows at once (PARTIALS / LANES rows per pass), so
+// the loads of all rows fly together instead of one block of rows after another.
 #include "common.glsl"
 #include "storage.glsl"
 #include "activation.glsl"
@@ -51,21 +51,6 @@ layout(push_constant) uniform Params {
 shared float partial[PARTIALS];
 shared float hidden[MAX_HIDDEN];
 shared float gate[MAX_CHANNELS];
-
-// v rounded as storing it in STORE_T rounds it (to nearest, ties to even), kept in fp32: h and g as the replaced
-// nodes wrote them. Spelt out in bits, since a compiler may drop a conversion to fp16 and straight back (NVIDIA's
-// did: fused fp16 answers differed from the three nodes' by an ulp).
-float as_stored(float v) {
-#ifdef FP16
-    if (isnan(v)) return v;
-    if (abs(v) < 6.103515625e-05) return roundEven(v * 16777216.0) / 16777216.0;  // fp16 subnormals: steps of 2^-24
-    uint u = floatBitsToUint(v);
-    float r = uintBitsToFloat((u + 0x0FFFu + ((u >> 13) & 1u)) & 0xFFFFE000u);    // 10 mantissa bits, ties to even
-    return abs(r) > 65504.0 ? sign(v) * uintBitsToFloat(0x7F800000u) : r;          // past fp16's largest: infinity
-#else
-    return v;
-#endif
-}
 
 // gemv.comp's lane sum: lane `lane` of a row adds k = lane + j·lanes in four interleaved partial sums. The
 // second product reads h from shared memory, the first s from the buffer: FROM_HIDDEN picks.

@@ -14,3 +14,19 @@
 #endif
 #define STORE(v) STORE_T(v)
 #define STORE4(v) STORE4_T(v)
+
+// v rounded as STORE(v) rounds it (to nearest, ties to even), kept in fp32: for a fused kernel that holds in
+// registers or shared memory what the nodes it replaces stored, so that it computes their answer bit for bit.
+// Spelt out in bits, since a compiler may drop a conversion to fp16 and straight back (NVIDIA's did: fused fp16
+// answers were an ulp off the unfused ones').
+float as_stored(float v) {
+#ifdef FP16
+    if (isnan(v)) return v;
+    if (abs(v) < 6.103515625e-05) return roundEven(v * 16777216.0) / 16777216.0;  // fp16 subnormals: steps of 2^-24
+    uint u = floatBitsToUint(v);
+    float r = uintBitsToFloat((u + 0x0FFFu + ((u >> 13) & 1u)) & 0xFFFFE000u);    // 10 mantissa bits, ties to even
+    return abs(r) > 65504.0 ? sign(v) * uintBitsToFloat(0x7F800000u) : r;          // past fp16's largest: infinity
+#else
+    return v;
+#endif
+}
