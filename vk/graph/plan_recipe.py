@@ -63,13 +63,9 @@ def specialize_for(graph: Graph, input_shape: tuple[int, ...], extra_outputs: Se
     if len(graph.inputs) != 1:
         raise EngineError(f"plans take one graph input, {graph.name} has {graph.inputs}")
     spec = specialize(graph, {graph.inputs[0]: tuple(dim(d) for d in input_shape)})
-    asked = output_names(spec.graph, extra_outputs)
-    if len(asked) > len(spec.graph.outputs):
-        spec.graph.outputs = asked  # (specialize's own copy)
-        spec = passes.finalize(spec)
-        spec.graph.outputs = list(graph.outputs)  # (finalize's own copy)
-    else:
-        spec = passes.finalize(spec)
+    spec.graph.outputs = output_names(spec.graph, extra_outputs)  # (specialize's own copy)
+    spec = passes.finalize(spec)
+    spec.graph.outputs = list(graph.outputs)  # (finalize's own copy)
     if not precision or graph.precision is None or not graph.precision.mixed:
         return spec
     g = spec.graph
