@@ -1,6 +1,9 @@
 #version 450
-// out[z] = act(alpha · A[z] · B[z] + beta · C) for batch z = gl_WorkGroupID.z: ONNX MatMul (batched, numpy
-// broadcasting of the batch dims) and Gemm (2-D, C broadcast to (M, N), fused activation).
+// out[z] = act(alpha · A[z] · B[z] + beta · C) (+ R[z]) for batch z = gl_WorkGroupID.z: ONNX MatMul (batched,
+// numpy broadcasting of the batch dims) and Gemm (2-D, C broadcast to (M, N), fused activation); R, of out's
+// shape, is the Add that shape_fusion.fuse_residual folded in. The product is rounded to the storage type before
+// R is added, as the MatMul stored it: the fused answer is the two nodes' own, bit for bit, in fp16 too (without
+// that rounding one of 770 lines of ppocrv6-small's fp16 plan read differently on an H100).
 // Every operand is addressed through element strides, so transposes and broadcasts need no copy: the host
 // merges batch dims (≤ 4) and passes per-operand batch strides (0 on broadcast dims).
 #include "common.glsl"
@@ -9,11 +12,13 @@
 
 layout(constant_id = 8) const bool A_K_FAST = true;  // A row-major (not transposed)
 layout(constant_id = 9) const bool B_N_FAST = true;  // B row-major (not transposed)
+layout(constant_id = 10) const bool RESIDUAL = false;  // add R last
 
 layout(std430, set = 0, binding = 0) readonly buffer BufA { STORE_T a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { STORE_T b[]; };
 layout(std430, set = 0, binding = 2) readonly buffer BufC { STORE_T c[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer BufOut { STORE_T y[]; };
+layout(std430, set = 0, binding = 4) readonly buffer BufResidual { STORE_T residual[]; };
 
 layout(push_constant) uniform Params {
     uint M, N, K;
@@ -41,7 +46,10 @@ float load_b(uint batch, uint k, uint n, uvec4 col) { return float(b[col.x + k *
 void store_c(uint batch, uint m, uint n, float acc) {
     float v = p.alpha * acc;
     if (p.has_c != 0) v += p.beta * float(c[m * p.c_m + n * p.c_n]);
-    y[base_y + m * p.N + n] = STORE(activate(v, int(p.act), p.act_alpha, p.act_beta));
+    v = activate(v, int(p.act), p.act_alpha, p.act_beta);
+    uint at = base_y + m * p.N + n;
+    if (RESIDUAL) v = as_stored(v) + float(residual[at]);
+    y[at] = STORE(v);
 }
 
 #include "gemm_tile.glsl"

@@ -28,15 +28,21 @@ from vkocr.engine.tensor import Tensor
 
 @lowers("MatMul")
 def _matmul(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor], consts: NodeConstants) -> None:
-    """A 2-D right operand (weights): one GEMM over all rows of a, bias and activation in its epilogue.
-    Otherwise a batched matmul, then the bias add and the activation as their own passes."""
+    """A 2-D right operand (weights): one GEMM over all rows of a, bias, activation and a residual (the Add that
+    shape_fusion.fuse_residual folded in as a fourth input) in its epilogue. Otherwise a batched matmul, then the
+    bias add and the activation as their own passes."""
     a, b, bias, out = operand(node, ins, 0), operand(node, ins, 1), optional(ins, 2), outs[0]
+    residual = optional(ins, 3)
     kind, alpha, beta = activation(node)
     if len(b.shape) == 2 and len(a.shape) >= 2:
         rows = math.prod(a.shape[:-1])
-        record_gemm(rec, reshaped(a, (rows, a.shape[-1])), b, reshaped(out, (rows, b.shape[1])), bias,
-                    activation=kind, act_alpha=alpha, act_beta=beta)
+        flat = (rows, b.shape[1])
+        record_gemm(rec, reshaped(a, (rows, a.shape[-1])), b, reshaped(out, flat), bias,
+                    activation=kind, act_alpha=alpha, act_beta=beta,
+                    residual=reshaped(residual, flat) if residual is not None else None)
         return
+    if residual is not None:
+        raise fail(node, "a residual needs a 2-D right operand (shape_fusion.fuse_residual folds none otherwise)")
     record_matmul(rec, a, b, out)
     if bias is not None:  # in place: each invocation reads and writes the same element
         record_binary(rec, "add", out, bias, out)

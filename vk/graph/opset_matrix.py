@@ -21,10 +21,12 @@ def _infer_matmul(node: Node, shapes: list[Shape], consts: list[np.ndarray | Non
 @op("MatMul", infer=_infer_matmul)
 def _run_matmul(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
     y = ops.matmul(x[0], x[1])
-    if len(x) > 2:  # fused bias (MatMul + Add on the last axis)
+    if len(x) > 2 and x[2] is not None:  # fused bias (MatMul + Add on the last axis)
         y = y + x[2]
     a = node.attrs
     y = ops.apply_activation(y, a.get("activation", "none"), a.get("act_alpha", 0.0), a.get("act_beta", 0.0))
+    if len(x) > 3:  # the Add that shape_fusion.fuse_residual folded in
+        y = y + x[3]
     return [y.astype(np.float32, copy=False)]
 
 

@@ -18,11 +18,18 @@ def fuse_residual(spec: Specialized) -> Specialized:
     """Add(conv(x), r) → one Conv with r as a fourth input, added in its epilogue after the activation (one
     dispatch and one pass over the output fewer). Only where the Add's two inputs have one shape (no
     broadcasting), the conv's output feeds the Add alone, r is computed before the conv runs, and the conv is a
-    dense one (the depthwise kernel has no residual)."""
-    def with_residual(conv: Node, value: str, r: str) -> list[str] | None:
-        if conv.op != "Conv" or len(conv.inputs) > 3 or _is_depthwise(spec.graph, conv):
+    dense one (the depthwise kernel has no residual). Likewise Add(MatMul(x, W), r) for a 2-D constant W, which
+    runs as one GEMM (SVTR's projections and MLPs and their skip connections)."""
+    g = spec.graph
+
+    def with_residual(node: Node, value: str, r: str) -> list[str] | None:
+        if len(node.inputs) > 3:
             return None
-        return [conv.inputs[0], conv.inputs[1], conv.inputs[2] if len(conv.inputs) > 2 else "", r]
+        if node.op == "Conv" and not _is_depthwise(g, node):
+            pass
+        elif node.op != "MatMul" or node.inputs[1] not in g.constants or g.constants[node.inputs[1]].ndim != 2:
+            return None
+        return [node.inputs[0], node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else "", r]
 
     return _fold_add(spec, with_residual)
 

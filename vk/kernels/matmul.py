@@ -22,7 +22,7 @@ from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
 
-GEMM = KernelDef("gemm", ("r", "r", "r", "w"), 112)
+GEMM = KernelDef("gemm", ("r", "r", "r", "w", "r"), 112)
 MAX_BATCH_RANK = 4
 
 
@@ -125,7 +125,7 @@ def pick_tile(m: int, n: int, batches: int, tile: str | GemmTile | None = None, 
 
 def _record(
     rec: Recorder,
-    operands: tuple[Tensor, Tensor, Tensor, Tensor],
+    operands: tuple[Tensor, Tensor, Tensor, Tensor, Tensor | None],
     mnk: tuple[int, int, int],
     strides: tuple[int, ...],
     batch: tuple[list[int], list[int], list[int]],
@@ -143,13 +143,16 @@ def _record(
     groups = tile.groups(m, n, math.prod(shape))
     check_groups(rec, groups, label)
     # spec constants 8, 9: fetch along the contiguous axis of A and B so that warps read coalesced
-    pipeline = rec.device.pipeline(storage(GEMM, *operands), (*tile.constants(), int(a_k == 1), int(b_n == 1)))
+    residual = operands[4]
+    pipeline = rec.device.pipeline(storage(GEMM, *operands),
+                                   (*tile.constants(), int(a_k == 1), int(b_n == 1), int(residual is not None)))
     has_c, alpha, beta, act, act_alpha, act_beta = epilogue
     push = pack(
         "3I6II2fI2fI4I4I4I", m, n, k, *strides, has_c, alpha, beta, act, act_alpha, act_beta,
         len(shape), *padded(shape, 4, 1), *padded(batch_a, 4), *padded(batch_b, 4),
     )
-    rec.dispatch(pipeline, [v.view for v in operands], push, groups, label=label)
+    views = [v.view for v in operands[:4]] + [(residual if residual is not None else operands[0]).view]
+    rec.dispatch(pipeline, views, push, groups, label=label)
 
 
 def as_gemv(a: Tensor, b: Tensor, mnk: tuple[int, int, int], strides: tuple[int, ...],
@@ -202,7 +205,7 @@ def record_matmul(rec: Recorder, a: Tensor, b: Tensor, out: Tensor, *, tile: str
         record_gemv(rec, matrix, vector, out, gemv_shape, label="matmul")
         return
     chosen = pick_tile(m, n, math.prod(shape), tile, k)
-    _record(rec, (a, b, a, out), (m, n, k), strides, batch, (0, 1.0, 0.0, 0, 0.0, 0.0), chosen, "matmul")
+    _record(rec, (a, b, a, out, None), (m, n, k), strides, batch, (0, 1.0, 0.0, 0, 0.0, 0.0), chosen, "matmul")
 
 
 def c_strides(c_shape: tuple[int, ...], m: int, n: int) -> tuple[int, int]:
@@ -230,12 +233,13 @@ def record_gemm(
     act_alpha: float = 0.0,
     act_beta: float = 0.0,
     tile: str | None = None,
+    residual: Tensor | None = None,
 ) -> None:
-    """ONNX Gemm: out = act(alpha · A' · B' + beta · C), A' = aᵀ if trans_a (likewise B'), C broadcast to
-    (M, N); the transposes are strides, never copies. `tile` forces a tile config (see TILES) of the GEMM,
-    which otherwise leaves a product with one output row or column to gemv.comp. Every tensor float32, or every
-    one float16 (C too; accumulating and the epilogue in float32)."""
-    storage(GEMM, a, b, out, c)
+    """ONNX Gemm: out = act(alpha · A' · B' + beta · C) (+ residual, of out's shape: an Add folded in), A' = aᵀ
+    if trans_a (likewise B'), C broadcast to (M, N); the transposes are strides, never copies. `tile` forces a
+    tile config (see TILES) of the GEMM, which otherwise leaves a product with one output row or column to
+    gemv.comp. Every tensor float32, or every one float16 (C too; accumulating and the epilogue in float32)."""
+    storage(GEMM, a, b, out, c, residual)
     if len(a.shape) != 2 or len(b.shape) != 2:
         raise KernelArgumentError(f"gemm needs 2-D operands, got {a.shape} and {b.shape}")
     m, k = a.shape[::-1] if trans_a else a.shape
@@ -243,6 +247,8 @@ def record_gemm(
     if k != k_b:
         raise KernelArgumentError(f"gemm: inner dims differ: A' is ({m}, {k}), B' is ({k_b}, {n})")
     require_shape(out, (m, n), "gemm output")
+    if residual is not None:
+        require_shape(residual, (m, n), "gemm residual")
     c_m, c_n = c_strides(c.shape, m, n) if c is not None else (0, 0)
     act = activation_id(activation)
     if out.numel == 0:
@@ -254,8 +260,9 @@ def record_gemm(
     if gemv is not None:
         matrix, vector, shape = gemv
         record_gemv(rec, matrix, vector, out, shape, Epilogue(activation, float(act_alpha), float(act_beta),
-                                                               float(alpha), float(beta)), c, label="gemm")
+                                                               float(alpha), float(beta)), c, residual,
+                    label="gemm")
         return
     epilogue = (int(c is not None), float(alpha), float(beta), act, float(act_alpha), float(act_beta))
-    operands = (a, b, c if c is not None else a, out)
+    operands = (a, b, c if c is not None else a, out, residual)
     _record(rec, operands, (m, n, k), strides, ([1], [0], [0]), epilogue, pick_tile(m, n, 1, tile, k), "gemm")

@@ -110,6 +110,12 @@ CASES = {
         {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 2, 2], np.float32)}), nchw(3)),
     "matmul_weights": Case(("MatMul",), one("MatMul", {"w": weights(8, 6)}), tokens(8)),
     "matmul_one_column": Case(("MatMul",), one("MatMul", {"w": weights(8, 1)}), tokens(8)),  # gemv.comp
+    # shape_fusion.fuse_residual: the skip connection's Add in the GEMM's epilogue
+    "matmul_residual": Case(("MatMul", "Add"), lambda rng: ([
+        Node("MatMul", "proj", ["x", "w", "b"], ["p"], {"activation": "gelu"}),
+        Node("Add", "skip", ["p", "x"], ["s"]),
+        Node("Relu", "after", ["s"], ["y"])],  # (the output's producer stores fp32)
+        {"w": weights(8, 8), "b": weights(8)}), tokens(8)),
     "softmax": Case(("Softmax",), one("Softmax", axis=-1), tokens(12)),
     "reduce_mean": Case(("ReduceMean",), one("ReduceMean", axes=[-1], keepdims=1), tokens(12)),
     "layernorm": Case(("LayerNorm",), one("LayerNorm", {"g": weights(12) + 1, "b": weights(12)}, axis=-1,
@@ -207,6 +213,58 @@ def test_a_residual_add_joins_its_conv_only_where_it_is_the_conv_s_own(device: D
 
     check_fusion(device, graph, (1, 3, 9, 11), [("Conv", "skip"), ("Conv", "body"), ("GlobalAveragePool", "gap"),
                                                  ("Conv", "head"), ("Add", "bias_like")], fused)
+
+
+def test_a_skip_connection_joins_a_matmul_with_constant_weights(device: Device) -> None:
+    """Add(MatMul(x, W), r) for a 2-D constant W becomes the GEMM's epilogue (SVTR's projections); a MatMul of two
+    computed values keeps its Add. The fused plan computes the same."""
+    nodes = [Node("MatMul", "proj", ["x", "w"], ["p"]),
+             Node("Add", "skip", ["p", "x"], ["s"]),  # fuses into proj
+             Node("Transpose", "t", ["s"], ["st"], {"perm": [0, 2, 1]}),
+             Node("MatMul", "gram", ["s", "st"], ["g"]),
+             Node("Add", "stays", ["g", "c"], ["y"])]  # gram's B is computed: the Add stays
+    graph = Graph(nodes, ["x"], ["y"], {"w": weights(8, 8), "c": weights(1, 6, 6)})
+
+    def fused(spec: Specialized) -> None:
+        proj = next(n for n in spec.graph.nodes if n.name == "proj")
+        assert proj.inputs[2:] == ["", "x"] or proj.inputs[3].startswith("x"), proj.inputs
+        assert proj.outputs == ["s"]
+
+    check_fusion(device, graph, (1, 6, 8), [("MatMul", "proj"), ("Transpose", "t"), ("MatMul", "gram"),
+                                            ("Add", "stays")], fused)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_a_matmul_s_skip_connection_fused_answers_as_the_two_nodes_did(device: Device, precision: str) -> None:
+    """The GEMM rounds its product to the storage type before adding the skip connection, as the MatMul stored
+    it, so the fused plan's answer is the unfused one's bit for bit, in fp16 storage too (an SVTR block's
+    projection and MLP, activations and biases included)."""
+    rng, seed = fresh_rng()
+    nodes = [Node("MatMul", "fc1", ["x", "w1", "b1"], ["h"], {"activation": "gelu"}),
+             Node("MatMul", "fc2", ["h", "w2", "b2"], ["o"]),
+             Node("Add", "skip", ["o", "x"], ["s"]),
+             Node("Relu", "after", ["s"], ["y"])]  # (the output's producer stores fp32)
+    graph = Graph(nodes, ["x"], ["y"], {"w1": weights(24, 48), "b1": weights(48), "w2": weights(48, 24, seed=1),
+                                        "b2": weights(24, seed=2)})
+    x = rng.uniform(-3, 3, (2, 40, 24)).astype(np.float32)
+    (fused_ops, fused), (unfused_ops, unfused) = with_and_without(device, graph, precision, "fuse_residual", x)
+    assert fused_ops == ["MatMul", "MatMul", "Relu"] and unfused_ops == ["MatMul", "MatMul", "Add", "Relu"]
+    assert np.array_equal(fused, unfused), f"{precision}: not bit for bit; seed {seed}"
+
+
+def with_and_without(device: Device, graph: Graph, precision: str, fusion: str, x: np.ndarray
+                     ) -> list[tuple[list[str], np.ndarray]]:
+    """(the plan's ops apart from casts, its answer) with the per-shape pass `fusion` of vk/graph/passes.py, then
+    without it."""
+    out = []
+    for fuse in (True, False):
+        with pytest.MonkeyPatch.context() as patch:
+            if not fuse:
+                patch.setattr(passes, fusion, lambda spec: spec)
+            with Model(graph, device, precision=PrecisionPlan(precision)) as model:
+                ops = [n.op for n in model.plan(x.shape).spec.graph.nodes if n.op != "StorageCast"]
+                out.append((ops, model.run(x)))
+    return out
 
 
 def test_an_se_block_s_gate_and_residual_become_one_pass(device: Device) -> None:
@@ -375,18 +433,10 @@ def test_svtr_attention_becomes_one_dispatch(device: Device) -> None:
     for precision in ("fp32", "fp16"):
         for t in (40, 200, 1):
             x = rng.uniform(-2, 2, (2 if t < 100 else 1, t, 3 * 4 * 15)).astype(np.float32)
-            answers = []
-            for fuse in (True, False):
-                with pytest.MonkeyPatch.context() as patch:
-                    if not fuse:
-                        patch.setattr(passes, "fuse_attention", lambda spec: spec)
-                    with Model(graph, device, precision=PrecisionPlan(precision)) as model:
-                        ops = [n.op for n in model.plan(x.shape).spec.graph.nodes if n.op != "StorageCast"]
-                        answers.append(model.run(x))
-                if fuse:
-                    fused = t > 1
-                    assert ("Attention" in ops) == fused and ops.count("MatMul") == (1 if fused else 3), (t, ops)
-            assert np.array_equal(answers[0], answers[1]), f"{precision} T={t}: not bit for bit; seed {seed}"
+            (ops, fused), (_, unfused) = with_and_without(device, graph, precision, "fuse_attention", x)
+            joined = t > 1
+            assert ("Attention" in ops) == joined and ops.count("MatMul") == (1 if joined else 3), (t, ops)
+            assert np.array_equal(fused, unfused), f"{precision} T={t}: not bit for bit; seed {seed}"
     with Model(graph, device) as model:  # and the fused NumPy graph is the unfused one's, bit for bit
         x = rng.uniform(-2, 2, (2, 40, 180)).astype(np.float32)
         unfused = Graph(list(graph.nodes), ["x"], ["y"], dict(graph.constants))

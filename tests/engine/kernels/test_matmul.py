@@ -91,21 +91,27 @@ def test_matmul_broadcast_batch_float16_storage(device: Device, shape_a: tuple[i
 
 
 def run_gemm(device: Device, m: int, n: int, k: int, c_shape: tuple[int, ...] | None, dtype: type = np.float32,
-             **attrs: object) -> None:
+             residual: bool = False, **attrs: object) -> None:
+    """`residual`: an (M, N) tensor added after the activation and the product's rounding to the storage type
+    (shape_fusion.fuse_residual's Add)."""
     rng, seed = fresh_rng()
     a_np = uniform(rng, (k, m) if attrs.get("trans_a") else (m, k), dtype)
     b_np = uniform(rng, (n, k) if attrs.get("trans_b") else (k, n), dtype)
     c_np = uniform(rng, c_shape, dtype) if c_shape is not None else None
+    r_np = uniform(rng, (m, n), dtype) if residual else None
     kwargs = {key: v for key, v in attrs.items() if key != "tile"}
     c32 = c_np.astype(np.float32) if c_np is not None else None  # the exact result on the stored inputs
-    ref = storage_ref(gemm(a_np.astype(np.float32), b_np.astype(np.float32), c32, **kwargs),  # type: ignore[arg-type]
-                      dtype)
+    exact = gemm(a_np.astype(np.float32), b_np.astype(np.float32), c32, **kwargs)  # type: ignore[arg-type]
+    # the product rounded as the MatMul stored it, then the Add's sum rounded (the pair's answer, fused)
+    ref = storage_ref(exact, dtype) if r_np is None else storage_ref(
+        storage_ref(exact, dtype).astype(np.float32) + r_np.astype(np.float32), dtype)
     a, b, out = device.upload(a_np), device.upload(b_np), poisoned(device, ref.shape, dtype)
     c = device.upload(c_np) if c_np is not None else None
-    run(device, lambda rec: record_gemm(rec, a, b, out, c, **attrs))  # type: ignore[arg-type]
-    check(device.download(out), ref, f"gemm M={m} N={n} K={k} C={c_shape} {attrs} {np.dtype(dtype)}", seed,
-          TOLERANCES[np.dtype(dtype)])
-    release(device, a, b, out, *([c] if c is not None else []))
+    r = device.upload(r_np) if r_np is not None else None
+    run(device, lambda rec: record_gemm(rec, a, b, out, c, residual=r, **attrs))  # type: ignore[arg-type]
+    check(device.download(out), ref, f"gemm M={m} N={n} K={k} C={c_shape} residual={residual} {attrs} "
+          f"{np.dtype(dtype)}", seed, TOLERANCES[np.dtype(dtype)])
+    release(device, a, b, out, *(t for t in (c, r) if t is not None))
 
 
 @pytest.mark.parametrize("tile", list(TILES))
@@ -147,6 +153,22 @@ def test_gemm_fused_activation_float16_storage(device: Device, activation: str, 
                                                act_beta: float) -> None:
     run_gemm(device, 33, 130, 65, (130,), np.float16, alpha=2.0, activation=activation, act_alpha=act_alpha,
              act_beta=act_beta)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("tile", [*TILES, None])
+@pytest.mark.parametrize(("m", "n", "k"), [(65, 33, 130), (40, 120, 120), (1, 33, 65), (33, 1, 65)])
+def test_gemm_residual(device: Device, dtype: type, tile: str | None, m: int, n: int, k: int) -> None:
+    """act(A·B + c) + R, R of the output's shape (SVTR's skip connections); one output row or column goes to
+    gemv.comp unless a tile is forced."""
+    run_gemm(device, m, n, k, (n,), dtype, residual=True, tile=tile, activation="gelu")
+
+
+def test_gemm_residual_must_have_the_output_s_shape(device: Device) -> None:
+    a, b, out, r = (device.tensor(s) for s in [(3, 4), (4, 5), (3, 5), (1, 5)])
+    with pytest.raises(KernelArgumentError, match="gemm residual"):
+        run(device, lambda rec: record_gemm(rec, a, b, out, residual=r))
+    release(device, a, b, out, r)
 
 
 def test_gemm_refuses_mixed_storage(device: Device) -> None:
