@@ -37,9 +37,11 @@ case "$what" in *stream*)
         | tee "$out/stream-fp16.txt" ;;
 esac
 case "$what" in *agent*)
+    # three passes over the 106 images per level: a level of one pass lasts about a second on an H100, and its
+    # first and last requests' ramp read ~20 % below the steady rate (benchmarks/2026-12-06-h100-agent-*-session30.json)
     for p in fp32 fp16; do
-        VKOCR_DEVICE_PRECISION=$p vkocr bench agent $c --rendered 96 --clients 1,4,16,64 --modes unary --raw \
-            --runs default --json > "$out/agent-raw-$p.json"
+        vkocr bench agent $c --rendered 96 --clients 1,4,16,64 --modes unary --raw --runs default \
+            --precision "$p" --passes "${AGENT_PASSES:-3}" --json > "$out/agent-raw-$p.json"
         python3 -c "import json, sys; from vkocr.agent.cli.bench_agent_report import format_agent_results as f; print(f(json.load(open(sys.argv[1]))))" \
             "$out/agent-raw-$p.json" | tee "$out/agent-raw-$p.txt"
     done ;;

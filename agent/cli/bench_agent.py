@@ -49,6 +49,7 @@ DEFAULT_CLIENTS = (1, 4, 16, 64)
 MODES = ("unary", "stream")
 MISMATCH = "WRONG_TEXTS"  # an answer whose texts are not its image's: counted with the errors
 UNANSWERED = "NO_ANSWER"  # a request the clients sent (or meant to) that got neither an answer nor an error
+MAX_PASSES = 10
 CLIENT_START_S = 120.0  # the client process imports gRPC and connects every channel within this
 PLUGINS = ("regex_fields", "merge_lines")
 PLUGIN_OPTIONS: dict[str, Any] = {  # fields a label reader would pull out of the lines, then paragraphs
@@ -177,11 +178,13 @@ def note(progress: bool, message: str) -> None:
 
 def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tuple[int, ...] = DEFAULT_CLIENTS,
                     modes: tuple[str, ...] = MODES, request_options: dict[str, Any] | None = None,
-                    progress: bool = True, reference: bool = False,
-                    runs: tuple[str, ...] = RUN_NAMES) -> dict[str, Any]:
+                    progress: bool = True, reference: bool = False, runs: tuple[str, ...] = RUN_NAMES,
+                    passes: int = 1, precision: str | None = None) -> dict[str, Any]:
     """The runs of RUNS named in `runs`, in every mode, at every client count; each level sends every image
-    once. With `reference`, then the default model set's reference (RapidOCR, CPU) once over the same images in
-    this process, one at a time: the single-process images/s an agent on the CPU backend is measured against."""
+    once per pass, `passes` passes (1..10). `precision` sets the agents' device.precision (auto, fp32 or
+    fp16; None: the configuration's default). With `reference`, then the default model set's reference
+    (RapidOCR, CPU) once over the same images in this process, one at a time: the single-process images/s an
+    agent on the CPU backend is measured against."""
     from vkocr.agent.serving.background import start_agent
     from vkocr.agent.serving.config import load_config
     from vkocr.agent.serving.wire import options_to_proto
@@ -189,6 +192,8 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
     if max(clients) > len(images):
         raise AgentError(f"{max(clients)} clients need at least as many distinct images, got {len(images)}: add "
                          "--rendered N")
+    if not 1 <= passes <= MAX_PASSES:
+        raise AgentError(f"passes must be 1..{MAX_PASSES}, got {passes}")
     request_options = dict(request_options or {})
     options = options_to_proto(**request_options) if request_options else None
     machine = machine_info()
@@ -206,6 +211,8 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
             overrides.update(dict(run.keys))
             if device:
                 overrides["device.select"] = device
+            if precision is not None:
+                overrides["device.precision"] = precision
             if run.plugins:
                 overrides["ocr.plugins"] = list(PLUGINS)
                 overrides["ocr.plugin_options"] = PLUGIN_OPTIONS
@@ -214,13 +221,14 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
             background = start_agent(config)
             try:
                 snapshot = background.agent.state.get()
-                machine.update(device=snapshot.device, backend=snapshot.backend)
+                machine.update(device=snapshot.device, backend=snapshot.backend, precision=snapshot.precision,
+                               precision_reason=snapshot.precision_reason)
                 expected = warm_up(background, images, options, run.name, progress)
                 texts.update({image.name: expected[k] for k, image in enumerate(images)})
                 for mode in modes:
                     levels = []
                     for count in clients:
-                        level = measure_level(background, requests, expected, count, mode)
+                        level = measure_level(background, requests, expected, count, mode, passes)
                         note(progress, f"{run.name}, {mode}: {count} clients: {level['ok']}/{level['requests']} "
                              f"answered, {level['images_per_s']:.2f} images/s, p50 {level['p50_ms']:.1f} ms, p99 "
                              f"{level['p99_ms']:.1f} ms" + (f", GPU busy {100 * level['gpu_busy_fraction']:.0f}%"
@@ -242,6 +250,7 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
         "date": dt.date.today().isoformat(),
         "machine": machine,
         "images": len(images),
+        "passes": passes,
         "image_list": [{"image": i.name, "size": f"{i.width}x{i.height}", "bytes": len(i.data),
                         "lines": len(texts.get(i.name, []))} for i in images],
         "request_options": request_options,
@@ -328,14 +337,16 @@ def warm_up(background: BackgroundAgent, images: list[BenchImage], options: ocr_
 
 
 def measure_level(background: BackgroundAgent, requests: Path, expected: list[list[str]], clients: int,
-                  mode: str) -> dict[str, Any]:
-    """One level: the client process connects, then sends every request once; meanwhile this process reads
-    the GPU's busy time and its own CPU time."""
+                  mode: str, passes: int = 1) -> dict[str, Any]:
+    """One level: the client process connects, then sends every request once per pass (the passes follow one
+    another, the clients' requests of one pass overlapping the next's start); meanwhile this process reads the
+    GPU's busy time and its own CPU time."""
     from vkocr.agent.cli.bench_pipeline import percentile
 
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: no agent, no Vulkan, its own GIL
     ours, theirs = context.Pipe()
-    process = context.Process(target=client_process, args=(theirs, background.target, str(requests), clients, mode),
+    process = context.Process(target=client_process,
+                              args=(theirs, background.target, str(requests), clients, mode, passes),
                               name="vkocr-bench-clients", daemon=True)
     process.start()
     theirs.close()
@@ -359,6 +370,7 @@ def measure_level(background: BackgroundAgent, requests: Path, expected: list[li
         process.join(30)
         if process.is_alive():
             process.kill()
+    expected = expected * passes  # an answer's index counts across the passes
     latencies: list[float] = []
     stages: list[dict[str, float]] = []
     errors: Counter[str] = Counter()
@@ -376,7 +388,8 @@ def measure_level(background: BackgroundAgent, requests: Path, expected: list[li
             stages.append(timings)
     keys = sorted({key for s in stages for key in s}, key=lambda k: (k == "total", k))
     return {
-        "clients": clients, "mode": mode, "requests": len(expected), "ok": len(latencies), "errors": dict(errors),
+        "clients": clients, "mode": mode, "passes": passes, "requests": len(expected), "ok": len(latencies),
+        "errors": dict(errors),
         "error_messages": error_messages,
         "wall_s": wall, "images_per_s": len(latencies) / wall if wall > 0 else 0.0,
         "p50_ms": percentile(latencies, 50) if latencies else 0.0,

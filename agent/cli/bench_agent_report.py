@@ -32,8 +32,12 @@ def format_agent_results(r: dict[str, Any]) -> str:
     header = (f"{'run':<24} {'clients':>7} {'answered':>8} {'errors':>6} {'images/s':>9} {'p50 ms':>9} "
               f"{'p99 ms':>9} {'GPU busy':>8} {'cores':>5} {'queue ms':>9} {'req/read':>8}")
     device = f"{m.get('device', '?')} ({m.get('backend', '?')})"
+    if m.get("precision"):
+        device += f", {m['precision']} ({m.get('precision_reason', '')})"
+    passes = r.get("passes", 1)
+    per_level = "once per level" if passes == 1 else f"once per pass, {passes} passes per level"
     lines = [f"machine: {m['cpu']} ({m['cores']} cores); device: {device}",
-             f"images: {r['images']} distinct, each sent once per level, as {r.get('sent_as', 'files')}; {what}",
+             f"images: {r['images']} distinct, each sent {per_level}, as {r.get('sent_as', 'files')}; {what}",
              header]
     for row in r["runs"]:
         for level in row["levels"]:

@@ -21,13 +21,16 @@ REORDERED = "WRONG_ORDER"  # a stream's answer that carries another frame's requ
 Answer = tuple[int, float, str | None, list[str] | None, dict[str, float]]
 
 
-def client_process(conn: Connection, target: str, requests_path: str, clients: int, mode: str) -> None:
+def client_process(conn: Connection, target: str, requests_path: str, clients: int, mode: str,
+                   passes: int = 1) -> None:
     """The clients of one level (another process): connect `clients` channels, say "ready", wait for "go",
-    then take the requests in turn until none is left; send back every answer and the wall time from "go"."""
+    then take the requests in turn, every one once per pass, until none is left (an answer's index counts
+    across the passes); send back every answer and the wall time from "go"."""
     from vkocr.agent.serving.client import OcrClient
     from vkocr.v1 import ocr_pb2
 
     requests = [ocr_pb2.RecognizeRequest.FromString(b) for b in pickle.loads(Path(requests_path).read_bytes())]
+    requests *= passes
     channels = [OcrClient(target) for _ in range(clients)]
     try:
         for client in channels:

@@ -117,7 +117,7 @@ def cmd_bench_agent(args: argparse.Namespace) -> int:
         args.usage_error(f"{max(args.clients)} clients need at least {max(args.clients)} distinct images (no image "
                          f"is sent twice in a level), got {len(images)}: add --rendered N")
     results = run_agent_bench(args.device, images, clients=args.clients, modes=args.modes, request_options=options,
-                              reference=args.reference, runs=args.runs)
+                              reference=args.reference, runs=args.runs, passes=args.passes, precision=args.precision)
     print(json.dumps(results, indent=2, ensure_ascii=False) if args.json else format_agent_results(results))
     write_plot(args.plot, results)
     return 0
@@ -260,6 +260,13 @@ def add_bench_parser(sub: Any) -> None:
                              "no-batching: throughput.batch_requests = 1, no-overlap: experimental.overlap = false "
                              "(one request at a time), decode-processes: experimental.decode_processes = half the "
                              "cores up to 8, plugins: a plugin chain)")
+    agent_bench.add_argument("--passes", type=int_in(1, 10), default=1, metavar="N",
+                             help="passes over the images per level, 1..10 (default 1): every image is sent once "
+                             "per pass, so more passes make a longer level of distinct images, less of it the "
+                             "first and last requests' ramp")
+    agent_bench.add_argument("--precision", choices=("auto", "fp32", "fp16"), default=None,
+                             help="the agents' storage precision on a GPU (default: the configuration's, auto); "
+                             "fp16 serves the model set's calibrated plan")
     agent_bench.add_argument("--raw", action="store_true",
                              help="send every image as decoded RGB8 pixels (RawImage), as a camera sends frames, "
                              "instead of its file (PNG for the rendered): no decoding in the agent")

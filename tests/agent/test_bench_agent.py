@@ -98,6 +98,11 @@ def test_every_answer_is_checked_against_its_own_image(tmp_path: Path) -> None:
             assert (level["ok"], level["errors"]) == (4, {}), f"{mode}: {level}"
             shifted = measure_level(agent, requests, expected[1:] + expected[:1], 4, mode)
             assert (shifted["ok"], shifted["errors"]) == (0, {MISMATCH: 4}), f"{mode}: {shifted}"
+            # three passes: every image once per pass, each answer checked against its own image
+            passes = measure_level(agent, requests, expected, 3, mode, passes=3)
+            assert (passes["requests"], passes["ok"], passes["errors"]) == (12, 12, {}), f"{mode}: {passes}"
+            shifted = measure_level(agent, requests, expected[1:] + expected[:1], 3, mode, passes=2)
+            assert (shifted["ok"], shifted["errors"]) == (0, {MISMATCH: 8}), f"{mode}: {shifted}"
         # a fifth image expected but never sent (the requests file holds four): one request without an answer
         missing = measure_level(agent, requests, [*expected, ["LOT0500"]], 4, "unary")
         assert (missing["ok"], missing["errors"]) == (4, {UNANSWERED: 1}), missing
