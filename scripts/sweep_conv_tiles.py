@@ -18,6 +18,7 @@ cooperative matrices (lavapipe) it sweeps the SIMT tiles alone.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -71,7 +72,10 @@ SHAPES = [
     Case((16, 384, 6, 80), 192, (1, 1), what="rec Conv.23 1x1 384->192"),
     Case((16, 384, 3, 80), 768, (1, 1), what="rec Conv.49 1x1 384->768"),
     Case((16, 768, 3, 80), 384, (1, 1), what="rec Conv.53 1x1 768->384"),
+    Case((16, 384, 3, 80), 384, (1, 1), what="rec Conv.45 1x1 384->384"),
+    Case((16, 384, 1, 40), 120, (1, 1), what="rec Conv.54 1x1 384->120"),
 ]
+REC_BATCH = 16  # the rec cases' batch above; --batch sets another
 # SIMT tiles beyond TILES: deeper BK (fewer steps along K, 8 fetched elements per operand), 8×8 per thread on 128
 # invocations. On the H100 they beat TILES' best by up to ~10 % on a few deep-K convolutions (det Conv.31/49, rec
 # Conv.49), which the matrices ran faster still (benchmarks/2026-12-05-h100-sweep-conv-tiles.json).
@@ -80,6 +84,12 @@ SIMT_EXTRA = {
     "thin16": GemmTile(32, 128, 16, 4, 4),
     "tall16": GemmTile(128, 64, 16, 8, 4),
     "wide88": GemmTile(64, 128, 8, 8, 8),
+    # K split between slices of one workgroup in other proportions than TILES' sliced (32×32, 4 slices): for
+    # the small batches of rec that real traffic brings, whose convolutions make few workgroups of any tile
+    "sliced2": GemmTile(32, 32, 8, 4, 4, slices=2),
+    "sliced16x2": GemmTile(32, 32, 16, 4, 4, slices=2),
+    "sliced32x64x2": GemmTile(32, 64, 8, 4, 4, slices=2),
+    "sliced64x32x2": GemmTile(64, 32, 8, 4, 4, slices=2),
 }
 COOPMAT_TILES = {
     "narrow": CoopmatTile(sg_m=1, sg_n=4, fm=2, fn=2),
@@ -217,12 +227,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stats", action="store_true",
                         help="also the driver's statistics of every pipeline (registers, shared and local memory; "
                              "VKOCR_PIPELINE_STATS=1, where the driver offers them)")
+    parser.add_argument("--batch", type=int, default=REC_BATCH,
+                        help=f"lines per rec case (1..64; default {REC_BATCH}): real traffic reads 1 to 6 at a time")
     parser.add_argument("--repeats", type=int, default=10, help="dispatches per timed recording (1..1000)")
     parser.add_argument("--rounds", type=int, default=3, help="timed replays per variant (1..100)")
     args = parser.parse_args(argv)
-    if not 1 <= args.repeats <= 1000 or not 1 <= args.rounds <= 100:
-        parser.error("--repeats is 1..1000 and --rounds 1..100")
-    shapes = [s for s in SHAPES if (args.only is None or s.what.startswith(args.only))
+    if not 1 <= args.repeats <= 1000 or not 1 <= args.rounds <= 100 or not 1 <= args.batch <= 64:
+        parser.error("--repeats is 1..1000, --rounds 1..100 and --batch 1..64")
+    batched = [dataclasses.replace(s, x=(args.batch, *s.x[1:]), what=s.what.replace("rec ", f"rec{args.batch} "))
+               if s.what.startswith("rec ") else s for s in SHAPES]
+    shapes = [s for s in batched if (args.only is None or s.what.startswith(args.only))
               and (not args.pointwise or s.kernel == (1, 1)) and (not args.kxk or s.kernel != (1, 1))]
     rows: list[dict[str, Any]] = []
     failures = 0
