@@ -180,11 +180,10 @@ def run_agent_bench(device: str | None, images: list[BenchImage], *, clients: tu
                     modes: tuple[str, ...] = MODES, request_options: dict[str, Any] | None = None,
                     progress: bool = True, reference: bool = False, runs: tuple[str, ...] = RUN_NAMES,
                     passes: int = 1, precision: str | None = None) -> dict[str, Any]:
-    """The runs of RUNS named in `runs`, in every mode, at every client count; each level sends every image
-    once per pass, `passes` passes (1..10). `precision` sets the agents' device.precision (auto, fp32 or
-    fp16; None: the configuration's default). With `reference`, then the default model set's reference
-    (RapidOCR, CPU) once over the same images in this process, one at a time: the single-process images/s an
-    agent on the CPU backend is measured against."""
+    """The runs of RUNS named in `runs`, in every mode, at every client count; each level sends every image once
+    per pass, `passes` (1..10) passes. `precision`: the agents' device.precision (None: the configuration's).
+    With `reference`, then the default model set's reference (RapidOCR, CPU) once over the same images in this
+    process, one at a time: the single-process images/s an agent on the CPU backend is measured against."""
     from vkocr.agent.serving.background import start_agent
     from vkocr.agent.serving.config import load_config
     from vkocr.agent.serving.wire import options_to_proto
@@ -389,8 +388,7 @@ def measure_level(background: BackgroundAgent, requests: Path, expected: list[li
     keys = sorted({key for s in stages for key in s}, key=lambda k: (k == "total", k))
     return {
         "clients": clients, "mode": mode, "passes": passes, "requests": len(expected), "ok": len(latencies),
-        "errors": dict(errors),
-        "error_messages": error_messages,
+        "errors": dict(errors), "error_messages": error_messages,
         "wall_s": wall, "images_per_s": len(latencies) / wall if wall > 0 else 0.0,
         "p50_ms": percentile(latencies, 50) if latencies else 0.0,
         "p99_ms": percentile(latencies, 99) if latencies else 0.0,
