@@ -23,11 +23,10 @@ def fuse_residual(spec: Specialized) -> Specialized:
     g = spec.graph
 
     def with_residual(node: Node, value: str, r: str) -> list[str] | None:
-        if len(node.inputs) > 3:
-            return None
-        if node.op == "Conv" and not _is_depthwise(g, node):
-            pass
-        elif node.op != "MatMul" or node.inputs[1] not in g.constants or g.constants[node.inputs[1]].ndim != 2:
+        dense_conv = node.op == "Conv" and not _is_depthwise(g, node)
+        weights = g.constants.get(node.inputs[1]) if node.op == "MatMul" else None
+        one_gemm = weights is not None and weights.ndim == 2 and len(spec.shapes[value]) >= 2  # lower_matrix's
+        if len(node.inputs) > 3 or not (dense_conv or one_gemm):
             return None
         return [node.inputs[0], node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else "", r]
 
