@@ -136,10 +136,7 @@ def _fold_add(spec: Specialized, fold: Callable[[Node, str, str], list[str] | No
     this node). Only where the Add's two inputs have one shape (no broadcasting), p feeds the Add alone and is
     no graph output, and a is computed before p's node runs. Either operand of the Add may be p."""
     g = spec.graph
-    uses: dict[str, int] = {}
-    for node in g.nodes:
-        for name in node.inputs:
-            uses[name] = uses.get(name, 0) + 1
+    uses, _ = _uses_and_producers(g)
     position = {out: i for i, node in enumerate(g.nodes) for out in node.outputs}
     fused: dict[int, Node] = {}  # producer position → the producer with the Add folded in
     dropped: set[int] = set()
@@ -181,10 +178,7 @@ def fuse_attention(spec: Specialized) -> Specialized:
     Transpose's name."""
     g = spec.graph
     uses, producer = _uses_and_producers(g)
-    readers: dict[str, list[Node]] = {}
-    for node in g.nodes:
-        for name in node.inputs:
-            readers.setdefault(name, []).append(node)
+    readers = g.consumers()
     storage = _storage_of(g)
 
     def only(value: str, op: str) -> Node | None:
@@ -296,11 +290,7 @@ def _storage_of(g: Graph) -> Callable[[Node], np.dtype]:
 
 def _uses_and_producers(g: Graph) -> tuple[dict[str, int], dict[str, Node]]:
     """How many times each value is read (a node reading it twice counts twice), and the node making each."""
-    uses: dict[str, int] = {}
-    for node in g.nodes:
-        for name in node.inputs:
-            uses[name] = uses.get(name, 0) + 1
-    return uses, {out: node for node in g.nodes for out in node.outputs}
+    return {name: len(readers) for name, readers in g.consumers().items()}, g.producers()
 
 
 def _rewritten(spec: Specialized, replaced: dict[str, Node], dropped: set[str]) -> Specialized:
