@@ -226,7 +226,15 @@ def add_bench_parser(sub: Any) -> None:
                         "pip install 'vkocr[plots]'; scripts/plot_benchmarks.py draws it from a saved --json)")
     add_device_option(stream, cpu=True)
     stream.set_defaults(func=cmd_bench_stream, usage_error=stream.error)
-    from vkocr.agent.cli.bench_agent import DEFAULT_CLIENTS, MODES, RUN_KEYS, parse_clients, parse_modes, parse_runs
+    from vkocr.agent.cli.bench_agent import (
+        DEFAULT_CLIENTS,
+        MAX_PASSES,
+        MODES,
+        RUN_KEYS,
+        parse_clients,
+        parse_modes,
+        parse_runs,
+    )
 
     agent_bench = bench_sub.add_parser(
         "agent",
@@ -260,10 +268,10 @@ def add_bench_parser(sub: Any) -> None:
                              "no-batching: throughput.batch_requests = 1, no-overlap: experimental.overlap = false "
                              "(one request at a time), decode-processes: experimental.decode_processes = half the "
                              "cores up to 8, plugins: a plugin chain)")
-    agent_bench.add_argument("--passes", type=int_in(1, 10), default=1, metavar="N",
-                             help="passes over the images per level, 1..10 (default 1): every image is sent once "
-                             "per pass, so more passes make a longer level of distinct images, less of it the "
-                             "first and last requests' ramp")
+    agent_bench.add_argument("--passes", type=int_in(1, MAX_PASSES), default=1, metavar="N",
+                             help=f"passes over the images per level, 1..{MAX_PASSES} (default 1): every image is "
+                             "sent once per pass, so more passes make a longer level of distinct images, less of it "
+                             "the first and last requests' ramp")
     agent_bench.add_argument("--precision", choices=("auto", "fp32", "fp16"), default=None,
                              help="the agents' storage precision on a GPU (default: the configuration's, auto); "
                              "fp16 serves the model set's calibrated plan")
