@@ -15,6 +15,7 @@ layout(constant_id = 9) const uint KH = 3;
 layout(constant_id = 10) const uint KW = 3;
 layout(constant_id = 11) const bool POST_AFFINE = false;  // scale and shift after the activation
 layout(constant_id = 12) const bool RESIDUAL = false;     // add the residual tensor last
+layout(constant_id = 13) const bool VECTOR_STORES = false;  // store_c4 writes 4 columns at once (the host's rule)
 const bool A_K_FAST = true;   // weights are row-major (Cout, Cin/group·KH·KW)
 const bool B_N_FAST = true;   // consecutive n are consecutive output columns
 
@@ -23,6 +24,9 @@ layout(std430, set = 0, binding = 1) readonly buffer BufW { STORE_T w[]; };
 layout(std430, set = 0, binding = 2) readonly buffer BufBias { STORE_T bias[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer BufOut { STORE_T y[]; };
 layout(std430, set = 0, binding = 4) readonly buffer BufResidual { STORE_T residual[]; };
+// The same two bindings as vectors, for store_c4 (views start 16-byte aligned: vk/device.py's alignment)
+layout(std430, set = 0, binding = 3) writeonly buffer BufOut4 { STORE4_T y4[]; };
+layout(std430, set = 0, binding = 4) readonly buffer BufResidual4 { STORE4_T residual4[]; };
 
 layout(push_constant) uniform Params {
     uint group;
@@ -58,13 +62,28 @@ float load_b(uint batch, uint k, uint n, uvec4 col) {
     return float(x[base_x + (ci * p.H + ih) * p.W + iw]);
 }
 
-void store_c(uint batch, uint m, uint n, float acc) {
+// bias, activation and affine of output channel m (the residual comes after)
+float epilogue(uint m, float acc) {
     if (p.has_bias != 0) acc += float(bias[first_channel + m]);
     float v = activate(acc, int(p.act), p.act_alpha, p.act_beta);
     if (POST_AFFINE) v = post_affine(v, p.post_scale, p.post_shift);
+    return v;
+}
+
+void store_c(uint batch, uint m, uint n, float acc) {
+    float v = epilogue(m, acc);
     uint at = base_y + m * (p.Hout * p.Wout) + n;
     if (RESIDUAL) v += float(residual[at]);
     y[at] = STORE(v);
+}
+
+bool store_c4(uint batch, uint m, uint n, vec4 acc) {
+    uint at = base_y + m * (p.Hout * p.Wout) + n;
+    if (!VECTOR_STORES || (at & 3u) != 0u) return false;
+    vec4 v = vec4(epilogue(m, acc.x), epilogue(m, acc.y), epilogue(m, acc.z), epilogue(m, acc.w));
+    if (RESIDUAL) v += vec4(residual4[at >> 2]);
+    y4[at >> 2] = STORE4(v);
+    return true;
 }
 
 #include "gemm_tile.glsl"

@@ -6,6 +6,9 @@
 //                                                        // a position): pure arithmetic, any n
 //   float load_b(uint batch, uint k, uint n, uvec4 col); // B[k][n], col = b_column(batch, n)
 //   void store_c(uint batch, uint m, uint n, float acc); // epilogue: scale, bias, activation, write
+//   bool store_c4(uint batch, uint m, uint n, vec4 acc); // store_c of columns n..n+3 (all < N) as one vector
+//                                                        // store, where out's element (m, n) is 4-aligned;
+//                                                        // false (nothing written) where it is not
 //   const bool A_K_FAST;  // consecutive k are adjacent in memory for A (else consecutive m are)
 //   const bool B_N_FAST;  // consecutive n are adjacent in memory for B (else consecutive k are)
 // (the two flags may be specialization constants) and then calls gemm_tile(batch, M, N, K) from main().
@@ -74,9 +77,13 @@ mat4 outer_fma(vec4 a, vec4 b, mat4 acc) {
     return acc;
 }
 
+// A thread's 4 × 4 block: each row's 4 columns as one vector store where the kernel's store_c4 takes them (a
+// warp then writes whole 32-byte sectors, where 4 scalar stores at a 16-byte stride write each sector in parts),
+// else one by one.
 void store_block(uint batch, uint M, uint N, uint m, uint n, mat4 acc) {
     [[unroll]] for (uint r = 0; r < 4; ++r) {
         if (m + r >= M) break;
+        if (n + 3 < N && store_c4(batch, m + r, n, acc[r])) continue;
         [[unroll]] for (uint c = 0; c < 4; ++c) {
             if (n + c < N) store_c(batch, m + r, n + c, acc[r][c]);
         }

@@ -40,6 +40,11 @@ CONV2D = KernelDef("conv2d", ("r", "r", "r", "w", "r"), 76)  # x, w, bias, out, 
 # convolutions of 48..96 input channels at 92×128..184×256 ran 5-25 % faster on it than on the wide, small or
 # large tile pick_tile gives them (scripts/sweep_conv_tiles.py, benchmarks/2026-12-05-h100-sweep-conv-tiles.json).
 SHALLOW_POINTWISE_K = 192
+# ... and of those, the ones with at least this many output channels store each thread's 4 columns of a row as
+# one vector (conv2d.comp's VECTOR_STORES): on the H100 det's 24 -> 48 and 48 -> 96 ran 10-20 % faster so. With
+# vectors everywhere, det's 96 -> 24 and rec's 384 -> 120 and MatMuls ran 5-35 % slower, and det 1 % faster, rec
+# 1.5 % slower in all (benchmarks/2026-12-06-h100-vector-stores-session31.json).
+VECTOR_STORE_MIN_COUT = 48
 
 
 def conv_output_shape(
@@ -107,6 +112,7 @@ class Conv2d:
         # the kernel size is specialised (constant division); shapes and the rest travel as push constants
         self._constants = (int(pointwise), kh, kw, int(post_affine is not None))
         self._pointwise = pointwise
+        self._vector_stores = pointwise and self._k < SHALLOW_POINTWISE_K and self.cout_g >= VECTOR_STORE_MIN_COUT
         self._epilogue = Epilogue(activation, float(alpha), float(beta), post_affine=post_affine)
         scale, shift = post_affine if post_affine is not None else (1.0, 0.0)
         self._push_head = pack("3I", group, cin_g, self.cout_g)
@@ -199,7 +205,8 @@ class Conv2d:
             return
         groups = chosen.groups(self.cout_g, oh * ow, n * self.group)
         check_groups(rec, groups, "conv2d")
-        pipeline = rec.device.pipeline(kernel, (*chosen.constants(), *self._constants, int(residual is not None)))
+        pipeline = rec.device.pipeline(kernel, (*chosen.constants(), *self._constants, int(residual is not None),
+                                                int(self._vector_stores)))
         rec.dispatch(pipeline, views, push, groups, label="conv2d")
 
 

@@ -56,6 +56,14 @@ CASES = [
     Case((1, 33, 10, 14), 130, (3, 3), pads=(1, 1, 1, 1)),                 # M beyond one tile
 ]
 
+# Shallow pointwise convs of at least VECTOR_STORE_MIN_COUT outputs store a thread's 4 columns at once where the
+# row starts 4-aligned, element by element elsewhere (rows of an odd H·W) and past the last whole vector.
+VECTOR_STORE_CASES = [
+    Case((2, 24, 12, 20), 48, (1, 1)),                                      # H·W = 240: every row aligned
+    Case((1, 48, 13, 11), 96, (1, 1), bias=False),                          # H·W = 143: rows alternate
+    Case((1, 24, 6, 9), 64, (1, 1), attrs={"activation": "hardswish", "alpha": 1 / 6, "beta": 0.5}),  # H·W = 54
+]
+
 
 def run_case(device: Device, case: Case, tile: str | None = None, dtype: type = np.float32) -> None:
     rng, seed = fresh_rng()
@@ -78,6 +86,12 @@ def run_case(device: Device, case: Case, tile: str | None = None, dtype: type = 
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_conv2d_matches_numpy(device: Device, case: Case) -> None:
     run_case(device, case)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("case", VECTOR_STORE_CASES, ids=str)
+def test_conv2d_vector_stores_match_numpy(device: Device, case: Case, dtype: type) -> None:
+    run_case(device, case, dtype=dtype)
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
@@ -181,7 +195,7 @@ def test_conv2d_post_affine(device: Device, case: Case, activation: str) -> None
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["fp32", "fp16"])
-@pytest.mark.parametrize("case", [CASES[0], CASES[4], CASES[13]], ids=str)
+@pytest.mark.parametrize("case", [CASES[0], CASES[4], CASES[13], *VECTOR_STORE_CASES[:2]], ids=str)
 def test_conv2d_adds_a_residual_after_its_epilogue(device: Device, case: Case, dtype: type) -> None:
     """out = act(conv + b) + r, r read at out's own index (passes.fuse_residual's fused Add)."""
     rng, seed = fresh_rng()
@@ -222,3 +236,26 @@ def test_shallow_pointwise_convs_take_the_thin_tile(device: Device) -> None:
     assert constants(48, 96, 128) == shape
     assert constants(SHALLOW_POINTWISE_K - 1, 96, 128) == shape
     assert constants(SHALLOW_POINTWISE_K, 96, 128) == (wide.bm, wide.bn, wide.bk, wide.tm, wide.tn)
+
+
+def test_vector_stores_only_for_shallow_pointwise_convs_of_many_outputs(device: Device) -> None:
+    """conv2d.comp's VECTOR_STORES constant (the last) is set for 1×1 convs shallower than SHALLOW_POINTWISE_K with
+    at least VECTOR_STORE_MIN_COUT outputs, and for no other."""
+    from vkocr.engine.kernels.conv import SHALLOW_POINTWISE_K, VECTOR_STORE_MIN_COUT, Conv2d
+    from vkocr.engine.recorder import Recorder
+
+    def vector_stores(cin: int, cout: int, kernel: int) -> int:
+        x = device.upload(np.ones((1, cin, 16, 16), np.float32))
+        w = device.upload(np.ones((cout, cin, kernel, kernel), np.float32))
+        out = device.tensor((1, cout, 17 - kernel, 17 - kernel), np.float32)
+        with Recorder(device) as rec:
+            Conv2d(w.shape).record(rec, x, w, out, coopmat=False, direct=False, taps=False)
+            picked = next(op.pipeline.constants for op in rec._ops if hasattr(op, "pipeline"))
+        release(device, x, w, out)
+        return int(picked[-1])
+
+    assert vector_stores(48, VECTOR_STORE_MIN_COUT, 1) == 1
+    assert vector_stores(SHALLOW_POINTWISE_K - 1, 96, 1) == 1
+    assert vector_stores(48, VECTOR_STORE_MIN_COUT - 1, 1) == 0
+    assert vector_stores(SHALLOW_POINTWISE_K, 96, 1) == 0
+    assert vector_stores(48, 96, 3) == 0
