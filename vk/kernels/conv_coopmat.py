@@ -77,14 +77,30 @@ SQUARE = CoopmatTile(sg_m=2, sg_n=2, fm=2, fn=4)          # BM = 4·TM (64), BN 
 # 1×1 convolutions 1.1-1.6x faster than the SIMT kernel, where SQUARE and THIN ran them slower (all its 3×3 ones
 # too: benchmarks/2026-12-05-h100-coopmat-tiles.json).
 WIDE = CoopmatTile(sg_m=2, sg_n=SUBGROUPS, fm=2, fn=2)  # BM = 4·TM (64), BN = 8·TN
+# ... and where WIDE makes fewer than AUTO_MIN_GROUPS workgroups, half its accumulators per subgroup: twice the
+# workgroups, each twice as deep a step. On the H100 det's 768 -> 384 at 23×32 (36 workgroups of WIDE: the SIMT
+# kernel so far, 0.045 ms) took 0.028 ms on it in fp32 and 0.023 in fp16, where WIDE took 0.044 and 0.037. Where
+# WIDE makes enough, TALL ran det's 384-deep ones 18 % slower (benchmarks/2026-12-06-h100-sweep-det-pointwise-
+# session31.json).
+TALL = CoopmatTile(sg_m=4, sg_n=2, fm=1, fn=2, ksteps=4)  # BM = 4·TM (64), BN = 4·TN (64)
 
 
-def pick_coopmat_tile(m: int, mnk: tuple[int, int, int], split: bool = False, pointwise: bool = False
-                      ) -> CoopmatTile:
-    """The tile for M = `m` rows; `split` (fp32 inputs as hi + lo pairs) holds twice the tiles: half as deep."""
+def enough_groups(tile: CoopmatTile, mnk: tuple[int, int, int], m: int, n: int, batches: int) -> bool:
+    """Whether `tile` makes AUTO_MIN_GROUPS workgroups for the GEMM M × N × `batches` (N may be symbolic)."""
+    gx, gy, gz = tile.groups(mnk, m, n, batches)
+    return bool(gx * gy * gz >= AUTO_MIN_GROUPS)
+
+
+def pick_coopmat_tile(m: int, mnk: tuple[int, int, int], split: bool = False, pointwise: bool = False,
+                      n: int | None = None, batches: int = 1) -> CoopmatTile:
+    """The tile for M = `m` rows (and, where `n` is given, N = `n` columns × `batches`); `split` (fp32 inputs as
+    hi + lo pairs) holds twice the tiles: half as deep."""
     tm = mnk[0]
     tile = THIN if m <= tm else NARROW if m <= 2 * tm else WIDE if pointwise else SQUARE
-    return dataclasses.replace(tile, ksteps=1) if split else tile
+    if (tile is WIDE and n is not None and not enough_groups(WIDE, mnk, m, n, batches)
+            and enough_groups(TALL, mnk, m, n, batches)):
+        tile = TALL
+    return dataclasses.replace(tile, ksteps=tile.ksteps // 2) if split else tile
 
 
 def coopmat_shape(device: object, precision: str, m: int, k: int, *, want: bool | None = None,
@@ -107,11 +123,12 @@ def coopmat_shape(device: object, precision: str, m: int, k: int, *, want: bool 
     if want is None and (precision not in AUTO_PRECISIONS or not pointwise or m < MIN_M or k < MIN_K):
         return None
     split = precision == "fp32"
-    tile = pick_coopmat_tile(m, shape, split, pointwise)
-    if want is None and not switched_on():
-        gx, gy, gz = tile.groups(shape, m, n, batches)
-        if k < AUTO_MIN_K or gx * gy * gz < AUTO_MIN_GROUPS:
-            return None
+    unasked = want is None and not switched_on()
+    if unasked and k < AUTO_MIN_K:  # before the tile, whose workgroups guard the shape class
+        return None
+    tile = pick_coopmat_tile(m, shape, split, pointwise, n, batches)
+    if unasked and not enough_groups(tile, shape, m, n, batches):
+        return None
     info = getattr(device, "info", None)
     if info is not None and tile.shared_bytes(shape, split) > info.max_shared_memory_bytes:
         if want:
@@ -129,7 +146,7 @@ def record_conv2d_coopmat(rec: Recorder, kernel: KernelDef, mnk: tuple[int, int,
     constants 8..11, `push` its push constants, `views` its five bindings; `residual`: the fifth is added in the
     epilogue; `tile` forces a tile (tests)."""
     split = kernel.precision == "fp32"  # fp32 inputs keep ~21 bits through hi + lo pairs (the shader's SPLIT)
-    tile = tile or pick_coopmat_tile(m, mnk, split, pointwise=bool(conv_constants[0]))
+    tile = tile or pick_coopmat_tile(m, mnk, split, pointwise=bool(conv_constants[0]), n=n, batches=batches)
     info = rec.device.info
     threads = tile.sg_m * tile.sg_n * info.subgroup_size
     if threads > info.max_workgroup_invocations:

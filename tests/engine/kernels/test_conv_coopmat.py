@@ -24,7 +24,7 @@ from vkocr.engine.device import Device
 from vkocr.engine.devices import DeviceInfo, MemoryHeap, assess, list_coopmat_shapes
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv import Conv2d
-from vkocr.engine.kernels.conv_coopmat import SQUARE, THIN, WIDE, CoopmatTile, coopmat_shape, pick_coopmat_tile
+from vkocr.engine.kernels.conv_coopmat import SQUARE, TALL, THIN, WIDE, CoopmatTile, coopmat_shape, pick_coopmat_tile
 from vkocr.engine.loader import binding
 from vkocr.engine.ops.conv import conv2d
 from vkocr.engine.recorder import Recorder
@@ -78,8 +78,10 @@ def test_unasked_deep_pointwise_convs_with_enough_workgroups_take_the_matrices(m
     assert coopmat_shape(h200, "fp32", 384, 192, pointwise=True, n=46 * 64) == (16, 16, 16)
     assert coopmat_shape(h200, "fp16", 384, 768, pointwise=True, n=240, batches=16) == (16, 16, 16)
     assert coopmat_shape(h200, "fp32", 96, 96, pointwise=True, n=184 * 256) is None        # K < 192
-    assert coopmat_shape(h200, "fp32", 384, 768, pointwise=True, n=240) is None            # 12 workgroups
-    assert coopmat_shape(h200, "fp32", 384, 768, pointwise=True, n=23 * 32) is None        # 36
+    assert coopmat_shape(h200, "fp32", 384, 768, pointwise=True, n=240) is None            # 12 workgroups, TALL 24
+    # det's 768 -> 384 at 23×32: 36 workgroups of WIDE, 72 of TALL
+    assert coopmat_shape(h200, "fp32", 384, 768, pointwise=True, n=23 * 32) == (16, 16, 16)
+    assert coopmat_shape(h200, "fp16", 384, 768, pointwise=True, n=240, batches=3) == (16, 16, 16)
     assert coopmat_shape(h200, "fp32", 384, 768, n=46 * 64) is None                        # k×k
     monkeypatch.setenv(ENV, "0")
     assert coopmat_shape(fake_device(info()), "fp32", 384, 192, pointwise=True, n=46 * 64) is None
@@ -146,6 +148,21 @@ def test_a_varying_subgroup_size_keeps_the_simt_kernel() -> None:
     rdna3 = info("AMD Radeon RX 7900 XTX (RADV NAVI31)", AMD, subgroup_size=64, subgroup_size_range=(32, 64))
     assert usable_shape(rdna3) is None and "varies" in why_not(rdna3)
     assert usable_shape(info(subgroup_size_range=(32, 32))) == (16, 16, 16)
+
+
+def test_tall_takes_pointwise_convs_too_small_for_wide() -> None:
+    """Where WIDE makes fewer than AUTO_MIN_GROUPS workgroups and TALL (half its accumulators per subgroup, twice
+    the workgroups) makes that many, TALL; fp32's hi + lo pairs halve its steps as they halve WIDE's."""
+    mnk = (16, 16, 16)
+    assert pick_coopmat_tile(384, mnk, pointwise=True, n=23 * 32) == TALL                      # 36 -> 72
+    assert pick_coopmat_tile(384, mnk, split=True, pointwise=True, n=23 * 32) == dataclasses.replace(TALL, ksteps=2)
+    assert pick_coopmat_tile(384, mnk, pointwise=True, n=46 * 64) is WIDE                      # 138 of WIDE
+    assert pick_coopmat_tile(384, mnk, pointwise=True, n=240) is WIDE                          # TALL: 24 too
+    assert pick_coopmat_tile(384, mnk, pointwise=True) is WIDE                                 # no N: as before
+    assert pick_coopmat_tile(384, mnk, n=23 * 32) is SQUARE                                    # k×k: unchanged
+    for split in (False, True):
+        tall = pick_coopmat_tile(384, mnk, split=split, pointwise=True, n=23 * 32)
+        assert tall.shared_bytes(mnk, split=split) <= 49152
 
 
 def test_tiles_fit_and_cover_the_rows() -> None:
@@ -243,10 +260,10 @@ COOPMAT_CASES = [*SIMT_CASES,
 ]
 # one column per thread (the workgroup's invocations a multiple of the tile's columns, as on NVIDIA) and not
 ONE_COLUMN = CoopmatTile(sg_m=4, sg_n=1, fm=1, fn=1)
-TILES = [None, ONE_COLUMN, CoopmatTile(sg_m=2, sg_n=2, fm=1, fn=3, ksteps=1)]
+TILES = [None, ONE_COLUMN, CoopmatTile(sg_m=2, sg_n=2, fm=1, fn=3, ksteps=1), TALL]
 
 
-@pytest.mark.parametrize("tile", TILES, ids=["picked", "one-column", "2x2x1x3"])
+@pytest.mark.parametrize("tile", TILES, ids=["picked", "one-column", "2x2x1x3", "tall"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["fp32", "fp16"])
 @pytest.mark.parametrize("case", COOPMAT_CASES, ids=str)
 def test_coopmat_conv_matches_numpy(device: Device, case: Case, dtype: type, tile: CoopmatTile | None) -> None:
@@ -368,3 +385,34 @@ def symbolic_conv_launch(dtype: type, record: dict[str, Any]) -> tuple[str, str]
 def test_the_coopmat_launch_stays_symbolic(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV, "1")
     assert symbolic_conv_launch(np.float16, {"coopmat": True}) == ("conv2d_coopmat.fp16", "conv2d_coopmat")
+
+
+def test_the_tall_tile_launch_stays_symbolic() -> None:
+    """A 1×1 768 -> 384 convolution at det's 23×32 map takes TALL (WIDE makes 36 workgroups) under a shape-class
+    trace: the tile choice guards the class and pins no dimension, and the compiled program gives another shape
+    of the class (23×30, 24×32) the groups and push constants a build of that shape gives."""
+    from vkocr.engine.symbolic import Trace, tracing
+    from vkocr.engine.symbolic_program import compile_program
+
+    dispatched: list[tuple[Any, ...]] = []
+    rec = fake_recorder(dispatched)
+
+    def build(h: Any, w: Any) -> tuple[Any, ...]:
+        conv = Conv2d((384, 768, 1, 1))
+        conv.record(rec, fake_tensor((1, 768, h, w), np.float32), fake_tensor((384, 768, 1, 1), np.float32),  # type: ignore[arg-type]
+                    fake_tensor((1, 384, h, w), np.float32))  # type: ignore[arg-type]
+        return dispatched[-1]
+
+    trace = Trace()
+    dims = trace.inputs((23, 32))
+    with tracing(trace):
+        traced = build(*dims)
+    assert not trace.escapes, trace.escapes
+    (name, constants), label = traced[0], traced[3]
+    assert (name, label) == ("conv2d_coopmat", "conv2d_coopmat")
+    # (workgroup size, TM, TN, TK, sg_m, sg_n, conv2d's four, fm, fn, ksteps, ...): TALL, half as deep in fp32
+    assert constants[6:8] == (TALL.sg_m, TALL.sg_n) and constants[12:15] == (TALL.fm, TALL.fn, TALL.ksteps // 2)
+    program = compile_program(trace, dims, traced[1:3])
+    for h, w in ((23, 30), (24, 32)):
+        push, groups = build(h, w)[1:3]
+        assert program(h, w) == (push, groups)
