@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -352,33 +353,45 @@ def fake_tensor(shape: tuple[Any, ...], dtype: type) -> SimpleNamespace:
     return SimpleNamespace(shape=shape, dtype=np.dtype(dtype), view=None)
 
 
-def symbolic_conv_launch(dtype: type, record: dict[str, Any]) -> tuple[str, str]:
-    """Record a 3×3 stride-2 Conv2d((32, 16, 3, 3)) on a fake device with 16×16×16 matrices (`record`: the kernel
-    choice's keywords) under a shape-class trace (vk/symbolic.py): the choice and the launch must pin no dimension,
-    and the compiled program must give other shapes of the class the groups and push constants a build of that
-    shape gives. Returns the traced dispatch's (SPIR-V name, label)."""
+def traced_conv_launch(w_shape: tuple[int, int, int, int], attrs: dict[str, Any],
+                       out_hw: Callable[[Any, Any], tuple[Any, Any]], dtype: type, record: dict[str, Any],
+                       shapes: Sequence[tuple[int, int]]) -> tuple[Any, ...]:
+    """Record Conv2d(w_shape, **attrs) (group 1; `out_hw`: its output size from the input's) on a fake device with
+    16×16×16 matrices (`record`: the kernel choice's keywords) under a shape-class trace (vk/symbolic.py) at the
+    input size shapes[0]: the choice and the launch must pin no dimension, and the compiled program must give the
+    other sizes of the class the groups and push constants a build of that size gives. Returns the traced
+    dispatch: ((SPIR-V name, constants), push, groups, label)."""
     from vkocr.engine.symbolic import Trace, tracing
     from vkocr.engine.symbolic_program import compile_program
 
     dispatched: list[tuple[Any, ...]] = []
     rec = fake_recorder(dispatched)
+    cout, cin = w_shape[:2]
 
     def build(h: Any, w: Any) -> tuple[Any, ...]:
-        conv = Conv2d((32, 16, 3, 3), strides=(2, 2), pads=(1, 1, 1, 1), activation="relu")
-        oh, ow = (h + 2 - 3) // 2 + 1, (w + 2 - 3) // 2 + 1
-        conv.record(rec, fake_tensor((1, 16, h, w), dtype), fake_tensor((32, 16, 3, 3), dtype),  # type: ignore[arg-type]
-                    fake_tensor((1, 32, oh, ow), dtype), **record)  # type: ignore[arg-type]
+        oh, ow = out_hw(h, w)
+        Conv2d(w_shape, **attrs).record(rec, fake_tensor((1, cin, h, w), dtype), fake_tensor(w_shape, dtype),  # type: ignore[arg-type]
+                                        fake_tensor((1, cout, oh, ow), dtype), **record)  # type: ignore[arg-type]
         return dispatched[-1]
 
     trace = Trace()
-    dims = trace.inputs((368, 512))
+    dims = trace.inputs(shapes[0])
     with tracing(trace):
         traced = build(*dims)
     assert not trace.escapes, trace.escapes
     program = compile_program(trace, dims, traced[1:3])
-    for h, w in ((370, 500), (361, 515)):
+    for h, w in shapes[1:]:
         push, groups = build(h, w)[1:3]
         assert program(h, w) == (push, groups)
+    return traced
+
+
+def symbolic_conv_launch(dtype: type, record: dict[str, Any]) -> tuple[str, str]:
+    """traced_conv_launch of a 3×3 stride-2 Conv2d((32, 16, 3, 3)) at 368×512, 370×500 and 361×515: the traced
+    dispatch's (SPIR-V name, label)."""
+    traced = traced_conv_launch((32, 16, 3, 3), {"strides": (2, 2), "pads": (1, 1, 1, 1), "activation": "relu"},
+                                lambda h, w: ((h + 2 - 3) // 2 + 1, (w + 2 - 3) // 2 + 1), dtype, record,
+                                ((368, 512), (370, 500), (361, 515)))
     return traced[0][0], traced[3]
 
 
@@ -389,30 +402,10 @@ def test_the_coopmat_launch_stays_symbolic(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_the_tall_tile_launch_stays_symbolic() -> None:
     """A 1×1 768 -> 384 convolution at det's 23×32 map takes TALL (WIDE makes 36 workgroups) under a shape-class
-    trace: the tile choice guards the class and pins no dimension, and the compiled program gives another shape
-    of the class (23×30, 24×32) the groups and push constants a build of that shape gives."""
-    from vkocr.engine.symbolic import Trace, tracing
-    from vkocr.engine.symbolic_program import compile_program
-
-    dispatched: list[tuple[Any, ...]] = []
-    rec = fake_recorder(dispatched)
-
-    def build(h: Any, w: Any) -> tuple[Any, ...]:
-        conv = Conv2d((384, 768, 1, 1))
-        conv.record(rec, fake_tensor((1, 768, h, w), np.float32), fake_tensor((384, 768, 1, 1), np.float32),  # type: ignore[arg-type]
-                    fake_tensor((1, 384, h, w), np.float32))  # type: ignore[arg-type]
-        return dispatched[-1]
-
-    trace = Trace()
-    dims = trace.inputs((23, 32))
-    with tracing(trace):
-        traced = build(*dims)
-    assert not trace.escapes, trace.escapes
+    trace: the tile choice guards the class and pins no dimension (other sizes of the class: 23×30, 24×32)."""
+    traced = traced_conv_launch((384, 768, 1, 1), {}, lambda h, w: (h, w), np.float32, {},
+                                ((23, 32), (23, 30), (24, 32)))
     (name, constants), label = traced[0], traced[3]
     assert (name, label) == ("conv2d_coopmat", "conv2d_coopmat")
     # (workgroup size, TM, TN, TK, sg_m, sg_n, conv2d's four, fm, fn, ksteps, ...): TALL, half as deep in fp32
     assert constants[6:8] == (TALL.sg_m, TALL.sg_n) and constants[12:15] == (TALL.fm, TALL.fn, TALL.ksteps // 2)
-    program = compile_program(trace, dims, traced[1:3])
-    for h, w in ((23, 30), (24, 32)):
-        push, groups = build(h, w)[1:3]
-        assert program(h, w) == (push, groups)
