@@ -42,8 +42,8 @@ CONV2D = KernelDef("conv2d", ("r", "r", "r", "w", "r"), 76)  # x, w, bias, out, 
 SHALLOW_POINTWISE_K = 192
 # ... and of those, the ones with at least this many output channels store each thread's 4 columns of a row as
 # one vector (conv2d.comp's VECTOR_STORES): on the H100 det's 24 -> 48 and 48 -> 96 ran 10-20 % faster so. With
-# vectors everywhere, det's 96 -> 24 and rec's 384 -> 120 and MatMuls ran 5-35 % slower, and det 1 % faster, rec
-# 1.5 % slower in all (benchmarks/2026-12-06-h100-vector-stores-session31.json).
+# vectors everywhere, det's 96 -> 24, rec's 384 -> 120, its strided 3×3 and its MatMuls ran 10-38 % slower: det 1 %
+# faster, rec 1.5 % slower in all (benchmarks/2026-12-06-h100-vector-stores-session31.json).
 VECTOR_STORE_MIN_COUT = 48
 
 
