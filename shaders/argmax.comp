@@ -3,11 +3,16 @@
 // of a tensor viewed as [outer, length, inner]: one workgroup per (outer, inner) row. Each invocation scans
 // k = t, t + step, ... keeping the first strict maximum; the tree reduction breaks ties by the smaller
 // index, so the result is the first maximum of the row. NaN counts as the largest value (like numpy).
+// SOFTMAX = 1: the row holds logits, and the values compared (and the maximum written) are its softmax's,
+// worked out as softmax.comp works them out (the max, then the sum of exp(x - max) in the same order over the
+// same workgroup, then exp(x - max) · (1 / sum)): index and value are bit for bit those of Softmax then ArgMax,
+// without writing the probabilities (a recogniser's 18 710 per time step) and reading them back.
 #include "common.glsl"
 
 // PER_INVOCATION = 1: each invocation owns a whole row instead (rows short and inner long, e.g. a channel
 // axis): adjacent invocations then read adjacent elements, and no shared memory is needed.
 layout(constant_id = 3) const int PER_INVOCATION = 0;
+layout(constant_id = 4) const int SOFTMAX = 0;
 
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 1) writeonly buffer Indices { int indices[]; };
@@ -30,6 +35,39 @@ bool beats(float v, int i, float w, int j) {
     return v > w || (v == w && i < j);
 }
 
+// softmax.comp's reductions over the workgroup, on best_value[] (free until the argmax's own tree)
+float workgroup_max(float v) {
+    uint t = gl_LocalInvocationID.x;
+    best_value[t] = v;
+    barrier();
+    for (uint s = gl_WorkGroupSize.x / 2; s > 0; s >>= 1) {
+        if (t < s) best_value[t] = max(best_value[t], best_value[t + s]);
+        barrier();
+    }
+    float result = best_value[0];
+    barrier();
+    return result;
+}
+
+float workgroup_sum(float v) {
+    uint t = gl_LocalInvocationID.x;
+    best_value[t] = v;
+    barrier();
+    for (uint s = gl_WorkGroupSize.x / 2; s > 0; s >>= 1) {
+        if (t < s) best_value[t] += best_value[t + s];
+        barrier();
+    }
+    float result = best_value[0];
+    barrier();
+    return result;
+}
+
+// The value compared for element x: x itself, or (SOFTMAX) its probability
+float m = 0.0, inv_sum = 1.0;
+float compared(float e) {
+    return SOFTMAX != 0 ? exp(e - m) * inv_sum : e;
+}
+
 void main() {
     // Per-invocation rows return one by one, but they never reach a barrier; workgroup rows return together.
     uint row = PER_INVOCATION != 0 ? flat_index() : gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
@@ -38,13 +76,22 @@ void main() {
     uint t = PER_INVOCATION != 0 ? 0 : gl_LocalInvocationID.x;
     uint step = PER_INVOCATION != 0 ? 1 : gl_WorkGroupSize.x;
 
+    if (SOFTMAX != 0) {
+        m = uintBitsToFloat(0xff800000u);
+        for (uint k = t; k < p.row_len; k += step) m = max(m, x[base + k * p.inner]);
+        if (PER_INVOCATION == 0) m = workgroup_max(m);
+        float s = 0.0;
+        for (uint k = t; k < p.row_len; k += step) s += exp(x[base + k * p.inner] - m);
+        inv_sum = 1.0 / (PER_INVOCATION != 0 ? s : workgroup_sum(s));
+    }
+
     float v = uintBitsToFloat(0xff800000u);  // -inf
     int idx = NO_INDEX;
     // Four strided elements per iteration, loaded together, then compared in index order.
     uint k = t;
     for (; k + 3 * step < p.row_len; k += 4 * step) {
         float e[4];
-        [[unroll]] for (int j = 0; j < 4; ++j) e[j] = x[base + (k + uint(j) * step) * p.inner];
+        [[unroll]] for (int j = 0; j < 4; ++j) e[j] = compared(x[base + (k + uint(j) * step) * p.inner]);
         [[unroll]] for (int j = 0; j < 4; ++j) {
             if (beats(e[j], int(k + uint(j) * step), v, idx)) {
                 v = e[j];
@@ -53,7 +100,7 @@ void main() {
         }
     }
     for (; k < p.row_len; k += step) {
-        float e = x[base + k * p.inner];
+        float e = compared(x[base + k * p.inner]);
         if (beats(e, int(k), v, idx)) {
             v = e;
             idx = int(k);

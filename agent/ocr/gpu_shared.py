@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from vkocr.agent.ocr.device_images import COPY_THREADS, DEFAULT_MAX_STAGING, ImageSlots
+from vkocr.agent.ocr.rec_logits import load_rec_logits
 from vkocr.engine.device import Device
 from vkocr.engine.errors import BindingTooLarge
 from vkocr.engine.graph.model import Model
@@ -94,8 +95,13 @@ class SharedGpu:
         self.image_slots = max(1, min(image_slots, binds, fits))
         self.max_staging = max(max_staging_bytes, image_capacity)
         self.precision = {role: (precision or {}).get(role, FP32) for role in model_paths}
-        self.base_models = {role: Model.load(path, device, precision=self.precision[role])
-                            for role, path in model_paths.items()}
+        self.base_models: dict[str, Model] = {}
+        self.rec_logits = False  # the rec model ends at its logits (agent/ocr/rec_logits.py)
+        for role, path in model_paths.items():
+            if role == "rec":
+                self.base_models[role], self.rec_logits = load_rec_logits(path, device, self.precision[role])
+            else:
+                self.base_models[role] = Model.load(path, device, precision=self.precision[role])
         self.slots = ImageSlots(device, image_capacity, self.image_slots)
         # threads start on the first large image (ThreadPoolExecutor makes them on demand)
         self.copiers = (ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="vkocr-staging")

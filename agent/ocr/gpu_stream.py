@@ -64,7 +64,8 @@ class ArgmaxReadback:
         self.values_back = device.pool.alloc(4 * capacity, "readback")
         self.shape: tuple[int, ...] = (0,)
 
-    def record(self, rec: Recorder, probs: Tensor) -> None:
+    def record(self, rec: Recorder, probs: Tensor, softmax: bool = False) -> None:
+        """`probs`: the recogniser's probabilities, or with `softmax` its logits (agent/ocr/rec_logits.py)."""
         shape = tuple(probs.shape[:-1])
         count = math.prod(shape)
         if count > self.capacity:
@@ -72,7 +73,7 @@ class ArgmaxReadback:
                                       "that the argmax buffers hold")
         indices = Tensor(self.indices, shape, np.dtype(np.int32))
         values = Tensor(self.values, shape, np.dtype(np.float32))
-        record_argmax(rec, probs, indices, values, axis=-1)
+        record_argmax(rec, probs, indices, values, axis=-1, softmax=softmax)
         rec.copy(indices.view, self.indices_back.view)
         rec.copy(values.view, self.values_back.view)
 
@@ -165,8 +166,8 @@ class StreamStages:
         self._bitmap.record(rec, prob, self.db_params.tensor)
 
     def _rec_epilogue(self, rec: Recorder, outputs: dict[str, Tensor]) -> None:
-        (probs,) = outputs.values()
-        self._argmax.record(rec, probs)
+        (out,) = outputs.values()
+        self._argmax.record(rec, out, softmax=self.shared.rec_logits)
 
     def load(self, image: np.ndarray, prep: Prepared, slot: int = 0, turn: int = 0) -> None:
         """Prepare this request's image (H×W×3 uint8) as ``prep`` says into image slot `slot`, where every stage's

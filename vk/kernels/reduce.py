@@ -93,13 +93,16 @@ def softmax_cache(length: int) -> int:
 
 
 def _dispatch_rows(rec: Recorder, kernel: KernelDef, views: list[BufferView], outer: int, length: int,
-                   inner: int, label: str, row_constants: tuple[int, ...] = ()) -> None:
+                   inner: int, label: str, row_constants: tuple[int, ...] = (),
+                   flat_constants: tuple[int, ...] | None = None) -> None:
     """Softmax, reduce-mean, argmax: one workgroup per row, or one invocation per row (PER_INVOCATION).
-    `row_constants` follow PER_INVOCATION in workgroup mode; per-invocation mode sets them to 0."""
+    `row_constants` follow PER_INVOCATION in workgroup mode; per-invocation mode sets `flat_constants` there
+    (default: as many zeros)."""
     rows = outer * inner
     push = pack("III", rows, length, inner)
     if row_per_invocation(length, inner):
-        pipeline = rec.device.pipeline(kernel, (FLAT_LOCAL, 1, 1, 1, *(0 for _ in row_constants)))
+        flat = flat_constants if flat_constants is not None else tuple(0 for _ in row_constants)
+        pipeline = rec.device.pipeline(kernel, (FLAT_LOCAL, 1, 1, 1, *flat))
         rec.dispatch(pipeline, views, push, flat_groups(rows), label=label)
     else:
         pipeline = rec.device.pipeline(kernel, (row_local_size(length), 1, 1, 0, *row_constants))
@@ -130,8 +133,10 @@ def record_reduce_mean(rec: Recorder, x: Tensor, out: Tensor, axes: Sequence[int
 
 
 def record_argmax(rec: Recorder, x: Tensor, indices_out: Tensor, values_out: Tensor, axis: int = -1,
-                  keepdims: bool = False) -> None:
-    """ONNX ArgMax (first index on ties) into an int32 tensor, and the maximum values alongside."""
+                  keepdims: bool = False, *, softmax: bool = False) -> None:
+    """ONNX ArgMax (first index on ties) into an int32 tensor, and the maximum values alongside; `softmax`:
+    of Softmax(x) along the same axis, bit for bit what record_softmax then record_argmax give (the same
+    reductions in the same order), without the probabilities ever being written."""
     require_float32(x, values_out)
     if indices_out.dtype.str != "<i4":
         raise KernelArgumentError(f"argmax indices must be int32, got {indices_out.dtype}")
@@ -141,7 +146,8 @@ def record_argmax(rec: Recorder, x: Tensor, indices_out: Tensor, values_out: Ten
     require_shape(indices_out, shape, "argmax indices")
     require_shape(values_out, shape, "argmax values")
     outer, length, inner = row_view(x.shape, a, a + 1)
-    _dispatch_rows(rec, ARGMAX, [x.view, indices_out.view, values_out.view], outer, length, inner, "argmax")
+    _dispatch_rows(rec, ARGMAX, [x.view, indices_out.view, values_out.view], outer, length, inner,
+                   "softmax_argmax" if softmax else "argmax", (int(softmax),), (int(softmax),))
 
 
 def normalized_param_shape(t: Tensor, normalized: tuple[int, ...], what: str) -> None:

@@ -13,11 +13,12 @@ import pytest
 from tests.engine.kernels.harness import fresh_rng
 from vkocr.agent.ocr.gpu_stages import GpuStages
 from vkocr.agent.ocr.model_sets import choose_models
+from vkocr.agent.ocr.rec_logits import load_rec_logits
 from vkocr.engine.device import Device
 from vkocr.engine.graph.memory_plan import LayoutCache
-from vkocr.engine.graph.model import Model
 from vkocr.engine.graph.plan import Plan
 from vkocr.engine.graph.plan_recipe import describe
+from vkocr.engine.graph.precision import FP32
 
 MAX_REC_CLASSES = 15  # a rec model's classes along the width for one batch size (vk/graph/shape_classes.py)
 SHARED_WIDTHS = 30
@@ -82,7 +83,7 @@ def test_a_class_s_function_gives_the_recipe_a_full_description_gives(stages: Gp
 def test_a_plan_made_by_a_class_computes_what_a_fresh_model_computes(stages: GpuStages, device: Device) -> None:
     rng, seed = fresh_rng()
     model = stages.models["rec"]
-    fresh = Model.load(stages.model_paths["rec"], device, shape_classes=False)
+    fresh, _ = load_rec_logits(stages.model_paths["rec"], device, FP32, shape_classes=False)  # as the stages load it
     try:
         for width in sorted({int(rng.integers(160, 640)) for _ in range(3)}):
             shape = (2, 3, 48, width)

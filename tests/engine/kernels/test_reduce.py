@@ -250,6 +250,54 @@ def test_argmax_counts_nan_as_largest(device: Device) -> None:
     release(device, x, idx, val)
 
 
+def softmax_argmax_case(device: Device, x_np: np.ndarray, axis: int, keepdims: bool, seed: int) -> None:
+    """argmax(softmax=True) on logits: bit for bit Softmax then ArgMax on this device, and the float64 softmax's
+    first maximum and its probability."""
+    ref_idx, _ = argmax_with_max(x_np, axis, keepdims)
+    probs64 = softmax(x_np.astype(np.float64), axis)
+    ref_val = np.take_along_axis(probs64, np.expand_dims(ref_idx, axis) if not keepdims else ref_idx, axis)
+    ref_val = ref_val if keepdims else np.squeeze(ref_val, axis)
+    x, probs = device.upload(x_np), poisoned(device, x_np.shape)
+    fused = poisoned_any(device, ref_idx.shape, np.int32), poisoned_any(device, ref_val.shape)
+    apart = poisoned_any(device, ref_idx.shape, np.int32), poisoned_any(device, ref_val.shape)
+    run(device, lambda rec: record_argmax(rec, x, *fused, axis, keepdims, softmax=True))
+    run(device, lambda rec: record_softmax(rec, x, probs, axis))
+    run(device, lambda rec: record_argmax(rec, probs, *apart, axis, keepdims))
+    (got_idx, got_val), (sep_idx, sep_val) = ([device.download(t) for t in pair] for pair in (fused, apart))
+    what = f"softmax argmax {x_np.shape} axis={axis}"
+    wrong = np.argwhere(got_idx != ref_idx)[:5]
+    assert not wrong.size, f"{what}: indices differ at {wrong}; seed {seed}"
+    check(got_val, ref_val, f"{what} values", seed)
+    assert np.array_equal(got_idx, sep_idx), f"{what}: not Softmax then ArgMax's indices; seed {seed}"
+    assert np.array_equal(got_val.view(np.uint32), sep_val.view(np.uint32)), \
+        f"{what}: not Softmax then ArgMax's values, max |d| {np.abs(got_val - sep_val).max()}; seed {seed}"
+    release(device, x, probs, *fused, *apart)
+
+
+@pytest.mark.parametrize(("shape", "axis"), AXIS_CASES)
+def test_softmax_argmax(device: Device, shape: tuple[int, ...], axis: int) -> None:
+    """Logits spread over [-8, 8] (peaked rows, as a recogniser's are), every value distinct."""
+    x_np, seed = distinct_values(shape)
+    softmax_argmax_case(device, x_np * 8, axis, axis % 2 == 1, seed)
+
+
+def test_softmax_argmax_ties_and_nan(device: Device) -> None:
+    """Tied maxima give the first (their probabilities tie too); a NaN makes its row's softmax NaN, and NaN
+    counts as the largest, so the row's first element wins, with a NaN value."""
+    rng, seed = fresh_rng()
+    x_np = rng.uniform(-4, 2, (4, VOCAB_V6)).astype(np.float32)
+    x_np[0, [40, 9000, 18_000]] = 3.0
+    x_np[1, :] = 0.5
+    x_np[2, 77] = np.nan
+    x, idx, val = device.upload(x_np), poisoned(device, (4,), np.int32), poisoned(device, (4,))
+    run(device, lambda rec: record_argmax(rec, x, idx, val, -1, softmax=True))
+    got_idx, got_val = device.download(idx), device.download(val)
+    assert got_idx[:3].tolist() == [40, 0, 0], f"seed {seed}"
+    assert np.isnan(got_val[2]) and not np.isnan(got_val[[0, 1, 3]]).any(), f"seed {seed}"
+    check(got_val[1:2], np.array([1 / VOCAB_V6]), "a flat row's probability", seed)
+    release(device, x, idx, val)
+
+
 def test_row_local_size_is_a_power_of_two_up_to_256() -> None:
     assert [row_local_size(n) for n in (1, 32, 33, 200, 256, 257, VOCAB)] == [32, 32, 64, 256, 256, 256, 256]
 
