@@ -11,6 +11,7 @@ from typing import Any
 
 from vkocr.agent.cli.bench_charts import render_chart, require_matplotlib  # light: matplotlib only when drawing
 from vkocr.agent.cli.device_option import ENGINE_ONLY, add_device_option, saying_which_devices
+from vkocr.agent.ocr.options import PRECISIONS
 
 # the kernel bench's cases (vk/bench.py's CASE_NAMES, which imports the engine: a test keeps them in step)
 KERNEL_CASES = ("gemm", "conv3x3", "depthwise3x3", "depthwise7x7", "conv1x1", "add")
@@ -212,7 +213,7 @@ def add_bench_parser(sub: Any) -> None:
     stream.add_argument("--models", metavar="NAME|DIR", default=None,
                         help="the model set (ppocrv6-small, ppocrv4) or a folder holding one (default: the default "
                         "set); its procedure names the reference run beside it: RapidOCR 1.4.4 or 3.10.0")
-    stream.add_argument("--precision", choices=["auto", "fp32", "fp16"], default="auto",
+    stream.add_argument("--precision", choices=PRECISIONS, default="auto",
                         help="storage precision on a GPU (default auto: fp16 where the model set's calibrated plan "
                         "passed its sameness gate, else fp32)")
     stream.add_argument("--rec-width-bucket", type=int_in(1, 256), default=None, metavar="PX",
@@ -272,7 +273,7 @@ def add_bench_parser(sub: Any) -> None:
                              help=f"passes over the images per level, 1..{MAX_PASSES} (default 1): every image is "
                              "sent once per pass, so more passes make a longer level of distinct images, less of it "
                              "the first and last requests' ramp")
-    agent_bench.add_argument("--precision", choices=("auto", "fp32", "fp16"), default=None,
+    agent_bench.add_argument("--precision", choices=PRECISIONS, default=None,
                              help="the agents' storage precision on a GPU (default: the configuration's, auto); "
                              "fp16 serves the model set's calibrated plan")
     agent_bench.add_argument("--raw", action="store_true",

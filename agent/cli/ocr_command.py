@@ -15,7 +15,7 @@ from vkocr.agent.cli.ocr_flags import add_ocr_flags, option_overrides
 from vkocr.agent.cli.ocr_inputs import DEFAULT_PDF_DPI, PDF_DPI_RANGE, Inputs, OcrInput
 from vkocr.agent.cli.progress import Progress
 from vkocr.agent.errors import ImageError, OptionsError
-from vkocr.agent.ocr.options import RANGES
+from vkocr.agent.ocr.options import PRECISIONS, RANGES
 
 if TYPE_CHECKING:
     from vkocr.agent.ocr.model_sets import ChosenModels
@@ -233,7 +233,7 @@ def add_ocr_parser(sub: Any) -> None:
                          epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(ocr)
     add_device_option(ocr, cpu=True)
-    ocr.add_argument("--precision", choices=["auto", "fp32", "fp16"], default="auto",
+    ocr.add_argument("--precision", choices=PRECISIONS, default="auto",
                      help="storage precision on a GPU: auto (the default: fp16 where the model set's calibrated "
                      "plan passed its sameness gate, else fp32), fp32, fp16; the CPU backend computes in fp32")
     ocr.set_defaults(func=run, usage_error=ocr.error)

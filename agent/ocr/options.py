@@ -18,6 +18,9 @@ from vkocr.agent.errors import OptionsError
 MAX_REC_WIDTH_BUCKET = 256  # pixels: 8 lines of 48 px tall text at most in the padding
 MAX_PLUGINS = 16  # plugins in one chain
 MAX_PLUGIN_NAME_CHARS = 64
+# the storage precisions one may ask for (agent/ocr/precision.py says what each means); here, where the CLI's
+# parsers and the configuration read them without importing the engine
+PRECISIONS: Final = ("auto", "fp32", "fp16")
 
 
 class Range(NamedTuple):

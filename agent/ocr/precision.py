@@ -23,10 +23,10 @@ from importlib.resources import files
 from typing import Any
 
 from vkocr.agent.errors import OptionsError
+from vkocr.agent.ocr.options import PRECISIONS
 from vkocr.engine.devices import cpu_implementation
 from vkocr.engine.graph.precision import PrecisionPlan
 
-PRECISIONS = ("auto", "fp32", "fp16")
 ROLES = ("det", "cls", "rec")
 FP16_QUIRK = "fp16_storage_broken"  # a quirks-table workaround flag (vk/quirks.py): the driver's fp16 loads are wrong
 PLANS = files("vkocr.agent.ocr") / "precision_plans"

@@ -24,7 +24,7 @@ from vkocr.agent.errors import ModelSetError, OptionsError
 from vkocr.agent.ocr.lanes import LaneResources
 from vkocr.agent.ocr.model_files import MODEL_SETS
 from vkocr.agent.ocr.model_sets import ChosenModels, choose_models
-from vkocr.agent.ocr.options import OcrOptions
+from vkocr.agent.ocr.options import PRECISIONS, OcrOptions
 from vkocr.agent.serving.config_fleet import FleetConfig
 from vkocr.agent.serving.config_sources import (
     OCR_MAX_PIXELS_VARIABLE,
@@ -239,8 +239,9 @@ class AgentConfig:
             raise ConfigError("[models]: keep must be at least 1")
         if not 0 <= self.device.cpu_threads <= 1024:
             raise ConfigError(f"[device]: cpu_threads must be 0 (every core) to 1024, got {self.device.cpu_threads}")
-        if self.device.precision not in ("auto", "fp32", "fp16"):
-            raise ConfigError(f"[device]: precision must be auto, fp32 or fp16, got {self.device.precision!r}")
+        if self.device.precision not in PRECISIONS:
+            raise ConfigError(f"[device]: precision must be one of {', '.join(PRECISIONS)}, got "
+                              f"{self.device.precision!r}")
         self.validate_limits()
         self.fleet.validate(self.models.store)
         self.warm_sizes()
