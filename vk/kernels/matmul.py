@@ -185,7 +185,7 @@ def matmul_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[in
     return (*batch, a_shape[-2], b_shape[-1])
 
 
-def record_matmul(rec: Recorder, a: Tensor, b: Tensor, out: Tensor, *, tile: str | None = None) -> None:
+def record_matmul(rec: Recorder, a: Tensor, b: Tensor, out: Tensor, *, tile: str | GemmTile | None = None) -> None:
     """out = a @ b (numpy.matmul) for ≥ 2-D tensors, all float32 or all float16 (accumulating in float32),
     batch dims broadcast; `tile` forces a config of the GEMM, which otherwise leaves a product with one output row
     or column (and at most one batch dim after merging) to gemv.comp."""
