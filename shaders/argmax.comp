@@ -8,6 +8,7 @@
 // same workgroup, then exp(x - max) · (1 / sum)): index and value are bit for bit those of Softmax then ArgMax,
 // without writing the probabilities (a recogniser's 18 710 per time step) and reading them back.
 #include "common.glsl"
+#include "row_reduce.glsl"
 
 // PER_INVOCATION = 1: each invocation owns a whole row instead (rows short and inner long, e.g. a channel
 // axis): adjacent invocations then read adjacent elements, and no shared memory is needed.
@@ -33,33 +34,6 @@ const int NO_INDEX = 0x7fffffff;  // loses every tie: invocations that saw no el
 bool beats(float v, int i, float w, int j) {
     if (isnan(v) || isnan(w)) return isnan(v) && (!isnan(w) || i < j);
     return v > w || (v == w && i < j);
-}
-
-// softmax.comp's reductions over the workgroup, on best_value[] (free until the argmax's own tree)
-float workgroup_max(float v) {
-    uint t = gl_LocalInvocationID.x;
-    best_value[t] = v;
-    barrier();
-    for (uint s = gl_WorkGroupSize.x / 2; s > 0; s >>= 1) {
-        if (t < s) best_value[t] = max(best_value[t], best_value[t + s]);
-        barrier();
-    }
-    float result = best_value[0];
-    barrier();
-    return result;
-}
-
-float workgroup_sum(float v) {
-    uint t = gl_LocalInvocationID.x;
-    best_value[t] = v;
-    barrier();
-    for (uint s = gl_WorkGroupSize.x / 2; s > 0; s >>= 1) {
-        if (t < s) best_value[t] += best_value[t + s];
-        barrier();
-    }
-    float result = best_value[0];
-    barrier();
-    return result;
 }
 
 // The value compared for element x: x itself, or (SOFTMAX) its probability

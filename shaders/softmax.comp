@@ -7,6 +7,7 @@
 // invocation's loads are issued together.
 #include "common.glsl"
 #include "storage.glsl"
+#include "row_reduce.glsl"
 
 // PER_INVOCATION = 1: each invocation owns a whole row instead (rows short and inner long, e.g. a channel
 // axis): adjacent invocations then read adjacent elements, and no shared memory is needed.
@@ -23,35 +24,7 @@ layout(push_constant) uniform Params {
     uint inner;
 } p;
 
-shared float partial[256];  // workgroup size is a power of two ≤ 256
-
 #define NEG_INF uintBitsToFloat(0xff800000u)
-
-float workgroup_max(float v) {
-    uint t = gl_LocalInvocationID.x;
-    partial[t] = v;
-    barrier();
-    for (uint s = gl_WorkGroupSize.x / 2; s > 0; s >>= 1) {
-        if (t < s) partial[t] = max(partial[t], partial[t + s]);
-        barrier();
-    }
-    float result = partial[0];
-    barrier();  // partial[] is reused by the next reduction
-    return result;
-}
-
-float workgroup_sum(float v) {
-    uint t = gl_LocalInvocationID.x;
-    partial[t] = v;
-    barrier();
-    for (uint s = gl_WorkGroupSize.x / 2; s > 0; s >>= 1) {
-        if (t < s) partial[t] += partial[t + s];
-        barrier();
-    }
-    float result = partial[0];
-    barrier();
-    return result;
-}
 
 // The row held in registers: element t + j * step in v[j] (-inf past the end, so it adds exp(-inf) = 0).
 void softmax_cached(uint base, uint t, uint step) {

@@ -13,12 +13,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import onnx
-
 from vkocr.engine.device import Device
-from vkocr.engine.errors import ModelError
 from vkocr.engine.graph.ir import Graph
 from vkocr.engine.graph.model import Model, read_model
+from vkocr.engine.graph.onnx_import import load_proto
 from vkocr.engine.graph.precision import PrecisionPlan
 
 
@@ -43,12 +41,8 @@ def load_rec_logits(path: str | Path, device: Device, precision: PrecisionPlan, 
     """The recogniser's model on `device`, without its final softmax where it has one over the classes, and
     whether it was cut (then its output is the logits: the epilogue asks record_argmax for softmax=True);
     `shape_classes` as Model takes it."""
-    try:
-        proto = onnx.load(str(path))
-    except Exception as exc:  # onnx raises DecodeError, OSError, ...: all mean "not a readable model"
-        raise ModelError(f"cannot read ONNX model {path}: {exc}") from exc
-    graph, spec = read_model(proto)
-    graph = replace(graph, name=Path(path).name)
+    proto = load_proto(path)  # read once: the graph, and its output's declared rank
+    graph, spec = read_model(proto, name=Path(path).name)
     declared = proto.graph.output[0].type.tensor_type if len(proto.graph.output) == 1 else None
     rank = len(declared.shape.dim) if declared is not None and declared.HasField("shape") else None
     cut = without_final_softmax(graph, rank)

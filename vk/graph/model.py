@@ -29,7 +29,7 @@ from vkocr.engine.graph.constants import ConstantArena, constant_key
 from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.lower import check_lowerable, device_constants, host_inputs
 from vkocr.engine.graph.memory_plan import LayoutCache
-from vkocr.engine.graph.onnx_import import from_onnx
+from vkocr.engine.graph.onnx_import import from_onnx, load_proto
 from vkocr.engine.graph.plan import (
     Binding,
     NumpyPlan,
@@ -95,17 +95,14 @@ def declared_input(model: onnx.ModelProto, name: str) -> InputSpec:
     return InputSpec(name, None)
 
 
-def read_model(source: str | Path | onnx.ModelProto | Graph) -> tuple[Graph, InputSpec | None]:
-    """The IR and, for ONNX sources, the declared input."""
+def read_model(source: str | Path | onnx.ModelProto | Graph, name: str | None = None) -> tuple[Graph, InputSpec | None]:
+    """The IR and, for ONNX sources, the declared input; `name` names the graph (default: the file's name)."""
     if isinstance(source, Graph):
         return source, None
     if isinstance(source, onnx.ModelProto):
-        proto, name = source, source.graph.name
+        proto, name = source, name or source.graph.name
     else:
-        try:
-            proto, name = onnx.load(str(source)), Path(source).name
-        except Exception as exc:  # onnx raises DecodeError, OSError, ...: all mean "not a readable model"
-            raise ModelError(f"cannot read ONNX model {source}: {exc}") from exc
+        proto, name = load_proto(source), name or Path(source).name
     graph = from_onnx(proto, name=name)
     return graph, declared_input(proto, graph.inputs[0]) if len(graph.inputs) == 1 else None
 

@@ -26,12 +26,16 @@ def _attr(a: onnx.AttributeProto) -> Any:
     return value
 
 
-def load_onnx(path: str | Path) -> Graph:
+def load_proto(path: str | Path) -> onnx.ModelProto:
+    """An ONNX file; ModelError when it cannot be read as one."""
     try:
-        model = onnx.load(str(path))
+        return onnx.load(str(path))
     except Exception as exc:  # onnx raises DecodeError, OSError, ...: all mean "not a readable model"
         raise ModelError(f"cannot read ONNX model {path}: {exc}") from exc
-    return from_onnx(model, name=Path(path).name)
+
+
+def load_onnx(path: str | Path) -> Graph:
+    return from_onnx(load_proto(path), name=Path(path).name)
 
 
 def from_onnx(model: onnx.ModelProto, name: str = "") -> Graph:
