@@ -59,6 +59,7 @@ from vkocr.engine.coopmat import why_not  # noqa: E402
 from vkocr.engine.device import Device  # noqa: E402
 from vkocr.engine.kernels.conv import Conv2d, conv_output_shape  # noqa: E402
 from vkocr.engine.kernels.conv_coopmat import CoopmatTile, coopmat_shape, pick_coopmat_tile  # noqa: E402
+from vkocr.engine.kernels.pointwise_coopmat import FragmentTile, fragment_tile  # noqa: E402
 from vkocr.engine.ops.conv import conv2d  # noqa: E402
 from vkocr.engine.recorder import Recorder  # noqa: E402
 from vkocr.engine.tensor import Tensor  # noqa: E402
@@ -125,6 +126,10 @@ CASES = [
     Case((1, 96, 46, 64), 96, (1, 1), activation="hardsigmoid", what="det 1x1 96->96"),
     Case((1, 32, 46, 64), 32, (1, 1), activation="relu", residual=True, what="1x1 + residual"),
     Case((1, 20, 23, 19), 17, (3, 3), pads=(1, 1, 1, 1), residual=True, what="partial M + residual"),
+    # the fragment kernel's edges (fp16): blocks moved back at M's and N's ends, groups, the epilogue
+    Case((2, 48, 23, 40), 40, (1, 1), activation="relu", residual=True, what="1x1 M 40 N 920, residual"),
+    Case((1, 64, 10, 12), 64, (1, 1), group=2, activation="hardswish", post_affine=(0.5, -0.25),
+         what="grouped 1x1 (2), hswish, post-affine"),
 ]
 
 # PP-OCRv6 small's costliest convolutions: det at 1x3x736x1024, rec at 16x3x48x320
@@ -182,7 +187,7 @@ def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
 
 
 def record_case(rec: Recorder, conv: Conv2d, t: list[Tensor | None], coopmat: bool | None,
-                residual: Tensor | None = None, tile: CoopmatTile | None = None) -> None:
+                residual: Tensor | None = None, tile: CoopmatTile | FragmentTile | None = None) -> None:
     x, w, out, b = t
     assert x is not None and w is not None and out is not None
     conv.record(rec, x, w, out, b, coopmat=coopmat, residual=residual, coopmat_tile=tile)
@@ -196,11 +201,18 @@ def check_cases(device: Device, precisions: list[Any], coopmat: bool | None, sma
     for case in CASES:
         if small and case.what.startswith("det"):
             continue
-        for dtype in precisions:
+        m, n, k = case.mnk()
+        # fp16 pointwise convolutions the fragment kernel takes are checked on it too
+        found = (fragment_tile(device, "fp16", m, k, n, pointwise=case.kernel == (1, 1) and case.strides == (1, 1)
+                               and case.pads == (0, 0, 0, 0)) if coopmat and np.float16 in precisions else None)
+        kinds = [(dtype, None) for dtype in precisions] + ([(np.float16, found[1])] if found else [])
+        for dtype, fragments in kinds:
             name = np.dtype(dtype).name
-            m, n, k = case.mnk()
             tile = "simt"
-            if coopmat and device.coopmat_shape is not None:
+            if fragments is not None and device.coopmat_shape is not None:
+                rm, rn = fragments.block(device.coopmat_shape)
+                tile = f"frag {rm}x{rn}"
+            elif coopmat and device.coopmat_shape is not None:
                 t = pick_coopmat_tile(m, device.coopmat_shape)
                 tile = f"{t.sg_m * t.fm * device.coopmat_shape[0]}x{t.sg_n * t.fn * device.coopmat_shape[1]}"
             row: dict[str, Any] = {"case": str(case).strip(), "storage": name, "m": m, "n": n, "k": k, "tile": tile}
@@ -224,7 +236,7 @@ def check_cases(device: Device, precisions: list[Any], coopmat: bool | None, sma
                 tensors.append(out)
                 conv = prepared(case)
                 with Recorder(device) as rec:
-                    record_case(rec, conv, [tx, tw, out, tb], coopmat, tr)
+                    record_case(rec, conv, [tx, tw, out, tb], coopmat, tr, fragments)
                     rec.run()
                 got = device.download(out)
                 unwritten = int(np.isnan(got).sum())

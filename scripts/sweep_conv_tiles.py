@@ -40,6 +40,7 @@ from vkocr.engine.kernels.conv import conv_output_shape  # noqa: E402
 from vkocr.engine.kernels.conv_coopmat import CoopmatTile  # noqa: E402
 from vkocr.engine.kernels.conv_taps import TapsTile  # noqa: E402
 from vkocr.engine.kernels.matmul import TILES, GemmTile  # noqa: E402
+from vkocr.engine.kernels.pointwise_coopmat import FragmentTile  # noqa: E402
 from vkocr.engine.recorder import Recorder  # noqa: E402
 from vkocr.engine.tensor import Tensor  # noqa: E402
 
@@ -101,12 +102,21 @@ COOPMAT_TILES = {
     "tall_fm1": CoopmatTile(sg_m=4, sg_n=2, fm=1, fn=2),
     "flat_fm1": CoopmatTile(sg_m=1, sg_n=8, fm=1, fn=2),
 }
+# the fragment kernel's (fp16 pointwise convolutions, vk/kernels/pointwise_coopmat.py); the first is the engine's
+FRAGMENT_TILES = {
+    "square": FragmentTile(),
+    "square_fm1": FragmentTile(fm=1),
+    "flat": FragmentTile(sg_m=1, sg_n=4),
+    "wide": FragmentTile(sg_m=2, sg_n=4),
+    "tall": FragmentTile(sg_m=4, sg_n=2),
+    "single": FragmentTile(sg_m=1, sg_n=1),
+}
 # the direct kernel's (output columns per invocation, workgroup columns × rows); the first is the engine's
 DIRECT_SHAPES = [(2, (16, 4)), (1, (16, 4)), (4, (16, 4)), (2, (32, 4)), (1, (32, 4))]
 WARMUP_S = 0.1  # per variant, after a first second that brings the clocks up
 
 
-Variant = tuple[str, Any, "bool | None", Any, "CoopmatTile | None", "tuple[int, tuple[int, int]] | None",
+Variant = tuple[str, Any, "bool | None", Any, "CoopmatTile | FragmentTile | None", "tuple[int, tuple[int, int]] | None",
                 "bool | tuple[int, int]"]
 # the tap-by-tap kernel's (rows, column blocks) beyond its own choice; each case's output channels give the rest
 TAPS_SHAPES = [(4, 1), (4, 2), (4, 4), (2, 2), (8, 1), (8, 2)]
@@ -117,7 +127,8 @@ def variants(device: Device, coopmat: bool, simt_tiles: list[str] | None = None,
     """(label, storage dtype, coopmat, SIMT tile, coopmat tile, direct shape, taps): the direct kernel runs
     exactly where a direct shape is given (it refuses more than DIRECT_MAX_COUT output channels: an error row),
     the tap-by-tap kernel where taps is True (an error row where it cannot take the convolution)."""
-    out: list[Variant] = [("auto fp32", np.float32, None, None, None, None, False)]
+    out: list[Variant] = [("auto fp32", np.float32, None, None, None, None, False),
+                          ("auto fp16", np.float16, None, None, None, None, False)]
     out += [(f"simt {name}", np.float32, False, tile, None, None, False)
             for name, tile in {**TILES, **SIMT_EXTRA}.items() if simt_tiles is None or name in simt_tiles]
     for tw, local in DIRECT_SHAPES:
@@ -135,6 +146,7 @@ def variants(device: Device, coopmat: bool, simt_tiles: list[str] | None = None,
                     if t.shared_bytes(device.coopmat_shape, split) <= limit:
                         label = f"cm {name} k{ksteps} {np.dtype(dtype).name[5:]}"
                         out.append((label, dtype, True, None, t, None, False))
+        out += [(f"frag {name} fp16", np.float16, True, None, t, None, False) for name, t in FRAGMENT_TILES.items()]
         for dtype in (np.float32, np.float16):
             out.append((f"taps {np.dtype(dtype).name[5:]}", dtype, None, None, None, None, True))
             out += [(f"taps r{rows} fp{fp} {np.dtype(dtype).name[5:]}", dtype, None, None, None, None, (rows, fp))
@@ -143,7 +155,7 @@ def variants(device: Device, coopmat: bool, simt_tiles: list[str] | None = None,
 
 
 def run_variant(device: Device, case: cc.Case, dtype: Any, coopmat: bool | None, simt: Any,
-                tile: CoopmatTile | None, repeats: int, rounds: int,
+                tile: CoopmatTile | FragmentTile | None, repeats: int, rounds: int,
                 direct: tuple[int, tuple[int, int]] | None = None, taps: bool | tuple[int, int] = False
                 ) -> dict[str, Any]:
     saved = conv_direct.COLUMNS_PER_INVOCATION, conv_direct.LOCAL_XY
@@ -158,7 +170,7 @@ def run_variant(device: Device, case: cc.Case, dtype: Any, coopmat: bool | None,
 
 
 def timed_variant(device: Device, case: cc.Case, dtype: Any, coopmat: bool | None, simt: Any,
-                  tile: CoopmatTile | None, repeats: int, rounds: int, direct: bool | None,
+                  tile: CoopmatTile | FragmentTile | None, repeats: int, rounds: int, direct: bool | None,
                   taps: bool | tuple[int, int] = False) -> dict[str, Any]:
     rng = np.random.default_rng()
     x, w, b = cc.inputs(case, rng, dtype)
@@ -254,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         while time.perf_counter() - start < 1.0:
             run_variant(device, first, np.float32, None, None, None, args.repeats, 1)
-        print(f"{'shape':<34} {'auto fp32':>10} {'best fp32':>24} {'best any':>24}", flush=True)
+        print(f"{'shape':<34} {'auto fp32':>10} {'auto fp16':>10} {'best fp32':>24} {'best fp16':>26} "
+              f"{'best fragments':>26}", flush=True)
         for case in shapes:
             row: dict[str, Any] = {"case": str(case).strip(), "variants": {}}
             for label, dtype, coopmat, simt, tile, direct, taps in chosen:
@@ -263,19 +276,26 @@ def main(argv: list[str] | None = None) -> int:
                                       taps)
                 except Exception as exc:  # noqa: BLE001  (a tile that fails to build or run is a finding too)
                     got = {"error": f"{type(exc).__name__}: {exc}"}
-                    if not str(exc).startswith(("conv2d", "conv2d_coopmat", "conv2d_direct", "conv2d_taps")):
+                    if not str(exc).startswith(("conv2d", "conv2d_coopmat", "conv2d_direct", "conv2d_taps",
+                                                "pointwise_coopmat")):
                         traceback.print_exc()
                 if "error" in got and got["error"].startswith("wrong"):
                     failures += 1
                     print(f"  WRONG {case.what} {label}: {got['error']}", flush=True)
                 row["variants"][label] = got
             timed = {k: v for k, v in row["variants"].items() if "min_ms" in v}
-            auto = timed.get("auto fp32", {}).get("min_ms", float("nan"))
-            fp32 = min((k for k in timed if not k.endswith(" 16")),
-                       key=lambda k: timed[k]["min_ms"])
-            best = min(timed, key=lambda k: timed[k]["min_ms"])
-            print(f"{case.what:<34} {auto:>10.4f} {fp32:>16} {timed[fp32]['min_ms']:.4f} "
-                  f"{best:>16} {timed[best]['min_ms']:.4f}", flush=True)
+
+            def best(keep: Any, timed: dict[str, Any] = timed) -> str:
+                found = [k for k in timed if keep(k)]
+                if not found:
+                    return f"{'-':>26}"
+                k = min(found, key=lambda k: timed[k]["min_ms"])
+                return f"{k:>18} {timed[k]['min_ms']:.4f}"
+
+            autos = [timed.get(f"auto {p}", {}).get("min_ms", float("nan")) for p in ("fp32", "fp16")]
+            print(f"{case.what:<34} {autos[0]:>10.4f} {autos[1]:>10.4f} {best(lambda k: 'fp16' not in k)} "
+                  f"{best(lambda k: 'fp16' in k and not k.startswith('frag'))} "
+                  f"{best(lambda k: k.startswith('frag'))}", flush=True)
             rows.append(row)
         if args.stats:
             result["pipelines"] = pipeline_statistics(device)

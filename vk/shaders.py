@@ -2,7 +2,8 @@
 
 A kernel's name is its source's path under shaders/ without `.comp` (`gemm`, `ocr/crop_warp`); its SPIR-V is
 `spv/<name>.spv`. A kernel that includes `storage.glsl` is compiled once per storage precision from the one
-source: `spv/<name>.spv` stores fp32, `spv/<name>.fp16.spv` fp16 (`variant()`). Everything is read through
+source: `spv/<name>.spv` stores fp32, `spv/<name>.fp16.spv` fp16 (`variant()`); one that includes `storage_fp16.glsl`
+exists for fp16 storage alone. Everything is read through
 importlib.resources, never relative to this file.
 """
 
@@ -43,6 +44,7 @@ def source_hash(name: str) -> str:
 
 PRECISION_SUFFIX = {"fp32": "", "fp16": ".fp16"}  # storage precision → SPIR-V name suffix
 STORAGE_INCLUDE = '#include "storage.glsl"'
+FP16_ONLY_INCLUDE = '#include "storage_fp16.glsl"'  # a kernel for fp16 storage alone
 
 
 def kernel_source(name: str) -> str:
@@ -51,8 +53,12 @@ def kernel_source(name: str) -> str:
 
 @cache
 def precisions(name: str) -> tuple[str, ...]:
-    """The storage precisions kernel `name` is compiled for: every one where it includes storage.glsl."""
-    return tuple(PRECISION_SUFFIX) if STORAGE_INCLUDE in kernel_source(name) else ("fp32",)
+    """The storage precisions kernel `name` is compiled for: every one where it includes storage.glsl, fp16 alone
+    where it includes storage_fp16.glsl."""
+    source = kernel_source(name)
+    if FP16_ONLY_INCLUDE in source:
+        return ("fp16",)
+    return tuple(PRECISION_SUFFIX) if STORAGE_INCLUDE in source else ("fp32",)
 
 
 def variant(name: str, precision: str) -> str:

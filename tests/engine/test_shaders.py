@@ -1,5 +1,5 @@
 """Shipped SPIR-V must match its GLSL: a .comp (or include) changed without `python -m vkocr.shaders.build` fails.
-Every kernel that includes storage.glsl ships once per storage precision."""
+Every kernel that includes storage.glsl ships once per storage precision, one that includes storage_fp16.glsl once."""
 
 from __future__ import annotations
 
@@ -30,5 +30,10 @@ def test_no_spirv_without_source() -> None:
 def test_every_precision_variant_is_its_own_spirv() -> None:
     """fp16 storage changes the buffers' types, so an fp16 variant that compiled to the fp32 code is a bug."""
     for name in kernel_names():
-        if "fp16" in precisions(name):
+        if precisions(name) == ("fp32", "fp16"):
             assert spirv(f"{name}.fp16") != spirv(name), name
+
+
+def test_a_kernel_for_fp16_alone_ships_only_that_variant() -> None:
+    assert precisions("pointwise_coopmat") == ("fp16",)
+    assert "pointwise_coopmat.fp16" in TARGETS and "pointwise_coopmat" not in TARGETS

@@ -1,0 +1,102 @@
+"""1×1 convolutions in fp16 storage on cooperative matrices, each subgroup loading its fragments straight from
+memory (shaders/pointwise_coopmat.comp): which convolutions it takes, with which tile, and the launch.
+
+conv2d_coopmat.comp stages its operands in shared memory behind a barrier per step, converting as it goes (fp32
+as hi + lo pairs): it serves every convolution and storage, but its registers leave one workgroup per
+multiprocessor, and on the H100 it ran det's 1×1 convolutions at 13-17 TFLOP/s. A 1×1 convolution of NCHW in
+fp16 storage needs neither the conversion nor an im2col: the weights are the A matrix and the input the B
+matrix as they lie in memory. `Conv2d.record` (vk/kernels/conv.py) asks `fragment_tile()` first for every
+pointwise convolution; a tile means it records this kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from vkocr.engine.coopmat import switched_off
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.launch import check_groups
+from vkocr.engine.memory import BufferView
+from vkocr.engine.pipeline import KernelDef
+from vkocr.engine.recorder import Recorder
+
+POINTWISE_COOPMAT = KernelDef("pointwise_coopmat", ("r", "r", "r", "w", "r"), 76, precision="fp16")
+# coopMatLoad asks that a fragment's rows start on 16-byte boundaries: 8 halves. Every tensor starts on one
+# (vk/device.py aligns arenas and tensors to at least 16 bytes), so the rows do where K and N are multiples of 8.
+ALIGN_HALVES = 8
+
+
+@dataclass(frozen=True)
+class FragmentTile:
+    """A workgroup of sg_m × sg_n subgroups, each owning fm × fn (1 or 2 each) accumulators of the device's TM × TN."""
+
+    sg_m: int = 2
+    sg_n: int = 2
+    fm: int = 2
+    fn: int = 2
+
+    def __post_init__(self) -> None:
+        if self.fm not in (1, 2) or self.fn not in (1, 2) or self.sg_m < 1 or self.sg_n < 1:
+            raise KernelArgumentError(f"pointwise_coopmat: no tile {self}")
+
+    def block(self, mnk: tuple[int, int, int]) -> tuple[int, int]:
+        """One subgroup's rows and columns."""
+        return self.fm * mnk[0], self.fn * mnk[1]
+
+    def groups(self, mnk: tuple[int, int, int], m: int, n: Any, batches: Any) -> tuple[Any, Any, Any]:
+        """Workgroups for the GEMM M × N repeated `batches` times (N and batches may be symbolic)."""
+        rm, rn = self.block(mnk)
+        bm, bn = self.sg_m * rm, self.sg_n * rn
+        return (n + bn - 1) // bn, (m + bm - 1) // bm, batches
+
+
+SQUARE = FragmentTile()  # 4 subgroups of 32 × 32: a 64 × 64 output tile per workgroup
+
+
+def fragment_tile(device: object, precision: str, m: int, k: int, n: Any, *, pointwise: bool,
+                  want: bool | None = None, tile: FragmentTile | None = None
+                  ) -> tuple[tuple[int, int, int], FragmentTile] | None:
+    """(TM, TN, TK) and the tile that a convolution of M = Cout/group rows, K = Cin/group and N output pixels
+    (may be symbolic: the comparisons guard the shape class) runs on, or None for another kernel: not pointwise,
+    not fp16 storage, a device without matrices (or VKOCR_COOPMAT=0), K not a multiple of TK and 8, N not a
+    multiple of 8, or M, N smaller than a subgroup's block. `want`: False never; True asks (KernelArgumentError
+    where it cannot); `tile` forces one (sweeps, tests)."""
+    if want is False:
+        return None
+    shape: tuple[int, int, int] | None = getattr(device, "coopmat_shape", None)
+    why = ("not a 1×1 convolution of stride 1 without padding" if not pointwise
+           else f"{precision} storage, not fp16" if precision != "fp16"
+           else "no cooperative matrix" if shape is None or switched_off() else "")
+    if not why and shape is not None:
+        tm, tn, tk = shape
+        chosen = tile or FragmentTile(fm=2 if m >= 2 * tm else 1)
+        rm, rn = chosen.block(shape)
+        why = (f"K = {k} is not a multiple of {tk} and {ALIGN_HALVES}" if k % tk or k % ALIGN_HALVES
+               else f"M = {m} < {rm} rows" if m < rm
+               else f"N = {n} is not a multiple of {ALIGN_HALVES}" if n % ALIGN_HALVES != 0
+               else f"N = {n} < {rn} columns" if n < rn else "")
+        if not why:
+            return shape, chosen
+    if want:
+        raise KernelArgumentError(f"pointwise_coopmat cannot take M {m}, K {k}, N {n}: {why}")
+    return None
+
+
+def record_pointwise_coopmat(rec: Recorder, mnk: tuple[int, int, int], tile: FragmentTile, push: bytes,
+                             views: Sequence[BufferView], m: int, n: Any, batches: Any, *, post_affine: bool,
+                             residual: bool) -> None:
+    """One dispatch of pointwise_coopmat.comp for the GEMM M × N (N may be symbolic) repeated over `batches` =
+    images · groups; `push` is conv2d's push constants, `views` its five bindings (x, w, bias, out, residual);
+    `residual`: the fifth is added in the epilogue."""
+    info = rec.device.info
+    threads = tile.sg_m * tile.sg_n * info.subgroup_size
+    if threads > info.max_workgroup_invocations:
+        raise KernelArgumentError(f"pointwise_coopmat: {threads} invocations per workgroup, the device allows "
+                                  f"{info.max_workgroup_invocations}")
+    groups = tile.groups(mnk, m, n, batches)
+    check_groups(rec, groups, "pointwise_coopmat")
+    constants = (threads, 1, 1, *mnk, tile.sg_m, tile.sg_n, int(tile.fm == 2), int(tile.fn == 2), int(post_affine),
+                 int(residual))
+    rec.dispatch(rec.device.pipeline(POINTWISE_COOPMAT, constants), views, push, groups, label="pointwise_coopmat")
