@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from vkocr.engine.coopmat import switched_off, switched_on
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.launch import check_groups
+from vkocr.engine.kernels.launch import check_groups, subgroup_threads
 from vkocr.engine.memory import BufferView
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
@@ -147,11 +147,7 @@ def record_conv2d_coopmat(rec: Recorder, kernel: KernelDef, mnk: tuple[int, int,
     epilogue; `tile` forces a tile (tests)."""
     split = kernel.precision == "fp32"  # fp32 inputs keep ~21 bits through hi + lo pairs (the shader's SPLIT)
     tile = tile or pick_coopmat_tile(m, mnk, split, pointwise=bool(conv_constants[0]), n=n, batches=batches)
-    info = rec.device.info
-    threads = tile.sg_m * tile.sg_n * info.subgroup_size
-    if threads > info.max_workgroup_invocations:
-        raise KernelArgumentError(f"conv2d_coopmat: {threads} invocations per workgroup, the device allows "
-                                  f"{info.max_workgroup_invocations}")
+    threads = subgroup_threads(rec, tile.sg_m * tile.sg_n, "conv2d_coopmat")
     groups = tile.groups(mnk, m, n, batches)
     check_groups(rec, groups, "conv2d_coopmat")
     constants = (threads, 1, 1, *mnk, tile.sg_m, tile.sg_n, *conv_constants, tile.fm, tile.fn, tile.ksteps,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from vkocr.engine.coopmat import switched_off
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.launch import check_groups, pack
+from vkocr.engine.kernels.launch import check_groups, pack, subgroup_threads
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
@@ -125,10 +125,7 @@ def record_conv2d_taps(rec: Recorder, kernel: KernelDef, tile: TapsTile, window:
     n, cin, h, wd = x.shape
     _, cout, oh, ow = out.shape
     info = rec.device.info
-    threads = tile.rows * info.subgroup_size
-    if threads > info.max_workgroup_invocations:
-        raise KernelArgumentError(f"conv2d_taps: {threads} invocations per workgroup, the device allows "
-                                  f"{info.max_workgroup_invocations}")
+    threads = subgroup_threads(rec, tile.rows, "conv2d_taps")
     split = kernel.precision == "fp32"
     window_shared = tile.shared_bytes(mnk, window, split)
     if window_shared > info.max_shared_memory_bytes:  # a forced tile: a pipeline past the limit loses the device

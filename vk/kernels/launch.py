@@ -98,6 +98,17 @@ def require_shape(t: Tensor, shape: tuple[int, ...], what: str) -> None:
         raise KernelArgumentError(f"{what}: expected shape {shape}, got {t.shape}")
 
 
+def subgroup_threads(rec: Recorder, subgroups: int, what: str) -> int:
+    """The invocations of a workgroup of `subgroups` subgroups of the device's size (cooperative-matrix kernels
+    size theirs so); KernelArgumentError naming `what` past the device's limit."""
+    info = rec.device.info
+    threads = subgroups * info.subgroup_size
+    if threads > info.max_workgroup_invocations:
+        raise KernelArgumentError(f"{what}: {threads} invocations per workgroup, the device allows "
+                                  f"{info.max_workgroup_invocations}")
+    return int(threads)
+
+
 def check_groups(rec: Recorder, groups: tuple[int, int, int], what: str) -> None:
     """KernelArgumentError naming `what` where a dispatch needs more workgroups than the device allows."""
     limit = rec.device.info.max_workgroup_count

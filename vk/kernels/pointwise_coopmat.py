@@ -17,7 +17,7 @@ from typing import Any
 
 from vkocr.engine.coopmat import switched_off
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.launch import check_groups
+from vkocr.engine.kernels.launch import check_groups, subgroup_threads
 from vkocr.engine.memory import BufferView
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
@@ -90,11 +90,7 @@ def record_pointwise_coopmat(rec: Recorder, mnk: tuple[int, int, int], tile: Fra
     """One dispatch of pointwise_coopmat.comp for the GEMM M × N (N may be symbolic) repeated over `batches` =
     images · groups; `push` is conv2d's push constants, `views` its five bindings (x, w, bias, out, residual);
     `residual`: the fifth is added in the epilogue."""
-    info = rec.device.info
-    threads = tile.sg_m * tile.sg_n * info.subgroup_size
-    if threads > info.max_workgroup_invocations:
-        raise KernelArgumentError(f"pointwise_coopmat: {threads} invocations per workgroup, the device allows "
-                                  f"{info.max_workgroup_invocations}")
+    threads = subgroup_threads(rec, tile.sg_m * tile.sg_n, "pointwise_coopmat")
     groups = tile.groups(mnk, m, n, batches)
     check_groups(rec, groups, "pointwise_coopmat")
     constants = (threads, 1, 1, *mnk, tile.sg_m, tile.sg_n, int(tile.fm == 2), int(tile.fn == 2), int(post_affine),
