@@ -57,6 +57,7 @@ sys.meta_path.insert(0, _Checkout())
 from vkocr.engine.bench import time_replays  # noqa: E402
 from vkocr.engine.coopmat import why_not  # noqa: E402
 from vkocr.engine.device import Device  # noqa: E402
+from vkocr.engine.errors import KernelArgumentError  # noqa: E402
 from vkocr.engine.kernels.conv import Conv2d, conv_output_shape  # noqa: E402
 from vkocr.engine.kernels.conv_coopmat import CoopmatTile, coopmat_shape, pick_coopmat_tile  # noqa: E402
 from vkocr.engine.kernels.pointwise_coopmat import FragmentTile, fragment_tile  # noqa: E402
@@ -202,9 +203,13 @@ def check_cases(device: Device, precisions: list[Any], coopmat: bool | None, sma
         if small and case.what.startswith("det"):
             continue
         m, n, k = case.mnk()
-        # fp16 pointwise convolutions the fragment kernel takes are checked on it too
-        found = (fragment_tile(device, "fp16", m, k, n, pointwise=case.kernel == (1, 1) and case.strides == (1, 1)
-                               and case.pads == (0, 0, 0, 0)) if coopmat and np.float16 in precisions else None)
+        # fp16 pointwise convolutions the fragment kernel can take are checked on it too
+        found = None
+        if coopmat and np.float16 in precisions and case.kernel == (1, 1) and case.strides == (1, 1):
+            try:
+                found = fragment_tile(device, "fp16", m, k, n, pointwise=case.pads == (0, 0, 0, 0), want=True)
+            except KernelArgumentError:
+                pass  # not one it takes
         kinds = [(dtype, None) for dtype in precisions] + ([(np.float16, found[1])] if found else [])
         for dtype, fragments in kinds:
             name = np.dtype(dtype).name

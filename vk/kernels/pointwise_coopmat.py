@@ -6,7 +6,8 @@ as hi + lo pairs): it serves every convolution and storage, but its registers le
 multiprocessor, and on the H100 it ran det's 1×1 convolutions at 13-17 TFLOP/s. A 1×1 convolution of NCHW in
 fp16 storage needs neither the conversion nor an im2col: the weights are the A matrix and the input the B
 matrix as they lie in memory. `Conv2d.record` (vk/kernels/conv.py) asks `fragment_tile()` first for every
-pointwise convolution; a tile means it records this kernel.
+pointwise convolution; a tile means it records this kernel. Until a GPU has timed it against the other kernels,
+it takes them unasked only with VKOCR_COOPMAT=1 (vk/coopmat.py `switched_on`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vkocr.engine.coopmat import switched_off
+from vkocr.engine.coopmat import switched_off, switched_on
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.launch import check_groups, subgroup_threads
 from vkocr.engine.memory import BufferView
@@ -61,9 +62,9 @@ def fragment_tile(device: object, precision: str, m: int, k: int, n: Any, *, poi
     """(TM, TN, TK) and the tile that a convolution of M = Cout/group rows, K = Cin/group and N output pixels
     (may be symbolic: the comparisons guard the shape class) runs on, or None for another kernel: not pointwise,
     not fp16 storage, a device without matrices (or VKOCR_COOPMAT=0), K not a multiple of TK and 8, N not a
-    multiple of 8, or M, N smaller than a subgroup's block. `want`: False never; True asks (KernelArgumentError
-    where it cannot); `tile` forces one (sweeps, tests)."""
-    if want is False:
+    multiple of 8, or M, N smaller than a subgroup's block. `want`: False never; None only with VKOCR_COOPMAT=1
+    (not yet timed on a GPU); True asks (KernelArgumentError where it cannot); `tile` forces one (sweeps, tests)."""
+    if want is False or (want is None and not switched_on()):
         return None
     shape: tuple[int, int, int] | None = getattr(device, "coopmat_shape", None)
     why = ("not a 1×1 convolution of stride 1 without padding" if not pointwise

@@ -25,8 +25,10 @@ def switch_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV, raising=False)
 
 
-def test_fp16_pointwise_convs_it_can_hold_take_it_unasked(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fp16_pointwise_convs_it_can_hold_take_it_when_switched_on(monkeypatch: pytest.MonkeyPatch) -> None:
     h200 = fake_device(info())
+    assert fragment_tile(h200, "fp16", 96, 48, 184 * 256, pointwise=True) is None  # not yet timed: asked only
+    monkeypatch.setenv(ENV, "1")
     # det's 48 -> 96 at 184×256 and 768 -> 384 at 23×32: two accumulators along M; rec's 384 -> 120 (M 120)
     assert fragment_tile(h200, "fp16", 96, 48, 184 * 256, pointwise=True) == ((16, 16, 16), FragmentTile())
     assert fragment_tile(h200, "fp16", 384, 768, 23 * 32, pointwise=True) == ((16, 16, 16), FragmentTile())
@@ -43,7 +45,8 @@ def test_fp16_pointwise_convs_it_can_hold_take_it_unasked(monkeypatch: pytest.Mo
     assert fragment_tile(h200, "fp16", 96, 48, 4096, pointwise=True) is None
 
 
-def test_the_conv_records_it_for_fp16_only() -> None:
+def test_the_conv_records_it_for_fp16_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, "1")
     dispatched: list[tuple[Any, ...]] = []
     rec = fake_recorder(dispatched)
 
@@ -54,15 +57,16 @@ def test_the_conv_records_it_for_fp16_only() -> None:
         return str(dispatched[-1][0][0])
 
     assert kernel_for(np.float16) == "pointwise_coopmat.fp16"
-    assert kernel_for(np.float32) == "conv2d"
+    assert kernel_for(np.float32) == "conv2d_coopmat"  # (the switch sends fp32 there)
     assert kernel_for(np.float16, coopmat=True) == "conv2d_coopmat.fp16"  # asking for the staged kernel
     assert kernel_for(np.float16, coopmat=False) == "conv2d.fp16"
     assert kernel_for(np.float16, tile="thin") == "conv2d.fp16"
 
 
-def test_the_fragment_launch_stays_symbolic() -> None:
+def test_the_fragment_launch_stays_symbolic(monkeypatch: pytest.MonkeyPatch) -> None:
     """A 1×1 192 -> 384 convolution at det's 46×64 under a shape-class trace: N's multiple of 8 and its size
     guard the class, and no dimension is pinned (other sizes of the class: 46×60, 40×64)."""
+    monkeypatch.setenv(ENV, "1")
     traced = traced_conv_launch((384, 192, 1, 1), {}, lambda h, w: (h, w), np.float16, {},
                                 ((46, 64), (46, 60), (40, 64)))
     assert (traced[0][0], traced[3]) == ("pointwise_coopmat.fp16", "pointwise_coopmat")
