@@ -13,9 +13,11 @@
 // fragments that neighbouring subgroups share; the latency hides behind the many subgroups the few registers
 // leave room for.
 //
-// What the host guarantees (vk/kernels/pointwise_coopmat.py): K a multiple of TK and of 8, N a multiple of 8 (a
-// fragment's rows start on 16-byte boundaries, as coopMatLoad asks; the arenas align every tensor to 16 bytes),
-// M ≥ RM and N ≥ RN. A block that would cross or start past M's or N's end is moved back to end there: it
+// What the host guarantees (vk/kernels/pointwise_coopmat.py): K a multiple of TK and of 8 (the weights' rows
+// start on 16-byte boundaries, as coopMatLoad asks; the arenas align every tensor to 16 bytes), M ≥ RM and
+// N ≥ RN. Where N is not a multiple of 8 the input's rows do not start on such boundaries: each subgroup then
+// copies its TK × RN block of the input through shared memory of its own (a uniform branch on N, so that the
+// host need not split a shape class by N's remainder). A block that would cross or start past M's or N's end is moved back to end there: it
 // overlaps its neighbour, and both write the same sums (the same products in the same order). A workgroup holds exactly
 // SG_M·SG_N subgroups; where a driver runs it with another subgroup size the kernel writes NaN rather than a wrong
 // answer. The epilogue is conv2d_coopmat.comp's: each accumulator through shared memory, then per element the
@@ -42,6 +44,8 @@ const uint SUBGROUPS = SG_M * SG_N;
 const uint RM = (TWO_M ? 2 : 1) * TM;  // a subgroup's block
 const uint RN = (TWO_N ? 2 : 1) * TN;
 const uint C_SIZE = TM * TN;  // one accumulator's staging per subgroup
+const uint B_STRIDE = RN + 8;  // halves per row of a subgroup's staged input block (rows on 16-byte boundaries)
+const uint B_SIZE = TK * B_STRIDE;
 
 layout(std430, set = 0, binding = 0) readonly buffer BufX { STORE_T x[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufW { STORE_T w[]; };
@@ -64,12 +68,33 @@ layout(push_constant) uniform Params {  // conv2d.comp's, so the prepared node s
 } p;
 
 shared float stage_c[SUBGROUPS * C_SIZE];
+shared float16_t stage_b[SUBGROUPS * B_SIZE];  // only where N is not a multiple of 8
 
 #define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>
 #define FRAG_B coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB>
 #define ACC coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>
 
 uint base_y, first_channel, N;
+bool aligned;  // N a multiple of 8: the input's fragments load straight from memory
+
+// The input block of rows at x[at + r·N] (r < TK), columns RN wide, as two fragments TN wide.
+void load_b(uint at, out FRAG_B b0, out FRAG_B b1) {
+    if (aligned) {
+        coopMatLoad(b0, x, at, N, gl_CooperativeMatrixLayoutRowMajor);
+        if (TWO_N) coopMatLoad(b1, x, at + TN, N, gl_CooperativeMatrixLayoutRowMajor);
+        return;
+    }
+    uint sb = gl_SubgroupID * B_SIZE;
+    subgroupBarrier();  // every lane has loaded the last block's fragments before it is overwritten
+    for (uint e = gl_SubgroupInvocationID; e < TK * RN; e += gl_SubgroupSize) {
+        uint r = e / RN, c = e % RN;
+        stage_b[sb + r * B_STRIDE + c] = x[at + r * N + c];
+    }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    coopMatLoad(b0, stage_b, sb, B_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+    if (TWO_N) coopMatLoad(b1, stage_b, sb + TN, B_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+}
 
 void store_c(uint m, uint n, float acc) {
     if (p.has_bias != 0) acc += float(bias[first_channel + m]);
@@ -97,6 +122,7 @@ void main() {
     uint cin = p.cin_g * p.group, cout = p.cout_g * p.group;
     uint M = p.cout_g, K = p.cin_g;
     N = p.Hout * p.Wout;
+    aligned = N % 8 == 0;
     first_channel = g * p.cout_g;
     uint base_x = (image * cin + g * p.cin_g) * N;
     uint base_w = first_channel * K;
@@ -125,8 +151,7 @@ void main() {
     FRAG_B b0, b1;
     coopMatLoad(a0, w, a_at, K, gl_CooperativeMatrixLayoutRowMajor);
     if (TWO_M) coopMatLoad(a1, w, a_at + TM * K, K, gl_CooperativeMatrixLayoutRowMajor);
-    coopMatLoad(b0, x, b_at, N, gl_CooperativeMatrixLayoutRowMajor);
-    if (TWO_N) coopMatLoad(b1, x, b_at + TN, N, gl_CooperativeMatrixLayoutRowMajor);
+    load_b(b_at, b0, b1);
     for (uint k = 0; k < K; k += TK) {
         FRAG_A ta0 = a0, ta1 = a1;
         FRAG_B tb0 = b0, tb1 = b1;
@@ -134,8 +159,7 @@ void main() {
             uint ka = a_at + k + TK, kb = b_at + (k + TK) * N;
             coopMatLoad(a0, w, ka, K, gl_CooperativeMatrixLayoutRowMajor);
             if (TWO_M) coopMatLoad(a1, w, ka + TM * K, K, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(b0, x, kb, N, gl_CooperativeMatrixLayoutRowMajor);
-            if (TWO_N) coopMatLoad(b1, x, kb + TN, N, gl_CooperativeMatrixLayoutRowMajor);
+            load_b(kb, b0, b1);
         }
         c00 = coopMatMulAdd(ta0, tb0, c00);
         if (TWO_N) c01 = coopMatMulAdd(ta0, tb1, c01);

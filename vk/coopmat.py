@@ -8,8 +8,8 @@ GL_KHR_cooperative_matrix brings; vk/devices.py lists no shape without it), one 
 gets the extension and its feature at device creation (vk/device.py), and its dense convolutions run on
 shaders/conv2d_coopmat.comp (vk/kernels/conv_coopmat.py): unasked, the pointwise ones deep and big enough to run
 faster there (conv_coopmat.AUTO_MIN_K, AUTO_MIN_GROUPS), and the k×k ones that an 8-row tile of
-shaders/conv2d_taps.comp holds (vk/kernels/conv_taps.py), and in fp16 storage every pointwise one whose rows
-align runs on shaders/pointwise_coopmat.comp (vk/kernels/pointwise_coopmat.py); `VKOCR_COOPMAT=1` sends every
+shaders/conv2d_taps.comp holds (vk/kernels/conv_taps.py), and in fp16 storage the pointwise ones deep enough
+run on shaders/pointwise_coopmat.comp (vk/kernels/pointwise_coopmat.py); `VKOCR_COOPMAT=1` sends every
 pointwise one (`switched_on`), `VKOCR_COOPMAT=0` turns the path off everywhere, asked or not.
 """
 

@@ -198,7 +198,7 @@ class Conv2d:
         fragments = isinstance(coopmat_tile, FragmentTile)
         if fragments or (coopmat is None and tile is None and coopmat_tile is None and self._pointwise):
             found = fragment_tile(rec.device, kernel.precision, self.cout_g, self._k, oh * ow,
-                                  pointwise=self._pointwise, want=True if fragments else None,
+                                  pointwise=self._pointwise, batches=n * self.group, want=True if fragments else None,
                                   tile=coopmat_tile if isinstance(coopmat_tile, FragmentTile) else None)
             if found is not None:
                 record_pointwise_coopmat(rec, *found, push, views, self.cout_g, oh * ow, n * self.group,

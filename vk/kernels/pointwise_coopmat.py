@@ -6,18 +6,22 @@ as hi + lo pairs): it serves every convolution and storage, but its registers le
 multiprocessor, and on the H100 it ran det's 1×1 convolutions at 13-17 TFLOP/s. A 1×1 convolution of NCHW in
 fp16 storage needs neither the conversion nor an im2col: the weights are the A matrix and the input the B
 matrix as they lie in memory. `Conv2d.record` (vk/kernels/conv.py) asks `fragment_tile()` first for every
-pointwise convolution; a tile means it records this kernel. Until a GPU has timed it against the other kernels,
-it takes them unasked only with VKOCR_COOPMAT=1 (vk/coopmat.py `switched_on`).
+pointwise convolution; a tile means it records this kernel. On an H100 (one subgroup of 32 × 32 per
+workgroup, benchmarks/2026-12-06-h100-fragments-session33.json) it ran det's 1×1 convolutions 1.1-1.9× faster
+than the kernels before it, but for the deep ones on small maps that conv2d_coopmat.comp's TALL tile takes,
+which keep it; in fp16 det 1×3×736×1024 went 10 % faster with all of them (before that exception), rec
+16×3×48×320 7.5 %, rec and cls at batch 1 and 16 about 1 %.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from vkocr.engine.coopmat import switched_off, switched_on
+from vkocr.engine.coopmat import switched_off
 from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.conv_coopmat import TALL, coopmat_shape, pick_coopmat_tile
 from vkocr.engine.kernels.launch import check_groups, subgroup_threads
 from vkocr.engine.memory import BufferView
 from vkocr.engine.pipeline import KernelDef
@@ -25,7 +29,9 @@ from vkocr.engine.recorder import Recorder
 
 POINTWISE_COOPMAT = KernelDef("pointwise_coopmat", ("r", "r", "r", "w", "r"), 76, precision="fp16")
 # coopMatLoad asks that a fragment's rows start on 16-byte boundaries: 8 halves. Every tensor starts on one
-# (vk/device.py aligns arenas and tensors to at least 16 bytes), so the rows do where K and N are multiples of 8.
+# (vk/device.py aligns arenas and tensors to at least 16 bytes), so the weights' rows do where K is a multiple
+# of 8, and the input's where N is (where it is not, the kernel copies the input's fragments through shared
+# memory: a guard on N's remainder would split the shape classes of rec's widths eightfold).
 ALIGN_HALVES = 8
 
 
@@ -53,18 +59,22 @@ class FragmentTile:
         return (n + bn - 1) // bn, (m + bm - 1) // bm, batches
 
 
-SQUARE = FragmentTile()  # 4 subgroups of 32 × 32: a 64 × 64 output tile per workgroup
+# One subgroup of 32 × 32 per workgroup: on the H100 the fastest tile on 8 of det's 10 kinds of 1×1 convolution,
+# against workgroups of 4 or 8 subgroups (scripts/sweep_conv_tiles.py)
+SINGLE = FragmentTile(sg_m=1, sg_n=1)
 
 
-def fragment_tile(device: object, precision: str, m: int, k: int, n: Any, *, pointwise: bool,
+def fragment_tile(device: object, precision: str, m: int, k: int, n: Any, *, pointwise: bool, batches: Any = 1,
                   want: bool | None = None, tile: FragmentTile | None = None
                   ) -> tuple[tuple[int, int, int], FragmentTile] | None:
     """(TM, TN, TK) and the tile that a convolution of M = Cout/group rows, K = Cin/group and N output pixels
     (may be symbolic: the comparisons guard the shape class) runs on, or None for another kernel: not pointwise,
-    not fp16 storage, a device without matrices (or VKOCR_COOPMAT=0), K not a multiple of TK and 8, N not a
-    multiple of 8, or M, N smaller than a subgroup's block. `want`: False never; None only with VKOCR_COOPMAT=1
-    (not yet timed on a GPU); True asks (KernelArgumentError where it cannot); `tile` forces one (sweeps, tests)."""
-    if want is False or (want is None and not switched_on()):
+    not fp16 storage, a device without matrices (or VKOCR_COOPMAT=0), K not a multiple of TK and 8, or M, N
+    smaller than a subgroup's block; unasked also where conv2d_coopmat.comp would take the GEMM (N × `batches`)
+    with its TALL tile, which ran those faster on the H100 (det's 384- and 768-deep ones at 23×32: 16-34 µs against
+    21-40). `want`: False never; True asks (KernelArgumentError where it cannot); `tile` forces one (sweeps,
+    tests)."""
+    if want is False:
         return None
     shape: tuple[int, int, int] | None = getattr(device, "coopmat_shape", None)
     why = ("not a 1×1 convolution of stride 1 without padding" if not pointwise
@@ -72,12 +82,15 @@ def fragment_tile(device: object, precision: str, m: int, k: int, n: Any, *, poi
            else "no cooperative matrix" if shape is None or switched_off() else "")
     if not why and shape is not None:
         tm, tn, tk = shape
-        chosen = tile or FragmentTile(fm=2 if m >= 2 * tm else 1)
+        chosen = tile or (SINGLE if m >= 2 * tm else replace(SINGLE, fm=1))
         rm, rn = chosen.block(shape)
         why = (f"K = {k} is not a multiple of {tk} and {ALIGN_HALVES}" if k % tk or k % ALIGN_HALVES
                else f"M = {m} < {rm} rows" if m < rm
-               else f"N = {n} is not a multiple of {ALIGN_HALVES}" if n % ALIGN_HALVES != 0
                else f"N = {n} < {rn} columns" if n < rn else "")
+        if not why and want is None and tile is None:
+            staged = coopmat_shape(device, precision, m, k, pointwise=True, n=n, batches=batches)
+            if staged is not None and pick_coopmat_tile(m, staged, pointwise=True, n=n, batches=batches) == TALL:
+                return None
         if not why:
             return shape, chosen
     if want:

@@ -5,6 +5,7 @@ tests/engine/kernels/test_pointwise_coopmat.py`, as test.sh runs it) its answers
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ from tests.engine.kernels.test_conv_coopmat import ENV, fake_device, fake_record
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv import Conv2d
-from vkocr.engine.kernels.pointwise_coopmat import FragmentTile, fragment_tile
+from vkocr.engine.kernels.pointwise_coopmat import SINGLE, FragmentTile, fragment_tile
 from vkocr.engine.ops.conv import conv2d
 from vkocr.engine.recorder import Recorder
 
@@ -25,16 +26,17 @@ def switch_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV, raising=False)
 
 
-def test_fp16_pointwise_convs_it_can_hold_take_it_when_switched_on(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fp16_pointwise_convs_it_can_hold_take_it_unasked(monkeypatch: pytest.MonkeyPatch) -> None:
     h200 = fake_device(info())
-    assert fragment_tile(h200, "fp16", 96, 48, 184 * 256, pointwise=True) is None  # not yet timed: asked only
-    monkeypatch.setenv(ENV, "1")
-    # det's 48 -> 96 at 184×256 and 768 -> 384 at 23×32: two accumulators along M; rec's 384 -> 120 (M 120)
-    assert fragment_tile(h200, "fp16", 96, 48, 184 * 256, pointwise=True) == ((16, 16, 16), FragmentTile())
-    assert fragment_tile(h200, "fp16", 384, 768, 23 * 32, pointwise=True) == ((16, 16, 16), FragmentTile())
-    assert fragment_tile(h200, "fp16", 24, 96, 40, pointwise=True) == ((16, 16, 16), FragmentTile(fm=1))
-    for why in ({"precision": "fp32"}, {"pointwise": False}, {"k": 24}, {"k": 120}, {"n": 23 * 23}, {"m": 8},
-                {"n": 24}):
+    # det's 48 -> 96 at 184×256 and 768 -> 384 at 23×23 (N odd: the input's fragments go through shared memory):
+    # two accumulators along M; 96 -> 24 at 1×40: one
+    assert fragment_tile(h200, "fp16", 96, 48, 184 * 256, pointwise=True) == ((16, 16, 16), SINGLE)
+    assert fragment_tile(h200, "fp16", 384, 768, 23 * 23, pointwise=True) == ((16, 16, 16), SINGLE)
+    assert fragment_tile(h200, "fp16", 24, 96, 40, pointwise=True) == ((16, 16, 16), replace(SINGLE, fm=1))
+    # ... but not where the staged kernel takes TALL (det's 768 -> 384 at 23×32), unless asked
+    assert fragment_tile(h200, "fp16", 384, 768, 23 * 32, pointwise=True) is None
+    assert fragment_tile(h200, "fp16", 384, 768, 23 * 32, pointwise=True, want=True) == ((16, 16, 16), SINGLE)
+    for why in ({"precision": "fp32"}, {"pointwise": False}, {"k": 24}, {"k": 120}, {"m": 8}, {"n": 24}):
         args: dict[str, Any] = {"precision": "fp16", "m": 96, "k": 48, "n": 184 * 256, "pointwise": True, **why}
         assert fragment_tile(h200, args.pop("precision"), args.pop("m"), args.pop("k"), args.pop("n"), **args) is None
         with pytest.raises(KernelArgumentError, match="pointwise_coopmat cannot"):
@@ -45,8 +47,7 @@ def test_fp16_pointwise_convs_it_can_hold_take_it_when_switched_on(monkeypatch: 
     assert fragment_tile(h200, "fp16", 96, 48, 4096, pointwise=True) is None
 
 
-def test_the_conv_records_it_for_fp16_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(ENV, "1")
+def test_the_conv_records_it_for_fp16_only() -> None:
     dispatched: list[tuple[Any, ...]] = []
     rec = fake_recorder(dispatched)
 
@@ -57,18 +58,17 @@ def test_the_conv_records_it_for_fp16_only(monkeypatch: pytest.MonkeyPatch) -> N
         return str(dispatched[-1][0][0])
 
     assert kernel_for(np.float16) == "pointwise_coopmat.fp16"
-    assert kernel_for(np.float32) == "conv2d_coopmat"  # (the switch sends fp32 there)
+    assert kernel_for(np.float32) == "conv2d"
     assert kernel_for(np.float16, coopmat=True) == "conv2d_coopmat.fp16"  # asking for the staged kernel
     assert kernel_for(np.float16, coopmat=False) == "conv2d.fp16"
     assert kernel_for(np.float16, tile="thin") == "conv2d.fp16"
 
 
-def test_the_fragment_launch_stays_symbolic(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A 1×1 192 -> 384 convolution at det's 46×64 under a shape-class trace: N's multiple of 8 and its size
-    guard the class, and no dimension is pinned (other sizes of the class: 46×60, 40×64)."""
-    monkeypatch.setenv(ENV, "1")
+def test_the_fragment_launch_stays_symbolic() -> None:
+    """A 1×1 192 -> 384 convolution at det's 46×64 under a shape-class trace: no dimension is pinned, and N's
+    remainder by 8 does not split the class (other sizes of it: 46×60, 40×64, 45×61)."""
     traced = traced_conv_launch((384, 192, 1, 1), {}, lambda h, w: (h, w), np.float16, {},
-                                ((46, 64), (46, 60), (40, 64)))
+                                ((46, 64), (46, 60), (40, 64), (45, 61)))
     assert (traced[0][0], traced[3]) == ("pointwise_coopmat.fp16", "pointwise_coopmat")
 
 
@@ -80,6 +80,10 @@ CASES = [
     ((1, 64, 7, 8), 48, 2, None, {"activation": "hardswish", "alpha": 1 / 6, "beta": 0.5,
                                   "post_affine": (0.5, -0.25)}),          # grouped, post-affine
     ((3, 32, 4, 10), 16, 1, FragmentTile(sg_m=1, sg_n=4, fm=1, fn=2), {}),  # flat tile, batch 3
+    # N not a multiple of 8: the input's fragments through shared memory
+    ((1, 32, 5, 7), 32, 1, SINGLE, {"activation": "relu"}),              # N 35
+    ((2, 48, 9, 13), 40, 1, FragmentTile(sg_m=2, sg_n=2, fm=2, fn=1), {}),  # N 117, batch 2, blocks moved back
+    ((1, 64, 3, 11), 64, 2, SINGLE, {"activation": "hardswish", "alpha": 1 / 6, "beta": 0.5}),  # grouped, N 33
 ]
 
 
