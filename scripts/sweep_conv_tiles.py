@@ -104,12 +104,12 @@ COOPMAT_TILES = {
 }
 # the fragment kernel's (fp16 pointwise convolutions, vk/kernels/pointwise_coopmat.py); the first is the engine's
 FRAGMENT_TILES = {
+    "single": FragmentTile(sg_m=1, sg_n=1),
     "square": FragmentTile(),
     "square_fm1": FragmentTile(fm=1),
     "flat": FragmentTile(sg_m=1, sg_n=4),
     "wide": FragmentTile(sg_m=2, sg_n=4),
     "tall": FragmentTile(sg_m=4, sg_n=2),
-    "single": FragmentTile(sg_m=1, sg_n=1),
 }
 # the direct kernel's (output columns per invocation, workgroup columns × rows); the first is the engine's
 DIRECT_SHAPES = [(2, (16, 4)), (1, (16, 4)), (4, (16, 4)), (2, (32, 4)), (1, (32, 4))]
