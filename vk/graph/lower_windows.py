@@ -1,6 +1,6 @@
-"""Lowering rules of convolution and pooling (Conv, ConvTranspose, BatchNormalization, MaxPool, AveragePool,
-GlobalAveragePool, Excite). Conv, the most common node, is prepared once per node (`_prepare_conv`: its kernel and
-packed attributes), so a new input shape only records it.
+"""Lowering rules of convolution and pooling (Conv, ConvTranspose, ConvTransposePair, BatchNormalization, MaxPool,
+AveragePool, GlobalAveragePool, Excite). Conv, the most common node, is prepared once per node (`_prepare_conv`: its
+kernel and packed attributes), so a new input shape only records it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from vkocr.engine.graph.lower_registry import (
 )
 from vkocr.engine.graph.opset_windows import conv_attrs, conv_transpose_attrs, excite_convs, pool_attrs, post_affine
 from vkocr.engine.kernels.conv import Conv2d
-from vkocr.engine.kernels.conv_transpose import record_conv_transpose2d
+from vkocr.engine.kernels.conv_transpose import record_conv_transpose2d, record_conv_transpose_pair
 from vkocr.engine.kernels.depthwise import DepthwiseConv2d, record_conv2d_depthwise
 from vkocr.engine.kernels.excite import Excite
 from vkocr.engine.kernels.gemv import Epilogue
@@ -109,6 +109,14 @@ def _conv_transpose(rec: Recorder, node: Node, ins: list[Tensor | None], outs: l
     kind, alpha, beta = activation(node)
     record_conv_transpose2d(rec, operand(node, ins, 0), operand(node, ins, 1), outs[0], optional(ins, 2),
                             **conv_transpose_attrs(node), activation=kind, alpha=alpha, beta=beta)
+
+
+@lowers("ConvTransposePair")
+def _conv_transpose_pair(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor],
+                         consts: NodeConstants) -> None:
+    epilogues = [activation(Node("ConvTranspose", node.name, [], [], node.attrs[k])) for k in ("first", "second")]
+    record_conv_transpose_pair(rec, operand(node, ins, 0), operand(node, ins, 1), optional(ins, 2),
+                               operand(node, ins, 3), optional(ins, 4), outs[0], activations=epilogues)
 
 
 def _batchnorm_affine(node: Node, values: Values) -> dict[str, np.ndarray]:

@@ -122,6 +122,23 @@ def _run_conv_transpose(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
     return [ops.apply_activation(y, a.get("activation", "none"), a.get("act_alpha", 0.0), a.get("act_beta", 0.0))]
 
 
+def _infer_conv_transpose_pair(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
+    n, _, h, w = shapes[0]
+    (_, _, k1h, k1w), (_, c2, k2h, k2w) = shapes[1], shapes[3]
+    return [(n, c2, h * k1h * k2h, w * k1w * k2w)]
+
+
+@op("ConvTransposePair", infer=_infer_conv_transpose_pair)
+def _run_conv_transpose_pair(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
+    """The two ConvTransposes shape_fusion.fuse_conv_transpose_pair joined (kernels equal to strides), the
+    middle map in the input's dtype, as the first stored it."""
+    data, w1, b1, w2, b2 = x
+    first = Node("ConvTranspose", f"{node.name}.first", [], [], {**node.attrs["first"], "strides": w1.shape[2:]})
+    second = Node("ConvTranspose", f"{node.name}.second", [], [], {**node.attrs["second"], "strides": w2.shape[2:]})
+    mid = _run_conv_transpose(first, [data, w1] if b1 is None else [data, w1, b1])[0].astype(data.dtype)
+    return _run_conv_transpose(second, [mid, w2] if b2 is None else [mid, w2, b2])
+
+
 @op("BatchNormalization", infer=same_shape)
 def _run_batchnorm(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
     data, scale, bias, mean, var = x[:5]

@@ -11,6 +11,7 @@ from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.precision import FLOAT32, output_producers
 from vkocr.engine.graph.specialize import Specialized
 from vkocr.engine.kernels.attention import fits as attention_fits
+from vkocr.engine.kernels.conv_transpose import pair_fuses
 from vkocr.engine.kernels.excite import fuses as excite_fuses
 
 
@@ -129,6 +130,55 @@ def fuse_resize_add(spec: Specialized) -> Specialized:
         return [*resize.inputs, *[""] * (4 - len(resize.inputs)), a]  # absent roi/scales/sizes stay ""
 
     return _fold_add(spec, with_addend)
+
+
+def fuse_conv_transpose_pair(spec: Specialized) -> Specialized:
+    """ConvTranspose(ConvTranspose(x)), each kernel equal to its stride (DB's head: a map upsampled twice) → one
+    ConvTransposePair node (shaders/conv_transpose_pair.comp), which never stores the middle map, with the same
+    answer bit for bit. Only where each has constant weights and bias, no padding, dilation, output padding,
+    groups or folded affine, the first feeds the second alone (no output, no other reader), the kernel holds the
+    middle channels (vk/kernels/conv_transpose.py `pair_fuses`), and both store one precision. The pair takes
+    the second's name."""
+    g = spec.graph
+    uses, producer = _uses_and_producers(g)
+    storage = _storage_of(g)
+
+    def upsampling(node: Node | None) -> bool:
+        if node is None or node.op != "ConvTranspose" or not 2 <= len(node.inputs) <= 3:
+            return False
+        w = g.constants.get(node.inputs[1])
+        a = node.attrs
+        bias = node.inputs[2] if len(node.inputs) == 3 else ""
+        if w is None or w.ndim != 4 or (bias and bias not in g.constants):
+            return False
+        kernel = [int(k) for k in w.shape[2:]]
+        return ([int(v) for v in a.get("strides", (1, 1))] == kernel
+                and [int(v) for v in a.get("kernel_shape", kernel)] == kernel
+                and not any(int(v) for v in a.get("pads", (0, 0, 0, 0)))
+                and all(int(v) == 1 for v in a.get("dilations", (1, 1)))
+                and not any(int(v) for v in a.get("output_padding", (0, 0)))
+                and int(a.get("group", 1)) == 1 and a.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")
+                and not {"output_shape", "post_scale", "post_shift"} & set(a))
+
+    def epilogue(node: Node) -> dict[str, object]:
+        return {k: v for k, v in node.attrs.items() if k in ("activation", "act_alpha", "act_beta")}
+
+    dropped: set[str] = set()
+    replaced: dict[str, Node] = {}
+    for node in g.nodes:
+        first = producer.get(node.inputs[0]) if node.inputs else None
+        if (not upsampling(node) or not upsampling(first) or first is None or uses.get(node.inputs[0]) != 1
+                or node.inputs[0] in g.outputs or first.name in replaced
+                or len(spec.shapes.get(first.inputs[0], ())) != 4
+                or not pair_fuses(g.constants[first.inputs[1]].shape, g.constants[node.inputs[1]].shape)
+                or storage(first) != storage(node)):
+            continue
+        bias = [n.inputs[2] if len(n.inputs) == 3 else "" for n in (first, node)]
+        replaced[node.name] = Node("ConvTransposePair", node.name,
+                                   [first.inputs[0], first.inputs[1], bias[0], node.inputs[1], bias[1]],
+                                   list(node.outputs), {"first": epilogue(first), "second": epilogue(node)})
+        dropped.add(first.name)
+    return _rewritten(spec, replaced, dropped)
 
 
 def _fold_add(spec: Specialized, fold: Callable[[Node, str, str], list[str] | None]) -> Specialized:

@@ -88,3 +88,57 @@ def record_conv_transpose2d(
     bias_view = (b if b is not None else w).view
     rec.dispatch(pipeline, [x.view, w.view, bias_view, out.view], push, flat_groups(total, FLAT_LOCAL),
                  label="conv_transpose")
+
+
+CONV_TRANSPOSE_PAIR = KernelDef("conv_transpose_pair", ("r", "r", "r", "r", "r", "w"), 16)
+MAX_PAIR_MIDDLE = 64  # middle channels an invocation holds in registers (conv_transpose_pair.comp's C1)
+MAX_PAIR_STAGED = 16384  # bytes of the first's weights a workgroup stages: Vulkan's least shared memory
+
+
+def pair_fuses(w1_shape: Sequence[int], w2_shape: Sequence[int]) -> bool:
+    """Whether conv_transpose_pair.comp takes ConvTransposes with these weights (each kernel equal to its stride,
+    no padding, dilation, output padding or groups: the caller's to check): the second reads the first's channels,
+    the middle ones fit an invocation's registers and the first's weights a workgroup's shared memory."""
+    if len(w1_shape) != 4 or len(w2_shape) != 4 or int(w2_shape[0]) != int(w1_shape[1]):
+        return False
+    cin, c1, k1h, k1w = (int(s) for s in w1_shape)
+    return 1 <= c1 <= MAX_PAIR_MIDDLE and cin * k1h * k1w * -(-c1 // 4) * 16 <= MAX_PAIR_STAGED
+
+
+def record_conv_transpose_pair(
+    rec: Recorder,
+    x: Tensor,
+    w1: Tensor,
+    b1: Tensor | None,
+    w2: Tensor,
+    b2: Tensor | None,
+    out: Tensor,
+    *,
+    activations: Sequence[tuple[str, float, float]] = (("none", 0.0, 0.0), ("none", 0.0, 0.0)),
+) -> None:
+    """out = act2(conv_transpose(act1(conv_transpose(x, w1) + b1), w2) + b2) for two ConvTransposes whose strides
+    equal their kernels (no padding, dilation, output padding or groups), without storing the middle map:
+    x (N, Cin, H, W), w1 (Cin, C1, K1H, K1W), w2 (C1, C2, K2H, K2W); every tensor float32, or every one float16
+    (the middle rounded to float16 as the first would have stored it). Cin is a constant of the pipeline."""
+    kernel = storage(CONV_TRANSPOSE_PAIR, x, w1, b1, w2, b2, out)
+    n, channels, h, wd = require_nchw(x, "conv transpose pair input")
+    cin = int(w1.shape[0])  # the weights' (a constant of the pipeline), never the input's (traced with shapes)
+    if not pair_fuses(w1.shape, w2.shape) or channels != cin:
+        raise KernelArgumentError(f"conv transpose pair: input {tuple(x.shape)}, weights {tuple(w1.shape)} and "
+                                  f"{tuple(w2.shape)} do not chain (Cin, C1, k, k) → (C1, C2, k, k) with "
+                                  f"C1 ≤ {MAX_PAIR_MIDDLE} and the first's weights in {MAX_PAIR_STAGED} bytes as vec4s")
+    c1, k1h, k1w = (int(s) for s in w1.shape[1:])
+    c2, k2h, k2w = (int(s) for s in w2.shape[1:])
+    for b, c, which in ((b1, c1, "first"), (b2, c2, "second")):
+        if b is not None:
+            require_shape(b, (c,), f"conv transpose pair: the {which} bias")
+    require_shape(out, (n, c2, h * k1h * k2h, wd * k1w * k2w), "conv transpose pair output")
+    (act1, alpha1, beta1), (act2, alpha2, beta2) = activations
+    constants = (FLAT_LOCAL, 1, 1, k1h, k1w, k2h, k2w, c1, int(b1 is not None), activation_id(act1), float(alpha1),
+                 float(beta1), int(b2 is not None), activation_id(act2), float(alpha2), float(beta2), cin)
+    pipeline = rec.device.pipeline(kernel, constants)
+    total = n * h * k1h * wd * k1w
+    push = pack("IIII", total, c2, h, wd)
+    views = [x.view, w1.view, (b1 if b1 is not None else w1).view, w2.view, (b2 if b2 is not None else w2).view,
+             out.view]
+    rec.dispatch(pipeline, views, push, flat_groups(total, FLAT_LOCAL), label="conv_transpose_pair")

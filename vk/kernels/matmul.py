@@ -83,6 +83,10 @@ TILES = {
 # A big tile only pays while it still gives most multiprocessors of a big GPU a workgroup (132 on an H200):
 # on an H200 large beat wide from about 100 large workgroups up (1280³, a 128-channel 3×3 conv at 120×120).
 MIN_GROUPS = 96
+# ... and only over a K deep enough for its 64 sums per invocation to outweigh storing them: on an H100 the CTC
+# head's product (rows × 120 @ 120 × 18,710) ran 30-36 % faster on wide than on large at 240 and 480 rows, 14 %
+# at 640 (scripts/time_rec_head.py, session 34).
+LARGE_MIN_K = 128
 # The sliced tile, measured on an H100: faster where the fallback tile made 8..24 workgroups (the page-orientation
 # model's 14×14 and 7×7 convolutions 20 → 12 µs, rec at 1×3×48×320 1.40 → 1.13 ms), slower at 72 (det's 1×1
 # convolutions at 23×32 with 384..768 channels, 47 → 69 µs): there the work, not the latency, decides.
@@ -96,7 +100,8 @@ def pick_tile(m: int, n: int, batches: int, tile: str | GemmTile | None = None, 
     (or is one: scripts/sweep_conv_tiles.py).
 
     ≤ 32 rows: thin. Otherwise the biggest tile that wastes little on edges (M, N > 96 for large, N > 96 for
-    wide) and still makes MIN_GROUPS workgroups; small when neither does. Where thin or small makes fewer than
+    wide) and still makes MIN_GROUPS workgroups, large only over a K deeper than LARGE_MIN_K (or unknown: 0);
+    small when neither does. Where thin or small makes fewer than
     SLICED_MAX_GROUPS workgroups and K is at least SLICED_MIN_K deep: sliced. `most_groups`: thin first, wherever
     it makes MIN_GROUPS workgroups (vk/kernels/conv.py asks it for shallow pointwise convolutions).
     """
@@ -113,7 +118,7 @@ def pick_tile(m: int, n: int, batches: int, tile: str | GemmTile | None = None, 
 
     if most_groups and enough("thin"):
         return TILES["thin"]
-    if m > 96 and n > 96 and enough("large"):
+    if m > 96 and n > 96 and (k == 0 or k > LARGE_MIN_K) and enough("large"):
         return TILES["large"]
     if m > 32 and n > 96 and enough("wide"):
         return TILES["wide"]

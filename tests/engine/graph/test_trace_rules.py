@@ -128,6 +128,9 @@ CASES = {
         Node("Mul", "scale", ["x", "g"], ["m"]),
         Node("Relu", "after", ["m"], ["y"])],  # (the producer of the output stores fp32: the block would not fuse)
         {"w1": weights(3, 12, 1, 1), "b1": weights(3), "w2": weights(12, 3, 1, 1)}), nchw(12)),
+    # shape_fusion.fuse_conv_transpose_pair: DB's head, its map upsampled twice, as one dispatch
+    "conv_transpose_pair": Case(("ConvTransposePair",), lambda rng: (db_head_upsampling(), {
+        "w1": weights(4, 6, 2, 2), "b1": weights(6), "w2": weights(6, 1, 2, 2, seed=1), "b2": weights(1)}), nchw(4)),
     # shape_fusion.fuse_attention: SVTR's eleven attention nodes as one (T traced from h + w)
     "attention": Case(("Attention",), lambda rng: svtr_attention(heads=2, d=6), tokens(36)),
     "views": Case(("Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "View", "Cast"),
@@ -391,6 +394,49 @@ def test_an_se_block_stays_apart_where_fusing_would_change_or_slow_it(device: De
     with Model(graph, device) as model:  # one precision: the small block fuses
         ops = [n.op for n in model.plan((1, 97, 5, 6)).spec.graph.nodes]
     assert ops == ["GlobalAveragePool", "Conv", "Conv", "Mul", "GlobalAveragePool", "Excite"]
+
+
+def db_head_upsampling(k1: tuple[int, int] = (2, 2), **second: object) -> list[Node]:
+    """DB's head after its 3×3 conv: ConvTranspose (kernel = stride, relu), ConvTranspose (kernel = stride,
+    sigmoid), then a Relu (so that the pair makes no output: an output's producer stores fp32). `second`: more
+    attributes of the second ConvTranspose."""
+    return [Node("ConvTranspose", "up1", ["x", "w1", "b1"], ["m"], {"strides": list(k1), "activation": "relu"}),
+            Node("ConvTranspose", "up2", ["m", "w2", "b2"], ["s"], {"strides": [2, 2], "activation": "sigmoid",
+                                                                   **second}),
+            Node("Relu", "after", ["s"], ["y"])]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_db_head_s_two_upsamplings_become_one_dispatch(device: Device, precision: str) -> None:
+    """ConvTranspose, ConvTranspose (kernels equal to strides) → one ConvTransposePair, which computes the two
+    nodes' answer bit for bit, in both precisions."""
+    rng, seed = fresh_rng()
+    graph = Graph(db_head_upsampling(), ["x"], ["y"], {"w1": weights(8, 24, 2, 2), "b1": weights(24),
+                                                       "w2": weights(24, 1, 2, 2, seed=1), "b2": weights(1)})
+    x = rng.uniform(-2, 2, (1, 8, 11, 13)).astype(np.float32)
+    (fused_ops, fused), (unfused_ops, unfused) = with_and_without(device, graph, precision,
+                                                                  "fuse_conv_transpose_pair", x)
+    assert fused_ops == ["ConvTransposePair", "Relu"], fused_ops
+    assert unfused_ops == ["ConvTranspose", "ConvTranspose", "Relu"], unfused_ops
+    assert np.array_equal(fused, unfused), f"{precision}: not bit for bit; seed {seed}"
+
+
+@pytest.mark.parametrize(("why", "k1", "second", "middle"), [
+    ("the middle map read elsewhere too", (2, 2), {}, 6),
+    ("a kernel larger than its stride", (2, 2), {"pads": [1, 1, 1, 1], "kernel_shape": [4, 4]}, 6),
+    ("padded", (2, 2), {"pads": [0, 0, 1, 1]}, 6),
+    ("more middle channels than registers hold", (2, 2), {}, 65),
+])
+def test_db_head_s_upsamplings_stay_apart_where_the_pair_cannot_take_them(
+        device: Device, why: str, k1: tuple[int, int], second: dict[str, object], middle: int) -> None:
+    nodes = db_head_upsampling(k1, **second)
+    outputs = ["y", "m"] if why.startswith("the middle map read") else ["y"]
+    k2 = [int(v) for v in second.get("kernel_shape", [2, 2])]  # type: ignore[attr-defined]
+    graph = Graph(nodes, ["x"], outputs, {"w1": weights(3, middle, *k1), "b1": weights(middle),
+                                          "w2": weights(middle, 2, *k2), "b2": weights(2)})
+    with Model(graph, device) as model:
+        ops = [n.op for n in model.plan((1, 3, 5, 6)).spec.graph.nodes]
+    assert ops == ["ConvTranspose", "ConvTranspose", "Relu"], (why, ops)
 
 
 def svtr_attention(heads: int, d: int, *, add: bool = True, tag: str = "") -> tuple[list[Node], dict[str, np.ndarray]]:

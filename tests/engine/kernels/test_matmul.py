@@ -185,6 +185,8 @@ def test_gemm_refuses_mixed_storage(device: Device) -> None:
 
 def test_pick_tile_by_problem_size() -> None:
     assert pick_tile(2048, 2048, 1) == TILES["large"]
+    assert pick_tile(240, 18710, 1, k=512) == TILES["large"]
+    assert pick_tile(240, 18710, 1, k=120) == TILES["wide"]  # the CTC head: too shallow for large's 64 sums a lane
     assert pick_tile(1024, 1024, 1) == TILES["wide"]  # large would give 64 workgroups: too few
     assert pick_tile(16, 10000, 1) == TILES["thin"]
     assert pick_tile(100, 50, 1) == TILES["small"]
