@@ -6,14 +6,24 @@
 // the axis from `first` on, an invocation one element, read from the input whose share of the slab holds it.
 // Elements move as they are, never converted, as in copy_strided.comp: 32-bit words in concat.spv (float32 and
 // int32), 16-bit elements in concat.fp16.spv (float16).
+// With POOL_KH > 0, input 0 is a MaxPool's input instead (stride 1, padded to keep its size: a network stem's
+// Concat(MaxPool(a), b)): its part of the slab is the max over each element's POOL_KH × POOL_KW window, taken as
+// pool.comp takes it, so the pooled map is never stored. Floats only.
 #include "common.glsl"
 #include "storage.glsl"
 
 #ifdef FP16
 #define ELEMENT_T STORE_T  // float16_t, loaded and stored as it is: a bit-exact 2-byte move
+#define AS_FLOAT(v) float(v)
+#define AS_ELEMENT(v) STORE(v)
 #else
 #define ELEMENT_T uint     // words, not floats: int32 bit patterns that read as NaN pass unchanged
+#define AS_FLOAT(v) uintBitsToFloat(v)
+#define AS_ELEMENT(v) floatBitsToUint(v)
 #endif
+
+layout(constant_id = 3) const int POOL_KH = 0;  // > 0: input 0 is max-pooled (see above)
+layout(constant_id = 4) const int POOL_KW = 0;
 
 layout(std430, set = 0, binding = 0) readonly buffer In0 { ELEMENT_T x0[]; };
 layout(std430, set = 0, binding = 1) readonly buffer In1 { ELEMENT_T x1[]; };
@@ -28,7 +38,26 @@ layout(push_constant) uniform Params {
     uint first;  // where the slab starts along it
     uint count;  // its length along it: len0 + len1 + len2 + len3
     uint len0, len1, len2;  // each input's length along the axis (input 3 holds the rest)
+    int pool_h, pool_w;     // with POOL_KH > 0: the map's size (inner = pool_h · pool_w)
+    int pool_top, pool_left;
 } p;
+
+// Writes to y[to] the max over the window of element e (a row-major position in the map) of plane `plane` of
+// input 0, in pool.comp's order from -inf: padded positions never win. (Stored straight away: a float16_t local
+// would need the Float16 arithmetic capability.)
+void store_pooled(uint to, uint plane, uint e) {
+    int oy = int(e) / p.pool_w, ox = int(e) % p.pool_w;
+    int top = oy - p.pool_top, left = ox - p.pool_left;  // the window's origin, may be negative
+    int ya = max(top, 0), yb = min(top + POOL_KH, p.pool_h);
+    int xa = max(left, 0), xb = min(left + POOL_KW, p.pool_w);
+    uint base = plane * uint(p.pool_h) * uint(p.pool_w);
+    float result = uintBitsToFloat(0xff800000u);
+    for (int iy = ya; iy < yb; ++iy) {
+        uint row = base + uint(iy) * uint(p.pool_w);
+        for (int ix = xa; ix < xb; ++ix) result = max(result, AS_FLOAT(x0[row + uint(ix)]));
+    }
+    y[to] = AS_ELEMENT(result);
+}
 
 void main() {
     uint i = flat_index();
@@ -41,7 +70,11 @@ void main() {
     // each branch moves its element straight from buffer to buffer: a float16_t local would need the Float16
     // arithmetic capability, which 16-bit storage alone does not give
     if (c < p.len0) {
-        y[to] = x0[(o * p.len0 + c) * p.inner + e];
+        if (POOL_KH > 0) {
+            store_pooled(to, o * p.len0 + c, e);
+        } else {
+            y[to] = x0[(o * p.len0 + c) * p.inner + e];
+        }
     } else if (c < p.len0 + p.len1) {
         y[to] = x1[(o * p.len1 + c - p.len0) * p.inner + e];
     } else if (c < p.len0 + p.len1 + p.len2) {

@@ -98,7 +98,13 @@ def _infer_concat(node: Node, shapes: list[Shape], consts: list[np.ndarray | Non
 
 @op("Concat", infer=_infer_concat)
 def _run_concat(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
-    return [np.concatenate(x, axis=int(node.attrs["axis"]))]
+    """A `pool_first` attribute (shape_fusion.fuse_pool_concat): the first input is the MaxPool's it replaced."""
+    parts = list(x)
+    pool = node.attrs.get("pool_first")
+    if pool is not None:
+        parts[0] = ops.max_pool2d(parts[0], kernel=tuple(pool["kernel_shape"]), strides=(1, 1),
+                                  pads=tuple(pool["pads"]), ceil_mode=False)
+    return [np.concatenate(parts, axis=int(node.attrs["axis"]))]
 
 
 def slice_args(node: Node, consts: Sequence[np.ndarray | None]) -> tuple[list[int], list[int], list[int] | None,

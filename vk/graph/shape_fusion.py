@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from vkocr.engine.graph.ir import Graph, Node
+from vkocr.engine.graph.opset_windows import same_pads
 from vkocr.engine.graph.precision import FLOAT32, output_producers
 from vkocr.engine.graph.specialize import Specialized
 from vkocr.engine.kernels.attention import fits as attention_fits
@@ -181,29 +182,85 @@ def fuse_conv_transpose_pair(spec: Specialized) -> Specialized:
     return _rewritten(spec, replaced, dropped)
 
 
+def fuse_pool_concat(spec: Specialized) -> Specialized:
+    """Concat(MaxPool(a), b, ...) on channels → one Concat that pools a on the way (a network stem's: PP-HGNet's
+    and PP-LCNetV3's; shaders/concat.comp takes the max as pool.comp does, so bit for bit): one dispatch and one
+    pass over the pooled map fewer. Only where the MaxPool is the Concat's first input and feeds it alone (no
+    output, no other reader), pools at stride 1 without dilation and pads that keep the map's size, and stores
+    the Concat's precision."""
+    g = spec.graph
+    uses, producer = _uses_and_producers(g)
+    storage = _storage_of(g)
+    dropped: set[str] = set()
+    replaced: dict[str, Node] = {}
+    for node in g.nodes:
+        if node.op != "Concat" or len(node.inputs) < 2 or len(spec.shapes.get(node.outputs[0], ())) != 4:
+            continue
+        pool = producer.get(node.inputs[0])
+        if (int(node.attrs.get("axis", 0)) not in (1, -3) or pool is None or pool.op != "MaxPool"
+                or uses.get(node.inputs[0]) != 1 or node.inputs[0] in g.outputs or storage(pool) != storage(node)):
+            continue
+        pads = size_keeping_pads(pool)
+        if pads is None:
+            continue
+        replaced[node.name] = Node("Concat", node.name, [pool.inputs[0], *node.inputs[1:]], list(node.outputs),
+                                   {**node.attrs, "pool_first": {"kernel_shape": list(pool.attrs["kernel_shape"]),
+                                                                 "pads": pads}})
+        dropped.add(pool.name)
+    return _rewritten(spec, replaced, dropped)
+
+
+def size_keeping_pads(pool: Node) -> list[int] | None:
+    """A 2-D MaxPool's pads (top, left, bottom, right) where it pools at stride 1 without dilation and its pads
+    keep the map's size (explicit, or auto_pad SAME_*); None otherwise."""
+    a = pool.attrs
+    kernel = [int(k) for k in a.get("kernel_shape", ())]
+    if (len(kernel) != 2 or any(int(s) != 1 for s in a.get("strides", (1, 1)))
+            or any(int(d) != 1 for d in a.get("dilations", (1, 1))) or int(a.get("storage_order", 0)) != 0):
+        return None
+    auto = a.get("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = list(same_pads(auto, (1, 1), kernel, (1, 1)))  # at stride 1, the same for every size
+    elif auto in ("NOTSET", "VALID"):
+        pads = [int(v) for v in a.get("pads", (0, 0, 0, 0))] if auto == "NOTSET" else [0, 0, 0, 0]
+    else:
+        return None
+    keeps = all(pads[i] + pads[i + 2] == kernel[i] - 1 and 0 <= pads[i] < kernel[i] for i in range(2))
+    return pads if keeps else None
+
+
 def _fold_add(spec: Specialized, fold: Callable[[Node, str, str], list[str] | None]) -> Specialized:
     """Add(p, a) → p's node computing the Add's output, with the inputs `fold(node, p, a)` gives it (None: not
-    this node). Only where the Add's two inputs have one shape (no broadcasting), p feeds the Add alone and is
-    no graph output, and a is computed before p's node runs. Either operand of the Add may be p."""
+    this node). Only where the Add's two inputs have one shape (no broadcasting) and p feeds the Add alone and is
+    no graph output. Either operand of the Add may be p. The fused node runs where p's node ran, or, where a is
+    computed after that (SVTR's last skip connection, whose transpose comes after the conv it is added to), where
+    the Add ran: p's node then reads its inputs later, which only the Add read from p. That move only in fp32
+    storage, where folding changes no answer; an fp16 plan keeps its answers as its sameness gate measured them."""
     g = spec.graph
     uses, _ = _uses_and_producers(g)
+    storage = _storage_of(g)
     position = {out: i for i, node in enumerate(g.nodes) for out in node.outputs}
-    fused: dict[int, Node] = {}  # producer position → the producer with the Add folded in
+    fused: dict[int, Node] = {}  # the fused node's position (its producer's or its Add's) → the fused node
+    taken: set[int] = set()  # producers with an Add folded in
     dropped: set[int] = set()
     for i, node in enumerate(g.nodes):
         if node.op != "Add" or len(node.inputs) != 2 or any(n not in spec.shapes for n in node.inputs):
             continue
         for value, other in (node.inputs, node.inputs[::-1]):
             at = position.get(value, -1)
-            if (at < 0 or at in fused or uses[value] != 1 or value in g.outputs or position.get(other, -1) >= at
+            if (at < 0 or at in taken or uses[value] != 1 or value in g.outputs
                     or spec.shapes[value] != spec.shapes[other]):
                 continue
             producer = g.nodes[at]
             inputs = fold(producer, value, other)
             if inputs is None:
                 continue
-            fused[at] = Node(producer.op, producer.name, inputs, [node.outputs[0]], producer.attrs)
-            dropped.add(i)
+            later = position.get(other, -1) >= at  # a is made after p: the fused node runs in the Add's place
+            if later and storage(producer) != FLOAT32:
+                continue  # (conv kernels add a to the unrounded sum: in fp16 not the answer that ran, so left)
+            taken.add(at)
+            fused[i if later else at] = Node(producer.op, producer.name, inputs, [node.outputs[0]], producer.attrs)
+            dropped.add(at if later else i)
             break
     if not fused:
         return spec

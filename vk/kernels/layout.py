@@ -19,7 +19,7 @@ from vkocr.engine.symbolic import dim
 from vkocr.engine.tensor import Tensor
 
 COPY_STRIDED = KernelDef("copy_strided", ("r", "w"), 88)
-CONCAT = KernelDef("concat", ("r", "r", "r", "r", "w"), 32)  # four inputs (the spare ones bound to the first), out
+CONCAT = KernelDef("concat", ("r", "r", "r", "r", "w"), 48)  # four inputs (the spare ones bound to the first), out
 CONCAT_INPUTS = 4
 COPY_VEC4 = KernelDef("copy_vec4", ("r", "w"), 4)
 MAX_RANK = 6
@@ -119,15 +119,26 @@ def normalize_axis(axis: int, rank: int, what: str) -> int:
     return axis + rank if axis < 0 else axis
 
 
-def record_concat(rec: Recorder, xs: Sequence[Tensor], out: Tensor, axis: int) -> None:
+def record_concat(rec: Recorder, xs: Sequence[Tensor], out: Tensor, axis: int,
+                  pool_first: tuple[int, int, int, int] | None = None) -> None:
     """ONNX Concat along `axis` (negative counts from the end): one dispatch of concat.comp per four inputs,
     which writes their slab of the output (so no barrier separates the parts, as one copy per input into the
-    same tensor needed)."""
+    same tensor needed). `pool_first` (kh, kw, pad_top, pad_left): the first input is a MaxPool's input, NCHW
+    floats concatenated on channels, pooled on the way at stride 1 with pads that keep its size (a network
+    stem's Concat(MaxPool(a), b), the pooled map never stored)."""
     if not xs:
         raise KernelArgumentError("concat of no tensors")
     copy_kernel(*xs, out)
     rank = len(out.shape)
     axis = normalize_axis(axis, rank, "concat")
+    if pool_first is not None:
+        kh, kw, pad_top, pad_left = pool_first
+        if rank != 4 or axis != 1 or xs[0].dtype.kind != "f":
+            raise KernelArgumentError(f"concat with a pooled first input takes NCHW floats on axis 1, not "
+                                      f"{out.shape} ({out.dtype}) on axis {axis}")
+        if not (kh >= 1 and kw >= 1 and 0 <= pad_top < kh and 0 <= pad_left < kw):
+            raise KernelArgumentError(f"concat: a {kh}×{kw} pooling window with pads ({pad_top}, {pad_left}) "
+                                      "does not keep the map's size at stride 1")
     for x in xs:
         if len(x.shape) != rank or any(x.shape[d] != out.shape[d] for d in range(rank) if d != axis):
             raise KernelArgumentError(f"concat on axis {axis}: input {x.shape} does not fit {out.shape}")
@@ -140,7 +151,7 @@ def record_concat(rec: Recorder, xs: Sequence[Tensor], out: Tensor, axis: int) -
     if not parts or outer * inner == 0:
         return
     kernel = CONCAT.at(PRECISIONS[FLOAT16]) if out.dtype == FLOAT16 else CONCAT
-    pipeline = rec.device.pipeline(kernel, (FLAT_LOCAL, 1, 1))
+    pooling = pool_first is not None and parts[0] is xs[0]
     first = 0
     for start in range(0, len(parts), CONCAT_INPUTS):  # more than four: a slab of the axis per four
         chunk = parts[start:start + CONCAT_INPUTS]
@@ -148,7 +159,13 @@ def record_concat(rec: Recorder, xs: Sequence[Tensor], out: Tensor, axis: int) -
         count = sum(lengths)
         n = outer * count * inner
         views = [x.view for x in chunk] + [chunk[0].view] * (CONCAT_INPUTS - len(chunk)) + [out.view]
-        push = pack("8I", n, inner, total, first, count, *padded(lengths[:3], 3))
+        if pooling and start == 0 and pool_first is not None:
+            kh, kw, pad_top, pad_left = pool_first
+            pipeline = rec.device.pipeline(kernel, (FLAT_LOCAL, 1, 1, kh, kw))
+            pool = (out.shape[2], out.shape[3], pad_top, pad_left)
+        else:
+            pipeline, pool = rec.device.pipeline(kernel, (FLAT_LOCAL, 1, 1)), (0, 0, 0, 0)
+        push = pack("8I4i", n, inner, total, first, count, *padded(lengths[:3], 3), *pool)
         rec.dispatch(pipeline, views, push, flat_groups(n), label="concat")
         first += count
 

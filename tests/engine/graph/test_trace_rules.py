@@ -131,6 +131,8 @@ CASES = {
     # shape_fusion.fuse_conv_transpose_pair: DB's head, its map upsampled twice, as one dispatch
     "conv_transpose_pair": Case(("ConvTransposePair",), lambda rng: (db_head_upsampling(), {
         "w1": weights(4, 6, 2, 2), "b1": weights(6), "w2": weights(6, 1, 2, 2, seed=1), "b2": weights(1)}), nchw(4)),
+    # shape_fusion.fuse_pool_concat: a stem's Concat(MaxPool(a), b), the pooled map never stored
+    "pool_concat": Case(("Concat",), lambda rng: (stem_pool_concat(), {"w": weights(3, 3, 1, 1)}), nchw(3)),
     # shape_fusion.fuse_attention: SVTR's eleven attention nodes as one (T traced from h + w)
     "attention": Case(("Attention",), lambda rng: svtr_attention(heads=2, d=6), tokens(36)),
     "views": Case(("Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "View", "Cast"),
@@ -216,6 +218,32 @@ def test_a_residual_add_joins_its_conv_only_where_it_is_the_conv_s_own(device: D
 
     check_fusion(device, graph, (1, 3, 9, 11), [("Conv", "skip"), ("Conv", "body"), ("GlobalAveragePool", "gap"),
                                                  ("Conv", "head"), ("Add", "bias_like")], fused)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_a_residual_made_after_its_conv_joins_it_where_the_add_ran(device: Device, precision: str) -> None:
+    """Add(conv(x), r) with r made after the conv (SVTR's last skip connection): in fp32 the conv moves to the
+    Add's place and takes r into its epilogue, bit for bit; in fp16, where the conv would add r to its unrounded
+    sum, the Add stays, and the answer is the one the sameness gate measured."""
+    rng, seed = fresh_rng()
+    nodes = [Node("Conv", "conv", ["x", "w"], ["p"], {"activation": "relu"}),
+             Node("Transpose", "late", ["x"], ["t"], {"perm": [0, 1, 3, 2]}),
+             Node("Sigmoid", "r", ["t"], ["u"]),
+             Node("Transpose", "back", ["u"], ["r"], {"perm": [0, 1, 3, 2]}),
+             Node("Add", "res", ["p", "r"], ["s"]),
+             Node("Relu", "after", ["s"], ["y"])]  # (the output's producer stores fp32)
+    graph = Graph(nodes, ["x"], ["y"], {"w": weights(4, 4, 1, 1)})
+    x = rng.uniform(-2, 2, (1, 4, 7, 9)).astype(np.float32)
+    with Model(graph, device) as model:
+        order = [n.name for n in model.graph.nodes]
+        assert order.index("conv") < order.index("back"), order  # r is made after the conv: the case under test
+    (fused_ops, fused), (unfused_ops, unfused) = with_and_without(device, graph, precision, "fuse_residual", x)
+    assert unfused_ops.count("Add") == 1
+    if precision == "fp32":
+        assert "Add" not in fused_ops and fused_ops[-2:] == ["Conv", "Relu"], fused_ops
+        assert np.array_equal(fused, unfused), f"not bit for bit; seed {seed}"
+    else:
+        assert fused_ops == unfused_ops, fused_ops
 
 
 def test_a_skip_connection_joins_a_matmul_with_constant_weights(device: Device) -> None:
@@ -437,6 +465,45 @@ def test_db_head_s_upsamplings_stay_apart_where_the_pair_cannot_take_them(
     with Model(graph, device) as model:
         ops = [n.op for n in model.plan((1, 3, 5, 6)).spec.graph.nodes]
     assert ops == ["ConvTranspose", "ConvTranspose", "Relu"], (why, ops)
+
+
+def stem_pool_concat(**pool: object) -> list[Node]:
+    """PP-HGNet's stem after its first conv: Concat(MaxPool(x) (2×2, stride 1, SAME_UPPER), conv(x)), then a
+    Relu (so that the Concat makes no output: an output's producer stores fp32). `pool`: other MaxPool
+    attributes."""
+    attrs = {"kernel_shape": [2, 2], "strides": [1, 1], "auto_pad": "SAME_UPPER", **pool}
+    return [Node("MaxPool", "pool", ["x"], ["m"], attrs),
+            Node("Conv", "conv", ["x", "w"], ["c"], {}),
+            Node("Concat", "cat", ["m", "c"], ["s"], {"axis": 1}),
+            Node("Relu", "after", ["s"], ["y"])]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_a_stem_s_pool_and_concat_become_one_dispatch(device: Device, precision: str) -> None:
+    """Concat(MaxPool(a), b) → one Concat that pools a on the way, bit for bit the two nodes' answer."""
+    rng, seed = fresh_rng()
+    graph = Graph(stem_pool_concat(), ["x"], ["y"], {"w": weights(5, 3, 1, 1)})
+    x = rng.uniform(-2, 2, (2, 3, 9, 14)).astype(np.float32)
+    (fused_ops, fused), (unfused_ops, unfused) = with_and_without(device, graph, precision, "fuse_pool_concat", x)
+    assert fused_ops == ["Conv", "Concat", "Relu"] and "MaxPool" in unfused_ops, (fused_ops, unfused_ops)
+    assert np.array_equal(fused, unfused), f"{precision}: not bit for bit; seed {seed}"
+
+
+@pytest.mark.parametrize(("why", "pool", "outputs"), [
+    ("the pooled map read elsewhere too", {}, ["y", "m"]),
+    ("a strided pool", {"strides": [2, 2], "auto_pad": "NOTSET"}, ["y"]),
+    ("pads that shrink the map", {"auto_pad": "NOTSET", "pads": [0, 0, 0, 0]}, ["y"]),
+])
+def test_a_pool_stays_apart_where_the_concat_cannot_take_it(device: Device, why: str, pool: dict[str, object],
+                                                            outputs: list[str]) -> None:
+    nodes = stem_pool_concat(**pool)
+    if "strides" in pool or "pads" in pool:  # the conv's map must match the smaller pooled one
+        nodes[1] = Node("MaxPool", "conv", ["x"], ["c"], {"kernel_shape": [2, 2], **pool})
+    graph = Graph(nodes, ["x"], outputs, {"w": weights(3, 3, 1, 1)})
+    with Model(graph, device) as model:
+        nodes_planned = model.plan((1, 3, 8, 10)).spec.graph.nodes
+    names = [n.name for n in nodes_planned]
+    assert "pool" in names and "pool_first" not in nodes_planned[names.index("cat")].attrs, (why, names)
 
 
 def svtr_attention(heads: int, d: int, *, add: bool = True, tag: str = "") -> tuple[list[Node], dict[str, np.ndarray]]:

@@ -21,6 +21,7 @@ from vkocr.engine.kernels.layout import (
     slice_output_shape,
 )
 from vkocr.engine.ops.layout import concat, slice_, transpose
+from vkocr.engine.ops.pool import max_pool2d
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
 
@@ -85,6 +86,50 @@ def test_concat_edge_shapes(device: Device, shapes: list[tuple[int, ...]], axis:
     assert_copied(device, lambda rec, out: record_concat(rec, xs, out, axis), concat(arrays, axis),
                   f"concat {shapes} axis {axis}", seed)
     release(device, *xs)
+
+
+# the pooled first input's window (kh, kw, pad_top, pad_left) and the inputs' shapes (the first one pooled)
+POOLED = [
+    ((2, 2, 0, 0), [(1, 24, 9, 13), (1, 24, 9, 13)]),  # a stem's MaxPool, SAME_UPPER
+    ((2, 2, 1, 1), [(2, 3, 5, 4), (2, 5, 5, 4), (2, 1, 5, 4)]),  # SAME_LOWER, a batch of two
+    ((3, 3, 1, 1), [(1, 4, 1, 7), (1, 2, 1, 7)]),  # a map of one row
+    ((3, 1, 2, 0), [(1, 2, 6, 3), *[(1, 1, 6, 3)] * 5]),  # six inputs: two dispatches, the pooled one in the first
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize(("pool", "shapes"), POOLED)
+def test_concat_pools_its_first_input_as_max_pool_does(device: Device, pool: tuple[int, int, int, int],
+                                                       shapes: list[tuple[int, ...]], dtype: type) -> None:
+    """concat.comp with a pooled first input: bit for bit NumPy's MaxPool (stride 1, pads keeping the size) of
+    the first input, then the others, on ±0, ±inf and subnormals too."""
+    rng, seed = fresh_rng()
+    arrays = [random_array(rng, s, dtype) for s in shapes]
+    if dtype is np.float32:
+        arrays[0].reshape(-1)[:4] = [0.0, -0.0, np.inf, -np.inf]
+    kh, kw, top, left = pool
+    pooled = max_pool2d(arrays[0], kernel=(kh, kw), strides=(1, 1), pads=(top, left, kh - 1 - top, kw - 1 - left))
+    xs = [device.upload(a) for a in arrays]
+    assert_copied(device, lambda rec, out: record_concat(rec, xs, out, 1, pool_first=pool),
+                  concat([pooled.astype(dtype), *arrays[1:]], 1), f"pooled concat {shapes} {pool}", seed)
+    release(device, *xs)
+
+
+@pytest.mark.parametrize(("why", "shapes", "axis", "pool", "dtype"), [
+    ("not on channels", [(1, 2, 3, 3), (1, 2, 3, 3)], 2, (2, 2, 0, 0), np.float32),
+    ("not NCHW", [(2, 3, 3), (2, 3, 3)], 1, (2, 2, 0, 0), np.float32),
+    ("integers", [(1, 2, 3, 3), (1, 2, 3, 3)], 1, (2, 2, 0, 0), np.int32),
+    ("pads that change the size", [(1, 2, 3, 3), (1, 2, 3, 3)], 1, (2, 2, 2, 0), np.float32),
+])
+def test_concat_refuses_a_pooled_input_it_cannot_pool(device: Device, why: str, shapes: list[tuple[int, ...]],
+                                                      axis: int, pool: tuple[int, int, int, int],
+                                                      dtype: type) -> None:
+    out_shape = tuple(sum(s[d] for s in shapes) if d == axis else n for d, n in enumerate(shapes[0]))
+    xs = [device.tensor(s, dtype) for s in shapes]
+    out = device.tensor(out_shape, dtype)
+    with pytest.raises(KernelArgumentError):
+        run(device, lambda rec: record_concat(rec, xs, out, axis, pool_first=pool))
+    release(device, *xs, out)
 
 
 SLICES = [
