@@ -39,7 +39,7 @@ def _storage_cast(rec: Recorder, node: Node, ins: list[Tensor | None], outs: lis
 @lowers("Concat")
 def _concat(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor], consts: NodeConstants) -> None:
     parts = [operand(node, ins, i) for i in range(len(ins))]
-    pool = node.attrs.get("pool_first")  # shape_fusion.fuse_pool_concat's
+    pool = node.attrs.get("pool_first")  # map_fusion.fuse_pool_concat's
     pooled = None if pool is None else (*pool["kernel_shape"], *pool["pads"][:2])
     record_concat(rec, parts, outs[0], int(node.attrs["axis"]), pool_first=pooled)
 

@@ -98,7 +98,7 @@ def _infer_concat(node: Node, shapes: list[Shape], consts: list[np.ndarray | Non
 
 @op("Concat", infer=_infer_concat)
 def _run_concat(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
-    """A `pool_first` attribute (shape_fusion.fuse_pool_concat): the first input is the MaxPool's it replaced."""
+    """A `pool_first` attribute (map_fusion.fuse_pool_concat): the first input is the MaxPool's it replaced."""
     parts = list(x)
     pool = node.attrs.get("pool_first")
     if pool is not None:

@@ -130,7 +130,7 @@ def _infer_conv_transpose_pair(node: Node, shapes: list[Shape], consts: list[np.
 
 @op("ConvTransposePair", infer=_infer_conv_transpose_pair)
 def _run_conv_transpose_pair(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
-    """The two ConvTransposes shape_fusion.fuse_conv_transpose_pair joined (kernels equal to strides), the
+    """The two ConvTransposes map_fusion.fuse_conv_transpose_pair joined (kernels equal to strides), the
     middle map in the input's dtype, as the first stored it."""
     data, w1, b1, w2, b2 = x
     first = Node("ConvTranspose", f"{node.name}.first", [], [], {**node.attrs["first"], "strides": w1.shape[2:]})

@@ -23,6 +23,8 @@ from vkocr.engine.graph.decomposed import fuse_hardswish as fuse_hardswish
 from vkocr.engine.graph.decomposed import fuse_layernorm as fuse_layernorm
 from vkocr.engine.graph.decomposed import fuse_silu as fuse_silu
 from vkocr.engine.graph.ir import Graph, Node
+from vkocr.engine.graph.map_fusion import fuse_conv_transpose_pair as fuse_conv_transpose_pair  # re-exported
+from vkocr.engine.graph.map_fusion import fuse_pool_concat as fuse_pool_concat
 from vkocr.engine.graph.opset import OPS
 from vkocr.engine.graph.opset_elementwise import unary_params
 from vkocr.engine.graph.opset_layout import VIEW_OPS
@@ -38,10 +40,8 @@ from vkocr.engine.graph.rewrite import (
 )
 from vkocr.engine.graph.schedule import schedule_late as schedule_late  # re-exported: the passes are all here
 from vkocr.engine.graph.shape_fusion import fuse_attention as fuse_attention  # re-exported: the passes are all here
-from vkocr.engine.graph.shape_fusion import fuse_conv_transpose_pair as fuse_conv_transpose_pair
 from vkocr.engine.graph.shape_fusion import fuse_excite as fuse_excite
 from vkocr.engine.graph.shape_fusion import fuse_gate as fuse_gate
-from vkocr.engine.graph.shape_fusion import fuse_pool_concat as fuse_pool_concat
 from vkocr.engine.graph.shape_fusion import fuse_residual as fuse_residual
 from vkocr.engine.graph.shape_fusion import fuse_resize_add as fuse_resize_add
 from vkocr.engine.graph.specialize import Specialized
@@ -339,8 +339,9 @@ def optimize(graph: Graph) -> Graph:
 
 def finalize(spec: Specialized) -> Specialized:
     """Passes that need this plan's shapes, in order: as_views, fuse_residual, fuse_gate, fuse_resize_add,
-    fuse_excite, fuse_attention, fuse_conv_transpose_pair and fuse_pool_concat (shape_fusion.py; fuse_excite
-    takes the GatedAdds fuse_gate makes, and fuse_attention finds the Views as_views made), then remove_dead."""
+    fuse_excite and fuse_attention (shape_fusion.py; fuse_excite takes the GatedAdds fuse_gate makes, and
+    fuse_attention finds the Views as_views made), fuse_conv_transpose_pair and fuse_pool_concat (map_fusion.py),
+    then remove_dead."""
     spec = fuse_resize_add(fuse_gate(fuse_residual(as_views(spec))))
     spec = fuse_pool_concat(fuse_conv_transpose_pair(fuse_attention(fuse_excite(spec))))
     return Specialized(remove_dead(spec.graph), spec.shapes)

@@ -8,11 +8,9 @@ from collections.abc import Callable
 import numpy as np
 
 from vkocr.engine.graph.ir import Graph, Node
-from vkocr.engine.graph.opset_windows import same_pads
 from vkocr.engine.graph.precision import FLOAT32, output_producers
 from vkocr.engine.graph.specialize import Specialized
 from vkocr.engine.kernels.attention import fits as attention_fits
-from vkocr.engine.kernels.conv_transpose import pair_fuses
 from vkocr.engine.kernels.excite import fuses as excite_fuses
 
 
@@ -39,7 +37,7 @@ def fuse_gate(spec: Specialized) -> Specialized:
     """Add(x, Mul(x, s)) → GatedAdd(x, s): an SE block's x + x·s in one pass over x instead of two (s broadcasts
     into x; the Mul's product feeds the Add alone). The product is rounded before the add, as before."""
     g = spec.graph
-    uses, producer = _uses_and_producers(g)
+    uses, producer = uses_and_producers(g)
     dropped: set[str] = set()
     replaced: dict[str, Node] = {}
     for node in g.nodes:
@@ -56,7 +54,7 @@ def fuse_gate(spec: Specialized) -> Specialized:
             replaced[node.name] = Node("GatedAdd", node.name, [x, s], list(node.outputs))
             dropped.add(mul.name)
             break
-    return _rewritten(spec, replaced, dropped)
+    return rewritten(spec, replaced, dropped)
 
 
 def fuse_excite(spec: Specialized) -> Specialized:
@@ -68,8 +66,8 @@ def fuse_excite(spec: Specialized) -> Specialized:
     store one precision (the product's stays fp32 where it makes a graph output). The Excite takes the product's
     name, so a precision plan names it as it named the product."""
     g = spec.graph
-    uses, producer = _uses_and_producers(g)
-    storage = _storage_of(g)
+    uses, producer = uses_and_producers(g)
+    storage = storage_of(g)
 
     def single_use_conv(value: str) -> Node | None:
         conv = producer.get(value)
@@ -116,7 +114,7 @@ def fuse_excite(spec: Specialized) -> Specialized:
                                                             "first": conv_attrs[0], "second": conv_attrs[1]})
             dropped |= {first.name, second.name}
             break
-    return _rewritten(spec, replaced, dropped)
+    return rewritten(spec, replaced, dropped)
 
 
 def fuse_resize_add(spec: Specialized) -> Specialized:
@@ -133,102 +131,6 @@ def fuse_resize_add(spec: Specialized) -> Specialized:
     return _fold_add(spec, with_addend)
 
 
-def fuse_conv_transpose_pair(spec: Specialized) -> Specialized:
-    """ConvTranspose(ConvTranspose(x)), each kernel equal to its stride (DB's head: a map upsampled twice) → one
-    ConvTransposePair node (shaders/conv_transpose_pair.comp), which never stores the middle map, with the same
-    answer bit for bit. Only where each has constant weights and bias, no padding, dilation, output padding,
-    groups or folded affine, the first feeds the second alone (no output, no other reader), the kernel holds the
-    middle channels (vk/kernels/conv_transpose.py `pair_fuses`), and both store one precision. The pair takes
-    the second's name."""
-    g = spec.graph
-    uses, producer = _uses_and_producers(g)
-    storage = _storage_of(g)
-
-    def upsampling(node: Node | None) -> bool:
-        if node is None or node.op != "ConvTranspose" or not 2 <= len(node.inputs) <= 3:
-            return False
-        w = g.constants.get(node.inputs[1])
-        a = node.attrs
-        bias = node.inputs[2] if len(node.inputs) == 3 else ""
-        if w is None or w.ndim != 4 or (bias and bias not in g.constants):
-            return False
-        kernel = [int(k) for k in w.shape[2:]]
-        return ([int(v) for v in a.get("strides", (1, 1))] == kernel
-                and [int(v) for v in a.get("kernel_shape", kernel)] == kernel
-                and not any(int(v) for v in a.get("pads", (0, 0, 0, 0)))
-                and all(int(v) == 1 for v in a.get("dilations", (1, 1)))
-                and not any(int(v) for v in a.get("output_padding", (0, 0)))
-                and int(a.get("group", 1)) == 1 and a.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")
-                and not {"output_shape", "post_scale", "post_shift"} & set(a))
-
-    def epilogue(node: Node) -> dict[str, object]:
-        return {k: v for k, v in node.attrs.items() if k in ("activation", "act_alpha", "act_beta")}
-
-    dropped: set[str] = set()
-    replaced: dict[str, Node] = {}
-    for node in g.nodes:
-        first = producer.get(node.inputs[0]) if node.inputs else None
-        if (not upsampling(node) or not upsampling(first) or first is None or uses.get(node.inputs[0]) != 1
-                or node.inputs[0] in g.outputs or first.name in replaced
-                or len(spec.shapes.get(first.inputs[0], ())) != 4
-                or not pair_fuses(g.constants[first.inputs[1]].shape, g.constants[node.inputs[1]].shape)
-                or storage(first) != storage(node)):
-            continue
-        bias = [n.inputs[2] if len(n.inputs) == 3 else "" for n in (first, node)]
-        replaced[node.name] = Node("ConvTransposePair", node.name,
-                                   [first.inputs[0], first.inputs[1], bias[0], node.inputs[1], bias[1]],
-                                   list(node.outputs), {"first": epilogue(first), "second": epilogue(node)})
-        dropped.add(first.name)
-    return _rewritten(spec, replaced, dropped)
-
-
-def fuse_pool_concat(spec: Specialized) -> Specialized:
-    """Concat(MaxPool(a), b, ...) on channels → one Concat that pools a on the way (a network stem's: PP-HGNet's
-    and PP-LCNetV3's; shaders/concat.comp takes the max as pool.comp does, so bit for bit): one dispatch and one
-    pass over the pooled map fewer. Only where the MaxPool is the Concat's first input and feeds it alone (no
-    output, no other reader), pools at stride 1 without dilation and pads that keep the map's size, and stores
-    the Concat's precision."""
-    g = spec.graph
-    uses, producer = _uses_and_producers(g)
-    storage = _storage_of(g)
-    dropped: set[str] = set()
-    replaced: dict[str, Node] = {}
-    for node in g.nodes:
-        if node.op != "Concat" or len(node.inputs) < 2 or len(spec.shapes.get(node.outputs[0], ())) != 4:
-            continue
-        pool = producer.get(node.inputs[0])
-        if (int(node.attrs.get("axis", 0)) not in (1, -3) or pool is None or pool.op != "MaxPool"
-                or uses.get(node.inputs[0]) != 1 or node.inputs[0] in g.outputs or storage(pool) != storage(node)):
-            continue
-        pads = size_keeping_pads(pool)
-        if pads is None:
-            continue
-        replaced[node.name] = Node("Concat", node.name, [pool.inputs[0], *node.inputs[1:]], list(node.outputs),
-                                   {**node.attrs, "pool_first": {"kernel_shape": list(pool.attrs["kernel_shape"]),
-                                                                 "pads": pads}})
-        dropped.add(pool.name)
-    return _rewritten(spec, replaced, dropped)
-
-
-def size_keeping_pads(pool: Node) -> list[int] | None:
-    """A 2-D MaxPool's pads (top, left, bottom, right) where it pools at stride 1 without dilation and its pads
-    keep the map's size (explicit, or auto_pad SAME_*); None otherwise."""
-    a = pool.attrs
-    kernel = [int(k) for k in a.get("kernel_shape", ())]
-    if (len(kernel) != 2 or any(int(s) != 1 for s in a.get("strides", (1, 1)))
-            or any(int(d) != 1 for d in a.get("dilations", (1, 1))) or int(a.get("storage_order", 0)) != 0):
-        return None
-    auto = a.get("auto_pad", "NOTSET")
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        pads = list(same_pads(auto, (1, 1), kernel, (1, 1)))  # at stride 1, the same for every size
-    elif auto in ("NOTSET", "VALID"):
-        pads = [int(v) for v in a.get("pads", (0, 0, 0, 0))] if auto == "NOTSET" else [0, 0, 0, 0]
-    else:
-        return None
-    keeps = all(pads[i] + pads[i + 2] == kernel[i] - 1 and 0 <= pads[i] < kernel[i] for i in range(2))
-    return pads if keeps else None
-
-
 def _fold_add(spec: Specialized, fold: Callable[[Node, str, str], list[str] | None]) -> Specialized:
     """Add(p, a) → p's node computing the Add's output, with the inputs `fold(node, p, a)` gives it (None: not
     this node). Only where the Add's two inputs have one shape (no broadcasting) and p feeds the Add alone and is
@@ -237,8 +139,8 @@ def _fold_add(spec: Specialized, fold: Callable[[Node, str, str], list[str] | No
     the Add ran: p's node then reads its inputs later, which only the Add read from p. That move only in fp32
     storage, where folding changes no answer; an fp16 plan keeps its answers as its sameness gate measured them."""
     g = spec.graph
-    uses, _ = _uses_and_producers(g)
-    storage = _storage_of(g)
+    uses, _ = uses_and_producers(g)
+    storage = storage_of(g)
     position = {out: i for i, node in enumerate(g.nodes) for out in node.outputs}
     fused: dict[int, Node] = {}  # the fused node's position (its producer's or its Add's) → the fused node
     taken: set[int] = set()  # producers with an Add folded in
@@ -284,9 +186,9 @@ def fuse_attention(spec: Specialized) -> Specialized:
     the products ran on gemm.comp) and every node stores one precision. The Attention takes the last
     Transpose's name."""
     g = spec.graph
-    uses, producer = _uses_and_producers(g)
+    uses, producer = uses_and_producers(g)
     readers = g.consumers()
-    storage = _storage_of(g)
+    storage = storage_of(g)
 
     def only(value: str, op: str) -> Node | None:
         """The node of type `op` that makes `value`, which nothing else reads."""
@@ -381,10 +283,10 @@ def fuse_attention(spec: Specialized) -> Specialized:
             continue
         replaced[back.name] = Node("Attention", back.name, [qkv, scale_const, add_const], list(back.outputs))
         dropped |= {n.name for n in computing if n is not back} | {view.name for view, _ in parts}
-    return _rewritten(spec, replaced, dropped)
+    return rewritten(spec, replaced, dropped)
 
 
-def _storage_of(g: Graph) -> Callable[[Node], np.dtype]:
+def storage_of(g: Graph) -> Callable[[Node], np.dtype]:
     """Each node's storage dtype, as precision.assign will give it (the producers of outputs store fp32)."""
     plan = g.precision
     fp32 = output_producers(g, g.outputs) if plan is not None and plan.mixed else set()
@@ -395,12 +297,12 @@ def _storage_of(g: Graph) -> Callable[[Node], np.dtype]:
     return storage
 
 
-def _uses_and_producers(g: Graph) -> tuple[dict[str, int], dict[str, Node]]:
+def uses_and_producers(g: Graph) -> tuple[dict[str, int], dict[str, Node]]:
     """How many times each value is read (a node reading it twice counts twice), and the node making each."""
     return {name: len(readers) for name, readers in g.consumers().items()}, g.producers()
 
 
-def _rewritten(spec: Specialized, replaced: dict[str, Node], dropped: set[str]) -> Specialized:
+def rewritten(spec: Specialized, replaced: dict[str, Node], dropped: set[str]) -> Specialized:
     """spec with the nodes named in `replaced` replaced (each in its place) and those in `dropped` gone."""
     if not replaced:
         return spec

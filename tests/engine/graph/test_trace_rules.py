@@ -128,10 +128,10 @@ CASES = {
         Node("Mul", "scale", ["x", "g"], ["m"]),
         Node("Relu", "after", ["m"], ["y"])],  # (the producer of the output stores fp32: the block would not fuse)
         {"w1": weights(3, 12, 1, 1), "b1": weights(3), "w2": weights(12, 3, 1, 1)}), nchw(12)),
-    # shape_fusion.fuse_conv_transpose_pair: DB's head, its map upsampled twice, as one dispatch
+    # map_fusion.fuse_conv_transpose_pair: DB's head, its map upsampled twice, as one dispatch
     "conv_transpose_pair": Case(("ConvTransposePair",), lambda rng: (db_head_upsampling(), {
         "w1": weights(4, 6, 2, 2), "b1": weights(6), "w2": weights(6, 1, 2, 2, seed=1), "b2": weights(1)}), nchw(4)),
-    # shape_fusion.fuse_pool_concat: a stem's Concat(MaxPool(a), b), the pooled map never stored
+    # map_fusion.fuse_pool_concat: a stem's Concat(MaxPool(a), b), the pooled map never stored
     "pool_concat": Case(("Concat",), lambda rng: (stem_pool_concat(), {"w": weights(3, 3, 1, 1)}), nchw(3)),
     # shape_fusion.fuse_attention: SVTR's eleven attention nodes as one (T traced from h + w)
     "attention": Case(("Attention",), lambda rng: svtr_attention(heads=2, d=6), tokens(36)),

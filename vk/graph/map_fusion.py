@@ -1,0 +1,107 @@
+"""Fusions that keep an intermediate feature map out of memory (run by passes.finalize, per shape): DB's two
+upsampling ConvTransposes as one dispatch, and a stem's MaxPool computed inside the Concat that reads it. Each
+computes what the nodes it replaces computed, bit for bit, in fp32 and fp16."""
+
+from __future__ import annotations
+
+from vkocr.engine.graph.ir import Node
+from vkocr.engine.graph.opset_windows import same_pads
+from vkocr.engine.graph.shape_fusion import rewritten, storage_of, uses_and_producers
+from vkocr.engine.graph.specialize import Specialized
+from vkocr.engine.kernels.conv_transpose import pair_fuses
+
+
+def fuse_conv_transpose_pair(spec: Specialized) -> Specialized:
+    """ConvTranspose(ConvTranspose(x)), each kernel equal to its stride (DB's head: a map upsampled twice) → one
+    ConvTransposePair node (shaders/conv_transpose_pair.comp), which never stores the middle map, with the same
+    answer bit for bit. Only where each has constant weights and bias, no padding, dilation, output padding,
+    groups or folded affine, the first feeds the second alone (no output, no other reader), the kernel holds the
+    middle channels (vk/kernels/conv_transpose.py `pair_fuses`), and both store one precision. The pair takes
+    the second's name."""
+    g = spec.graph
+    uses, producer = uses_and_producers(g)
+    storage = storage_of(g)
+
+    def upsampling(node: Node | None) -> bool:
+        if node is None or node.op != "ConvTranspose" or not 2 <= len(node.inputs) <= 3:
+            return False
+        w = g.constants.get(node.inputs[1])
+        a = node.attrs
+        bias = node.inputs[2] if len(node.inputs) == 3 else ""
+        if w is None or w.ndim != 4 or (bias and bias not in g.constants):
+            return False
+        kernel = [int(k) for k in w.shape[2:]]
+        return ([int(v) for v in a.get("strides", (1, 1))] == kernel
+                and [int(v) for v in a.get("kernel_shape", kernel)] == kernel
+                and not any(int(v) for v in a.get("pads", (0, 0, 0, 0)))
+                and all(int(v) == 1 for v in a.get("dilations", (1, 1)))
+                and not any(int(v) for v in a.get("output_padding", (0, 0)))
+                and int(a.get("group", 1)) == 1 and a.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")
+                and not {"output_shape", "post_scale", "post_shift"} & set(a))
+
+    def epilogue(node: Node) -> dict[str, object]:
+        return {k: v for k, v in node.attrs.items() if k in ("activation", "act_alpha", "act_beta")}
+
+    dropped: set[str] = set()
+    replaced: dict[str, Node] = {}
+    for node in g.nodes:
+        first = producer.get(node.inputs[0]) if node.inputs else None
+        if (not upsampling(node) or not upsampling(first) or first is None or uses.get(node.inputs[0]) != 1
+                or node.inputs[0] in g.outputs or first.name in replaced
+                or len(spec.shapes.get(first.inputs[0], ())) != 4
+                or not pair_fuses(g.constants[first.inputs[1]].shape, g.constants[node.inputs[1]].shape)
+                or storage(first) != storage(node)):
+            continue
+        bias = [n.inputs[2] if len(n.inputs) == 3 else "" for n in (first, node)]
+        replaced[node.name] = Node("ConvTransposePair", node.name,
+                                   [first.inputs[0], first.inputs[1], bias[0], node.inputs[1], bias[1]],
+                                   list(node.outputs), {"first": epilogue(first), "second": epilogue(node)})
+        dropped.add(first.name)
+    return rewritten(spec, replaced, dropped)
+
+
+def fuse_pool_concat(spec: Specialized) -> Specialized:
+    """Concat(MaxPool(a), b, ...) on channels → one Concat that pools a on the way (a network stem's: PP-HGNet's
+    and PP-LCNetV3's; shaders/concat.comp takes the max as pool.comp does, so bit for bit): one dispatch and one
+    pass over the pooled map fewer. Only where the MaxPool is the Concat's first input and feeds it alone (no
+    output, no other reader), pools at stride 1 without dilation and pads that keep the map's size, and stores
+    the Concat's precision."""
+    g = spec.graph
+    uses, producer = uses_and_producers(g)
+    storage = storage_of(g)
+    dropped: set[str] = set()
+    replaced: dict[str, Node] = {}
+    for node in g.nodes:
+        if node.op != "Concat" or len(node.inputs) < 2 or len(spec.shapes.get(node.outputs[0], ())) != 4:
+            continue
+        pool = producer.get(node.inputs[0])
+        if (int(node.attrs.get("axis", 0)) not in (1, -3) or pool is None or pool.op != "MaxPool"
+                or uses.get(node.inputs[0]) != 1 or node.inputs[0] in g.outputs or storage(pool) != storage(node)):
+            continue
+        pads = size_keeping_pads(pool)
+        if pads is None:
+            continue
+        replaced[node.name] = Node("Concat", node.name, [pool.inputs[0], *node.inputs[1:]], list(node.outputs),
+                                   {**node.attrs, "pool_first": {"kernel_shape": list(pool.attrs["kernel_shape"]),
+                                                                 "pads": pads}})
+        dropped.add(pool.name)
+    return rewritten(spec, replaced, dropped)
+
+
+def size_keeping_pads(pool: Node) -> list[int] | None:
+    """A 2-D MaxPool's pads (top, left, bottom, right) where it pools at stride 1 without dilation and its pads
+    keep the map's size (explicit, or auto_pad SAME_*); None otherwise."""
+    a = pool.attrs
+    kernel = [int(k) for k in a.get("kernel_shape", ())]
+    if (len(kernel) != 2 or any(int(s) != 1 for s in a.get("strides", (1, 1)))
+            or any(int(d) != 1 for d in a.get("dilations", (1, 1))) or int(a.get("storage_order", 0)) != 0):
+        return None
+    auto = a.get("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = list(same_pads(auto, (1, 1), kernel, (1, 1)))  # at stride 1, the same for every size
+    elif auto in ("NOTSET", "VALID"):
+        pads = [int(v) for v in a.get("pads", (0, 0, 0, 0))] if auto == "NOTSET" else [0, 0, 0, 0]
+    else:
+        return None
+    keeps = all(pads[i] + pads[i + 2] == kernel[i] - 1 and 0 <= pads[i] < kernel[i] for i in range(2))
+    return pads if keeps else None
