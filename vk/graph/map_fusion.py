@@ -5,8 +5,8 @@ computes what the nodes it replaces computed, bit for bit, in fp32 and fp16."""
 from __future__ import annotations
 
 from vkocr.engine.graph.ir import Node
-from vkocr.engine.graph.opset_windows import same_pads
-from vkocr.engine.graph.shape_fusion import rewritten, storage_of, uses_and_producers
+from vkocr.engine.graph.opset_windows import window_pads
+from vkocr.engine.graph.shape_fusion import epilogue_attrs, rewritten, storage_of, uses_and_producers
 from vkocr.engine.graph.specialize import Specialized
 from vkocr.engine.kernels.conv_transpose import pair_fuses
 
@@ -39,9 +39,6 @@ def fuse_conv_transpose_pair(spec: Specialized) -> Specialized:
                 and int(a.get("group", 1)) == 1 and a.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")
                 and not {"output_shape", "post_scale", "post_shift"} & set(a))
 
-    def epilogue(node: Node) -> dict[str, object]:
-        return {k: v for k, v in node.attrs.items() if k in ("activation", "act_alpha", "act_beta")}
-
     dropped: set[str] = set()
     replaced: dict[str, Node] = {}
     for node in g.nodes:
@@ -55,7 +52,8 @@ def fuse_conv_transpose_pair(spec: Specialized) -> Specialized:
         bias = [n.inputs[2] if len(n.inputs) == 3 else "" for n in (first, node)]
         replaced[node.name] = Node("ConvTransposePair", node.name,
                                    [first.inputs[0], first.inputs[1], bias[0], node.inputs[1], bias[1]],
-                                   list(node.outputs), {"first": epilogue(first), "second": epilogue(node)})
+                                   list(node.outputs), {"first": epilogue_attrs(first),
+                                                       "second": epilogue_attrs(node)})
         dropped.add(first.name)
     return rewritten(spec, replaced, dropped)
 
@@ -96,12 +94,9 @@ def size_keeping_pads(pool: Node) -> list[int] | None:
     if (len(kernel) != 2 or any(int(s) != 1 for s in a.get("strides", (1, 1)))
             or any(int(d) != 1 for d in a.get("dilations", (1, 1))) or int(a.get("storage_order", 0)) != 0):
         return None
-    auto = a.get("auto_pad", "NOTSET")
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        pads = list(same_pads(auto, (1, 1), kernel, (1, 1)))  # at stride 1, the same for every size
-    elif auto in ("NOTSET", "VALID"):
-        pads = [int(v) for v in a.get("pads", (0, 0, 0, 0))] if auto == "NOTSET" else [0, 0, 0, 0]
-    else:
+    try:
+        pads = [int(v) for v in window_pads(pool, (1, 1, 1, 1), kernel)]  # at stride 1, the same for every size
+    except ValueError:  # an auto_pad the engine does not take
         return None
     keeps = all(pads[i] + pads[i + 2] == kernel[i] - 1 and 0 <= pads[i] < kernel[i] for i in range(2))
     return pads if keeps else None

@@ -106,8 +106,7 @@ def fuse_excite(spec: Specialized) -> Specialized:
             if len({storage(n) for n in (first, second, node)}) != 1:
                 continue
             bias = [conv.inputs[2] if len(conv.inputs) == 3 else "" for conv in (first, second)]
-            conv_attrs = [{k: v for k, v in conv.attrs.items() if k in ("activation", "act_alpha", "act_beta")}
-                          for conv in (first, second)]
+            conv_attrs = [epilogue_attrs(conv) for conv in (first, second)]
             replaced[node.name] = Node("Excite", node.name,
                                        [x, s, first.inputs[1], bias[0], second.inputs[1], bias[1]],
                                        list(node.outputs), {"gated_add": node.op == "GatedAdd",
@@ -284,6 +283,11 @@ def fuse_attention(spec: Specialized) -> Specialized:
         replaced[back.name] = Node("Attention", back.name, [qkv, scale_const, add_const], list(back.outputs))
         dropped |= {n.name for n in computing if n is not back} | {view.name for view, _ in parts}
     return rewritten(spec, replaced, dropped)
+
+
+def epilogue_attrs(node: Node) -> dict[str, object]:
+    """The activation a pass fused into `node` (its attributes), for a fused node that runs its epilogue."""
+    return {k: v for k, v in node.attrs.items() if k in ("activation", "act_alpha", "act_beta")}
 
 
 def storage_of(g: Graph) -> Callable[[Node], np.dtype]:

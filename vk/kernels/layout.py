@@ -151,7 +151,8 @@ def record_concat(rec: Recorder, xs: Sequence[Tensor], out: Tensor, axis: int,
     if not parts or outer * inner == 0:
         return
     kernel = CONCAT.at(PRECISIONS[FLOAT16]) if out.dtype == FLOAT16 else CONCAT
-    pooling = pool_first is not None and parts[0] is xs[0]
+    plain = rec.device.pipeline(kernel, (FLAT_LOCAL, 1, 1))
+    pooled = pool_first if parts[0] is xs[0] else None  # (an empty first input is not bound)
     first = 0
     for start in range(0, len(parts), CONCAT_INPUTS):  # more than four: a slab of the axis per four
         chunk = parts[start:start + CONCAT_INPUTS]
@@ -159,12 +160,12 @@ def record_concat(rec: Recorder, xs: Sequence[Tensor], out: Tensor, axis: int,
         count = sum(lengths)
         n = outer * count * inner
         views = [x.view for x in chunk] + [chunk[0].view] * (CONCAT_INPUTS - len(chunk)) + [out.view]
-        if pooling and start == 0 and pool_first is not None:
-            kh, kw, pad_top, pad_left = pool_first
+        if start == 0 and pooled is not None:
+            kh, kw, pad_top, pad_left = pooled
             pipeline = rec.device.pipeline(kernel, (FLAT_LOCAL, 1, 1, kh, kw))
             pool = (out.shape[2], out.shape[3], pad_top, pad_left)
         else:
-            pipeline, pool = rec.device.pipeline(kernel, (FLAT_LOCAL, 1, 1)), (0, 0, 0, 0)
+            pipeline, pool = plain, (0, 0, 0, 0)
         push = pack("8I4i", n, inner, total, first, count, *padded(lengths[:3], 3), *pool)
         rec.dispatch(pipeline, views, push, flat_groups(n), label="concat")
         first += count
