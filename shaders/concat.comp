@@ -9,6 +9,9 @@
 // With POOL_KH > 0, input 0 is a MaxPool's input instead (stride 1, padded to keep its size: a network stem's
 // Concat(MaxPool(a), b)): its part of the slab is the max over each element's POOL_KH × POOL_KW window, taken as
 // pool.comp takes it, so the pooled map is never stored. Floats only.
+// With UPi > 1, input i is a Resize's input instead (nearest, by the integer factor UPi on both axes, source index
+// floor(y / UPi): an FPN's maps upsampled to one size and concatenated, as DB's neck does): its part of the slab
+// gathers each element from the smaller map, so the upsampled maps are never stored. A gather: bit for bit.
 #include "common.glsl"
 #include "storage.glsl"
 
@@ -24,6 +27,10 @@
 
 layout(constant_id = 3) const int POOL_KH = 0;  // > 0: input 0 is max-pooled (see above)
 layout(constant_id = 4) const int POOL_KW = 0;
+layout(constant_id = 5) const uint UP0 = 1;  // > 1: input i is upsampled by this factor (see above)
+layout(constant_id = 6) const uint UP1 = 1;
+layout(constant_id = 7) const uint UP2 = 1;
+layout(constant_id = 8) const uint UP3 = 1;
 
 layout(std430, set = 0, binding = 0) readonly buffer In0 { ELEMENT_T x0[]; };
 layout(std430, set = 0, binding = 1) readonly buffer In1 { ELEMENT_T x1[]; };
@@ -38,7 +45,7 @@ layout(push_constant) uniform Params {
     uint first;  // where the slab starts along it
     uint count;  // its length along it: len0 + len1 + len2 + len3
     uint len0, len1, len2;  // each input's length along the axis (input 3 holds the rest)
-    int pool_h, pool_w;     // with POOL_KH > 0: the map's size (inner = pool_h · pool_w)
+    int map_h, map_w;       // with POOL_KH > 0 or an UPi > 1: the output's map size (inner = map_h · map_w)
     int pool_top, pool_left;
 } p;
 
@@ -46,17 +53,26 @@ layout(push_constant) uniform Params {
 // input 0, in pool.comp's order from -inf: padded positions never win. (Stored straight away: a float16_t local
 // would need the Float16 arithmetic capability.)
 void store_pooled(uint to, uint plane, uint e) {
-    int oy = int(e) / p.pool_w, ox = int(e) % p.pool_w;
+    int oy = int(e) / p.map_w, ox = int(e) % p.map_w;
     int top = oy - p.pool_top, left = ox - p.pool_left;  // the window's origin, may be negative
-    int ya = max(top, 0), yb = min(top + POOL_KH, p.pool_h);
-    int xa = max(left, 0), xb = min(left + POOL_KW, p.pool_w);
-    uint base = plane * uint(p.pool_h) * uint(p.pool_w);
+    int ya = max(top, 0), yb = min(top + POOL_KH, p.map_h);
+    int xa = max(left, 0), xb = min(left + POOL_KW, p.map_w);
+    uint base = plane * uint(p.map_h) * uint(p.map_w);
     float result = uintBitsToFloat(0xff800000u);
     for (int iy = ya; iy < yb; ++iy) {
-        uint row = base + uint(iy) * uint(p.pool_w);
+        uint row = base + uint(iy) * uint(p.map_w);
         for (int ix = xa; ix < xb; ++ix) result = max(result, AS_FLOAT(x0[row + uint(ix)]));
     }
     y[to] = AS_ELEMENT(result);
+}
+
+// Where element e (a row-major position in the output's map) of a plane of an input upsampled by `up` lies in
+// that input: the plane's start (`plane` planes of the smaller map in) plus the gathered position.
+uint upsampled(uint plane, uint e, uint up) {
+    if (up == 1u) return plane * p.inner + e;
+    uint w = uint(p.map_w);
+    uint sw = w / up;
+    return plane * (p.inner / (up * up)) + (e / w) / up * sw + (e % w) / up;
 }
 
 void main() {
@@ -73,14 +89,14 @@ void main() {
         if (POOL_KH > 0) {
             store_pooled(to, o * p.len0 + c, e);
         } else {
-            y[to] = x0[(o * p.len0 + c) * p.inner + e];
+            y[to] = x0[upsampled(o * p.len0 + c, e, UP0)];
         }
     } else if (c < p.len0 + p.len1) {
-        y[to] = x1[(o * p.len1 + c - p.len0) * p.inner + e];
+        y[to] = x1[upsampled(o * p.len1 + c - p.len0, e, UP1)];
     } else if (c < p.len0 + p.len1 + p.len2) {
-        y[to] = x2[(o * p.len2 + c - p.len0 - p.len1) * p.inner + e];
+        y[to] = x2[upsampled(o * p.len2 + c - p.len0 - p.len1, e, UP2)];
     } else {
         uint len3 = p.count - p.len0 - p.len1 - p.len2;
-        y[to] = x3[(o * len3 + c - p.len0 - p.len1 - p.len2) * p.inner + e];
+        y[to] = x3[upsampled(o * len3 + c - p.len0 - p.len1 - p.len2, e, UP3)];
     }
 }

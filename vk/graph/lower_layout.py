@@ -41,7 +41,8 @@ def _concat(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tens
     parts = [operand(node, ins, i) for i in range(len(ins))]
     pool = node.attrs.get("pool_first")  # map_fusion.fuse_pool_concat's
     pooled = None if pool is None else (*pool["kernel_shape"], *pool["pads"][:2])
-    record_concat(rec, parts, outs[0], int(node.attrs["axis"]), pool_first=pooled)
+    record_concat(rec, parts, outs[0], int(node.attrs["axis"]), pool_first=pooled,
+                  upsample=node.attrs.get("upsample"))  # map_fusion.fuse_upsample_concat's
 
 
 @lowers("Slice", host_inputs=all_but_first)

@@ -1,14 +1,18 @@
 """Fusions that keep an intermediate feature map out of memory (run by passes.finalize, per shape): DB's two
-upsampling ConvTransposes as one dispatch, and a stem's MaxPool computed inside the Concat that reads it. Each
-computes what the nodes it replaces computed, bit for bit, in fp32 and fp16."""
+upsampling ConvTransposes as one dispatch, a stem's MaxPool computed inside the Concat that reads it, and an FPN's
+nearest upsamplings gathered by the Concat that joins them. Each computes what the nodes it replaces computed, bit
+for bit, in fp32 and fp16."""
 
 from __future__ import annotations
 
 from vkocr.engine.graph.ir import Node
+from vkocr.engine.graph.opset_layout import resize_args, resize_modes
 from vkocr.engine.graph.opset_windows import window_pads
+from vkocr.engine.graph.precision import FLOAT32
 from vkocr.engine.graph.shape_fusion import epilogue_attrs, rewritten, storage_of, uses_and_producers
 from vkocr.engine.graph.specialize import Specialized
 from vkocr.engine.kernels.conv_transpose import pair_fuses
+from vkocr.engine.kernels.resize import integer_upsampling
 
 
 def fuse_conv_transpose_pair(spec: Specialized) -> Specialized:
@@ -16,8 +20,10 @@ def fuse_conv_transpose_pair(spec: Specialized) -> Specialized:
     ConvTransposePair node (shaders/conv_transpose_pair.comp), which never stores the middle map, with the same
     answer bit for bit. Only where each has constant weights and bias, no padding, dilation, output padding,
     groups or folded affine, the first feeds the second alone (no output, no other reader), the kernel holds the
-    middle channels (vk/kernels/conv_transpose.py `pair_fuses`), and both store one precision. The pair takes
-    the second's name."""
+    middle channels (vk/kernels/conv_transpose.py `pair_fuses`), and both store one precision or the second fp32.
+    The pair takes the second's name, and so its precision: in an fp16 plan, where DB's map (the output) stores
+    fp32 and the first fp16, the pair runs in fp32 from its input cast up, its middle map no longer rounded to fp16
+    (a cast of the input instead of one of the four times larger middle map, and the fp32 answer of that input)."""
     g = spec.graph
     uses, producer = uses_and_producers(g)
     storage = storage_of(g)
@@ -47,7 +53,7 @@ def fuse_conv_transpose_pair(spec: Specialized) -> Specialized:
                 or node.inputs[0] in g.outputs or first.name in replaced
                 or len(spec.shapes.get(first.inputs[0], ())) != 4
                 or not pair_fuses(g.constants[first.inputs[1]].shape, g.constants[node.inputs[1]].shape)
-                or storage(first) != storage(node)):
+                or not (storage(first) == storage(node) or storage(node) == FLOAT32)):
             continue
         bias = [n.inputs[2] if len(n.inputs) == 3 else "" for n in (first, node)]
         replaced[node.name] = Node("ConvTransposePair", node.name,
@@ -100,3 +106,48 @@ def size_keeping_pads(pool: Node) -> list[int] | None:
         return None
     keeps = all(pads[i] + pads[i + 2] == kernel[i] - 1 and 0 <= pads[i] < kernel[i] for i in range(2))
     return pads if keeps else None
+
+
+def fuse_upsample_concat(spec: Specialized) -> Specialized:
+    """Concat(..., Resize(a), ...) on channels, each Resize nearest by one integer factor on both axes that lands
+    each run of outputs on one source (vk/kernels/resize.py `integer_upsampling`: DB's neck upsamples its four
+    levels to one size and joins them) → one Concat that gathers a on the way (`upsample`: a factor per input,
+    1 for those read as they are): three dispatches and the upsampled maps fewer. Only where the Resize feeds
+    the Concat alone (no output, no other reader), has constant scales, no addend, and stores the Concat's
+    precision; never the first input of a Concat that pools it."""
+    g = spec.graph
+    uses, producer = uses_and_producers(g)
+    storage = storage_of(g)
+
+    def factor(value: str, concat: Node) -> int | None:
+        resize = producer.get(value)
+        if (resize is None or resize.op != "Resize" or not 3 <= len(resize.inputs) <= 4 or uses.get(value) != 1
+                or value in g.outputs or storage(resize) != storage(concat)):
+            return None
+        consts = [g.constants.get(name) if name else None for name in resize.inputs]
+        try:
+            _, scales = resize_args(resize, spec.shapes[resize.inputs[0]], consts)
+        except ValueError:
+            return None
+        modes = resize_modes(resize)
+        if scales is None or len(scales) != 4 or scales[:2] != [1.0, 1.0] or scales[2] != scales[3] \
+                or modes["mode"] != "nearest":
+            return None
+        up = integer_upsampling(scales[2], modes["coordinate_transformation_mode"], modes["nearest_mode"])
+        return up if up is not None and up > 1 else None
+
+    dropped: set[str] = set()
+    replaced: dict[str, Node] = {}
+    for node in g.nodes:
+        if (node.op != "Concat" or len(spec.shapes.get(node.outputs[0], ())) != 4
+                or int(node.attrs.get("axis", 0)) not in (1, -3) or len(set(node.inputs)) != len(node.inputs)):
+            continue
+        ups = [None if i == 0 and "pool_first" in node.attrs else factor(name, node)
+               for i, name in enumerate(node.inputs)]
+        if not any(ups):
+            continue
+        inputs = [producer[name].inputs[0] if up else name for name, up in zip(node.inputs, ups)]
+        replaced[node.name] = Node("Concat", node.name, inputs, list(node.outputs),
+                                   {**node.attrs, "upsample": [up or 1 for up in ups]})
+        dropped.update(producer[name].name for name, up in zip(node.inputs, ups) if up)
+    return rewritten(spec, replaced, dropped)

@@ -92,18 +92,26 @@ def _run_flatten(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
 def _infer_concat(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
     axis = norm_axis(int(node.attrs["axis"]), len(shapes[0]))
     out = list(shapes[0])
+    up = int(node.attrs.get("upsample", [1])[0])
+    if up != 1:
+        out[2:] = [d * up for d in out[2:]]
     out[axis] = sum(s[axis] for s in shapes)
     return [tuple(out)]
 
 
 @op("Concat", infer=_infer_concat)
 def _run_concat(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
-    """A `pool_first` attribute (map_fusion.fuse_pool_concat): the first input is the MaxPool's it replaced."""
+    """A `pool_first` attribute (map_fusion.fuse_pool_concat): the first input is the MaxPool's it replaced;
+    `upsample` (map_fusion.fuse_upsample_concat): input i is a nearest Resize's input, upsampled by the i-th
+    factor (each element repeated on both axes, which is what that Resize computed)."""
     parts = list(x)
     pool = node.attrs.get("pool_first")
     if pool is not None:
         parts[0] = ops.max_pool2d(parts[0], kernel=tuple(pool["kernel_shape"]), strides=(1, 1),
                                   pads=tuple(pool["pads"]), ceil_mode=False)
+    for i, up in enumerate(node.attrs.get("upsample", ())):
+        if up != 1:
+            parts[i] = parts[i].repeat(up, axis=2).repeat(up, axis=3)
     return [np.concatenate(parts, axis=int(node.attrs["axis"]))]
 
 

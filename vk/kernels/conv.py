@@ -145,10 +145,10 @@ class Conv2d:
         sends a k×k convolution of group 1 with at most DIRECT_MAX_WEIGHTS weights that makes DIRECT_MIN_GROUPS
         workgroups to conv2d_direct.comp (unless `tile` or `coopmat=True` asks for a GEMM), True sends any
         convolution of group 1 that DirectLayout can hold there, False none. `taps`: None lets
-        vk/kernels/conv_taps.py decide whether a k×k convolution of group 1 the direct kernel does not take unasked
-        runs tap by tap on cooperative matrices (a tile of its rule that makes AUTO_MIN_GROUPS workgroups, unless
-        another kernel is asked for), True asks for it (an error where it cannot), False never;
-        `taps_tile` forces its tile (sweeps)."""
+        vk/kernels/conv_taps.py decide whether a k×k convolution of group 1 (in fp32 storage, one the direct kernel
+        does not take unasked) runs tap by tap on cooperative matrices (a tile of its rule that makes
+        AUTO_MIN_GROUPS workgroups, unless another kernel is asked for), True asks for it (an error where it
+        cannot), False never; `taps_tile` forces its tile (sweeps)."""
         kernel = storage(CONV2D, x, w, out, b, residual)
         if tuple(w.shape) != self.w_shape or (b is not None) != self.has_bias:
             raise KernelArgumentError(f"conv2d prepared for w {self.w_shape} (bias: {self.has_bias}), given "
@@ -167,10 +167,11 @@ class Conv2d:
             gemv = GemvShape(rows=cout, k=self._k, row_stride=self._k, k_stride=1, batches=n, batch_x=self._k)
             record_gemv(rec, w, x, out, gemv, self._epilogue, b, residual, label="conv2d")
             return
-        # unasked, the direct kernel keeps the convolutions it takes: det's 2×2 stems ran faster there than tap by
-        # tap in fp32 on the H200 (0.058 against 0.090 ms for 24 -> 12)
+        # unasked, the direct kernel keeps the fp32 convolutions it takes: det's 2×2 stems ran faster there than tap
+        # by tap in fp32 on the H200 (0.058 against 0.090 ms for 24 -> 12); in fp16 storage tap by tap won on the
+        # H100 (24 -> 12: 0.030 against 0.050 ms; 12 -> 24: 0.031 against 0.035), where the taps kernel takes them
         if taps or (taps is None and tile is None and coopmat is None and direct is None and self.group == 1
-                    and not self._direct_unasked):
+                    and not (self._direct_unasked and kernel.precision == "fp32")):
             if self.group != 1:
                 raise KernelArgumentError(f"conv2d_taps takes group 1, not w {self.w_shape} in {self.group} groups")
             taps_chosen = choose_taps_tile(rec.device, kernel.precision, cout, self.w_shape[1],

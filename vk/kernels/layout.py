@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.launch import FLAT_LOCAL, FLOAT16, PRECISIONS, flat_groups, pack, padded, require_shape
-from vkocr.engine.pipeline import KernelDef
+from vkocr.engine.pipeline import KernelDef, Pipeline
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.symbolic import dim
 from vkocr.engine.tensor import Tensor
@@ -120,54 +120,67 @@ def normalize_axis(axis: int, rank: int, what: str) -> int:
 
 
 def record_concat(rec: Recorder, xs: Sequence[Tensor], out: Tensor, axis: int,
-                  pool_first: tuple[int, int, int, int] | None = None) -> None:
+                  pool_first: tuple[int, int, int, int] | None = None,
+                  upsample: Sequence[int] | None = None) -> None:
     """ONNX Concat along `axis` (negative counts from the end): one dispatch of concat.comp per four inputs,
     which writes their slab of the output (so no barrier separates the parts, as one copy per input into the
-    same tensor needed). `pool_first` (kh, kw, pad_top, pad_left): the first input is a MaxPool's input, NCHW
-    floats concatenated on channels, pooled on the way at stride 1 with pads that keep its size (a network
-    stem's Concat(MaxPool(a), b), the pooled map never stored)."""
+    same tensor needed). Two fusions, NCHW floats concatenated on channels only:
+    - `pool_first` (kh, kw, pad_top, pad_left): the first input is a MaxPool's input, pooled on the way at
+      stride 1 with pads that keep its size (a network stem's Concat(MaxPool(a), b), the pooled map never
+      stored);
+    - `upsample`, a factor per input: an input with a factor u > 1 is a nearest Resize's input, its map u times
+      smaller on both axes, gathered on the way at floor(y / u) (an FPN's Concat of upsampled maps)."""
     if not xs:
         raise KernelArgumentError("concat of no tensors")
     copy_kernel(*xs, out)
     rank = len(out.shape)
     axis = normalize_axis(axis, rank, "concat")
+    ups = [1] * len(xs) if upsample is None else [int(u) for u in upsample]
+    fused = pool_first is not None or any(u != 1 for u in ups)
+    if fused and (rank != 4 or axis != 1 or xs[0].dtype.kind != "f"):
+        raise KernelArgumentError(f"concat with a pooled or upsampled input takes NCHW floats on axis 1, not "
+                                  f"{out.shape} ({out.dtype}) on axis {axis}")
     if pool_first is not None:
         kh, kw, pad_top, pad_left = pool_first
-        if rank != 4 or axis != 1 or xs[0].dtype.kind != "f":
-            raise KernelArgumentError(f"concat with a pooled first input takes NCHW floats on axis 1, not "
-                                      f"{out.shape} ({out.dtype}) on axis {axis}")
         if not (kh >= 1 and kw >= 1 and 0 <= pad_top < kh and 0 <= pad_left < kw):
             raise KernelArgumentError(f"concat: a {kh}×{kw} pooling window with pads ({pad_top}, {pad_left}) "
                                       "does not keep the map's size at stride 1")
-    for x in xs:
-        if len(x.shape) != rank or any(x.shape[d] != out.shape[d] for d in range(rank) if d != axis):
-            raise KernelArgumentError(f"concat on axis {axis}: input {x.shape} does not fit {out.shape}")
+        if ups[0] != 1:
+            raise KernelArgumentError("concat: the first input is pooled or upsampled, not both")
+    if len(ups) != len(xs) or any(u < 1 for u in ups):
+        raise KernelArgumentError(f"concat: {len(xs)} inputs need as many upsampling factors ≥ 1, not {ups}")
+    for x, u in zip(xs, ups):
+        if len(x.shape) != rank or any(x.shape[d] * (u if d >= 2 else 1) != out.shape[d]
+                                       for d in range(rank) if d != axis):
+            smaller = f" upsampled by {u}" if u != 1 else ""
+            raise KernelArgumentError(f"concat on axis {axis}: input {x.shape}{smaller} does not fit {out.shape}")
     total = sum(x.shape[axis] for x in xs)
     require_shape(out, (*out.shape[:axis], total, *out.shape[axis + 1:]), "concat output")
     if out.numel > INT32_MAX:
         raise KernelArgumentError(f"concat: an output of {out.numel} elements exceeds 32-bit indexing")
     outer, inner = math.prod(out.shape[:axis]), math.prod(out.shape[axis + 1:])
-    parts = [x for x in xs if x.shape[axis] != 0]  # an empty input holds nothing to bind
+    parts = [(x, u) for x, u in zip(xs, ups) if x.shape[axis] != 0]  # an empty input holds nothing to bind
     if not parts or outer * inner == 0:
         return
     kernel = CONCAT.at(PRECISIONS[FLOAT16]) if out.dtype == FLOAT16 else CONCAT
-    plain = rec.device.pipeline(kernel, (FLAT_LOCAL, 1, 1))
-    pooled = pool_first if parts[0] is xs[0] else None  # (an empty first input is not bound)
+    pooled = pool_first if parts[0][0] is xs[0] else None  # (an empty first input is not bound)
     first = 0
+    pipelines: dict[tuple[int, ...], Pipeline] = {}  # per (pool window, factors); () the plain one
     for start in range(0, len(parts), CONCAT_INPUTS):  # more than four: a slab of the axis per four
-        chunk = parts[start:start + CONCAT_INPUTS]
+        chunk = [x for x, _ in parts[start:start + CONCAT_INPUTS]]
+        factors = tuple(padded([u for _, u in parts[start:start + CONCAT_INPUTS]], CONCAT_INPUTS, 1))
         lengths = [x.shape[axis] for x in chunk]
         count = sum(lengths)
         n = outer * count * inner
         views = [x.view for x in chunk] + [chunk[0].view] * (CONCAT_INPUTS - len(chunk)) + [out.view]
-        if start == 0 and pooled is not None:
-            kh, kw, pad_top, pad_left = pooled
-            pipeline = rec.device.pipeline(kernel, (FLAT_LOCAL, 1, 1, kh, kw))
-            pool = (out.shape[2], out.shape[3], pad_top, pad_left)
-        else:
-            pipeline, pool = plain, (0, 0, 0, 0)
-        push = pack("8I4i", n, inner, total, first, count, *padded(lengths[:3], 3), *pool)
-        rec.dispatch(pipeline, views, push, flat_groups(n), label="concat")
+        window = pooled[:2] if start == 0 and pooled is not None else (0, 0)
+        key = (*window, *factors) if window != (0, 0) or factors != (1,) * CONCAT_INPUTS else ()
+        if key not in pipelines:
+            pipelines[key] = rec.device.pipeline(kernel, (FLAT_LOCAL, 1, 1, *key))
+        pads = pooled[2:] if start == 0 and pooled is not None else (0, 0)
+        shape = (out.shape[2], out.shape[3]) if key else (0, 0)
+        push = pack("8I4i", n, inner, total, first, count, *padded(lengths[:3], 3), *shape, *pads)
+        rec.dispatch(pipelines[key], views, push, flat_groups(n), label="concat")
         first += count
 
 

@@ -54,6 +54,33 @@ def source_map(in_len: int, out_len: int, scale: Fraction, mode: str) -> tuple[F
     return alpha, Fraction(0)
 
 
+def integer_upsampling(scale: float, ctm: str, nearest_mode: str) -> int | None:
+    """The factor f where a nearest Resize by `scale` reads source position floor(y / f) for every output
+    position y (an integer scale whose coordinate mode and rounding land each run of f outputs on one source);
+    None where it reads anything else. Then it is a plain gather that another kernel can do on the way
+    (layout.record_concat's `upsample`). Not for align_corners or pytorch_half_pixel, which read the length."""
+    s = exact_scale(scale, 1, 1)
+    if s.denominator != 1 or s < 1 or ctm not in ("half_pixel", "asymmetric") or nearest_mode not in NEAREST_IDS:
+        return None
+    f = int(s)
+    _, beta = source_map(1, f, s, ctm)
+    for j in range(f):  # output f·i + j reads i + j/f + beta: rounded, it must give i
+        v = Fraction(j, f) + beta
+        low = math.floor(v)
+        frac = v - low
+        if nearest_mode == "floor" or frac == 0:
+            pick = low
+        elif nearest_mode == "ceil":
+            pick = low + 1
+        elif nearest_mode == "round_prefer_floor":
+            pick = low if frac <= Fraction(1, 2) else low + 1
+        else:  # round_prefer_ceil
+            pick = low if frac < Fraction(1, 2) else low + 1
+        if pick != 0:
+            return None
+    return f
+
+
 def axis_words(alpha: Fraction, beta: Fraction, out_len: int) -> list[int]:
     """Push-constant words of one axis: qa, qb, ra, rb, D (the last three as low/high 32-bit pairs)."""
     d = math.lcm(alpha.denominator, beta.denominator)

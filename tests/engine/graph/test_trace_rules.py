@@ -133,6 +133,14 @@ CASES = {
         "w1": weights(4, 6, 2, 2), "b1": weights(6), "w2": weights(6, 1, 2, 2, seed=1), "b2": weights(1)}), nchw(4)),
     # map_fusion.fuse_pool_concat: a stem's Concat(MaxPool(a), b), the pooled map never stored
     "pool_concat": Case(("Concat",), lambda rng: (stem_pool_concat(), {"w": weights(3, 3, 1, 1)}), nchw(3)),
+    # map_fusion.fuse_upsample_concat: a nearest upsampling gathered by the Concat, a linear one stays
+    "upsample_concat": Case(("Concat",), lambda rng: ([
+        Node("Relu", "r", ["x"], ["t"]),
+        Node("Resize", "up_near", ["t", "roi", "scales"], ["a"], {"mode": "nearest"}),
+        Node("Resize", "up_lin", ["x", "roi", "scales"], ["b"], {"mode": "linear"}),
+        Node("Concat", "cat", ["b", "a"], ["s"], {"axis": 1}),
+        Node("Relu", "after", ["s"], ["y"])],  # (the Concat makes no output: an output's producer stores fp32)
+        {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 2, 2], np.float32)}), nchw(3)),
     # shape_fusion.fuse_attention: SVTR's eleven attention nodes as one (T traced from h + w)
     "attention": Case(("Attention",), lambda rng: svtr_attention(heads=2, d=6), tokens(36)),
     "views": Case(("Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "View", "Cast"),
@@ -449,6 +457,35 @@ def test_db_head_s_two_upsamplings_become_one_dispatch(device: Device, precision
     assert np.array_equal(fused, unfused), f"{precision}: not bit for bit; seed {seed}"
 
 
+def test_db_head_s_upsamplings_fuse_in_fp32_where_the_second_makes_the_output(device: Device) -> None:
+    """In an fp16 plan DB's map, the output, stores fp32 and its first upsampling fp16: the pair takes the second's
+    precision, after a cast of its input, and computes the fp32 pair's answer on that input (its middle map no
+    longer rounded to fp16)."""
+    rng, seed = fresh_rng()
+    nodes = [Node("Conv", "head", ["x", "w0"], ["h"], {"pads": [1, 1, 1, 1], "activation": "relu"}),
+             *db_head_upsampling()[:2]]
+    nodes[1].inputs[0], nodes[-1].outputs[0] = "h", "y"
+    consts = {"w0": weights(8, 3, 3, 3), "w1": weights(8, 24, 2, 2), "b1": weights(24),
+              "w2": weights(24, 1, 2, 2, seed=1), "b2": weights(1)}
+    graph = Graph(nodes, ["x"], ["y"], consts)
+    x = rng.uniform(-2, 2, (1, 3, 11, 13)).astype(np.float32)
+    with Model(graph, device, precision=PrecisionPlan("fp16")) as model:
+        spec = model.plan(x.shape).spec
+        ops = [(n.op, str(spec.dtype(n.outputs[0]))) for n in spec.graph.nodes]
+        got = model.run(x)
+        h = model.graph.nodes[0]
+    assert ops == [("StorageCast", "float16"), ("Conv", "float16"), ("StorageCast", "float32"),
+                   ("ConvTransposePair", "float32")], ops
+    # the fp32 pair on the conv's fp16 map: the conv in fp16 (a Relu after it, which changes nothing, makes the
+    # output in fp32), then the two upsamplings in fp32
+    with Model(Graph([h, Node("Relu", "same", ["h"], ["r"])], ["x"], ["r"], consts), device,
+               precision=PrecisionPlan("fp16")) as conv:
+        mid = conv.run(x)
+    with Model(Graph(db_head_upsampling()[:2], ["x"], ["s"], consts), device) as pair:
+        want = pair.run(mid)
+    assert np.array_equal(got, want), f"not the fp32 pair's answer on the fp16 map; seed {seed}"
+
+
 @pytest.mark.parametrize(("why", "k1", "second", "middle"), [
     ("the middle map read elsewhere too", (2, 2), {}, 6),
     ("a kernel larger than its stride", (2, 2), {"pads": [1, 1, 1, 1], "kernel_shape": [4, 4]}, 6),
@@ -504,6 +541,56 @@ def test_a_pool_stays_apart_where_the_concat_cannot_take_it(device: Device, why:
         nodes_planned = model.plan((1, 3, 8, 10)).spec.graph.nodes
     names = [n.name for n in nodes_planned]
     assert "pool" in names and "pool_first" not in nodes_planned[names.index("cat")].attrs, (why, names)
+
+
+NEAREST_FLOOR = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+
+
+def fpn_concat(near: dict[str, object] | None = None) -> tuple[list[Node], dict[str, np.ndarray]]:
+    """DB's neck in small: three levels of x (strides 1, 2, 4), the coarser two upsampled to the finest by
+    nearest Resizes (Paddle2ONNX's modes; `near`: the ×4 one's instead) and joined on channels, then a Relu."""
+    nodes = [Node("Conv", "f0", ["x", "w0"], ["p0"], {"pads": [1, 1, 1, 1]}),
+             Node("Conv", "f1", ["x", "w1"], ["p1"], {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+             Node("Conv", "f2", ["p1", "w2"], ["p2"], {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+             Node("Resize", "up4", ["p2", "roi", "s4"], ["u2"], dict(NEAREST_FLOOR if near is None else near)),
+             Node("Resize", "up2", ["p1", "roi", "s2"], ["u1"], {"mode": "nearest"}),  # half_pixel, round: also ⌊y/2⌋
+             Node("Concat", "cat", ["u2", "u1", "p0"], ["s"], {"axis": 1}),
+             Node("Relu", "after", ["s"], ["y"])]
+    consts = {"w0": weights(2, 3, 3, 3), "w1": weights(3, 3, 3, 3, seed=1), "w2": weights(4, 3, 3, 3, seed=2),
+              "roi": np.zeros(0, np.float32), "s4": np.array([1, 1, 4, 4], np.float32),
+              "s2": np.array([1, 1, 2, 2], np.float32)}
+    return nodes, consts
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_an_fpn_s_upsamplings_and_concat_become_one_dispatch(device: Device, precision: str) -> None:
+    """Concat(Resize(a), Resize(b), c), nearest by integer factors → one Concat that gathers a and b on the way,
+    bit for bit the three nodes' answer."""
+    rng, seed = fresh_rng()
+    nodes, consts = fpn_concat()
+    graph = Graph(nodes, ["x"], ["y"], consts)
+    x = rng.uniform(-2, 2, (1, 3, 12, 20)).astype(np.float32)
+    (fused_ops, fused), (unfused_ops, unfused) = with_and_without(device, graph, precision, "fuse_upsample_concat",
+                                                                  x)
+    assert fused_ops == ["Conv", "Conv", "Conv", "Concat", "Relu"], fused_ops
+    assert unfused_ops.count("Resize") == 2, unfused_ops
+    assert np.array_equal(fused, unfused), f"{precision}: not bit for bit; seed {seed}"
+
+
+@pytest.mark.parametrize(("why", "near", "outputs"), [
+    ("the upsampled map read elsewhere too", None, ["y", "u2"]),
+    ("rounding that does not land on floor(y / 4)", {**NEAREST_FLOOR, "nearest_mode": "round_prefer_ceil"}, ["y"]),
+    ("linear", {"mode": "linear"}, ["y"]),
+])
+def test_an_upsampling_stays_apart_where_the_concat_cannot_gather_it(device: Device, why: str,
+                                                                     near: dict[str, object] | None,
+                                                                     outputs: list[str]) -> None:
+    nodes, consts = fpn_concat(near)
+    with Model(Graph(nodes, ["x"], outputs, consts), device) as model:
+        planned = model.plan((1, 3, 8, 12)).spec.graph.nodes
+    names = [n.name for n in planned]
+    assert "up4" in names and "up2" not in names, (why, names)
+    assert planned[names.index("cat")].attrs["upsample"] == [1, 2, 1], (why, names)
 
 
 def svtr_attention(heads: int, d: int, *, add: bool = True, tag: str = "") -> tuple[list[Node], dict[str, np.ndarray]]:

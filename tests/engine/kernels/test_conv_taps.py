@@ -188,14 +188,19 @@ def test_the_taps_launch_stays_symbolic() -> None:
     ((48, 24, 2, 2), (16, 24, 24, 160), {}, np.float32, "conv2d_taps"),                     # rec's 2×2
     ((48, 24, 2, 2), (1, 24, 24, 160), {}, np.float32, "conv2d"),              # batch 1: 15 workgroups, too few
     ((12, 24, 2, 2), (1, 24, 368, 512), {}, np.float32, "conv2d_direct"),                   # det's 2×2: direct's
+    ((12, 24, 2, 2), (1, 24, 368, 512), {}, np.float16, "conv2d_taps"),                     # ... in fp32 only
+    ((24, 12, 2, 2), (1, 12, 368, 512), {}, np.float16, "conv2d_taps"),
+    ((24, 3, 3, 3), (1, 3, 736, 1024), {"strides": (2, 2), "pads": (1, 1, 1, 1)}, np.float16,
+     "conv2d_direct"),                                                                      # 3 channels: direct
     ((24, 48, 3, 3), (1, 48, 368, 512), {"strides": (2, 2), "pads": (1, 1, 1, 1)}, np.float32, "conv2d"),
     ((24, 48, 3, 3), (1, 48, 368, 512), {"strides": (2, 2), "pads": (1, 1, 1, 1)}, np.float16, "conv2d_taps"),
 ])
 def test_unasked_kernel_on_an_h200(w_shape: tuple[int, ...], x_shape: tuple[int, ...], attrs: dict[str, Any],
                                    dtype: type, kernel: str) -> None:
     """What PP-OCRv6 det's and rec's k×k convolutions of group 1 run on unasked where 16×16×16 matrices serve:
-    tap by tap where an 8-row tile fits and makes AUTO_MIN_GROUPS workgroups, unless the direct kernel takes them
-    (det's strided 48 -> 24 in fp32: only a 4-row tile fits the hi + lo window, so conv2d.comp)."""
+    tap by tap where an 8-row tile fits and makes AUTO_MIN_GROUPS workgroups, unless the direct kernel takes them in
+    fp32 or they have fewer than MIN_CIN input channels (det's strided 48 -> 24 in fp32: only a 4-row tile fits the
+    hi + lo window, so conv2d.comp)."""
     dispatched: list[tuple[Any, ...]] = []
     out_shape = conv_output_shape(x_shape, w_shape, **attrs)
     Conv2d(w_shape, **attrs).record(fake_recorder(dispatched), fake_tensor(x_shape, dtype),  # type: ignore[arg-type]

@@ -22,6 +22,7 @@ from vkocr.engine.kernels.layout import (
 )
 from vkocr.engine.ops.layout import concat, slice_, transpose
 from vkocr.engine.ops.pool import max_pool2d
+from vkocr.engine.ops.resize import resize
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
 
@@ -129,6 +130,58 @@ def test_concat_refuses_a_pooled_input_it_cannot_pool(device: Device, why: str, 
     out = device.tensor(out_shape, dtype)
     with pytest.raises(KernelArgumentError):
         run(device, lambda rec: record_concat(rec, xs, out, axis, pool_first=pool))
+    release(device, *xs, out)
+
+
+# per input: its factor (1: read as it is) and its channels; the output's map (h, w); the batch; the pooled first
+# input's window, if any
+UPSAMPLED = [
+    ([(8, 3), (4, 2), (2, 5), (1, 4)], (16, 24), 1, None),  # DB's neck: four levels joined at the finest
+    ([(1, 3), (3, 2)], (9, 6), 2, None),  # a batch of two, an odd factor
+    ([(2, 1), *[(1, 1)] * 4, (2, 2)], (4, 10), 1, None),  # six inputs: two dispatches, an upsampled one in each
+    ([(1, 2), (2, 3), (4, 1)], (8, 8), 1, (2, 2, 0, 0)),  # after a pooled first input
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize(("inputs", "size", "batch", "pool"), UPSAMPLED)
+def test_concat_upsamples_inputs_as_nearest_resize_does(device: Device, inputs: list[tuple[int, int]],
+                                                        size: tuple[int, int], batch: int,
+                                                        pool: tuple[int, int, int, int] | None, dtype: type) -> None:
+    """concat.comp with upsampled inputs: bit for bit ONNX's nearest Resize (asymmetric, floor) of each by its
+    factor, then the concatenation, on ±0, ±inf and subnormals too."""
+    rng, seed = fresh_rng()
+    h, w = size
+    arrays = [random_array(rng, (batch, c, h // up, w // up), dtype) for up, c in inputs]
+    if dtype is np.float32:
+        arrays[-1].reshape(-1)[:4] = [0.0, -0.0, np.inf, -np.inf]
+    parts = [resize(a, scales=[1, 1, up, up], mode="nearest", coordinate_transformation_mode="asymmetric",
+                    nearest_mode="floor").astype(dtype) if up != 1 else a for a, (up, _) in zip(arrays, inputs)]
+    if pool is not None:
+        kh, kw, top, left = pool
+        parts[0] = max_pool2d(arrays[0], kernel=(kh, kw), strides=(1, 1),
+                              pads=(top, left, kh - 1 - top, kw - 1 - left)).astype(dtype)
+    xs = [device.upload(a) for a in arrays]
+    assert_copied(device, lambda rec, out: record_concat(rec, xs, out, 1, pool_first=pool,
+                                                          upsample=[up for up, _ in inputs]),
+                  concat(parts, 1), f"upsampled concat {inputs} {size}", seed)
+    release(device, *xs)
+
+
+@pytest.mark.parametrize(("why", "shapes", "out_shape", "ups", "pool"), [
+    ("a factor that does not fit", [(1, 2, 3, 3), (1, 2, 6, 6)], (1, 4, 6, 6), [3, 1], None),
+    ("a factor of zero", [(1, 2, 3, 3), (1, 2, 3, 3)], (1, 4, 3, 3), [0, 1], None),
+    ("a factor per input missing", [(1, 2, 3, 3), (1, 2, 6, 6)], (1, 4, 6, 6), [2], None),
+    ("the pooled input upsampled too", [(1, 2, 3, 3), (1, 2, 6, 6)], (1, 4, 6, 6), [2, 1], (2, 2, 0, 0)),
+    ("not NCHW", [(2, 3, 3), (2, 3, 6)], (2, 6, 6), [2, 1], None),
+])
+def test_concat_refuses_an_upsampling_it_cannot_do(device: Device, why: str, shapes: list[tuple[int, ...]],
+                                                    out_shape: tuple[int, ...], ups: list[int],
+                                                    pool: tuple[int, int, int, int] | None) -> None:
+    xs = [device.tensor(s, np.float32) for s in shapes]
+    out = device.tensor(out_shape, np.float32)
+    with pytest.raises(KernelArgumentError):
+        run(device, lambda rec: record_concat(rec, xs, out, 1, pool_first=pool, upsample=ups))
     release(device, *xs, out)
 
 
