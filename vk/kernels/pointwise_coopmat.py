@@ -59,6 +59,14 @@ class FragmentTile:
         return (n + bn - 1) // bn, (m + bm - 1) // bm, batches
 
 
+# Unasked, the kernel takes only convolutions that make this many workgroups: each subgroup walks all of K on
+# its own, one global load's latency a step, so a few dozen of them leave the GPU waiting. In session 35's models
+# on an H100 the fp16 1×1 convolutions of 51-96 workgroups ran 1.3-2.2× slower here than fp32 ones on the SIMT
+# GEMM (rec 1×3×48×320's 384 -> 192 at 6×80 plus residual: 29.1 against 15.7 µs; det's 384 -> 96 at 23×32: 26.1
+# against 20.3), those of 180 alike, those of 192 and more faster (rec's 384 -> 768 at 3×80: 23.7 against 27.6).
+# (A guard on N · images: shapes either side of it are classes of their own.)
+FRAG_MIN_GROUPS = 128
+
 # One subgroup of 32 × 32 per workgroup: on the H100 the fastest tile on 8 of det's 10 kinds of 1×1 convolution,
 # against workgroups of 4 or 8 subgroups (scripts/sweep_conv_tiles.py)
 SINGLE = FragmentTile(sg_m=1, sg_n=1)
@@ -72,8 +80,8 @@ def fragment_tile(device: object, precision: str, m: int, k: int, n: Any, *, poi
     not fp16 storage, a device without matrices (or VKOCR_COOPMAT=0), K not a multiple of TK and 8, or M, N
     smaller than a subgroup's block; unasked also where conv2d_coopmat.comp would take the GEMM (N × `batches`)
     with its TALL tile, which ran those faster on the H100 (det's 384- and 768-deep ones at 23×32: 16-34 µs against
-    21-40). `want`: False never; True asks (KernelArgumentError where it cannot); `tile` forces one (sweeps,
-    tests)."""
+    21-40), or where the tile makes fewer than FRAG_MIN_GROUPS workgroups. `want`: False never; True asks
+    (KernelArgumentError where it cannot); `tile` forces one (sweeps, tests)."""
     if want is False:
         return None
     shape: tuple[int, int, int] | None = getattr(device, "coopmat_shape", None)
@@ -90,6 +98,9 @@ def fragment_tile(device: object, precision: str, m: int, k: int, n: Any, *, poi
         if not why and want is None and tile is None:
             staged = coopmat_shape(device, precision, m, k, pointwise=True, n=n, batches=batches)
             if staged is not None and pick_coopmat_tile(m, staged, pointwise=True, n=n, batches=batches) == TALL:
+                return None
+            gx, gy, gz = chosen.groups(shape, m, n, batches)
+            if gx * gy * gz < FRAG_MIN_GROUPS:
                 return None
         if not why:
             return shape, chosen

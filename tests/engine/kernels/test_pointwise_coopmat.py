@@ -29,10 +29,16 @@ def switch_unset(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_fp16_pointwise_convs_it_can_hold_take_it_unasked(monkeypatch: pytest.MonkeyPatch) -> None:
     h200 = fake_device(info())
     # det's 48 -> 96 at 184×256 and 768 -> 384 at 23×23 (N odd: the input's fragments go through shared memory):
-    # two accumulators along M; 96 -> 24 at 1×40: one
+    # two accumulators along M; 96 -> 24 at 184×256: one
     assert fragment_tile(h200, "fp16", 96, 48, 184 * 256, pointwise=True) == ((16, 16, 16), SINGLE)
     assert fragment_tile(h200, "fp16", 384, 768, 23 * 23, pointwise=True) == ((16, 16, 16), SINGLE)
-    assert fragment_tile(h200, "fp16", 24, 96, 40, pointwise=True) == ((16, 16, 16), replace(SINGLE, fm=1))
+    assert fragment_tile(h200, "fp16", 24, 96, 184 * 256, pointwise=True) == ((16, 16, 16), replace(SINGLE, fm=1))
+    # ... but not where the tile makes fewer than FRAG_MIN_GROUPS workgroups (rec's 384 -> 192 at 6×80 for one
+    # line: 90), unless asked; the same for 16 lines makes 1440
+    assert fragment_tile(h200, "fp16", 192, 384, 6 * 80, pointwise=True) is None
+    assert fragment_tile(h200, "fp16", 192, 384, 6 * 80, pointwise=True, want=True) == ((16, 16, 16), SINGLE)
+    assert fragment_tile(h200, "fp16", 192, 384, 6 * 80, pointwise=True, batches=16) == ((16, 16, 16), SINGLE)
+    assert fragment_tile(h200, "fp16", 24, 96, 40, pointwise=True) is None
     # ... but not where the staged kernel takes TALL (det's 768 -> 384 at 23×32), unless asked
     assert fragment_tile(h200, "fp16", 384, 768, 23 * 32, pointwise=True) is None
     assert fragment_tile(h200, "fp16", 384, 768, 23 * 32, pointwise=True, want=True) == ((16, 16, 16), SINGLE)
