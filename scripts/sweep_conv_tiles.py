@@ -5,8 +5,9 @@ under each GemmTile, fp32 storage; the cooperative-matrix kernel under each Coop
 and fp16 storage; the direct kernel for few output channels under each of DIRECT_SHAPES, both storages; the
 tap-by-tap cooperative-matrix kernel of k×k convolutions, vk/kernels/conv_taps.py's tile, both storages), the
 script checks the output against NumPy once (relative error ≤ 2e-3, none of the NaN poison left) and then
-times the dispatch by GPU timestamps after a warm-up. It prints, per shape, the automatic choice and the fastest
-correct variants, and writes every figure to --json: the data that vk/kernels/conv.py's
+times the dispatch by GPU timestamps after a warm-up (TFLOP/s, and GB/s of the bytes it must move at least: near a
+copy's bandwidth a kernel waits on memory, far below it on something else). It prints, per shape, the automatic
+choice and the fastest correct variants, and writes every figure to --json: the data that vk/kernels/conv.py's
 and vk/kernels/conv_coopmat.py's choices are drawn from.
 
     python scripts/sweep_conv_tiles.py [--device SEL] [--json OUT] [--only det|rec] [--kxk] [--no-coopmat]
@@ -207,8 +208,12 @@ def timed_variant(device: Device, case: cc.Case, dtype: Any, coopmat: bool | Non
                 device.free(t)
     m, n, k = case.mnk()
     best = min(samples)
+    # what the dispatch must move at least (input, weights, bias, output once each): set against a copy's
+    # bandwidth, whether a kernel waits on memory or on something else
+    moved = x.nbytes + w.nbytes + (b.nbytes if b is not None else 0) + ref.size * np.dtype(dtype).itemsize
     return {"kernel": ",".join(sorted(kernels)), "min_ms": best, "median_ms": statistics.median(samples),
-            "tflops": 2.0 * m * n * k * case.group * case.x[0] / (best * 1e-3) / 1e12, "rel_err": err}
+            "tflops": 2.0 * m * n * k * case.group * case.x[0] / (best * 1e-3) / 1e12,
+            "gb_per_s": moved / (best * 1e-3) / 1e9, "rel_err": err}
 
 
 def pipeline_statistics(device: Device) -> list[dict[str, Any]]:
