@@ -15,6 +15,10 @@
 // to the storage type as the replaced nodes stored them (storage.glsl's `as_stored`): the answer is theirs.
 // Unlike gemv.comp, a workgroup holds the partial sums of many rows at once (PARTIALS / LANES rows per pass), so
 // the loads of all rows fly together instead of one block of rows after another.
+// With UP > 0, the output is an FPN's upsample-and-add instead (map_fusion.fuse_excite_upsample_add): a nearest
+// Resize of a smaller map u by the integer factor UP on both axes (source floor(y / UP)), plus this excitation:
+//   out[n, c, y, x] = u[n, c, y / UP, x / UP] + y_excite[n, c, y, x]
+// in fp32, the excitation rounded to the storage type first, as the Excite stored it and the Resize read it.
 #include "common.glsl"
 #include "storage.glsl"
 #include "activation.glsl"
@@ -24,6 +28,7 @@ layout(constant_id = 4) const uint LANES2 = 16;
 layout(constant_id = 5) const uint CHANNELS = 4;   // channels per workgroup, ≤ MAX_CHANNELS
 layout(constant_id = 6) const bool GATED_ADD = false;
 layout(constant_id = 7) const uint PER_INVOCATION = 4;  // pixels of each channel per invocation, THREADS apart
+layout(constant_id = 8) const uint UP = 0;  // > 0: add u upsampled by this factor (see above)
 
 const uint THREADS = 256;                     // the workgroup size (constant id 0)
 const uint PIXELS = THREADS * PER_INVOCATION; // per workgroup
@@ -38,6 +43,7 @@ layout(std430, set = 0, binding = 3) restrict readonly buffer BufB1 { STORE_T b1
 layout(std430, set = 0, binding = 4) restrict readonly buffer BufW2 { STORE_T w2[]; };
 layout(std430, set = 0, binding = 5) restrict readonly buffer BufB2 { STORE_T b2[]; };
 layout(std430, set = 0, binding = 6) restrict writeonly buffer BufOut { STORE_T y[]; };
+layout(std430, set = 0, binding = 7) restrict readonly buffer BufU { STORE_T u[]; };  // read only with UP > 0
 
 layout(push_constant) uniform Params {
     uint C, C1;        // channels of x and s; hidden width
@@ -46,6 +52,7 @@ layout(push_constant) uniform Params {
     float act1_alpha, act1_beta;
     uint has_b2, act2;
     float act2_alpha, act2_beta;
+    uint W;            // the map's width (read only with UP > 0: P = H · W)
 } p;
 
 shared float partial[PARTIALS];
@@ -130,18 +137,26 @@ void main() {
     for (uint c = 0; c < channels; ++c) {
         uint plane = (image * p.C + c0 + c) * p.P;
         float v[PER_INVOCATION];
-        [[unroll]] for (uint u = 0; u < PER_INVOCATION; ++u) {
-            uint pixel = first_pixel + u * THREADS;
-            v[u] = pixel < p.P ? float(x[plane + pixel]) : 0.0;
+        [[unroll]] for (uint i = 0; i < PER_INVOCATION; ++i) {
+            uint pixel = first_pixel + i * THREADS;
+            v[i] = pixel < p.P ? float(x[plane + pixel]) : 0.0;
         }
-        [[unroll]] for (uint u = 0; u < PER_INVOCATION; ++u) {
-            uint pixel = first_pixel + u * THREADS;
+        [[unroll]] for (uint i = 0; i < PER_INVOCATION; ++i) {
+            uint pixel = first_pixel + i * THREADS;
             if (pixel >= p.P) break;
+            precise float result;  // precise: never contracted with the add below into one rounding
             if (GATED_ADD) {
-                precise float gated = v[u] * gate[c];  // rounded before the add, as the Mul and Add it replaces
-                y[plane + pixel] = STORE(v[u] + gated);
+                precise float gated = v[i] * gate[c];  // rounded before the add, as the Mul and Add it replaces
+                result = v[i] + gated;
             } else {
-                y[plane + pixel] = STORE(v[u] * gate[c]);
+                result = v[i] * gate[c];
+            }
+            if (UP > 0) {
+                uint row = pixel / p.W, column = pixel - row * p.W;
+                uint from = (image * p.C + c0 + c) * (p.P / (UP * UP)) + (row / UP) * (p.W / UP) + column / UP;
+                y[plane + pixel] = STORE(float(u[from]) + as_stored(result));
+            } else {
+                y[plane + pixel] = STORE(result);
             }
         }
     }

@@ -75,10 +75,12 @@ def _conv(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor
 
 
 def excite_kernel(node: Node, w1: Tensor, w2: Tensor) -> Excite:
-    """The kernel of an Excite node (shape_fusion.fuse_excite) with weights w1 and w2."""
+    """The kernel of an Excite node (shape_fusion.fuse_excite; with an `upsample` factor and a seventh input, the
+    upsample-and-add map_fusion.fuse_excite_upsample_add folded in) with weights w1 and w2."""
     epilogues = [Epilogue(*activation(conv)) for conv in excite_convs(node)]
     return Excite.of(tuple(w1.shape), tuple(w2.shape), *epilogues, has_b1=bool(node.inputs[3]),
-                     has_b2=bool(node.inputs[5]), gated_add=bool(node.attrs["gated_add"]))
+                     has_b2=bool(node.inputs[5]), gated_add=bool(node.attrs["gated_add"]),
+                     upsample=int(node.attrs.get("upsample", 1)))
 
 
 def _prepare_excite(node: Node, static: list[Tensor | None], consts: NodeConstants) -> Emit | None:
@@ -89,7 +91,7 @@ def _prepare_excite(node: Node, static: list[Tensor | None], consts: NodeConstan
 
     def emit(rec: Recorder, ins: list[Tensor | None], outs: list[Tensor]) -> None:
         kernel.record(rec, operand(node, ins, 0), operand(node, ins, 1), operand(node, ins, 2), optional(ins, 3),
-                      operand(node, ins, 4), optional(ins, 5), outs[0])
+                      operand(node, ins, 4), optional(ins, 5), outs[0], optional(ins, 6))
 
     return emit
 
@@ -98,7 +100,7 @@ def _prepare_excite(node: Node, static: list[Tensor | None], consts: NodeConstan
 def _excite(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor], consts: NodeConstants) -> None:
     w1, w2 = operand(node, ins, 2), operand(node, ins, 4)
     excite_kernel(node, w1, w2).record(rec, operand(node, ins, 0), operand(node, ins, 1), w1, optional(ins, 3), w2,
-                                       optional(ins, 5), outs[0])
+                                       optional(ins, 5), outs[0], optional(ins, 6))
 
 
 @lowers("ConvTranspose")

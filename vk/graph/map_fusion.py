@@ -1,7 +1,8 @@
 """Fusions that keep an intermediate feature map out of memory (run by passes.finalize, per shape): DB's two
-upsampling ConvTransposes as one dispatch, a stem's MaxPool computed inside the Concat that reads it, and an FPN's
-nearest upsamplings gathered by the Concat that joins them. Each computes what the nodes it replaces computed, bit
-for bit, in fp32 and fp16."""
+upsampling ConvTransposes as one dispatch, a stem's MaxPool computed inside the Concat that reads it, an FPN's
+nearest upsamplings gathered by the Concat that joins them, and its upsample-and-adds computed by the
+excitations that make their addends. Each computes what the nodes it replaces computed, bit for bit, in fp32 and
+fp16."""
 
 from __future__ import annotations
 
@@ -124,17 +125,7 @@ def fuse_upsample_concat(spec: Specialized) -> Specialized:
         if (resize is None or resize.op != "Resize" or not 3 <= len(resize.inputs) <= 4 or uses.get(value) != 1
                 or value in g.outputs or storage(resize) != storage(concat)):
             return None
-        consts = [g.constants.get(name) if name else None for name in resize.inputs]
-        try:
-            _, scales = resize_args(resize, spec.shapes[resize.inputs[0]], consts)
-        except ValueError:
-            return None
-        modes = resize_modes(resize)
-        if scales is None or len(scales) != 4 or scales[:2] != [1.0, 1.0] or scales[2] != scales[3] \
-                or modes["mode"] != "nearest":
-            return None
-        up = integer_upsampling(scales[2], modes["coordinate_transformation_mode"], modes["nearest_mode"])
-        return up if up is not None and up > 1 else None
+        return nearest_factor(spec, resize)
 
     dropped: set[str] = set()
     replaced: dict[str, Node] = {}
@@ -150,4 +141,50 @@ def fuse_upsample_concat(spec: Specialized) -> Specialized:
         replaced[node.name] = Node("Concat", node.name, inputs, list(node.outputs),
                                    {**node.attrs, "upsample": [up or 1 for up in ups]})
         dropped.update(producer[name].name for name, up in zip(node.inputs, ups) if up)
+    return rewritten(spec, replaced, dropped)
+
+
+def nearest_factor(spec: Specialized, resize: Node) -> int | None:
+    """The factor f > 1 of a Resize that upsamples a 4-D map by f on both axes, nearest, with constant scales and
+    a coordinate mode and rounding that land each run of f outputs on one source (vk/kernels/resize.py
+    `integer_upsampling`): a gather of floor(y / f); None for any other Resize."""
+    consts = [spec.graph.constants.get(name) if name else None for name in resize.inputs[:4]]
+    try:
+        _, scales = resize_args(resize, spec.shapes[resize.inputs[0]], consts)
+    except (ValueError, KeyError):
+        return None
+    modes = resize_modes(resize)
+    if scales is None or len(scales) != 4 or scales[:2] != [1.0, 1.0] or scales[2] != scales[3] \
+            or modes["mode"] != "nearest":
+        return None
+    up = integer_upsampling(scales[2], modes["coordinate_transformation_mode"], modes["nearest_mode"])
+    return up if up is not None and up > 1 else None
+
+
+def fuse_excite_upsample_add(spec: Specialized) -> Specialized:
+    """Resize(u) + e, the Add folded into the Resize (shape_fusion.fuse_resize_add), where e is an Excite's output
+    (shape_fusion.fuse_excite) → that Excite adding u upsampled (`upsample`: the factor; u its seventh input): an
+    FPN's top-down path, whose lateral maps DB's neck excites before adding the coarser level to them. One
+    dispatch and one pass over the map fewer. Only where the Resize is a nearest integer upsampling
+    (`nearest_factor`), e feeds it alone (no output, no other reader), and both store one precision. The fused
+    node runs where the Resize ran, when u and the excitation's inputs are all made."""
+    g = spec.graph
+    uses, producer = uses_and_producers(g)
+    storage = storage_of(g)
+    dropped: set[str] = set()
+    replaced: dict[str, Node] = {}
+    for node in g.nodes:
+        if node.op != "Resize" or len(node.inputs) != 5 or not node.inputs[4]:
+            continue
+        addend = node.inputs[4]
+        excite = producer.get(addend)
+        if (excite is None or excite.op != "Excite" or "upsample" in excite.attrs or uses.get(addend) != 1
+                or addend in g.outputs or storage(excite) != storage(node) or excite.name in dropped):
+            continue
+        up = nearest_factor(spec, node)
+        if up is None:
+            continue
+        replaced[node.name] = Node("Excite", excite.name, [*excite.inputs, node.inputs[0]], list(node.outputs),
+                                   {**excite.attrs, "upsample": up})
+        dropped.add(excite.name)
     return rewritten(spec, replaced, dropped)

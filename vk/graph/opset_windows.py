@@ -97,12 +97,16 @@ def excite_convs(node: Node) -> tuple[Node, Node]:
 
 @op("Excite", infer=same_shape)
 def _run_excite(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
-    """x · g, or x + x · g (`gated_add`), g = second(first(s)): the Conv, Conv and Mul (or GatedAdd) it replaces."""
-    data, s, w1, b1, w2, b2 = x
+    """x · g, or x + x · g (`gated_add`), g = second(first(s)): the Conv, Conv and Mul (or GatedAdd) it replaces;
+    with an `upsample` factor, plus the seventh input upsampled by it (each element repeated on both axes): the
+    nearest Resize and its Add that map_fusion.fuse_excite_upsample_add folded in."""
+    data, s, w1, b1, w2, b2 = x[:6]
     first, second = excite_convs(node)
     h = _run_conv(first, [s, w1] if b1 is None else [s, w1, b1])[0]
     g = _run_conv(second, [h, w2] if b2 is None else [h, w2, b2])[0]
-    return [ops.binary("gated_add" if node.attrs["gated_add"] else "mul", data, g)]
+    y = ops.binary("gated_add" if node.attrs["gated_add"] else "mul", data, g)
+    up = int(node.attrs.get("upsample", 1))
+    return [x[6].repeat(up, axis=2).repeat(up, axis=3) + y if up > 1 else y]
 
 
 def conv_transpose_attrs(node: Node) -> dict[str, Any]:

@@ -159,7 +159,7 @@ def test_plan_exposes_its_recording(models: GetModel) -> None:
     model = models(DET, "vulkan")
     plan = model.plan(DET_SHAPES[0])
     assert isinstance(plan, Plan)
-    assert {"conv2d", "conv2d_depthwise", "conv_transpose_pair", "resize"} <= plan.pipelines
+    assert {"conv2d", "conv2d_depthwise", "conv_transpose_pair", "excite"} <= plan.pipelines
     assert plan.dispatch_count >= sum(n.op in ("Conv", "ConvTranspose") for n in plan.spec.graph.nodes)
     assert model.weight_bytes > 4 << 20 and plan.local_constant_bytes == 0
 

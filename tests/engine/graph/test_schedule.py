@@ -114,14 +114,15 @@ def barriers_and_arena(device: Device, shape: tuple[int, ...]) -> tuple[int, int
 
 @needs_models
 def test_det_records_fewer_barriers(device: Device, monkeypatch: pytest.MonkeyPatch) -> None:
-    """PP-OCRv6 det's four lateral chains and head: 87 barriers in the export's order, 75 scheduled late (96
-    dispatches, SE excitations fused; the same at 736×1024 as at this smaller shape), in no more memory; each of
-    them before a read of what the group before wrote, none for bytes reused (WAR) or for parts of one output
-    (WAW: a concat is one dispatch)."""
+    """PP-OCRv6 det's four lateral chains and head: 83 barriers in the export's order, 74 scheduled late (88
+    dispatches: SE excitations fused, the neck's upsample-and-adds inside them; the same at 736×1024 as at this
+    smaller shape), in no more memory; each of them before a read of what the group before wrote, none for bytes
+    reused (WAR) or for parts of one output (WAW: a concat is one dispatch). (Before the upsample-and-adds joined
+    the excitations, the export's order took 86: three of the barriers scheduling saved went with them.)"""
     shape = (1, 3, 96, 160)
     late = barriers_and_arena(device, shape)
     assert set(late[2]) == {"RAW"}, late[2]
     monkeypatch.setattr(passes, "OPTIMIZE_PASSES", tuple(p for p in passes.OPTIMIZE_PASSES if p is not schedule_late))
     export = barriers_and_arena(device, shape)
-    assert late[0] <= export[0] - 10, (late[:2], export[:2])
+    assert late[0] <= export[0] - 9, (late[:2], export[:2])
     assert late[1] <= export[1], (late[:2], export[:2])

@@ -141,6 +141,8 @@ CASES = {
         Node("Concat", "cat", ["b", "a"], ["s"], {"axis": 1}),
         Node("Relu", "after", ["s"], ["y"])],  # (the Concat makes no output: an output's producer stores fp32)
         {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 2, 2], np.float32)}), nchw(3)),
+    # map_fusion.fuse_excite_upsample_add: an FPN's upsample-and-add computed by the Excite making its addend
+    "excite_upsample_add": Case(("Excite",), lambda rng: fpn_excite_add(), nchw(6)),
     # shape_fusion.fuse_attention: SVTR's eleven attention nodes as one (T traced from h + w)
     "attention": Case(("Attention",), lambda rng: svtr_attention(heads=2, d=6), tokens(36)),
     "views": Case(("Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "View", "Cast"),
@@ -591,6 +593,48 @@ def test_an_upsampling_stays_apart_where_the_concat_cannot_gather_it(device: Dev
     names = [n.name for n in planned]
     assert "up4" in names and "up2" not in names, (why, names)
     assert planned[names.index("cat")].attrs["upsample"] == [1, 2, 1], (why, names)
+
+
+def fpn_excite_add(near: dict[str, object] | None = None) -> tuple[list[Node], dict[str, np.ndarray]]:
+    """An FPN's top-down step in small: the lateral map l (x upsampled 2× by a linear Resize) excited by an SE
+    block, plus the coarser level x upsampled 2× by a nearest Resize (Paddle2ONNX's modes; `near`: others), then a
+    Relu (so that the sum makes no output: an output's producer stores fp32)."""
+    nodes = [Node("Resize", "lateral", ["x", "roi", "s2"], ["l"], {"mode": "linear"}),
+             Node("GlobalAveragePool", "pool", ["l"], ["p"]),
+             *se_block("se", "p", "l", "e"),
+             Node("Resize", "up", ["x", "roi", "s2"], ["u"], dict(NEAREST_FLOOR if near is None else near)),
+             Node("Add", "sum", ["u", "e"], ["s"]),
+             Node("Relu", "after", ["s"], ["y"])]
+    return nodes, {"roi": np.zeros(0, np.float32), "s2": np.array([1, 1, 2, 2], np.float32), **se_weights("se", 6, 2)}
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_an_fpn_s_upsample_and_add_joins_the_excitation_of_its_lateral_map(device: Device, precision: str) -> None:
+    """Resize(x) + Excite(l), the Resize nearest by an integer factor → the Excite adding x upsampled, bit for bit
+    the two dispatches' answer."""
+    rng, seed = fresh_rng()
+    nodes, consts = fpn_excite_add()
+    graph = Graph(nodes, ["x"], ["y"], consts)
+    x = rng.uniform(-2, 2, (2, 6, 7, 11)).astype(np.float32)
+    (fused_ops, fused), (unfused_ops, unfused) = with_and_without(device, graph, precision,
+                                                                  "fuse_excite_upsample_add", x)
+    assert fused_ops == ["Resize", "GlobalAveragePool", "Excite", "Relu"], fused_ops
+    assert unfused_ops == ["Resize", "GlobalAveragePool", "Excite", "Resize", "Relu"], unfused_ops
+    assert np.array_equal(fused, unfused), f"{precision}: not bit for bit; seed {seed}"
+
+
+@pytest.mark.parametrize(("why", "near", "outputs"), [
+    ("the excitation read elsewhere too", None, ["y", "e"]),
+    ("rounding that does not land on floor(y / 2)", {**NEAREST_FLOOR, "nearest_mode": "round_prefer_ceil"}, ["y"]),
+])
+def test_an_upsample_and_add_stays_apart_where_the_excitation_cannot_take_it(device: Device, why: str,
+                                                                             near: dict[str, object] | None,
+                                                                             outputs: list[str]) -> None:
+    nodes, consts = fpn_excite_add(near)
+    with Model(Graph(nodes, ["x"], outputs, consts), device) as model:
+        planned = model.plan((1, 6, 5, 8)).spec.graph.nodes
+    ops = [(n.op, n.name) for n in planned]
+    assert ("Resize", "up") in ops and "upsample" not in planned[ops.index(("Excite", "se"))].attrs, (why, ops)
 
 
 def svtr_attention(heads: int, d: int, *, add: bool = True, tag: str = "") -> tuple[list[Node], dict[str, np.ndarray]]:

@@ -1,7 +1,8 @@
 """excite.comp (an SE block's two 1×1 convolutions on the squeezed map and its product, in one dispatch) against
 NumPy on fresh random inputs with poisoned outputs, in both storage precisions and both of the kernel's blocks;
 and bit for bit against the three kernels it replaces (gemv.comp twice, binary.comp), h and g in fp16's
-subnormal range included."""
+subnormal range included. With an upsampled addend (an FPN's upsample-and-add folded in): against NumPy, and bit
+for bit against the excitation followed by resize.comp's nearest upsample-and-add."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from vkocr.engine.kernels.conv import record_conv2d
 from vkocr.engine.kernels.elementwise import record_binary
 from vkocr.engine.kernels.excite import LARGE_MAP, Excite, block
 from vkocr.engine.kernels.gemv import Epilogue
+from vkocr.engine.kernels.resize import record_resize
 from vkocr.engine.ops.activation import apply_activation
 from vkocr.engine.recorder import Recorder
 
@@ -61,18 +63,42 @@ class Block:
         return (x + x * g if gated_add else x * g).astype(self.dtype)
 
 
-def run_excite(device: Device, b: Block, gated_add: bool) -> np.ndarray:
+def run_excite(device: Device, b: Block, gated_add: bool, u: np.ndarray | None = None, up: int = 1) -> np.ndarray:
+    """The Excite's output; with `u` and `up`, plus u upsampled by `up`."""
     excite = Excite.of(b.w1.shape, b.w2.shape, FIRST, b.second, has_b1=b.b1 is not None, has_b2=b.b2 is not None,
-                       gated_add=gated_add)
+                       gated_add=gated_add, upsample=up)
     x, s, w1, w2 = (device.upload(a) for a in (b.x, b.s, b.w1, b.w2))
     b1 = device.upload(b.b1) if b.b1 is not None else None
     b2 = device.upload(b.b2) if b.b2 is not None else None
+    small = device.upload(u) if u is not None else None
     out = poisoned(device, b.x.shape, b.dtype)
     try:
-        run(device, lambda rec: excite.record(rec, x, s, w1, b1, w2, b2, out))
+        run(device, lambda rec: excite.record(rec, x, s, w1, b1, w2, b2, out, small))
         return device.download(out)
     finally:
-        release(device, *(t for t in (x, s, w1, b1, w2, b2, out) if t is not None))
+        release(device, *(t for t in (x, s, w1, b1, w2, b2, small, out) if t is not None))
+
+
+def run_excite_then_upsample_add(device: Device, b: Block, gated_add: bool, u: np.ndarray, up: int) -> np.ndarray:
+    """excite.comp, then resize.comp's nearest upsample of u with the excitation as its addend: what the graph ran
+    before map_fusion.fuse_excite_upsample_add."""
+    excite = Excite.of(b.w1.shape, b.w2.shape, FIRST, b.second, has_b1=b.b1 is not None, has_b2=b.b2 is not None,
+                       gated_add=gated_add)
+    x, s, w1, w2, small = (device.upload(a) for a in (b.x, b.s, b.w1, b.w2, u))
+    b1 = device.upload(b.b1) if b.b1 is not None else None
+    b2 = device.upload(b.b2) if b.b2 is not None else None
+    excited, out = poisoned(device, b.x.shape, b.dtype), poisoned(device, b.x.shape, b.dtype)
+
+    def record(rec: Recorder) -> None:
+        excite.record(rec, x, s, w1, b1, w2, b2, excited)
+        record_resize(rec, small, out, mode="nearest", coordinate_transformation_mode="asymmetric",
+                      nearest_mode="floor", scales=(float(up), float(up)), addend=excited)
+
+    try:
+        run(device, record)
+        return device.download(out)
+    finally:
+        release(device, *(t for t in (x, s, w1, b1, w2, b2, small, excited, out) if t is not None))
 
 
 def run_three_kernels(device: Device, b: Block, gated_add: bool) -> np.ndarray:
@@ -125,6 +151,31 @@ def test_excite_is_the_three_kernels_bit_for_bit(device: Device, dtype: type, ti
                                                  f"{np.abs(fused.astype(np.float64) - apart).max():.3g}; seed {seed}")
 
 
+# (C, C1, N, H, W, factor): DB's neck's 2× steps on both blocks, a 4× one, maps not square
+UPSAMPLED = [(24, 6, 1, 6, 10, 2), (96, 24, 1, 46, 64, 2), (50, 12, 2, 8, 12, 4), (7, 3, 1, 66, 70, 2)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("gated_add", [False, True])
+@pytest.mark.parametrize("shape", UPSAMPLED)
+def test_excite_adds_an_upsampled_map(device: Device, shape: tuple[int, ...], gated_add: bool, dtype: type) -> None:
+    """out = u upsampled (nearest, each element repeated factor × factor times) + the excitation, the excitation
+    rounded to the storage type first; and bit for bit the Excite followed by resize.comp's upsample-and-add."""
+    rng, seed = fresh_rng()
+    *dims, up = shape
+    c, _, n, h, w = dims
+    b = Block(rng, *dims, dtype)
+    u = rng.uniform(-2.0, 2.0, (n, c, h // up, w // up)).astype(dtype)
+    got = run_excite(device, b, gated_add, u, up)
+    assert not np.isnan(got).any(), f"{shape}: unwritten outputs; seed {seed}"
+    want = (u.repeat(up, axis=2).repeat(up, axis=3).astype(np.float64) + b.reference(gated_add)).astype(dtype)
+    err = rel_err(got, want)
+    assert err <= TOLERANCES[np.dtype(dtype)], f"{shape} gated={gated_add} {dtype}: rel error {err:.3g}; seed {seed}"
+    apart = run_excite_then_upsample_add(device, b, gated_add, u, up)
+    assert np.array_equal(got, apart), (f"{shape} gated={gated_add} {dtype}: not bit for bit, max diff "
+                                        f"{np.abs(got.astype(np.float64) - apart).max():.3g}; seed {seed}")
+
+
 def test_the_block_follows_the_map_and_the_weights() -> None:
     assert block(24, 6, 1, 7, 9) == (1, 4)
     assert block(96, 24, 1, 9, 11) == (1, 4)  # C·C1 = 2304 on a small map: 4 channels, more workgroups
@@ -143,3 +194,19 @@ def test_excite_refuses_what_it_cannot_run() -> None:
                   has_b2=True, gated_add=False)
     with pytest.raises(KernelArgumentError, match="hidden"):
         Excite.of((1025, 24, 1, 1), (24, 1025, 1, 1), FIRST, SECOND, has_b1=True, has_b2=True, gated_add=False)
+    with pytest.raises(KernelArgumentError, match="upsamples its addend"):
+        Excite.of((6, 24, 1, 1), (24, 6, 1, 1), FIRST, SECOND, has_b1=True, has_b2=True, gated_add=False, upsample=0)
+
+
+def test_excite_refuses_an_addend_it_cannot_upsample(device: Device) -> None:
+    rng, _ = fresh_rng()
+    b = Block(rng, 8, 2, 1, 6, 10, np.float32)
+    with pytest.raises(KernelArgumentError, match="takes an addend"):
+        run_excite(device, b, False, None, 2)
+    with pytest.raises(KernelArgumentError, match="takes no addend"):
+        run_excite(device, b, False, rng.uniform(-1, 1, (1, 8, 3, 5)).astype(np.float32), 1)
+    with pytest.raises(KernelArgumentError, match="addend to upsample"):
+        run_excite(device, b, False, rng.uniform(-1, 1, (1, 8, 3, 4)).astype(np.float32), 2)
+    odd = Block(rng, 8, 2, 1, 7, 10, np.float32)
+    with pytest.raises(KernelArgumentError, match="no upsampling"):
+        run_excite(device, odd, False, rng.uniform(-1, 1, (1, 8, 3, 5)).astype(np.float32), 2)
