@@ -15,7 +15,7 @@
 // to the storage type as the replaced nodes stored them (storage.glsl's `as_stored`): the answer is theirs.
 // Unlike gemv.comp, a workgroup holds the partial sums of many rows at once (PARTIALS / LANES rows per pass), so
 // the loads of all rows fly together instead of one block of rows after another.
-// With UP > 0, the output is an FPN's upsample-and-add instead (map_fusion.fuse_excite_upsample_add): a nearest
+// With UP > 1, the output is an FPN's upsample-and-add instead (map_fusion.fuse_excite_upsample_add): a nearest
 // Resize of a smaller map u by the integer factor UP on both axes (source floor(y / UP)), plus this excitation:
 //   out[n, c, y, x] = u[n, c, y / UP, x / UP] + y_excite[n, c, y, x]
 // in fp32, the excitation rounded to the storage type first, as the Excite stored it and the Resize read it.
@@ -28,7 +28,7 @@ layout(constant_id = 4) const uint LANES2 = 16;
 layout(constant_id = 5) const uint CHANNELS = 4;   // channels per workgroup, ≤ MAX_CHANNELS
 layout(constant_id = 6) const bool GATED_ADD = false;
 layout(constant_id = 7) const uint PER_INVOCATION = 4;  // pixels of each channel per invocation, THREADS apart
-layout(constant_id = 8) const uint UP = 0;  // > 0: add u upsampled by this factor (see above)
+layout(constant_id = 8) const uint UP = 1;  // > 1: add u upsampled by this factor (see above), as concat.comp's UPi
 
 const uint THREADS = 256;                     // the workgroup size (constant id 0)
 const uint PIXELS = THREADS * PER_INVOCATION; // per workgroup
@@ -43,7 +43,7 @@ layout(std430, set = 0, binding = 3) restrict readonly buffer BufB1 { STORE_T b1
 layout(std430, set = 0, binding = 4) restrict readonly buffer BufW2 { STORE_T w2[]; };
 layout(std430, set = 0, binding = 5) restrict readonly buffer BufB2 { STORE_T b2[]; };
 layout(std430, set = 0, binding = 6) restrict writeonly buffer BufOut { STORE_T y[]; };
-layout(std430, set = 0, binding = 7) restrict readonly buffer BufU { STORE_T u[]; };  // read only with UP > 0
+layout(std430, set = 0, binding = 7) restrict readonly buffer BufU { STORE_T u[]; };  // read only with UP > 1
 
 layout(push_constant) uniform Params {
     uint C, C1;        // channels of x and s; hidden width
@@ -52,7 +52,7 @@ layout(push_constant) uniform Params {
     float act1_alpha, act1_beta;
     uint has_b2, act2;
     float act2_alpha, act2_beta;
-    uint W;            // the map's width (read only with UP > 0: P = H · W)
+    uint W;            // the map's width (read only with UP > 1: P = H · W)
 } p;
 
 shared float partial[PARTIALS];
@@ -134,23 +134,23 @@ void main() {
     // y: PER_INVOCATION pixels of each channel per invocation, all loads of a channel issued before its stores;
     // rounded once, as binary.comp rounds the Mul or GatedAdd
     uint first_pixel = gl_WorkGroupID.x * PIXELS + t;
-    // With UP > 0: where each of this invocation's pixels gathers from in a plane of u, worked out once for all
+    // With UP > 1: where each of this invocation's pixels gathers from in a plane of u, worked out once for all
     // channels, and u's elements loaded with x's, before the stores. (The first fused kernel divided by the width
     // for every pixel of every channel and loaded u at the store: on an H100 its three nodes took 144 µs at det's
     // 736×1024, as the Excites and Resizes apart did.)
     uint gathered[PER_INVOCATION];
     [[unroll]] for (uint i = 0; i < PER_INVOCATION; ++i) {
-        uint pixel = first_pixel + i * THREADS, row = UP > 0 ? pixel / p.W : 0u;
-        gathered[i] = UP > 0 ? (row / UP) * (p.W / UP) + (pixel - row * p.W) / UP : 0u;
+        uint pixel = first_pixel + i * THREADS, row = UP > 1 ? pixel / p.W : 0u;
+        gathered[i] = UP > 1 ? (row / UP) * (p.W / UP) + (pixel - row * p.W) / UP : 0u;
     }
     for (uint c = 0; c < channels; ++c) {
         uint plane = (image * p.C + c0 + c) * p.P;
-        uint gathered_plane = (image * p.C + c0 + c) * (p.P / (UP * UP + uint(UP == 0)));
+        uint gathered_plane = (image * p.C + c0 + c) * (p.P / (UP * UP));
         float v[PER_INVOCATION], added[PER_INVOCATION];
         [[unroll]] for (uint i = 0; i < PER_INVOCATION; ++i) {
             uint pixel = first_pixel + i * THREADS;
             v[i] = pixel < p.P ? float(x[plane + pixel]) : 0.0;
-            added[i] = UP > 0 && pixel < p.P ? float(u[gathered_plane + gathered[i]]) : 0.0;
+            added[i] = UP > 1 && pixel < p.P ? float(u[gathered_plane + gathered[i]]) : 0.0;
         }
         [[unroll]] for (uint i = 0; i < PER_INVOCATION; ++i) {
             uint pixel = first_pixel + i * THREADS;
@@ -162,7 +162,7 @@ void main() {
             } else {
                 result = v[i] * gate[c];
             }
-            if (UP > 0) {
+            if (UP > 1) {
                 y[plane + pixel] = STORE(added[i] + as_stored(result));
             } else {
                 y[plane + pixel] = STORE(result);

@@ -117,7 +117,7 @@ class Excite:
         groups = (-(-(h * w) // (THREADS * per_invocation)), -(-self.c // channels), n)
         check_groups(rec, groups, "excite")
         constants = (THREADS, 1, 1, lanes(self.c1, self.c), lanes(self.c, self.c1), channels, int(self.gated_add),
-                     per_invocation, up if up > 1 else 0)
+                     per_invocation, up)
         first, second = self.first, self.second
         push = pack("5I2f2I2fI", self.c, self.c1, h * w, int(self.has_b1), activation_id(first.activation),
                     first.act_alpha, first.act_beta, int(self.has_b2), activation_id(second.activation),
