@@ -1,16 +1,17 @@
 """Time PP-OCRv6 small's convolutions under every tile of both convolution kernels, on one device.
 
-For each convolution shape (det at 1x3x736x1024, rec at 16x3x48x320) and each variant (the SIMT GEMM kernel
-under each GemmTile, fp32 storage; the cooperative-matrix kernel under each CoopmatTile, fp32 as hi + lo pairs
-and fp16 storage; the direct kernel for few output channels under each of DIRECT_SHAPES, both storages; the
-tap-by-tap cooperative-matrix kernel of k×k convolutions, vk/kernels/conv_taps.py's tile, both storages), the
-script checks the output against NumPy once (relative error ≤ 2e-3, none of the NaN poison left) and then
-times the dispatch by GPU timestamps after a warm-up (TFLOP/s, and GB/s of the bytes it must move at least: near a
-copy's bandwidth a kernel waits on memory, far below it on something else). It prints, per shape, the automatic
-choice and the fastest correct variants, and writes every figure to --json: the data that vk/kernels/conv.py's
-and vk/kernels/conv_coopmat.py's choices are drawn from.
+For each convolution shape (det at 1x3x736x1024, rec at 16x3x48x320) and each variant (the SIMT GEMM kernel under
+each GemmTile, fp32 storage; the cooperative-matrix kernel under each CoopmatTile, fp32 as hi + lo pairs and fp16
+storage; the fp16 1×1 kernels under each FragmentTile and StagedTile; the direct kernel for few output channels
+under each of DIRECT_SHAPES, both storages; the tap-by-tap cooperative-matrix kernel of k×k convolutions,
+vk/kernels/conv_taps.py's tile, both storages), the script checks the output against NumPy once (relative error ≤
+2e-3, none of the NaN poison left) and then times the dispatch by GPU timestamps after a warm-up (TFLOP/s, and
+GB/s of the bytes it must move at least: near a copy's bandwidth a kernel waits on memory, far below it on
+something else). It prints, per shape, the automatic choice and the fastest correct variants, and writes every
+figure to --json: the data that vk/kernels/conv.py's and vk/kernels/conv_coopmat.py's choices are drawn from.
 
     python scripts/sweep_conv_tiles.py [--device SEL] [--json OUT] [--only det|rec] [--kxk] [--no-coopmat]
+        [--variants PREFIXES]
 
 It imports vkocr from this checkout (scripts/check_coopmat.py's finder) and runs on any Vulkan device; without
 cooperative matrices (lavapipe) it sweeps the SIMT tiles alone.
@@ -42,6 +43,7 @@ from vkocr.engine.kernels.conv_coopmat import CoopmatTile  # noqa: E402
 from vkocr.engine.kernels.conv_taps import TapsTile  # noqa: E402
 from vkocr.engine.kernels.matmul import TILES, GemmTile  # noqa: E402
 from vkocr.engine.kernels.pointwise_coopmat import FragmentTile  # noqa: E402
+from vkocr.engine.kernels.pointwise_staged import StagedTile  # noqa: E402
 from vkocr.engine.recorder import Recorder  # noqa: E402
 from vkocr.engine.tensor import Tensor  # noqa: E402
 
@@ -112,6 +114,19 @@ FRAGMENT_TILES = {
     "wide": FragmentTile(sg_m=2, sg_n=4),
     "tall": FragmentTile(sg_m=4, sg_n=2),
 }
+# the staged fp16 kernel's (vk/kernels/pointwise_staged.py: 16-byte copies into shared tiles)
+STAGED_TILES = {
+    "wide": StagedTile(sg_m=2, sg_n=4, fm=2, fn=2),           # 64 × 128, 8 subgroups
+    "wide_k4": StagedTile(sg_m=2, sg_n=4, fm=2, fn=2, ksteps=4),
+    "big": StagedTile(sg_m=2, sg_n=2, fm=2, fn=4),            # 64 × 128, 4 subgroups of 8 accumulators
+    "large": StagedTile(sg_m=4, sg_n=2, fm=2, fn=4),          # 128 × 128, 8 subgroups of 8 accumulators
+    "tall": StagedTile(sg_m=4, sg_n=2, fm=2, fn=2),           # 128 × 64
+    "sq64": StagedTile(sg_m=2, sg_n=2, fm=2, fn=2),           # 64 × 64, 4 subgroups
+    "sq64_k4": StagedTile(sg_m=2, sg_n=2, fm=2, fn=2, ksteps=4),
+    "flat": StagedTile(sg_m=1, sg_n=4, fm=2, fn=2),           # 32 × 128
+    "small": StagedTile(sg_m=1, sg_n=2, fm=2, fn=2),          # 32 × 64, 2 subgroups
+    "small_k4": StagedTile(sg_m=1, sg_n=2, fm=2, fn=2, ksteps=4),
+}
 # the direct kernel's (output columns per invocation, workgroup columns × rows); the first is the engine's
 DIRECT_SHAPES = [(2, (16, 4)), (1, (16, 4)), (4, (16, 4)), (2, (32, 4)), (1, (32, 4))]
 WARMUP_S = 0.1  # per variant, after a first second that brings the clocks up
@@ -148,6 +163,8 @@ def variants(device: Device, coopmat: bool, simt_tiles: list[str] | None = None,
                         label = f"cm {name} k{ksteps} {np.dtype(dtype).name[5:]}"
                         out.append((label, dtype, True, None, t, None, False))
         out += [(f"frag {name} fp16", np.float16, True, None, t, None, False) for name, t in FRAGMENT_TILES.items()]
+        out += [(f"staged {name} fp16", np.float16, True, None, t, None, False) for name, t in STAGED_TILES.items()
+                if t.shared_bytes(device.coopmat_shape) <= limit]
         for dtype in (np.float32, np.float16):
             out.append((f"taps {np.dtype(dtype).name[5:]}", dtype, None, None, None, None, True))
             out += [(f"taps r{rows} fp{fp} {np.dtype(dtype).name[5:]}", dtype, None, None, None, None, (rows, fp))
@@ -241,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--simt-tiles", default=None, help="comma-separated names of TILES to time (default: all)")
     parser.add_argument("--coopmat-tiles", default=None,
                         help=f"comma-separated names of {', '.join(COOPMAT_TILES)} to time (default: all)")
+    parser.add_argument("--variants", default=None,
+                        help="comma-separated label prefixes of the variants to time (e.g. 'auto,staged,frag single'; "
+                             "default: all)")
     parser.add_argument("--stats", action="store_true",
                         help="also the driver's statistics of every pipeline (registers, shared and local memory; "
                              "VKOCR_PIPELINE_STATS=1, where the driver offers them)")
@@ -266,13 +286,15 @@ def main(argv: list[str] | None = None) -> int:
         chosen = variants(device, not args.no_coopmat,
                           args.simt_tiles.split(",") if args.simt_tiles else None,
                           args.coopmat_tiles.split(",") if args.coopmat_tiles else None)
+        if args.variants:
+            chosen = [v for v in chosen if v[0].startswith(tuple(args.variants.split(",")))]
         # a second of work first: idle clocks read several times slow
         first = shapes[0]
         start = time.perf_counter()
         while time.perf_counter() - start < 1.0:
             run_variant(device, first, np.float32, None, None, None, args.repeats, 1)
         print(f"{'shape':<34} {'auto fp32':>10} {'auto fp16':>10} {'best fp32':>24} {'best fp16':>26} "
-              f"{'best fragments':>26}", flush=True)
+              f"{'best fragments':>26} {'best staged':>26}", flush=True)
         for case in shapes:
             row: dict[str, Any] = {"case": str(case).strip(), "variants": {}}
             for label, dtype, coopmat, simt, tile, direct, taps in chosen:
@@ -282,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception as exc:  # noqa: BLE001  (a tile that fails to build or run is a finding too)
                     got = {"error": f"{type(exc).__name__}: {exc}"}
                     if not str(exc).startswith(("conv2d", "conv2d_coopmat", "conv2d_direct", "conv2d_taps",
-                                                "pointwise_coopmat")):
+                                                "pointwise_coopmat", "pointwise_staged")):
                         traceback.print_exc()
                 if "error" in got and got["error"].startswith("wrong"):
                     failures += 1
@@ -299,8 +321,8 @@ def main(argv: list[str] | None = None) -> int:
 
             autos = [timed.get(f"auto {p}", {}).get("min_ms", float("nan")) for p in ("fp32", "fp16")]
             print(f"{case.what:<34} {autos[0]:>10.4f} {autos[1]:>10.4f} {best(lambda k: 'fp16' not in k)} "
-                  f"{best(lambda k: 'fp16' in k and not k.startswith('frag'))} "
-                  f"{best(lambda k: k.startswith('frag'))}", flush=True)
+                  f"{best(lambda k: 'fp16' in k and not k.startswith(('frag', 'staged')))} "
+                  f"{best(lambda k: k.startswith('frag'))} {best(lambda k: k.startswith('staged'))}", flush=True)
             rows.append(row)
         if args.stats:
             result["pipelines"] = pipeline_statistics(device)

@@ -30,6 +30,7 @@ from vkocr.engine.kernels.gemv import Epilogue, GemvShape, record_gemv
 from vkocr.engine.kernels.launch import activation_id, check_groups, pack, require_shape, storage
 from vkocr.engine.kernels.matmul import TILES, GemmTile, pick_tile
 from vkocr.engine.kernels.pointwise_coopmat import FragmentTile, fragment_tile, record_pointwise_coopmat
+from vkocr.engine.kernels.pointwise_staged import StagedTile, record_pointwise_staged, staged_tile
 from vkocr.engine.kernels.spatial import conv_out_len, four_pads, pair
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
@@ -131,7 +132,7 @@ class Conv2d:
 
     def record(self, rec: Recorder, x: Tensor, w: Tensor, out: Tensor, b: Tensor | None = None, *,
                residual: Tensor | None = None, tile: str | GemmTile | None = None, coopmat: bool | None = None,
-               coopmat_tile: CoopmatTile | FragmentTile | None = None, direct: bool | None = None,
+               coopmat_tile: CoopmatTile | FragmentTile | StagedTile | None = None, direct: bool | None = None,
                taps: bool | None = None,
                taps_tile: TapsTile | None = None) -> None:
         """One GEMM per (image, group) for input x (N, Cin, H, W), plus `residual` (out's shape) in the epilogue
@@ -139,7 +140,8 @@ class Conv2d:
         float16 (accumulating in float32 all the same). `coopmat`: None lets vk/kernels/conv_coopmat.py decide
         whether cooperative matrices run it, False keeps the SIMT kernel, True asks for them (an error where the
         device has none); `coopmat_tile` forces their tile (tests), a FragmentTile the fragment kernel
-        (vk/kernels/pointwise_coopmat.py), which unasked takes the fp16 pointwise convolutions it can (before the
+        (vk/kernels/pointwise_coopmat.py), a StagedTile pointwise_staged.comp (vk/kernels/pointwise_staged.py),
+        only where asked; the fragment kernel unasked takes the fp16 pointwise convolutions it can (before the
         other kernels are considered). A pointwise conv (group 1) on a 1×1 map is a
         matrix-vector product: gemv.comp runs it, unless `tile` or `coopmat=True` asks for a GEMM. `direct`: None
         sends a k×k convolution of group 1 with at most DIRECT_MAX_WEIGHTS weights that makes DIRECT_MIN_GROUPS
@@ -196,6 +198,12 @@ class Conv2d:
         push = self._push_head + pack("4I", h, wd, oh, ow) + self._push_tail
         views = [x.view, w.view, (b if b is not None else w).view, out.view,
                  (residual if residual is not None else w).view]
+        if isinstance(coopmat_tile, StagedTile):
+            matrix, staged = staged_tile(rec.device, kernel.precision, self.cout_g, self._k, pointwise=self._pointwise,
+                                         tile=coopmat_tile)
+            record_pointwise_staged(rec, matrix, staged, push, views, self.cout_g, oh * ow, n * self.group,
+                                    post_affine=self._post_affine, residual=residual is not None)
+            return
         fragments = isinstance(coopmat_tile, FragmentTile)
         if fragments or (coopmat is None and tile is None and coopmat_tile is None and self._pointwise):
             found = fragment_tile(rec.device, kernel.precision, self.cout_g, self._k, oh * ow,

@@ -1,0 +1,124 @@
+"""The staged fp16 kernel of pointwise convolutions (vk/kernels/pointwise_staged.py, shaders/pointwise_staged.comp):
+what it refuses, that its launch stays symbolic, and (where the test device has cooperative matrices: Mesa 26's
+lavapipe, `build/tools/lavapipe/run .venv/bin/python -m pytest -q tests/engine/kernels/test_pointwise_staged.py`,
+as test.sh runs it) its answers against NumPy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.engine.kernels.harness import check, fresh_rng, poisoned, release, storage_ref
+from tests.engine.kernels.test_conv_coopmat import (
+    ENV,
+    fake_device,
+    fake_recorder,
+    fake_tensor,
+    info,
+    traced_conv_launch,
+)
+from vkocr.engine.device import Device
+from vkocr.engine.errors import KernelArgumentError
+from vkocr.engine.kernels.conv import Conv2d
+from vkocr.engine.kernels.pointwise_staged import WIDE, StagedTile, staged_tile
+from vkocr.engine.ops.conv import conv2d
+from vkocr.engine.recorder import Recorder
+
+SMALL = StagedTile(sg_m=1, sg_n=1, fm=1, fn=1, ksteps=1)  # 16 × 16 × 16: many workgroups and steps on small cases
+DEEP = StagedTile(sg_m=2, sg_n=2, fm=2, fn=1, ksteps=4)  # 64 × 32 × 64
+
+
+@pytest.fixture(autouse=True)
+def switch_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+
+
+def test_it_takes_fp16_pointwise_convolutions_eight_deep(monkeypatch: pytest.MonkeyPatch) -> None:
+    h200 = fake_device(info())
+    assert staged_tile(h200, "fp16", 768, 384, pointwise=True) == ((16, 16, 16), WIDE)
+    assert staged_tile(h200, "fp16", 24, 8, pointwise=True, tile=SMALL) == ((16, 16, 16), SMALL)
+    refusals = [({"precision": "fp32"}, "fp32 storage"), ({"pointwise": False}, "not a 1×1"),
+                ({"k": 44}, "K = 44 is not a multiple of 8"),
+                ({"tile": StagedTile(sg_m=4, sg_n=4, fm=2, fn=4, ksteps=8)}, "shared memory")]
+    for change, why in refusals:
+        args: dict[str, Any] = {"precision": "fp16", "m": 96, "k": 48, "pointwise": True, **change}
+        with pytest.raises(KernelArgumentError, match=why):
+            staged_tile(h200, args.pop("precision"), args.pop("m"), args.pop("k"), **args)
+    with pytest.raises(KernelArgumentError, match="no cooperative matrix"):
+        staged_tile(fake_device(info(coopmat_shapes=())), "fp16", 96, 48, pointwise=True)
+    monkeypatch.setenv(ENV, "0")
+    with pytest.raises(KernelArgumentError, match="no cooperative matrix"):
+        staged_tile(h200, "fp16", 96, 48, pointwise=True)
+
+
+def test_the_conv_records_it_only_where_asked() -> None:
+    dispatched: list[tuple[Any, ...]] = []
+    rec = fake_recorder(dispatched)
+
+    def kernel_for(**record: Any) -> tuple[str, Any]:
+        Conv2d((96, 48, 1, 1)).record(rec, fake_tensor((2, 48, 92, 128), np.float16),  # type: ignore[arg-type]
+                                      fake_tensor((96, 48, 1, 1), np.float16),  # type: ignore[arg-type]
+                                      fake_tensor((2, 96, 92, 128), np.float16), **record)  # type: ignore[arg-type]
+        return str(dispatched[-1][0][0]), dispatched[-1][2]
+
+    assert kernel_for()[0] == "pointwise_coopmat.fp16"
+    assert kernel_for(coopmat_tile=WIDE) == ("pointwise_staged.fp16", (92, 2, 2))  # 11776 / 128 columns, 96 / 64 rows
+
+
+def test_the_staged_launch_stays_symbolic() -> None:
+    """A 1×1 192 -> 384 convolution at det's 46×64 under a shape-class trace: no dimension is pinned, and N's
+    remainder by 8 does not split the class (other sizes of it: 46×60, 40×64, 45×61)."""
+    traced = traced_conv_launch((384, 192, 1, 1), {}, lambda h, w: (h, w), np.float16, {"coopmat_tile": WIDE},
+                                ((46, 64), (46, 60), (40, 64), (45, 61)))
+    assert (traced[0][0], traced[3]) == ("pointwise_staged.fp16", "pointwise_staged")
+
+
+# (x shape, output channels, group, tile, conv attributes)
+CASES = [
+    ((1, 48, 12, 16), 96, 1, SMALL, {}),                                 # K 48: three steps; 12 × 6 workgroups
+    ((2, 40, 5, 8), 24, 1, WIDE, {"activation": "relu"}),                # K 40 < BK, M 24 < BM, N 40 < BN
+    ((1, 80, 9, 24), 72, 1, DEEP, {}),                                   # K 80: 64 + 16, M 72: 64 + 8
+    ((1, 64, 7, 8), 48, 2, SMALL, {"activation": "hardswish", "alpha": 1 / 6, "beta": 0.5,
+                                   "post_affine": (0.5, -0.25)}),         # grouped (K 32), post-affine
+    ((3, 32, 4, 10), 16, 1, DEEP, {}),                                   # batch 3, N 40
+    # N not a multiple of 8: the input gathered half by half
+    ((1, 32, 5, 7), 32, 1, SMALL, {"activation": "relu"}),               # N 35
+    ((2, 48, 9, 13), 40, 1, WIDE, {}),                                   # N 117, batch 2
+    ((1, 64, 3, 11), 64, 2, DEEP, {"activation": "hardswish", "alpha": 1 / 6, "beta": 0.5}),  # grouped, N 33
+]
+
+
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_staged_conv_matches_numpy(device: Device, case: tuple[Any, ...], bias: bool, residual: bool) -> None:
+    if device.coopmat_shape is None:
+        pytest.skip(f"no cooperative matrix on {device.info.name}: {device.coopmat_why_not}")
+    x_shape, cout, group, tile, attrs = case
+    attrs = dict(attrs)
+    rng, seed = fresh_rng()
+    x_np = rng.uniform(-1.0, 1.0, x_shape).astype(np.float16)
+    w_np = rng.uniform(-1.0, 1.0, (cout, x_shape[1] // group, 1, 1)).astype(np.float16)
+    b_np = rng.uniform(-1.0, 1.0, (cout,)).astype(np.float16) if bias else None
+    out_shape = (x_shape[0], cout, *x_shape[2:])
+    r_np = rng.uniform(-1.0, 1.0, out_shape).astype(np.float16) if residual else None
+    post = attrs.pop("post_affine", None)
+    exact = conv2d(x_np.astype(np.float32), w_np.astype(np.float32),
+                   b_np.astype(np.float32) if b_np is not None else None, group=group, **attrs)
+    if post is not None:
+        exact = exact * np.float32(post[0]) + np.float32(post[1])
+    if r_np is not None:
+        exact = exact + r_np.astype(np.float32)
+    ref = storage_ref(exact, np.float16)
+    x, w, out = device.upload(x_np), device.upload(w_np), poisoned(device, out_shape, np.float16)
+    b = device.upload(b_np) if b_np is not None else None
+    r = device.upload(r_np) if r_np is not None else None
+    conv = Conv2d(w_np.shape, has_bias=bias, group=group, **attrs, post_affine=post)
+    with Recorder(device, profile=True) as rec:
+        conv.record(rec, x, w, out, b, residual=r, coopmat_tile=tile)
+        rec.run()
+        assert [t.label for t in rec.timings()] == ["pointwise_staged"]
+    check(device.download(out), ref, f"pointwise_staged {case} bias={bias} residual={residual}", seed, 2e-3)
+    release(device, x, w, out, *(t for t in (b, r) if t is not None))
