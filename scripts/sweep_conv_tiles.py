@@ -114,7 +114,7 @@ FRAGMENT_TILES = {
     "wide": FragmentTile(sg_m=2, sg_n=4),
     "tall": FragmentTile(sg_m=4, sg_n=2),
 }
-# the staged fp16 kernel's (vk/kernels/pointwise_staged.py: 16-byte copies into shared tiles)
+# the staged kernel's (vk/kernels/pointwise_staged.py: 16-byte copies into shared tiles), fp16 and fp32 storage
 STAGED_TILES = {
     "wide": StagedTile(sg_m=2, sg_n=4, fm=2, fn=2),           # 64 × 128, 8 subgroups
     "wide_k4": StagedTile(sg_m=2, sg_n=4, fm=2, fn=2, ksteps=4),
@@ -163,8 +163,14 @@ def variants(device: Device, coopmat: bool, simt_tiles: list[str] | None = None,
                         label = f"cm {name} k{ksteps} {np.dtype(dtype).name[5:]}"
                         out.append((label, dtype, True, None, t, None, False))
         out += [(f"frag {name} fp16", np.float16, True, None, t, None, False) for name, t in FRAGMENT_TILES.items()]
-        out += [(f"staged {name} fp16", np.float16, True, None, t, None, False) for name, t in STAGED_TILES.items()
-                if t.shared_bytes(device.coopmat_shape) <= limit]
+        for name, t in STAGED_TILES.items():
+            if t.shared_bytes(device.coopmat_shape) <= limit:
+                out.append((f"staged {name} fp16", np.float16, True, None, t, None, False))
+            # fp32's hi and lo tiles: half as deep where the fp16 depth does not fit
+            t32 = (t if t.shared_bytes(device.coopmat_shape, True) <= limit
+                   else dataclasses.replace(t, ksteps=t.ksteps // 2))
+            if t32.ksteps and t32.shared_bytes(device.coopmat_shape, True) <= limit:
+                out.append((f"staged {name} k{t32.ksteps} fp32", np.float32, True, None, t32, None, False))
         for dtype in (np.float32, np.float16):
             out.append((f"taps {np.dtype(dtype).name[5:]}", dtype, None, None, None, None, True))
             out += [(f"taps r{rows} fp{fp} {np.dtype(dtype).name[5:]}", dtype, None, None, None, None, (rows, fp))

@@ -30,7 +30,7 @@ from vkocr.engine.kernels.gemv import Epilogue, GemvShape, record_gemv
 from vkocr.engine.kernels.launch import activation_id, check_groups, pack, require_shape, storage
 from vkocr.engine.kernels.matmul import TILES, GemmTile, pick_tile
 from vkocr.engine.kernels.pointwise_coopmat import FragmentTile, fragment_tile, record_pointwise_coopmat
-from vkocr.engine.kernels.pointwise_staged import StagedTile, record_pointwise_staged, staged_tile
+from vkocr.engine.kernels.pointwise_staged import POINTWISE_STAGED, StagedTile, record_pointwise_staged, staged_tile
 from vkocr.engine.kernels.spatial import conv_out_len, four_pads, pair
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
@@ -201,8 +201,9 @@ class Conv2d:
         if isinstance(coopmat_tile, StagedTile):
             matrix, staged = staged_tile(rec.device, kernel.precision, self.cout_g, self._k, pointwise=self._pointwise,
                                          tile=coopmat_tile)
-            record_pointwise_staged(rec, matrix, staged, push, views, self.cout_g, oh * ow, n * self.group,
-                                    post_affine=self._post_affine, residual=residual is not None)
+            record_pointwise_staged(rec, storage(POINTWISE_STAGED, x, w, out, b, residual), matrix, staged, push,
+                                    views, self.cout_g, oh * ow, n * self.group, post_affine=self._post_affine,
+                                    residual=residual is not None)
             return
         fragments = isinstance(coopmat_tile, FragmentTile)
         if fragments or (coopmat is None and tile is None and coopmat_tile is None and self._pointwise):

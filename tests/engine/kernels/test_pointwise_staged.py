@@ -1,10 +1,11 @@
-"""The staged fp16 kernel of pointwise convolutions (vk/kernels/pointwise_staged.py, shaders/pointwise_staged.comp):
+"""The staged kernel of pointwise convolutions (vk/kernels/pointwise_staged.py, shaders/pointwise_staged.comp):
 what it refuses, that its launch stays symbolic, and (where the test device has cooperative matrices: Mesa 26's
 lavapipe, `build/tools/lavapipe/run .venv/bin/python -m pytest -q tests/engine/kernels/test_pointwise_staged.py`,
 as test.sh runs it) its answers against NumPy."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from vkocr.engine.recorder import Recorder
 
 SMALL = StagedTile(sg_m=1, sg_n=1, fm=1, fn=1, ksteps=1)  # 16 × 16 × 16: many workgroups and steps on small cases
 DEEP = StagedTile(sg_m=2, sg_n=2, fm=2, fn=1, ksteps=4)  # 64 × 32 × 64
+WIDE_16 = replace(WIDE, ksteps=1)  # WIDE 16 deep: fits fp32's hi and lo tiles
 
 
 @pytest.fixture(autouse=True)
@@ -35,13 +37,15 @@ def switch_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV, raising=False)
 
 
-def test_it_takes_fp16_pointwise_convolutions_eight_deep(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_it_takes_pointwise_convolutions_eight_deep(monkeypatch: pytest.MonkeyPatch) -> None:
     h200 = fake_device(info())
     assert staged_tile(h200, "fp16", 768, 384, pointwise=True) == ((16, 16, 16), WIDE)
     assert staged_tile(h200, "fp16", 24, 8, pointwise=True, tile=SMALL) == ((16, 16, 16), SMALL)
-    refusals = [({"precision": "fp32"}, "fp32 storage"), ({"pointwise": False}, "not a 1×1"),
-                ({"k": 44}, "K = 44 is not a multiple of 8"),
-                ({"tile": StagedTile(sg_m=4, sg_n=4, fm=2, fn=4, ksteps=8)}, "shared memory")]
+    # fp32 tiles hold hi and lo halves: WIDE 32 deep needs 63,488 bytes of the 49,152, 16 deep 37,888
+    assert staged_tile(h200, "fp32", 768, 384, pointwise=True, tile=WIDE_16) == ((16, 16, 16), WIDE_16)
+    refusals = [({"pointwise": False}, "not a 1×1"), ({"k": 44}, "K = 44 is not a multiple of 8"),
+                ({"tile": StagedTile(sg_m=4, sg_n=4, fm=2, fn=4, ksteps=8)}, "shared memory"),
+                ({"precision": "fp32", "tile": WIDE}, "needs 63488 B of shared memory")]
     for change, why in refusals:
         args: dict[str, Any] = {"precision": "fp16", "m": 96, "k": 48, "pointwise": True, **change}
         with pytest.raises(KernelArgumentError, match=why):
@@ -90,20 +94,26 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32], ids=["fp16", "fp32"])
 @pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_staged_conv_matches_numpy(device: Device, case: tuple[Any, ...], bias: bool, residual: bool) -> None:
+def test_staged_conv_matches_numpy(device: Device, case: tuple[Any, ...], bias: bool, residual: bool,
+                                   dtype: type) -> None:
+    """fp16 storage against NumPy's sums rounded to fp16; fp32 (hi + lo halves, ~21 bits of each input) within
+    2e-5 of NumPy's fp32 answer, where one fp16 product per step would be ~3e-4 off."""
     if device.coopmat_shape is None:
         pytest.skip(f"no cooperative matrix on {device.info.name}: {device.coopmat_why_not}")
     x_shape, cout, group, tile, attrs = case
+    if dtype == np.float32 and tile is WIDE:
+        tile = WIDE_16
     attrs = dict(attrs)
     rng, seed = fresh_rng()
-    x_np = rng.uniform(-1.0, 1.0, x_shape).astype(np.float16)
-    w_np = rng.uniform(-1.0, 1.0, (cout, x_shape[1] // group, 1, 1)).astype(np.float16)
-    b_np = rng.uniform(-1.0, 1.0, (cout,)).astype(np.float16) if bias else None
+    x_np = rng.uniform(-1.0, 1.0, x_shape).astype(dtype)
+    w_np = rng.uniform(-1.0, 1.0, (cout, x_shape[1] // group, 1, 1)).astype(dtype)
+    b_np = rng.uniform(-1.0, 1.0, (cout,)).astype(dtype) if bias else None
     out_shape = (x_shape[0], cout, *x_shape[2:])
-    r_np = rng.uniform(-1.0, 1.0, out_shape).astype(np.float16) if residual else None
+    r_np = rng.uniform(-1.0, 1.0, out_shape).astype(dtype) if residual else None
     post = attrs.pop("post_affine", None)
     exact = conv2d(x_np.astype(np.float32), w_np.astype(np.float32),
                    b_np.astype(np.float32) if b_np is not None else None, group=group, **attrs)
@@ -111,8 +121,8 @@ def test_staged_conv_matches_numpy(device: Device, case: tuple[Any, ...], bias: 
         exact = exact * np.float32(post[0]) + np.float32(post[1])
     if r_np is not None:
         exact = exact + r_np.astype(np.float32)
-    ref = storage_ref(exact, np.float16)
-    x, w, out = device.upload(x_np), device.upload(w_np), poisoned(device, out_shape, np.float16)
+    ref = storage_ref(exact, dtype)
+    x, w, out = device.upload(x_np), device.upload(w_np), poisoned(device, out_shape, dtype)
     b = device.upload(b_np) if b_np is not None else None
     r = device.upload(r_np) if r_np is not None else None
     conv = Conv2d(w_np.shape, has_bias=bias, group=group, **attrs, post_affine=post)
@@ -120,5 +130,6 @@ def test_staged_conv_matches_numpy(device: Device, case: tuple[Any, ...], bias: 
         conv.record(rec, x, w, out, b, residual=r, coopmat_tile=tile)
         rec.run()
         assert [t.label for t in rec.timings()] == ["pointwise_staged"]
-    check(device.download(out), ref, f"pointwise_staged {case} bias={bias} residual={residual}", seed, 2e-3)
+    check(device.download(out), ref, f"pointwise_staged {case} bias={bias} residual={residual}", seed,
+          2e-3 if dtype == np.float16 else 2e-5)
     release(device, x, w, out, *(t for t in (b, r) if t is not None))
