@@ -30,7 +30,13 @@ from vkocr.engine.kernels.gemv import Epilogue, GemvShape, record_gemv
 from vkocr.engine.kernels.launch import activation_id, check_groups, pack, require_shape, storage
 from vkocr.engine.kernels.matmul import TILES, GemmTile, pick_tile
 from vkocr.engine.kernels.pointwise_coopmat import FragmentTile, fragment_tile, record_pointwise_coopmat
-from vkocr.engine.kernels.pointwise_staged import POINTWISE_STAGED, StagedTile, record_pointwise_staged, staged_tile
+from vkocr.engine.kernels.pointwise_staged import (
+    POINTWISE_STAGED,
+    StagedTile,
+    auto_staged_tile,
+    record_pointwise_staged,
+    staged_tile,
+)
 from vkocr.engine.kernels.spatial import conv_out_len, four_pads, pair
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
@@ -135,20 +141,20 @@ class Conv2d:
                coopmat_tile: CoopmatTile | FragmentTile | StagedTile | None = None, direct: bool | None = None,
                taps: bool | None = None,
                taps_tile: TapsTile | None = None) -> None:
-        """One GEMM per (image, group) for input x (N, Cin, H, W), plus `residual` (out's shape) in the epilogue
-        when given; `tile` forces a tile config of the SIMT kernel. Every tensor stores float32, or every one
-        float16 (accumulating in float32 all the same). `coopmat`: None lets vk/kernels/conv_coopmat.py decide
-        whether cooperative matrices run it, False keeps the SIMT kernel, True asks for them (an error where the
-        device has none); `coopmat_tile` forces their tile (tests), a FragmentTile the fragment kernel
+        """One GEMM per (image, group) for input x (N, Cin, H, W), plus `residual` (out's shape) in the epilogue when
+        given; `tile` forces a tile config of the SIMT kernel. Every tensor stores float32, or every one float16
+        (accumulating in float32 all the same). `coopmat`: None lets vk/kernels/conv_coopmat.py decide whether
+        cooperative matrices run it, False keeps the SIMT kernel, True asks for them (an error where the device
+        has none); `coopmat_tile` forces their tile (tests), a FragmentTile the fragment kernel
         (vk/kernels/pointwise_coopmat.py), a StagedTile pointwise_staged.comp (vk/kernels/pointwise_staged.py),
-        only where asked; the fragment kernel unasked takes the fp16 pointwise convolutions it can (before the
-        other kernels are considered). A pointwise conv (group 1) on a 1×1 map is a
-        matrix-vector product: gemv.comp runs it, unless `tile` or `coopmat=True` asks for a GEMM. `direct`: None
-        sends a k×k convolution of group 1 with at most DIRECT_MAX_WEIGHTS weights that makes DIRECT_MIN_GROUPS
-        workgroups to conv2d_direct.comp (unless `tile` or `coopmat=True` asks for a GEMM), True sends any
-        convolution of group 1 that DirectLayout can hold there, False none. `taps`: None lets
-        vk/kernels/conv_taps.py decide whether a k×k convolution of group 1 (in fp32 storage, one the direct kernel
-        does not take unasked) runs tap by tap on cooperative matrices (a tile of its rule that makes
+        which unasked takes the pointwise convolutions `auto_staged_tile` gives it, before the fragment kernel
+        takes the fp16 ones it can, before the other kernels are considered. A pointwise conv (group 1) on a 1×1
+        map is a matrix-vector product: gemv.comp runs it, unless `tile` or `coopmat=True` asks for a GEMM.
+        `direct`: None sends a k×k convolution of group 1 with at most DIRECT_MAX_WEIGHTS weights that makes
+        DIRECT_MIN_GROUPS workgroups to conv2d_direct.comp (unless `tile` or `coopmat=True` asks for a GEMM),
+        True sends any convolution of group 1 that DirectLayout can hold there, False none. `taps`: None lets
+        vk/kernels/conv_taps.py decide whether a k×k convolution of group 1 (in fp32 storage, one the direct
+        kernel does not take unasked) runs tap by tap on cooperative matrices (a tile of its rule that makes
         AUTO_MIN_GROUPS workgroups, unless another kernel is asked for), True asks for it (an error where it
         cannot), False never; `taps_tile` forces its tile (sweeps)."""
         kernel = storage(CONV2D, x, w, out, b, residual)
@@ -198,15 +204,22 @@ class Conv2d:
         push = self._push_head + pack("4I", h, wd, oh, ow) + self._push_tail
         views = [x.view, w.view, (b if b is not None else w).view, out.view,
                  (residual if residual is not None else w).view]
+        unasked = coopmat is None and tile is None and coopmat_tile is None and self._pointwise
+        found_staged = None
         if isinstance(coopmat_tile, StagedTile):
-            matrix, staged = staged_tile(rec.device, kernel.precision, self.cout_g, self._k, pointwise=self._pointwise,
-                                         tile=coopmat_tile)
+            found_staged = staged_tile(rec.device, kernel.precision, self.cout_g, self._k, pointwise=self._pointwise,
+                                       tile=coopmat_tile)
+        elif unasked:
+            found_staged = auto_staged_tile(rec.device, kernel.precision, self.cout_g, self._k, oh * ow,
+                                            n * self.group)
+        if found_staged is not None:
+            matrix, staged = found_staged
             record_pointwise_staged(rec, storage(POINTWISE_STAGED, x, w, out, b, residual), matrix, staged, push,
                                     views, self.cout_g, oh * ow, n * self.group, post_affine=self._post_affine,
                                     residual=residual is not None)
             return
         fragments = isinstance(coopmat_tile, FragmentTile)
-        if fragments or (coopmat is None and tile is None and coopmat_tile is None and self._pointwise):
+        if fragments or unasked:
             found = fragment_tile(rec.device, kernel.precision, self.cout_g, self._k, oh * ow,
                                   pointwise=self._pointwise, batches=n * self.group, want=True if fragments else None,
                                   tile=coopmat_tile if isinstance(coopmat_tile, FragmentTile) else None)

@@ -6,8 +6,14 @@ H100 ran rec 16's 1×1 convolutions at 22-30 TFLOP/s, a few percent of the matri
 fragment kernel (pointwise_coopmat.comp), which loads its fragments straight from memory. A 1×1 convolution's
 operands need no im2col, so this kernel copies them 16 bytes at a time: in fp16 storage eight halves as they lie
 (a sixteenth of the other's load and store instructions per step at rec's tiles), in fp32 four floats split into
-hi + lo halves as conv2d_coopmat.comp's SPLIT splits them. It runs only where asked (`Conv2d.record`'s
-`coopmat_tile` given a StagedTile: tests, sweeps) until measured.
+hi + lo halves as conv2d_coopmat.comp's SPLIT splits them. `Conv2d.record` asks `auto_staged_tile()` first for
+every pointwise convolution (a StagedTile as its `coopmat_tile` forces one: tests, sweeps).
+
+On an H100 (scripts/sweep_conv_tiles.py --pointwise, session 37) its fp16 SQUARE tile ran every 1×1 convolution
+of det and rec 16 at least 192 deep 1.3-2.4× faster than the kernel chosen before (rec 16's 384 -> 768 at 3×80:
+76.4 -> 31.9 µs; det's 768 -> 384 at 23×32: 23.5 -> 15.9), and shallower ones from 0.7× to 1.3×; in fp32 its
+TALL tile 16 deep ran those at least 192 deep 1.1-1.3× faster (rec 16's 768 -> 384: 87.0 -> 75.6 µs) but for the
+deep ones on small maps that conv2d_coopmat.comp's TALL tile takes (det's 768 -> 384 at 23×32: 39.0 against 29.0).
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ from typing import Any
 
 from vkocr.engine.coopmat import switched_off
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.conv_coopmat import CoopmatTile
+from vkocr.engine.kernels.conv_coopmat import WIDE as CONV_WIDE
+from vkocr.engine.kernels.conv_coopmat import CoopmatTile, enough_groups
 from vkocr.engine.kernels.launch import check_groups, subgroup_threads
 from vkocr.engine.memory import BufferView
 from vkocr.engine.pipeline import KernelDef
@@ -36,6 +43,11 @@ class StagedTile(CoopmatTile):
 
 # 8 subgroups, 64 × 128 outputs, 32 deep per step: conv2d_coopmat.comp's WIDE
 WIDE = StagedTile(sg_m=2, sg_n=4, fm=2, fn=2, ksteps=2)
+# Unasked: 4 subgroups, 64 × 64 outputs, 32 deep, in fp16 storage; 8 subgroups, 128 × 64, 16 deep (fp32's hi and lo
+# tiles), in fp32 storage; for convolutions at least STAGED_MIN_K deep (the H100 figures above)
+SQUARE = StagedTile(sg_m=2, sg_n=2, fm=2, fn=2, ksteps=2)
+TALL_16 = StagedTile(sg_m=4, sg_n=2, fm=2, fn=2, ksteps=1)
+STAGED_MIN_K = 192
 
 
 def staged_tile(device: object, precision: str, m: int, k: int, *, pointwise: bool, tile: StagedTile | None = None
@@ -59,6 +71,24 @@ def staged_tile(device: object, precision: str, m: int, k: int, *, pointwise: bo
     if why or shape is None:
         raise KernelArgumentError(f"pointwise_staged cannot take M {m}, K {k}: {why}")
     return shape, chosen
+
+
+def auto_staged_tile(device: object, precision: str, m: int, k: int, n: Any, batches: Any
+                     ) -> tuple[tuple[int, int, int], StagedTile] | None:
+    """What `Conv2d.record` runs a 1×1 convolution (M = Cout/group, K = Cin/group, N output pixels × `batches`;
+    N may be symbolic: the comparison guards the shape class) on unasked: SQUARE in fp16 storage and TALL_16 in
+    fp32 where K ≥ STAGED_MIN_K and staged_tile() takes it, in fp32 not where conv2d_coopmat.comp would take
+    the GEMM with its TALL tile (too few workgroups of WIDE); None for the other kernels."""
+    if k < STAGED_MIN_K or precision not in ("fp16", "fp32"):
+        return None
+    tile = SQUARE if precision == "fp16" else TALL_16
+    try:
+        shape, tile = staged_tile(device, precision, m, k, pointwise=True, tile=tile)
+    except KernelArgumentError:
+        return None
+    if precision == "fp32" and not enough_groups(CONV_WIDE, shape, m, n, batches):
+        return None
+    return shape, tile
 
 
 def record_pointwise_staged(rec: Recorder, kernel: KernelDef, mnk: tuple[int, int, int], tile: StagedTile,

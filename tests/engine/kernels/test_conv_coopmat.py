@@ -336,7 +336,8 @@ def test_unasked_a_conv_too_small_for_the_other_tiles_keeps_the_sliced_one(monke
         return dispatched[-1]
 
     assert kernel_for(14) == "conv2d"  # 16 workgroups of the small tile: sliced
-    assert kernel_for(92) == "conv2d_coopmat"
+    assert kernel_for(92) == "pointwise_staged"  # 256 deep on a map with workgroups enough: the staged kernel
+    assert kernel_for(92, asked=True) == "conv2d_coopmat"
     assert kernel_for(14, asked=True) == "conv2d_coopmat"
 
 

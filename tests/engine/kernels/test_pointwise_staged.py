@@ -23,7 +23,7 @@ from tests.engine.kernels.test_conv_coopmat import (
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv import Conv2d
-from vkocr.engine.kernels.pointwise_staged import WIDE, StagedTile, staged_tile
+from vkocr.engine.kernels.pointwise_staged import SQUARE, TALL_16, WIDE, StagedTile, auto_staged_tile, staged_tile
 from vkocr.engine.ops.conv import conv2d
 from vkocr.engine.recorder import Recorder
 
@@ -71,12 +71,30 @@ def test_the_conv_records_it_only_where_asked() -> None:
     assert kernel_for(coopmat_tile=WIDE) == ("pointwise_staged.fp16", (92, 2, 2))  # 11776 / 128 columns, 96 / 64 rows
 
 
-def test_the_staged_launch_stays_symbolic() -> None:
+@pytest.mark.parametrize("record", [{"coopmat_tile": WIDE}, {}], ids=["asked", "unasked"])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32], ids=["fp16", "fp32"])
+def test_the_staged_launch_stays_symbolic(dtype: type, record: dict[str, Any]) -> None:
     """A 1×1 192 -> 384 convolution at det's 46×64 under a shape-class trace: no dimension is pinned, and N's
     remainder by 8 does not split the class (other sizes of it: 46×60, 40×64, 45×61)."""
-    traced = traced_conv_launch((384, 192, 1, 1), {}, lambda h, w: (h, w), np.float16, {"coopmat_tile": WIDE},
+    if dtype == np.float32 and record:
+        record = {"coopmat_tile": WIDE_16}
+    traced = traced_conv_launch((384, 192, 1, 1), {}, lambda h, w: (h, w), dtype, record,
                                 ((46, 64), (46, 60), (40, 64), (45, 61)))
-    assert (traced[0][0], traced[3]) == ("pointwise_staged.fp16", "pointwise_staged")
+    suffix = ".fp16" if dtype == np.float16 else ""
+    assert (traced[0][0], traced[3]) == ("pointwise_staged" + suffix, "pointwise_staged")
+
+
+def test_unasked_it_takes_the_deep_ones() -> None:
+    """fp16: SQUARE from K = 192 on, the fragment kernel below; fp32: TALL_16 from K = 192 on where
+    conv2d_coopmat.comp's WIDE makes enough workgroups, its TALL tile where not (det's 768 -> 384 at 23×32)."""
+    h200 = fake_device(info())
+    assert auto_staged_tile(h200, "fp16", 96, 192, 92 * 128, 1) == ((16, 16, 16), SQUARE)
+    assert auto_staged_tile(h200, "fp16", 384, 768, 23 * 32, 1) == ((16, 16, 16), SQUARE)
+    assert auto_staged_tile(h200, "fp16", 192, 96, 92 * 128, 1) is None
+    assert auto_staged_tile(h200, "fp32", 384, 384, 3 * 80, 16) == ((16, 16, 16), TALL_16)
+    assert auto_staged_tile(h200, "fp32", 384, 768, 23 * 32, 1) is None
+    assert auto_staged_tile(h200, "fp16", 120, 196, 40, 16) is None  # K not a multiple of 8
+    assert auto_staged_tile(fake_device(info(coopmat_shapes=())), "fp16", 384, 768, 736, 1) is None
 
 
 # (x shape, output channels, group, tile, conv attributes)
