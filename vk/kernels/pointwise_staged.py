@@ -10,8 +10,8 @@ hi + lo halves as conv2d_coopmat.comp's SPLIT splits them. `Conv2d.record` asks 
 every pointwise convolution (a StagedTile as its `coopmat_tile` forces one: tests, sweeps).
 
 On an H100 (scripts/sweep_conv_tiles.py --pointwise, session 37) its fp16 SQUARE tile ran every 1×1 convolution
-of det and rec 16 at least 192 deep 1.3-2.4× faster than the kernel chosen before (rec 16's 384 -> 768 at 3×80:
-76.4 -> 31.9 µs; det's 768 -> 384 at 23×32: 23.5 -> 15.9), and shallower ones from 0.7× to 1.3×; in fp32 its
+of det and rec 16 at least 192 deep 1.25-2.4× faster than the kernel chosen before (rec 16's 384 -> 768 at 3×80:
+76.4 -> 31.9 µs; det's 768 -> 384 at 23×32: 23.5 -> 15.9), shallower ones 0.45× (48 deep) to 1.4×; in fp32 its
 TALL tile 16 deep ran those at least 192 deep 1.1-1.3× faster (rec 16's 768 -> 384: 87.0 -> 75.6 µs) but for the
 deep ones on small maps that conv2d_coopmat.comp's TALL tile takes (det's 768 -> 384 at 23×32: 39.0 against 29.0).
 """
