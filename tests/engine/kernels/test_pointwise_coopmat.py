@@ -93,20 +93,19 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
-@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
-@pytest.mark.parametrize("case", CASES, ids=str)
-def test_fragment_conv_matches_numpy(device: Device, case: tuple[Any, ...], bias: bool, residual: bool) -> None:
-    if device.coopmat_shape is None:
-        pytest.skip(f"no cooperative matrix on {device.info.name}: {device.coopmat_why_not}")
-    x_shape, cout, group, tile, attrs = case
+def check_pointwise_case(device: Device, case: tuple[Any, ...], tile: Any, bias: bool, residual: bool,
+                         dtype: type, label: str, tol: float) -> None:
+    """One CASES-shaped case (x shape, output channels, group, -, conv attributes) recorded with `coopmat_tile` =
+    `tile` on fresh random inputs of `dtype` into a poisoned output: one dispatch of `label`, within `tol` of NumPy's
+    fp32 answer rounded to `dtype`."""
+    x_shape, cout, group, _, attrs = case
     attrs = dict(attrs)
     rng, seed = fresh_rng()
-    x_np = rng.uniform(-1.0, 1.0, x_shape).astype(np.float16)
-    w_np = rng.uniform(-1.0, 1.0, (cout, x_shape[1] // group, 1, 1)).astype(np.float16)
-    b_np = rng.uniform(-1.0, 1.0, (cout,)).astype(np.float16) if bias else None
+    x_np = rng.uniform(-1.0, 1.0, x_shape).astype(dtype)
+    w_np = rng.uniform(-1.0, 1.0, (cout, x_shape[1] // group, 1, 1)).astype(dtype)
+    b_np = rng.uniform(-1.0, 1.0, (cout,)).astype(dtype) if bias else None
     out_shape = (x_shape[0], cout, *x_shape[2:])
-    r_np = rng.uniform(-1.0, 1.0, out_shape).astype(np.float16) if residual else None
+    r_np = rng.uniform(-1.0, 1.0, out_shape).astype(dtype) if residual else None
     post = attrs.pop("post_affine", None)
     exact = conv2d(x_np.astype(np.float32), w_np.astype(np.float32),
                    b_np.astype(np.float32) if b_np is not None else None, group=group, **attrs)
@@ -114,14 +113,24 @@ def test_fragment_conv_matches_numpy(device: Device, case: tuple[Any, ...], bias
         exact = exact * np.float32(post[0]) + np.float32(post[1])
     if r_np is not None:
         exact = exact + r_np.astype(np.float32)
-    ref = storage_ref(exact, np.float16)
-    x, w, out = device.upload(x_np), device.upload(w_np), poisoned(device, out_shape, np.float16)
+    ref = storage_ref(exact, dtype)
+    x, w, out = device.upload(x_np), device.upload(w_np), poisoned(device, out_shape, dtype)
     b = device.upload(b_np) if b_np is not None else None
     r = device.upload(r_np) if r_np is not None else None
     conv = Conv2d(w_np.shape, has_bias=bias, group=group, **attrs, post_affine=post)
     with Recorder(device, profile=True) as rec:
-        conv.record(rec, x, w, out, b, residual=r, coopmat_tile=tile or FragmentTile(fm=2 if cout >= 32 else 1))
+        conv.record(rec, x, w, out, b, residual=r, coopmat_tile=tile)
         rec.run()
-        assert [t.label for t in rec.timings()] == ["pointwise_coopmat"]
-    check(device.download(out), ref, f"pointwise_coopmat {case} bias={bias} residual={residual}", seed, 2e-3)
+        assert [t.label for t in rec.timings()] == [label]
+    check(device.download(out), ref, f"{label} {case} bias={bias} residual={residual}", seed, tol)
     release(device, x, w, out, *(t for t in (b, r) if t is not None))
+
+
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_fragment_conv_matches_numpy(device: Device, case: tuple[Any, ...], bias: bool, residual: bool) -> None:
+    if device.coopmat_shape is None:
+        pytest.skip(f"no cooperative matrix on {device.info.name}: {device.coopmat_why_not}")
+    tile = case[3] or FragmentTile(fm=2 if case[1] >= 32 else 1)
+    check_pointwise_case(device, case, tile, bias, residual, np.float16, "pointwise_coopmat", 2e-3)

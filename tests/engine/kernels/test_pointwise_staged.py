@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.engine.kernels.harness import check, fresh_rng, poisoned, release, storage_ref
 from tests.engine.kernels.test_conv_coopmat import (
     ENV,
     fake_device,
@@ -20,12 +19,11 @@ from tests.engine.kernels.test_conv_coopmat import (
     info,
     traced_conv_launch,
 )
+from tests.engine.kernels.test_pointwise_coopmat import check_pointwise_case
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv import Conv2d
 from vkocr.engine.kernels.pointwise_staged import SQUARE, TALL_16, WIDE, StagedTile, auto_staged_tile, staged_tile
-from vkocr.engine.ops.conv import conv2d
-from vkocr.engine.recorder import Recorder
 
 SMALL = StagedTile(sg_m=1, sg_n=1, fm=1, fn=1, ksteps=1)  # 16 × 16 × 16: many workgroups and steps on small cases
 DEEP = StagedTile(sg_m=2, sg_n=2, fm=2, fn=1, ksteps=4)  # 64 × 32 × 64
@@ -122,32 +120,6 @@ def test_staged_conv_matches_numpy(device: Device, case: tuple[Any, ...], bias: 
     2e-5 of NumPy's fp32 answer, where one fp16 product per step would be ~3e-4 off."""
     if device.coopmat_shape is None:
         pytest.skip(f"no cooperative matrix on {device.info.name}: {device.coopmat_why_not}")
-    x_shape, cout, group, tile, attrs = case
-    if dtype == np.float32 and tile is WIDE:
-        tile = WIDE_16
-    attrs = dict(attrs)
-    rng, seed = fresh_rng()
-    x_np = rng.uniform(-1.0, 1.0, x_shape).astype(dtype)
-    w_np = rng.uniform(-1.0, 1.0, (cout, x_shape[1] // group, 1, 1)).astype(dtype)
-    b_np = rng.uniform(-1.0, 1.0, (cout,)).astype(dtype) if bias else None
-    out_shape = (x_shape[0], cout, *x_shape[2:])
-    r_np = rng.uniform(-1.0, 1.0, out_shape).astype(dtype) if residual else None
-    post = attrs.pop("post_affine", None)
-    exact = conv2d(x_np.astype(np.float32), w_np.astype(np.float32),
-                   b_np.astype(np.float32) if b_np is not None else None, group=group, **attrs)
-    if post is not None:
-        exact = exact * np.float32(post[0]) + np.float32(post[1])
-    if r_np is not None:
-        exact = exact + r_np.astype(np.float32)
-    ref = storage_ref(exact, dtype)
-    x, w, out = device.upload(x_np), device.upload(w_np), poisoned(device, out_shape, dtype)
-    b = device.upload(b_np) if b_np is not None else None
-    r = device.upload(r_np) if r_np is not None else None
-    conv = Conv2d(w_np.shape, has_bias=bias, group=group, **attrs, post_affine=post)
-    with Recorder(device, profile=True) as rec:
-        conv.record(rec, x, w, out, b, residual=r, coopmat_tile=tile)
-        rec.run()
-        assert [t.label for t in rec.timings()] == ["pointwise_staged"]
-    check(device.download(out), ref, f"pointwise_staged {case} bias={bias} residual={residual}", seed,
-          2e-3 if dtype == np.float16 else 2e-5)
-    release(device, x, w, out, *(t for t in (b, r) if t is not None))
+    tile = WIDE_16 if dtype == np.float32 and case[3] is WIDE else case[3]
+    check_pointwise_case(device, case, tile, bias, residual, dtype, "pointwise_staged",
+                         2e-3 if dtype == np.float16 else 2e-5)
