@@ -31,6 +31,7 @@
 #include "common.glsl"
 #include "storage.glsl"
 #include "activation.glsl"
+#include "split_half.glsl"
 
 layout(constant_id = 3) const uint TM = 16;      // the cooperative-matrix shape: A is TM × TK, B TK × TN
 layout(constant_id = 4) const uint TN = 16;
@@ -45,12 +46,8 @@ layout(constant_id = 12) const uint FM = 1;      // accumulators per subgroup al
 layout(constant_id = 13) const uint FN = 2;
 layout(constant_id = 14) const uint KSTEPS = 2;  // TK-deep steps per shared-memory tile
 layout(constant_id = 15) const bool RESIDUAL = false;  // add the residual tensor last (passes.fuse_residual)
-// fp32 inputs as a pair of fp16, hi = fp16(v) and lo = fp16((v - hi)·LO_SCALE), and three products per step:
-// hi·hi into the accumulators, lo·hi + hi·lo into accumulators of their own, scaled back at the end. About 21
-// bits of each input instead of 11, so the sums stay close to an fp32 kernel's. The scale keeps lo out of fp16's
-// subnormals, which drivers may flush to zero (NVIDIA does: unscaled, the lo half was lost there).
+// fp32 inputs as hi + lo pairs of fp16, three products per step (split_half.glsl)
 layout(constant_id = 16) const bool SPLIT = false;
-const float LO_SCALE = 2048.0;  // 2^11: (v - hi)·LO_SCALE stays below 2·|v|, so no overflow either
 
 const uint SUBGROUPS = SG_M * SG_N;
 const uint THREADS = gl_WorkGroupSize.x;
@@ -157,16 +154,6 @@ void fetch(uint k0, uint m0, uint n0) {
             next_b[i] = (e < BK * BN && k < K && n < N) ? im2col(k, n) : 0.0;
         }
     }
-}
-
-// v as fp16 (hi), and what that leaves off scaled by LO_SCALE (lo). hi is v with its mantissa cut to fp16's 10
-// bits by a mask, so it is exact in fp16 and v - hi exact in fp32. Integer arithmetic, because a compiler may
-// fold a float round trip such as float(float16_t(v)) back into v: with hi rounded through packHalf2x16
-// (`precise`), NVIDIA's results still had fp16's error (2.5e-4 against NumPy; lavapipe's, 5e-6).
-void split_half(float v, out float16_t hi, out float16_t lo) {
-    float cut = uintBitsToFloat(floatBitsToUint(v) & 0xFFFFE000u);
-    hi = float16_t(cut);
-    lo = float16_t((v - cut) * LO_SCALE);
 }
 
 void put(uint slot) {

@@ -9,31 +9,32 @@
 // conv2d_coopmat.comp stages the same tiles one element per load and store, converting each through fp32 (it
 // serves im2col too): at a BK × BN tile of 32 × 128 that is 16 loads and 16 shared stores per invocation per step
 // for B alone, which its matrix multiplies wait behind. Here every load moves 16 bytes: in fp16 storage 8 halves,
-// stored to the tile as they lie (2 per invocation for that tile); in fp32 storage 4 floats, stored as
-// conv2d_coopmat.comp's SPLIT stores them, hi = fp16(v) and lo = fp16((v - hi)·LO_SCALE) in tiles of their own,
-// with three products per step (hi·hi, and lo·hi + hi·lo into accumulators of their own, scaled back at the end). A workgroup of SG_M × SG_N subgroups
-// owns a BM × BN output tile (BM = SG_M·FM·TM, BN = SG_N·FN·TN), each subgroup FM × FN accumulators of
-// TM × TN (fp32); K goes by steps of BK = KSTEPS·TK through two shared buffers, the next step's loads in
-// registers while this step's tiles multiply, one barrier per step. Each accumulator leaves through shared memory;
-// per element the fp32 bias, activation, post-affine and residual, one rounding on store, bounds-checked; where
-// N is a multiple of LOAD, each lane finishes LOAD outputs of a row and stores them at once (the residual read so
-// too).
+// stored to the tile as they lie (2 per invocation for that tile); in fp32 storage 4 floats, split into hi + lo
+// halves in tiles of their own, three products per step (split_half.glsl, as conv2d_coopmat.comp's SPLIT).
+// A workgroup of SG_M × SG_N subgroups owns a BM × BN output tile (BM = SG_M·FM·TM, BN = SG_N·FN·TN), each
+// subgroup FM × FN accumulators of TM × TN (fp32); K goes by steps of BK = KSTEPS·TK through two shared buffers,
+// the next step's loads in registers while this step's tiles multiply, one barrier per step. Each accumulator
+// leaves through shared memory; per element the fp32 bias, activation, post-affine and residual, one rounding on
+// store, bounds-checked; where N is a multiple of LOAD, each lane finishes LOAD outputs of a row and stores them
+// at once (the residual read so too).
 //
 // What the host guarantees (vk/kernels/pointwise_staged.py): K a multiple of 8, so that a row of the weights
 // starts on a 16-byte boundary and the LOAD consecutive k of a load are all in range or all out. Where N is a
 // multiple of LOAD too, the input's rows are so as well; where it is not (a uniform branch on N, so that the host
-// need not split a shape class by N's remainder), each load's elements of the input are gathered one by one. Past M's, N's and
-// K's ends the tiles hold zeros. Shared rows are padded by 16 bytes: offsets and strides stay multiples of 16
-// bytes, as coopMatLoad asks, and consecutive rows start in other banks. A workgroup holds exactly SG_M·SG_N
-// subgroups; where a driver runs it with another subgroup size the kernel writes NaN rather than a wrong answer.
+// need not split a shape class by N's remainder), each load's elements of the input are gathered one by one.
+// Past M's, N's and K's ends the tiles hold zeros. Shared rows are padded by 16 bytes: offsets and strides stay
+// multiples of 16 bytes, as coopMatLoad asks, and consecutive rows start in other banks. A workgroup holds exactly
+// SG_M·SG_N subgroups; where a driver runs it with another subgroup size the kernel writes NaN rather than a wrong
+// answer.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
-#include "common.glsl"
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#include "common.glsl"
 #include "storage.glsl"
 #include "activation.glsl"
+#include "split_half.glsl"
 
 layout(constant_id = 3) const uint TM = 16;  // the cooperative-matrix shape: A is TM × TK, B TK × TN
 layout(constant_id = 4) const uint TN = 16;
@@ -57,7 +58,6 @@ const uint LOAD = 4;
 const uint PAD = 2;
 const uint PARTS = 2;  // hi and lo tiles
 #endif
-const float LO_SCALE = 2048.0;  // conv2d_coopmat.comp's: (v - hi)·LO_SCALE stays clear of fp16's subnormals
 const uint SUBGROUPS = SG_M * SG_N;
 const uint THREADS = gl_WorkGroupSize.x;
 const uint BM = SG_M * FM * TM;
@@ -138,25 +138,12 @@ void fetch(uint k0, uint m0, uint n0) {
     }
 }
 
-#ifndef FP16
-// Four floats as hi halves and (v - hi)·LO_SCALE halves; hi is v with its mantissa cut to fp16's 10 bits by a mask,
-// so it is exact in fp16 and v - hi exact in fp32 (conv2d_coopmat.comp's split_half: integer arithmetic, which no
-// compiler folds back into v).
-void split(uvec4 bits, out uvec2 hi, out uvec2 lo) {
-    vec4 v = uintBitsToFloat(bits);
-    vec4 cut = uintBitsToFloat(bits & 0xFFFFE000u);
-    vec4 rest = (v - cut) * LO_SCALE;
-    hi = uvec2(packFloat2x16(f16vec2(cut.xy)), packFloat2x16(f16vec2(cut.zw)));
-    lo = uvec2(packFloat2x16(f16vec2(rest.xy)), packFloat2x16(f16vec2(rest.zw)));
-}
-#endif
-
 // A load's elements into tile element `at` (and, in fp32 storage, their lo halves into the lo tile's)
 void place_a(uint at, uvec4 loaded) {
 #ifdef FP16
     tile_a[at] = loaded;
 #else
-    split(loaded, tile_a[at], tile_a[at + A_SIZE]);
+    split_half4(loaded, tile_a[at], tile_a[at + A_SIZE]);
 #endif
 }
 
@@ -164,7 +151,7 @@ void place_b(uint at, uvec4 loaded) {
 #ifdef FP16
     tile_b[at] = loaded;
 #else
-    split(loaded, tile_b[at], tile_b[at + B_SIZE]);
+    split_half4(loaded, tile_b[at], tile_b[at + B_SIZE]);
 #endif
 }
 
@@ -283,7 +270,9 @@ void main() {
                         acc_lo[fm * FN + fn] = coopMatMulAdd(a[fm], b_lo, acc_lo[fm * FN + fn]);
                     }
                 }
-                [[unroll]] for (uint fm = 0; fm < FM; ++fm) acc[fm * FN + fn] = coopMatMulAdd(a[fm], b, acc[fm * FN + fn]);
+                [[unroll]] for (uint fm = 0; fm < FM; ++fm) {
+                    acc[fm * FN + fn] = coopMatMulAdd(a[fm], b, acc[fm * FN + fn]);
+                }
             }
         }
         // The other buffer was last read in the previous step, which every subgroup finished before the barrier
