@@ -2,13 +2,14 @@
 
 For each convolution shape (det at 1x3x736x1024, rec at 16x3x48x320) and each variant (the SIMT GEMM kernel under
 each GemmTile, fp32 storage; the cooperative-matrix kernel under each CoopmatTile, fp32 as hi + lo pairs and fp16
-storage; the fp16 1×1 kernels under each FragmentTile and StagedTile; the direct kernel for few output channels
-under each of DIRECT_SHAPES, both storages; the tap-by-tap cooperative-matrix kernel of k×k convolutions,
-vk/kernels/conv_taps.py's tile, both storages), the script checks the output against NumPy once (relative error ≤
-2e-3, none of the NaN poison left) and then times the dispatch by GPU timestamps after a warm-up (TFLOP/s, and
-GB/s of the bytes it must move at least: near a copy's bandwidth a kernel waits on memory, far below it on
-something else). It prints, per shape, the automatic choice and the fastest correct variants, and writes every
-figure to --json: the data that vk/kernels/conv.py's and vk/kernels/conv_coopmat.py's choices are drawn from.
+storage; the 1×1 kernels under each FragmentTile (fp16) and StagedTile (both storages); the direct kernel for few
+output channels under each of DIRECT_SHAPES, both storages; the tap-by-tap cooperative-matrix kernel of k×k
+convolutions, vk/kernels/conv_taps.py's tile, both storages), the script checks the output against NumPy once
+(relative error ≤ 2e-3, none of the NaN poison left) and then times the dispatch by GPU timestamps after a warm-up
+(TFLOP/s, and GB/s of the bytes it must move at least: near a copy's bandwidth a kernel waits on memory, far below
+it on something else). It prints, per shape, the automatic choice and the fastest correct variants, and writes
+every figure to --json: the data that vk/kernels/conv.py's and vk/kernels/conv_coopmat.py's choices are drawn
+from.
 
     python scripts/sweep_conv_tiles.py [--device SEL] [--json OUT] [--only det|rec] [--kxk] [--no-coopmat]
         [--variants PREFIXES]
@@ -38,6 +39,7 @@ import check_coopmat as cc  # noqa: E402  (installs the checkout's finder for vk
 from vkocr.engine.bench import time_replays  # noqa: E402
 from vkocr.engine.device import PIPELINE_STATS_ENV, PIPELINE_STATS_EXTENSION, Device  # noqa: E402
 from vkocr.engine.kernels import conv_direct  # noqa: E402
+from vkocr.engine.kernels import pointwise_staged as staged  # noqa: E402
 from vkocr.engine.kernels.conv import conv_output_shape  # noqa: E402
 from vkocr.engine.kernels.conv_coopmat import CoopmatTile  # noqa: E402
 from vkocr.engine.kernels.conv_taps import TapsTile  # noqa: E402
@@ -116,12 +118,12 @@ FRAGMENT_TILES = {
 }
 # the staged kernel's (vk/kernels/pointwise_staged.py: 16-byte copies into shared tiles), fp16 and fp32 storage
 STAGED_TILES = {
-    "wide": StagedTile(sg_m=2, sg_n=4, fm=2, fn=2),           # 64 × 128, 8 subgroups
+    "wide": staged.WIDE,                                      # 64 × 128, 8 subgroups
     "wide_k4": StagedTile(sg_m=2, sg_n=4, fm=2, fn=2, ksteps=4),
     "big": StagedTile(sg_m=2, sg_n=2, fm=2, fn=4),            # 64 × 128, 4 subgroups of 8 accumulators
     "large": StagedTile(sg_m=4, sg_n=2, fm=2, fn=4),          # 128 × 128, 8 subgroups of 8 accumulators
-    "tall": StagedTile(sg_m=4, sg_n=2, fm=2, fn=2),           # 128 × 64
-    "sq64": StagedTile(sg_m=2, sg_n=2, fm=2, fn=2),           # 64 × 64, 4 subgroups
+    "tall": StagedTile(sg_m=4, sg_n=2, fm=2, fn=2),           # 128 × 64 (16 deep: the engine's in fp32)
+    "sq64": staged.SQUARE,                                    # 64 × 64, 4 subgroups: the engine's in fp16
     "sq64_k4": StagedTile(sg_m=2, sg_n=2, fm=2, fn=2, ksteps=4),
     "flat": StagedTile(sg_m=1, sg_n=4, fm=2, fn=2),           # 32 × 128
     "small": StagedTile(sg_m=1, sg_n=2, fm=2, fn=2),          # 32 × 64, 2 subgroups
