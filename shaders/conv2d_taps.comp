@@ -27,6 +27,7 @@
 #include "common.glsl"
 #include "storage.glsl"
 #include "activation.glsl"
+#include "split_half.glsl"
 
 layout(constant_id = 3) const uint TM = 16;  // the cooperative-matrix shape: A is TM × TK, B TK × TN
 layout(constant_id = 4) const uint TN = 16;
@@ -43,7 +44,6 @@ layout(constant_id = 14) const uint DW = 1;
 layout(constant_id = 15) const bool POST_AFFINE = false;
 layout(constant_id = 16) const bool RESIDUAL = false;
 layout(constant_id = 17) const bool SPLIT = false;
-const float LO_SCALE = 2048.0;  // 2^11: (v - hi)·LO_SCALE stays below 2·|v|, so no overflow either
 
 const uint THREADS = gl_WorkGroupSize.x;
 const uint TAPS = KH * KW;
@@ -76,14 +76,6 @@ layout(push_constant) uniform Params {
 shared float16_t tile_in[PARTS * IN_SIZE];  // [part][row][column][channel]
 shared float16_t tile_w[PARTS * W_SIZE];    // [part][tap][input channel][output channel]
 shared float stage_c[SG * C_SIZE];          // one accumulator per subgroup, column-major
-
-// v as fp16 (hi), and what that leaves off scaled by LO_SCALE (lo): conv2d_coopmat.comp's split_half (hi by a
-// mask, so that v - hi is exact and no compiler folds the round trip away).
-void split_half(float v, out float16_t hi, out float16_t lo) {
-    float cut = uintBitsToFloat(floatBitsToUint(v) & 0xFFFFE000u);
-    hi = float16_t(cut);
-    lo = float16_t((v - cut) * LO_SCALE);
-}
 
 void put_input(uint at, float v) {
     if (SPLIT) {
