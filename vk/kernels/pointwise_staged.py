@@ -47,7 +47,12 @@ WIDE = StagedTile(sg_m=2, sg_n=4, fm=2, fn=2, ksteps=2)
 # tiles), in fp32 storage; for convolutions at least STAGED_MIN_K deep (the H100 figures above)
 SQUARE = StagedTile(sg_m=2, sg_n=2, fm=2, fn=2, ksteps=2)
 TALL_16 = StagedTile(sg_m=4, sg_n=2, fm=2, fn=2, ksteps=1)
-STAGED_MIN_K = 192
+# In fp16 from 96 deep where M fills most of SQUARE's 64 rows: at 96 deep it ran det's 96 -> 48 at 184×256 in 18.5
+# µs against the fragment kernel's 24.4 and rec 16's 96 -> 192 in 18.7 against 26.8, within 1.1 µs of it on det's
+# 96 -> 96 and 96 -> 192 at 92×128; at 96 -> 24 it lost (18.1 against 17.3), at 48 deep by 2x
+# (benchmarks/2026-12-07-h100-sweep-staged-session37.json)
+STAGED_MIN_K = {"fp16": 96, "fp32": 192}
+STAGED_MIN_M = 48
 
 
 def staged_tile(device: object, precision: str, m: int, k: int, *, pointwise: bool, tile: StagedTile | None = None
@@ -77,9 +82,10 @@ def auto_staged_tile(device: object, precision: str, m: int, k: int, n: Any, bat
                      ) -> tuple[tuple[int, int, int], StagedTile] | None:
     """What `Conv2d.record` runs a 1×1 convolution (M = Cout/group, K = Cin/group, N output pixels × `batches`;
     N may be symbolic: the comparison guards the shape class) on unasked: SQUARE in fp16 storage and TALL_16 in
-    fp32 where K ≥ STAGED_MIN_K and staged_tile() takes it, in fp32 not where conv2d_coopmat.comp would take
-    the GEMM with its TALL tile (too few workgroups of WIDE); None for the other kernels."""
-    if k < STAGED_MIN_K or precision not in ("fp16", "fp32"):
+    fp32 where K ≥ STAGED_MIN_K[precision], M ≥ STAGED_MIN_M and staged_tile() takes it, in fp32 not where
+    conv2d_coopmat.comp would take the GEMM with its TALL tile (too few workgroups of WIDE); None for the other
+    kernels."""
+    if precision not in STAGED_MIN_K or k < STAGED_MIN_K[precision] or m < STAGED_MIN_M:
         return None
     tile = SQUARE if precision == "fp16" else TALL_16
     try:

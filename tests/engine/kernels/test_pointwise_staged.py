@@ -83,12 +83,17 @@ def test_the_staged_launch_stays_symbolic(dtype: type, record: dict[str, Any]) -
 
 
 def test_unasked_it_takes_the_deep_ones() -> None:
-    """fp16: SQUARE from K = 192 on, the fragment kernel below; fp32: TALL_16 from K = 192 on where
-    conv2d_coopmat.comp's WIDE makes enough workgroups, its TALL tile where not (det's 768 -> 384 at 23×32)."""
+    """fp16: SQUARE from K = 96 on where M ≥ 48, the fragment kernel elsewhere; fp32: TALL_16 from K = 192 on
+    where conv2d_coopmat.comp's WIDE makes enough workgroups, its TALL tile where not (det's 768 -> 384 at
+    23×32)."""
     h200 = fake_device(info())
     assert auto_staged_tile(h200, "fp16", 96, 192, 92 * 128, 1) == ((16, 16, 16), SQUARE)
     assert auto_staged_tile(h200, "fp16", 384, 768, 23 * 32, 1) == ((16, 16, 16), SQUARE)
-    assert auto_staged_tile(h200, "fp16", 192, 96, 92 * 128, 1) is None
+    assert auto_staged_tile(h200, "fp16", 192, 96, 92 * 128, 1) == ((16, 16, 16), SQUARE)
+    assert auto_staged_tile(h200, "fp16", 48, 96, 184 * 256, 1) == ((16, 16, 16), SQUARE)
+    assert auto_staged_tile(h200, "fp16", 24, 96, 184 * 256, 1) is None  # M a fraction of the tile's 64 rows
+    assert auto_staged_tile(h200, "fp16", 96, 48, 184 * 256, 1) is None  # too shallow
+    assert auto_staged_tile(h200, "fp32", 192, 96, 12 * 80, 16) is None  # fp32 from 192 deep
     assert auto_staged_tile(h200, "fp32", 384, 384, 3 * 80, 16) == ((16, 16, 16), TALL_16)
     assert auto_staged_tile(h200, "fp32", 384, 768, 23 * 32, 1) is None
     assert auto_staged_tile(h200, "fp16", 120, 196, 40, 16) is None  # K not a multiple of 8
