@@ -164,10 +164,9 @@ def _fits(sizes: Sequence[int], layout: _Layout) -> bool:
 class LayoutCache:
     """`plan_memory` for the plans of one model, reusing an earlier placement where the new sizes fit in it.
 
-    A reused placement's offsets are exact for the values it placed; the arena it reports is what the new
-    sizes reach at those offsets, never more than the placement's own. Keyed by the values' names and
-    lifetimes (and the aliases and alignment), so a graph that specialises differently for some shape gets
-    placements of its own.
+    A reused placement's offsets and slots are exact for the values it placed, and the arena it reports is its
+    own. Keyed by the values' names and lifetimes (and the aliases and alignment), so a graph that specialises
+    differently for some shape gets placements of its own.
 
     Sizes that are symbolic (vk/symbolic.py) are checked against a kept placement one by one (a guard each:
     the size fits its slot); a new placement is made for their values in the traced shape, kept, and served
@@ -193,8 +192,10 @@ class LayoutCache:
                 if bool(np.all(sizes <= layout.sizes)):
                     self.reused += 1
                     kept = layout.plan
-                    return MemoryPlan(kept.offsets, int((layout.offsets + sizes).max(initial=0)), int(sizes.sum()),
-                                      alignment, kept.slots)
+                    # the placement's own arena, which its slots (what the plan's tensors reserve) reach: the plan
+                    # that made it may have failed before it grew the shared region (a binding past the device's
+                    # limit), so the region need not hold them yet
+                    return MemoryPlan(kept.offsets, kept.arena_bytes, int(sizes.sum()), alignment, kept.slots)
         plan = plan_memory(values, aliases, alignment)
         self._keep(values, aliases, alignment, key, found, plan)
         return plan

@@ -63,8 +63,8 @@ def test_a_class_s_function_gives_the_recipe_a_full_description_gives(stages: Gp
         assert model.shared is not None and model._weights is not None
         in_full, _ = describe(stages.device, model.graph, model._weights, shape, shared=model.shared, hooks=hooks,
                               bindings=model._bindings, layouts=model._layouts)
-        # A reused placement's arena is reported as the placement's own under a trace (its bytes hold every shape
-        # of the class), as what this shape reaches in full: the region is at least the former already.
+        # A reused placement's arena is reported as the placement's own, under a trace (its bytes hold every shape
+        # of the class) as in full (its slots reach that far).
         assert from_class._replace(arena_bytes=0) == in_full._replace(arena_bytes=0), f"seed {seed}: {role} {shape}"
         assert from_class.arena_bytes >= in_full.arena_bytes
     assert not classes._untraceable, f"seed {seed}: {role} fell back to describing every shape"

@@ -32,6 +32,9 @@ def check_plan(values: list[Lifetime], aliases: dict[str, str], plan: MemoryPlan
         assert off % a == 0, f"{name} at {off} not aligned to {a}"
     for name, v in owned.items():
         assert plan.offsets[name] + aligned(v.nbytes, a) <= plan.arena_bytes, f"{name} ends past the arena"
+    for v in values:  # a value's slot (what a Tensor of the plan reserves) holds it and lies inside the arena
+        slot = (plan.slots or {}).get(v.name, aligned(v.nbytes, a))
+        assert v.nbytes <= slot and plan.offsets[v.name] + slot <= plan.arena_bytes, f"{v.name}'s slot {slot}"
     for x, y in itertools.combinations(owned.values(), 2):
         (xf, xl), (yf, yl) = span[x.name], span[y.name]
         if xf <= yl and yf <= xl:  # live at a common step
