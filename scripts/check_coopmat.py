@@ -9,6 +9,9 @@
    prints MISMATCH and the script exits 1 after the table.
 3. Times det-sized convolutions by GPU timestamps (as `vkocr bench kernels`): the SIMT kernel with fp32 and fp16
    storage, the matrices with fp32 and fp16 storage (fp16 through the automatic choice, whose kernel each row names).
+4. Checks and times the recogniser's products by 2-D weights (its CTC head, 120 -> 18 710 classes, and the
+   encoder's projections) through record_gemm: the automatic choice, the staged kernel asked for
+   (pointwise_staged.comp) and gemm.comp's tile, each against NumPy, in both storages.
 
     python scripts/check_coopmat.py [--device SEL] [--json OUT] [--simt] [--small]
 
@@ -60,7 +63,9 @@ from vkocr.engine.device import Device  # noqa: E402
 from vkocr.engine.errors import KernelArgumentError  # noqa: E402
 from vkocr.engine.kernels.conv import Conv2d, conv_output_shape  # noqa: E402
 from vkocr.engine.kernels.conv_coopmat import CoopmatTile, pick_coopmat_tile  # noqa: E402
+from vkocr.engine.kernels.matmul import TILES, pick_tile, record_gemm  # noqa: E402
 from vkocr.engine.kernels.pointwise_coopmat import FragmentTile, fragment_tile  # noqa: E402
+from vkocr.engine.kernels.pointwise_staged import SQUARE, TALL_16  # noqa: E402
 from vkocr.engine.ops.conv import conv2d  # noqa: E402
 from vkocr.engine.recorder import Recorder  # noqa: E402
 from vkocr.engine.tensor import Tensor  # noqa: E402
@@ -322,6 +327,65 @@ def time_cases(device: Device, variants: list[Variant], repeats: int, rounds: in
     return rows, failures
 
 
+# PP-OCRv6 small's rec at 16 lines × 40 time steps: (rows, N, K, a bias per column)
+GEMMS = [("rec CTC head 120 -> 18710", 640, 18710, 120, True), ("rec qkv 120 -> 360", 640, 360, 120, True),
+         ("rec proj 120 -> 120", 640, 120, 120, True), ("rec mlp 120 -> 240", 640, 240, 120, True),
+         ("rec mlp 240 -> 120", 640, 120, 240, True)]
+
+
+def check_gemms(device: Device, precisions: list[Any], repeats: int, rounds: int
+                ) -> tuple[list[dict[str, Any]], int]:
+    """Step 4: each of GEMMS under the automatic choice, the staged kernel asked for and gemm.comp's own tile,
+    against NumPy (NaN-poisoned outputs) and timed."""
+    rows: list[dict[str, Any]] = []
+    failures = 0
+    print(f"\n{'product by 2-D weights (rel err, min / median ms)':<44}{'storage':<9}"
+          f"{'automatic':>36}{'staged':>30}{'gemm.comp':>30}")
+    for what, m, n, k, has_bias in GEMMS:
+        for dtype in precisions:
+            rng = np.random.default_rng(0)
+            a_np = rng.uniform(-1, 1, (m, k)).astype(dtype)
+            b_np = (rng.uniform(-1, 1, (k, n)) / np.sqrt(k)).astype(dtype)
+            c_np = rng.uniform(-1, 1, (n,)).astype(dtype) if has_bias else None
+            ref = a_np.astype(np.float64) @ b_np.astype(np.float64) + (c_np if c_np is not None else 0.0)
+            simt = next(name for name, t in TILES.items() if t == pick_tile(m, n, 1, None, k))
+            staged = SQUARE if dtype == np.float16 else TALL_16
+            row: dict[str, Any] = {"case": what, "storage": np.dtype(dtype).name}
+            cells = []
+            for label, tile in (("auto", None), ("staged", staged), ("gemm", simt)):
+                a, b = device.upload(a_np), device.upload(b_np)
+                c = device.upload(c_np) if c_np is not None else None
+                out = device.upload(np.full((m, n), np.nan, dtype))
+                try:
+                    def record(rec: Recorder, tensors: Any = (a, b, out, c), tile: Any = tile) -> None:
+                        record_gemm(rec, *tensors[:3], tensors[3], tile=tile)
+
+                    with Recorder(device) as rec:
+                        record(rec)
+                        rec.run()
+                    err = rel_err(device.download(out), ref)
+                    timings = time_replays(device, record, repeats, rounds, WARMUP_S)
+                    samples = [t.ms for t in timings]
+                    got = {"kernel": ",".join(sorted({t.label for t in timings})), "rel_err": err,
+                           "min_ms": min(samples), "median_ms": statistics.median(samples)}
+                    ok = err <= TOLERANCE
+                    cell = (f"{got['kernel'][:10]} {err:.1e} {got['min_ms']:.3f}/{got['median_ms']:.3f}"
+                            + ("" if ok else " MISMATCH"))
+                except Exception as exc:  # noqa: BLE001  (a kernel that fails to build or run is a failure too)
+                    traceback.print_exc()
+                    got, ok, cell = {"error": f"{type(exc).__name__}: {exc}"}, False, f"MISMATCH: {type(exc).__name__}"
+                finally:
+                    for t in (a, b, c, out):
+                        if t is not None:
+                            device.free(t)
+                failures += not ok
+                row[label] = got
+                cells.append(f"  {cell:>28}" if label != "auto" else f"  {cell:>34}")
+            print(f"{what:<44}{np.dtype(dtype).name:<9}" + "".join(cells), flush=True)
+            rows.append(row)
+    return rows, failures
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default=None, help="index, UUID or name part (default: the automatic choice)")
@@ -368,6 +432,9 @@ def main(argv: list[str] | None = None) -> int:
                                  if args.tiles]
             if not args.small:
                 result["timings"], failed = time_cases(device, variants, args.repeats, args.rounds)
+                failures += failed
+            if not args.simt:
+                result["gemms"], failed = check_gemms(device, precisions, args.repeats, args.rounds)
                 failures += failed
         result["failures"] = failures
         result["seconds"] = round(time.perf_counter() - started, 1)

@@ -4,7 +4,9 @@
 //   out[img, g·Cog + m, n] = act(bias[g·Cog + m] + Σ_k W[g·Cog + m, k] · x[img, g·Cig + k, n]) (· scale + shift)
 //                            (+ residual)
 // with M = Cout/group, N = H·W, K = Cin/group, one GEMM per (image, group) = gl_WorkGroupID.z; the weights are
-// A (M × K, row-major), the input B (K × N, row-major).
+// A (M × K, row-major), the input B (K × N, row-major). ONNX Gemm and MatMul with 2-D weights run here too
+// (vk/kernels/matmul.py): one image of one group, H = 1, W = N, the activations bound as A, the weights as B, and
+// with BIAS_COLUMNS the bias indexed by the output's column.
 //
 // conv2d_coopmat.comp stages the same tiles one element per load and store, converting each through fp32 (it
 // serves im2col too): at a BK × BN tile of 32 × 128 that is 16 loads and 16 shared stores per invocation per step
@@ -46,6 +48,7 @@ layout(constant_id = 9) const uint FN = 2;
 layout(constant_id = 10) const uint KSTEPS = 2;  // TK-deep steps per shared tile
 layout(constant_id = 11) const bool POST_AFFINE = false;  // scale and shift after the activation
 layout(constant_id = 12) const bool RESIDUAL = false;  // add the residual tensor last (passes.fuse_residual)
+layout(constant_id = 13) const bool BIAS_COLUMNS = false;  // one bias per output column n, not per row m (a GEMM's)
 
 #ifdef FP16
 const uint LOAD = 8;  // elements per 16-byte load
@@ -172,14 +175,14 @@ float finish(float acc, float b) {
     return POST_AFFINE ? post_affine(v, p.post_scale, p.post_shift) : v;
 }
 
-float row_bias(uint m) {
-    return p.has_bias != 0 ? float(bias[first_channel + m]) : 0.0;
+float bias_of(uint m, uint n) {
+    return p.has_bias != 0 ? float(bias[BIAS_COLUMNS ? n : first_channel + m]) : 0.0;
 }
 
 // Output (m, n) from its sum, one half per store (N not a multiple of 8)
 void store_one(uint m, uint n, float acc) {
     uint at = base_y + m * N + n;
-    float v = finish(acc, row_bias(m));
+    float v = finish(acc, bias_of(m, n));
     if (RESIDUAL) v += float(residual[at]);
     y[at] = STORE(v);
 }
@@ -188,18 +191,18 @@ void store_one(uint m, uint n, float acc) {
 // LOAD outputs are in range together, and their address is a multiple of LOAD elements)
 void store_load(uint m, uint n, uint from) {
     uint at = (base_y + m * N + n) / LOAD;
-    float b = row_bias(m);
     uvec4 r = RESIDUAL ? residual4[at] : uvec4(0);
     uvec4 packed;
 #ifdef FP16
     [[unroll]] for (uint j = 0; j < 4; ++j) {
-        vec2 v = vec2(finish(stage_c[from + 2 * j], b), finish(stage_c[from + 2 * j + 1], b));
+        vec2 v = vec2(finish(stage_c[from + 2 * j], bias_of(m, n + 2 * j)),
+                      finish(stage_c[from + 2 * j + 1], bias_of(m, n + 2 * j + 1)));
         if (RESIDUAL) v += vec2(unpackFloat2x16(r[j]));
         packed[j] = packFloat2x16(f16vec2(v));
     }
 #else
-    vec4 v = vec4(finish(stage_c[from], b), finish(stage_c[from + 1], b), finish(stage_c[from + 2], b),
-                  finish(stage_c[from + 3], b));
+    vec4 v = vec4(finish(stage_c[from], bias_of(m, n)), finish(stage_c[from + 1], bias_of(m, n + 1)),
+                  finish(stage_c[from + 2], bias_of(m, n + 2)), finish(stage_c[from + 3], bias_of(m, n + 3)));
     if (RESIDUAL) v += uintBitsToFloat(r);
     packed = floatBitsToUint(v);
 #endif

@@ -18,6 +18,14 @@ from vkocr.engine.kernels.launch import (
     require_shape,
     storage,
 )
+from vkocr.engine.kernels.pointwise_staged import (
+    POINTWISE_STAGED,
+    StagedTile,
+    auto_gemm_tile,
+    gemm_push,
+    record_pointwise_staged,
+    staged_tile,
+)
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
@@ -213,6 +221,30 @@ def record_matmul(rec: Recorder, a: Tensor, b: Tensor, out: Tensor, *, tile: str
     _record(rec, (a, b, a, out, None), (m, n, k), strides, batch, (0, 1.0, 0.0, 0, 0.0, 0.0), chosen, "matmul")
 
 
+def _staged(rec: Recorder, a: Tensor, b: Tensor, out: Tensor, c: Tensor | None, residual: Tensor | None,
+            mnk: tuple[int, int, int], tile: str | StagedTile | None, *, plain: bool,
+            act: tuple[int, float, float]) -> bool:
+    """Record the GEMM on pointwise_staged.comp where `tile` is a StagedTile (KernelArgumentError where it cannot
+    take it) or, unasked, where `auto_gemm_tile` gives one; whether it did. `plain`: no transposes, alpha = beta
+    = 1, C absent or one per column."""
+    m, n, k = mnk
+    kernel = storage(POINTWISE_STAGED, a, b, out, c, residual)
+    if isinstance(tile, StagedTile):
+        if not plain:
+            raise KernelArgumentError("pointwise_staged takes a Gemm without transposes, alpha and beta of 1 and C "
+                                      "absent or one per column")
+        found: tuple[tuple[int, int, int], StagedTile] | None = staged_tile(rec.device, kernel.precision, 0, k,
+                                                                           pointwise=True, tile=tile)
+    else:
+        found = auto_gemm_tile(rec.device, kernel.precision, n, k) if tile is None and plain else None
+    if found is None:
+        return False
+    views = [b.view, a.view, (c if c is not None else a).view, out.view, (residual if residual is not None else a).view]
+    record_pointwise_staged(rec, kernel, *found, gemm_push(m, n, k, c is not None, *act), views, m, n, 1,
+                            post_affine=False, residual=residual is not None, bias_columns=True)
+    return True
+
+
 def c_strides(c_shape: tuple[int, ...], m: int, n: int) -> tuple[int, int]:
     """Element strides of C along m and n when it is broadcast (unidirectionally) to (M, N)."""
     if len(c_shape) > 2:
@@ -237,13 +269,15 @@ def record_gemm(
     activation: str = "none",
     act_alpha: float = 0.0,
     act_beta: float = 0.0,
-    tile: str | None = None,
+    tile: str | StagedTile | None = None,
     residual: Tensor | None = None,
 ) -> None:
     """ONNX Gemm: out = act(alpha · A' · B' + beta · C) (+ residual, of out's shape: an Add folded in), A' = aᵀ
     if trans_a (likewise B'), C broadcast to (M, N); the transposes are strides, never copies. `tile` forces a
-    tile config (see TILES) of the GEMM, which otherwise leaves a product with one output row or column to
-    gemv.comp. Every tensor float32, or every one float16 (C too; accumulating and the epilogue in float32)."""
+    tile config (see TILES) of the GEMM, or a StagedTile pointwise_staged.comp's, which otherwise takes the
+    products `auto_gemm_tile` gives it (wide ones on cooperative matrices: no transposes, alpha = beta = 1, C
+    absent or one per column) and leaves a product with one output row or column to gemv.comp. Every tensor
+    float32, or every one float16 (C too; accumulating and the epilogue in float32)."""
     storage(GEMM, a, b, out, c, residual)
     if len(a.shape) != 2 or len(b.shape) != 2:
         raise KernelArgumentError(f"gemm needs 2-D operands, got {a.shape} and {b.shape}")
@@ -261,6 +295,10 @@ def record_gemm(
     a_m, a_k = (1, m) if trans_a else (k, 1)
     b_k, b_n = (1, k) if trans_b else (n, 1)
     strides = (a_m, a_k, b_k, b_n, c_m, c_n)
+    if _staged(rec, a, b, out, c, residual, (m, n, k), tile, plain=not trans_a and not trans_b and alpha == 1.0
+               and beta == 1.0 and (c is None or (c_m, c_n) == (0, 1)), act=(act, act_alpha, act_beta)):
+        return
+    assert not isinstance(tile, StagedTile)  # _staged recorded it or raised
     gemv = as_gemv(a, b, (m, n, k), strides) if tile is None else None
     if gemv is not None:
         matrix, vector, shape = gemv

@@ -26,7 +26,7 @@ from vkocr.engine.coopmat import switched_off
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv_coopmat import WIDE as CONV_WIDE
 from vkocr.engine.kernels.conv_coopmat import CoopmatTile, enough_groups
-from vkocr.engine.kernels.launch import check_groups, subgroup_threads
+from vkocr.engine.kernels.launch import check_groups, pack, subgroup_threads
 from vkocr.engine.memory import BufferView
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
@@ -47,12 +47,23 @@ WIDE = StagedTile(sg_m=2, sg_n=4, fm=2, fn=2, ksteps=2)
 # tiles), in fp32 storage; for convolutions at least STAGED_MIN_K deep (the H100 figures above)
 SQUARE = StagedTile(sg_m=2, sg_n=2, fm=2, fn=2, ksteps=2)
 TALL_16 = StagedTile(sg_m=4, sg_n=2, fm=2, fn=2, ksteps=1)
-# In fp16 from 96 deep where M fills most of SQUARE's 64 rows: at 96 deep it ran det's 96 -> 48 at 184×256 in 18.5
-# µs against the fragment kernel's 24.4 and rec 16's 96 -> 192 in 18.7 against 26.8, within 1.1 µs of it on det's
-# 96 -> 96 and 96 -> 192 at 92×128; at 96 -> 24 it lost (18.1 against 17.3), at 48 deep by 2x
-# (benchmarks/2026-12-07-h100-sweep-staged-session37.json)
-STAGED_MIN_K = {"fp16": 96, "fp32": 192}
+# fp32 storage where M is below TALL_MIN_M: WIDE 16 deep, whose 64 rows TALL_16's 128 would mostly pad
+WIDE_16 = StagedTile(sg_m=2, sg_n=4, fm=2, fn=2, ksteps=1)
+TALL_MIN_M = 96
+# From 96 deep where M fills most of a tile's 64 rows (benchmarks/2026-12-07-h100-sweep-staged-session37.json, µs):
+# in fp16 SQUARE ran det's 96 -> 48 at 184×256 in 18.5 against the fragment kernel's 24.4 and rec 16's 96 -> 192
+# in 18.7 against 26.8, within 1.1 of it on det's 96 -> 96 and 96 -> 192 at 92×128; in fp32 TALL_16 ran det's
+# 96 -> 192 and 96 -> 96 at 92×128 in 24.4 and 16.8 against the SIMT kernel's 30.1 and 19.0, WIDE_16 det's 96 -> 48
+# in 28.1 against 34.5 (TALL_16: 44.6). At 96 -> 24 both lost (SQUARE 18.1 against 17.3, fp32 25.7 against 20.6),
+# at 48 deep by up to 2x.
+STAGED_MIN_K = {"fp16": 96, "fp32": 96}
 STAGED_MIN_M = 48
+# ONNX Gemm and MatMul by 2-D weights (vk/kernels/matmul.py) at least this many output columns wide, in fp16
+# storage: the recognisers' CTC heads. PP-OCRv6's 120 -> 18 710 classes at rec 16 ran in 0.106 ms against
+# gemm.comp's 0.134 on an H100; in fp32 in 0.136 against 0.128, so fp32 stays there (scripts/check_coopmat.py,
+# session 38). Its 120-to-360-wide projections ran 3-5 µs faster in fp16 at 640 rows, but at one line's 40 rows
+# unmeasured.
+GEMM_MIN_N = 1024
 
 
 def staged_tile(device: object, precision: str, m: int, k: int, *, pointwise: bool, tile: StagedTile | None = None
@@ -81,13 +92,13 @@ def staged_tile(device: object, precision: str, m: int, k: int, *, pointwise: bo
 def auto_staged_tile(device: object, precision: str, m: int, k: int, n: Any, batches: Any
                      ) -> tuple[tuple[int, int, int], StagedTile] | None:
     """What `Conv2d.record` runs a 1×1 convolution (M = Cout/group, K = Cin/group, N output pixels × `batches`;
-    N may be symbolic: the comparison guards the shape class) on unasked: SQUARE in fp16 storage and TALL_16 in
-    fp32 where K ≥ STAGED_MIN_K[precision], M ≥ STAGED_MIN_M and staged_tile() takes it, in fp32 not where
-    conv2d_coopmat.comp would take the GEMM with its TALL tile (too few workgroups of WIDE); None for the other
-    kernels."""
+    N may be symbolic: the comparison guards the shape class) on unasked: SQUARE in fp16 storage, in fp32 TALL_16
+    (WIDE_16 where M < TALL_MIN_M), where K ≥ STAGED_MIN_K[precision], M ≥ STAGED_MIN_M and staged_tile() takes
+    it, in fp32 not where conv2d_coopmat.comp would take the GEMM with its TALL tile (too few workgroups of
+    WIDE); None for the other kernels."""
     if precision not in STAGED_MIN_K or k < STAGED_MIN_K[precision] or m < STAGED_MIN_M:
         return None
-    tile = SQUARE if precision == "fp16" else TALL_16
+    tile = SQUARE if precision == "fp16" else TALL_16 if m >= TALL_MIN_M else WIDE_16
     try:
         shape, tile = staged_tile(device, precision, m, k, pointwise=True, tile=tile)
     except KernelArgumentError:
@@ -97,16 +108,36 @@ def auto_staged_tile(device: object, precision: str, m: int, k: int, n: Any, bat
     return shape, tile
 
 
+def auto_gemm_tile(device: object, precision: str, n: int, k: int) -> tuple[tuple[int, int, int], StagedTile] | None:
+    """The tile an ONNX Gemm (no transposes, alpha = beta = 1, C absent or one per column) or a MatMul by 2-D
+    weights of N output columns and depth K runs on unasked (SQUARE, in fp16 storage), or None for gemm.comp:
+    fp32 storage, N below GEMM_MIN_N or what staged_tile() refuses. N and K come from the weights (the rows,
+    which may be symbolic, decide nothing)."""
+    if n < GEMM_MIN_N or precision != "fp16":
+        return None
+    try:
+        return staged_tile(device, precision, 0, k, pointwise=True, tile=SQUARE)
+    except KernelArgumentError:
+        return None
+
+
+def gemm_push(m: Any, n: int, k: int, has_bias: bool, act: int, act_alpha: float, act_beta: float) -> bytes:
+    """conv2d's push constants for the GEMM (M × K) · (K × N) as a 1×1 convolution of one image: K input
+    channels, M output channels, a 1 × N map (M may be symbolic)."""
+    return pack("3I4I6I2I4f", 1, k, m, 1, n, 1, n, 1, 1, 1, 1, 0, 0, int(has_bias), act, float(act_alpha),
+                float(act_beta), 1.0, 0.0)
+
+
 def record_pointwise_staged(rec: Recorder, kernel: KernelDef, mnk: tuple[int, int, int], tile: StagedTile,
                             push: bytes, views: Sequence[BufferView], m: int, n: Any, batches: Any, *,
-                            post_affine: bool, residual: bool) -> None:
+                            post_affine: bool, residual: bool, bias_columns: bool = False) -> None:
     """One dispatch of pointwise_staged.comp (`kernel`: POINTWISE_STAGED at the tensors' storage precision) for
     the GEMM M × N (N may be symbolic) repeated over `batches` = images · groups; `push` is conv2d's push
     constants, `views` its five bindings (x, w, bias, out, residual); `residual`: the fifth is added in the
-    epilogue."""
+    epilogue; `bias_columns`: the bias is one per output column (a GEMM's), not per row."""
     threads = subgroup_threads(rec, tile.sg_m * tile.sg_n, "pointwise_staged")
     groups = tile.groups(mnk, m, n, batches)
     check_groups(rec, groups, "pointwise_staged")
     constants = (threads, 1, 1, *mnk, tile.sg_m, tile.sg_n, tile.fm, tile.fn, tile.ksteps, int(post_affine),
-                 int(residual))
+                 int(residual), int(bias_columns))
     rec.dispatch(rec.device.pipeline(kernel, constants), views, push, groups, label="pointwise_staged")

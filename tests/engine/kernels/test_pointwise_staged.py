@@ -5,7 +5,6 @@ as test.sh runs it) its answers against NumPy."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -19,15 +18,26 @@ from tests.engine.kernels.test_conv_coopmat import (
     info,
     traced_conv_launch,
 )
+from tests.engine.kernels.test_matmul import run_gemm
 from tests.engine.kernels.test_pointwise_coopmat import check_pointwise_case
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv import Conv2d
-from vkocr.engine.kernels.pointwise_staged import SQUARE, TALL_16, WIDE, StagedTile, auto_staged_tile, staged_tile
+from vkocr.engine.kernels.matmul import record_gemm
+from vkocr.engine.kernels.pointwise_staged import (
+    GEMM_MIN_N,
+    SQUARE,
+    TALL_16,
+    WIDE,
+    WIDE_16,
+    StagedTile,
+    auto_gemm_tile,
+    auto_staged_tile,
+    staged_tile,
+)
 
 SMALL = StagedTile(sg_m=1, sg_n=1, fm=1, fn=1, ksteps=1)  # 16 × 16 × 16: many workgroups and steps on small cases
 DEEP = StagedTile(sg_m=2, sg_n=2, fm=2, fn=1, ksteps=4)  # 64 × 32 × 64
-WIDE_16 = replace(WIDE, ksteps=1)  # WIDE 16 deep: fits fp32's hi and lo tiles
 
 
 @pytest.fixture(autouse=True)
@@ -83,8 +93,8 @@ def test_the_staged_launch_stays_symbolic(dtype: type, record: dict[str, Any]) -
 
 
 def test_unasked_it_takes_the_deep_ones() -> None:
-    """fp16: SQUARE from K = 96 on where M ≥ 48, the fragment kernel elsewhere; fp32: TALL_16 from K = 192 on
-    where conv2d_coopmat.comp's WIDE makes enough workgroups, its TALL tile where not (det's 768 -> 384 at
+    """From K = 96 on where M ≥ 48: fp16 SQUARE (the fragment kernel elsewhere); fp32 TALL_16, WIDE_16 where M <
+    96, where conv2d_coopmat.comp's WIDE makes enough workgroups, its TALL tile where not (det's 768 -> 384 at
     23×32)."""
     h200 = fake_device(info())
     assert auto_staged_tile(h200, "fp16", 96, 192, 92 * 128, 1) == ((16, 16, 16), SQUARE)
@@ -93,7 +103,10 @@ def test_unasked_it_takes_the_deep_ones() -> None:
     assert auto_staged_tile(h200, "fp16", 48, 96, 184 * 256, 1) == ((16, 16, 16), SQUARE)
     assert auto_staged_tile(h200, "fp16", 24, 96, 184 * 256, 1) is None  # M a fraction of the tile's 64 rows
     assert auto_staged_tile(h200, "fp16", 96, 48, 184 * 256, 1) is None  # too shallow
-    assert auto_staged_tile(h200, "fp32", 192, 96, 12 * 80, 16) is None  # fp32 from 192 deep
+    assert auto_staged_tile(h200, "fp32", 192, 96, 12 * 80, 16) == ((16, 16, 16), TALL_16)
+    assert auto_staged_tile(h200, "fp32", 48, 96, 184 * 256, 1) == ((16, 16, 16), WIDE_16)  # M below TALL_MIN_M
+    assert auto_staged_tile(h200, "fp32", 24, 96, 184 * 256, 1) is None
+    assert auto_staged_tile(h200, "fp32", 96, 48, 184 * 256, 1) is None
     assert auto_staged_tile(h200, "fp32", 384, 384, 3 * 80, 16) == ((16, 16, 16), TALL_16)
     assert auto_staged_tile(h200, "fp32", 384, 768, 23 * 32, 1) is None
     assert auto_staged_tile(h200, "fp16", 120, 196, 40, 16) is None  # K not a multiple of 8
@@ -128,3 +141,83 @@ def test_staged_conv_matches_numpy(device: Device, case: tuple[Any, ...], bias: 
     tile = WIDE_16 if dtype == np.float32 and case[3] is WIDE else case[3]
     check_pointwise_case(device, case, tile, bias, residual, dtype, "pointwise_staged",
                          2e-3 if dtype == np.float16 else 2e-5)
+
+
+def gemm_tensor(shape: tuple[Any, ...], dtype: type) -> Any:
+    from math import prod
+    t = fake_tensor(shape, dtype)
+    t.numel = prod(shape)
+    return t
+
+
+def gemm_kernel(rows: Any, n: int, k: int, dtype: type = np.float16, c: bool = True,
+                dispatched: list[tuple[Any, ...]] | None = None, **attrs: Any) -> tuple[Any, ...]:
+    """record_gemm of (rows × k) · (k × n) + C of n on a fake H200: the dispatch ((SPIR-V name, constants), push,
+    groups, label)."""
+    dispatched = [] if dispatched is None else dispatched
+    b = gemm_tensor((n, k) if attrs.get("trans_b") else (k, n), dtype)
+    record_gemm(fake_recorder(dispatched), gemm_tensor((rows, k), dtype), b, gemm_tensor((rows, n), dtype),
+                gemm_tensor((n,), dtype) if c else None, **attrs)
+    return dispatched[-1]
+
+
+def test_wide_gemms_take_it_unasked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Gemm or a MatMul by 2-D weights at least GEMM_MIN_N columns wide (the CTC head: 120 -> 18 710), plain
+    (no transposes, alpha = beta = 1, C one per column): the staged kernel, its bias per column; any other on
+    gemm.comp."""
+    h200 = fake_device(info())
+    assert auto_gemm_tile(h200, "fp16", 18710, 120) == ((16, 16, 16), SQUARE)
+    assert auto_gemm_tile(h200, "fp32", 18710, 120) is None  # gemm.comp was as fast
+    assert auto_gemm_tile(h200, "fp16", GEMM_MIN_N - 1, 120) is None
+    assert auto_gemm_tile(h200, "fp16", 18710, 124) is None  # K not a multiple of 8
+    (name, constants), _, groups, label = gemm_kernel(640, 18710, 120)
+    assert (name, label, constants[-1], groups) == ("pointwise_staged.fp16", "pointwise_staged", 1, (293, 10, 1))
+    assert gemm_kernel(640, 18710, 120, np.float32)[3] == "gemm"
+    assert gemm_kernel(640, 18710, 120, np.float32, tile=WIDE_16)[0][0] == "pointwise_staged"
+    assert gemm_kernel(640, 18710, 120, c=False)[0][0] == "pointwise_staged.fp16"
+    for attrs in ({"trans_b": True}, {"alpha": 0.5}, {"beta": 2.0}, {"tile": "thin"}):
+        assert gemm_kernel(640, 18710, 120, **attrs)[3] == "gemm", attrs
+    assert gemm_kernel(640, 360, 120)[3] == "gemm"
+    assert gemm_kernel(640, 360, 120, tile=SMALL)[3] == "pointwise_staged"  # asked
+    with pytest.raises(KernelArgumentError, match="without transposes"):
+        gemm_kernel(640, 360, 120, tile=SMALL, trans_b=True)
+    monkeypatch.setenv(ENV, "0")
+    assert gemm_kernel(640, 18710, 120)[3] == "gemm"
+
+
+def test_the_gemm_launch_stays_symbolic() -> None:
+    """The CTC head under a shape-class trace of its rows (lines × time steps): nothing pinned, and the program
+    gives other row counts the push constants and groups a build of them gives."""
+    from vkocr.engine.symbolic import Trace, tracing
+    from vkocr.engine.symbolic_program import compile_program
+
+    trace = Trace()
+    (rows,) = trace.inputs((640,))
+    with tracing(trace):
+        traced = gemm_kernel(rows, 18710, 120)
+    assert not trace.escapes, trace.escapes
+    assert traced[3] == "pointwise_staged"
+    program = compile_program(trace, (rows,), traced[1:3])
+    for other in (40, 41, 1000):
+        assert program(other) == gemm_kernel(other, 18710, 120)[1:3]
+
+
+# (M, N, K, C's shape, record_gemm's keywords): Gemm on the staged kernel
+GEMM_CASES = [
+    (37, 1003, 120, (1003,), {"tile": SMALL}),                  # the CTC head's K; N odd: weights gathered, outputs
+    (80, 96, 64, None, {"tile": WIDE, "activation": "relu"}),   # one by one; N a multiple of 8: 16-byte moves
+    (19, 40, 40, (40,), {"tile": DEEP}),                        # K 40 < BK, M and N past no tile
+    (50, GEMM_MIN_N + 6, 24, (GEMM_MIN_N + 6,), {}),            # unasked
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32], ids=["fp16", "fp32"])
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
+@pytest.mark.parametrize("case", GEMM_CASES, ids=str)
+def test_staged_gemm_matches_numpy(device: Device, case: tuple[Any, ...], residual: bool, dtype: type) -> None:
+    if device.coopmat_shape is None:
+        pytest.skip(f"no cooperative matrix on {device.info.name}: {device.coopmat_why_not}")
+    m, n, k, c_shape, attrs = case
+    if dtype == np.float32 and attrs.get("tile") is WIDE:
+        attrs = {**attrs, "tile": WIDE_16}
+    run_gemm(device, m, n, k, c_shape, dtype, residual, **attrs)
