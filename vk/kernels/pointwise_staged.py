@@ -47,17 +47,12 @@ WIDE = StagedTile(sg_m=2, sg_n=4, fm=2, fn=2, ksteps=2)
 # tiles), in fp32 storage; for convolutions at least STAGED_MIN_K deep (the H100 figures above)
 SQUARE = StagedTile(sg_m=2, sg_n=2, fm=2, fn=2, ksteps=2)
 TALL_16 = StagedTile(sg_m=4, sg_n=2, fm=2, fn=2, ksteps=1)
-# fp32 storage where M is below TALL_MIN_M: WIDE 16 deep, whose 64 rows TALL_16's 128 would mostly pad
-WIDE_16 = StagedTile(sg_m=2, sg_n=4, fm=2, fn=2, ksteps=1)
-TALL_MIN_M = 96
-# From 96 deep where M fills most of a tile's 64 rows (benchmarks/2026-12-07-h100-sweep-staged-session37.json, µs):
-# in fp16 SQUARE ran det's 96 -> 48 at 184×256 in 18.5 against the fragment kernel's 24.4 and rec 16's 96 -> 192
-# in 18.7 against 26.8, within 1.1 of it on det's 96 -> 96 and 96 -> 192 at 92×128; in fp32 TALL_16 ran det's
-# 96 -> 192 and 96 -> 96 at 92×128 in 24.4 and 16.8 against the SIMT kernel's 30.1 and 19.0, WIDE_16 det's 96 -> 48
-# in 28.1 against 34.5 (TALL_16: 44.6). At 96 -> 24 both lost (SQUARE 18.1 against 17.3, fp32 25.7 against 20.6),
-# at 48 deep by up to 2x.
-STAGED_MIN_K = {"fp16": 96, "fp32": 96}
-STAGED_MIN_M = 48
+# From 192 deep. At 96 deep the sweep's isolated timings favoured it (in fp16 SQUARE ran det's 96 -> 48 at
+# 184×256 in 18.5 µs against the fragment kernel's 24.4, in fp32 TALL_16 det's 96 -> 192 at 92×128 in 24.4 against
+# the SIMT kernel's 30.1: benchmarks/2026-12-07-h100-sweep-staged-session37.json), but in the models it did not:
+# det in fp32 took 36 µs more with them there, rec 16 45, and in fp16 det and rec 16 changed by no more than the
+# noise (benchmarks/2026-12-07-h100-models-k96-session38.json).
+STAGED_MIN_K = 192
 # ONNX Gemm and MatMul by 2-D weights (vk/kernels/matmul.py) at least this many output columns wide, in fp16
 # storage: the recognisers' CTC heads. PP-OCRv6's 120 -> 18 710 classes at rec 16 ran in 0.106 ms against
 # gemm.comp's 0.134 on an H100; in fp32 in 0.136 against 0.128, so fp32 stays there (scripts/check_coopmat.py,
@@ -92,13 +87,12 @@ def staged_tile(device: object, precision: str, m: int, k: int, *, pointwise: bo
 def auto_staged_tile(device: object, precision: str, m: int, k: int, n: Any, batches: Any
                      ) -> tuple[tuple[int, int, int], StagedTile] | None:
     """What `Conv2d.record` runs a 1×1 convolution (M = Cout/group, K = Cin/group, N output pixels × `batches`;
-    N may be symbolic: the comparison guards the shape class) on unasked: SQUARE in fp16 storage, in fp32 TALL_16
-    (WIDE_16 where M < TALL_MIN_M), where K ≥ STAGED_MIN_K[precision], M ≥ STAGED_MIN_M and staged_tile() takes
-    it, in fp32 not where conv2d_coopmat.comp would take the GEMM with its TALL tile (too few workgroups of
-    WIDE); None for the other kernels."""
-    if precision not in STAGED_MIN_K or k < STAGED_MIN_K[precision] or m < STAGED_MIN_M:
+    N may be symbolic: the comparison guards the shape class) on unasked: SQUARE in fp16 storage and TALL_16 in
+    fp32 where K ≥ STAGED_MIN_K and staged_tile() takes it, in fp32 not where conv2d_coopmat.comp would take
+    the GEMM with its TALL tile (too few workgroups of WIDE); None for the other kernels."""
+    if k < STAGED_MIN_K or precision not in ("fp16", "fp32"):
         return None
-    tile = SQUARE if precision == "fp16" else TALL_16 if m >= TALL_MIN_M else WIDE_16
+    tile = SQUARE if precision == "fp16" else TALL_16
     try:
         shape, tile = staged_tile(device, precision, m, k, pointwise=True, tile=tile)
     except KernelArgumentError:

@@ -71,9 +71,9 @@ def test_the_conv_records_it_for_fp16_only() -> None:
 
 
 def test_the_fragment_launch_stays_symbolic() -> None:
-    """A 1×1 48 -> 96 convolution at det's 46×64 under a shape-class trace: no dimension is pinned, and N's
+    """A 1×1 96 -> 192 convolution at det's 46×64 under a shape-class trace: no dimension is pinned, and N's
     remainder by 8 does not split the class (other sizes of it: 46×60, 40×64, 45×61)."""
-    traced = traced_conv_launch((96, 48, 1, 1), {}, lambda h, w: (h, w), np.float16, {},
+    traced = traced_conv_launch((192, 96, 1, 1), {}, lambda h, w: (h, w), np.float16, {},
                                 ((46, 64), (46, 60), (40, 64), (45, 61)))
     assert (traced[0][0], traced[3]) == ("pointwise_coopmat.fp16", "pointwise_coopmat")
 
