@@ -1,5 +1,6 @@
 """1×1 convolutions on cooperative matrices, both operands staged in shared memory sixteen bytes per load
-(shaders/pointwise_staged.comp): which convolutions it takes, with which tile, and the launch.
+(shaders/pointwise_staged.comp): which convolutions it takes, with which tile, and the launch; and which products
+by 2-D weights (ONNX Gemm, MatMul: vk/kernels/matmul.py records them) it takes, as 1×1 convolutions of a 1 × N map.
 
 conv2d_coopmat.comp stages its tiles one element per load and store, converting each through fp32, and on the
 H100 ran rec 16's 1×1 convolutions at 22-30 TFLOP/s, a few percent of the matrix units' rate, as did the
