@@ -111,6 +111,7 @@ def bench_ours(device: Any, path: Path, x: np.ndarray, runs: int, precision: str
         row["dispatches"] = plan.dispatch_count
         row["per_op_ms"], row["slowest_nodes"] = gpu_breakdown(plan, best)
         row["node_ms"] = [(t.label, round(t.ms, 5)) for t in best.nodes]  # every node, in recording order
+        row["node_kernels"] = {name: ",".join(labels) for name, labels in best.node_kernels.items()}
         return row
     finally:
         model.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Self
 
 import numpy as np
@@ -70,11 +70,13 @@ def check_input_array(x: object, shape: tuple[int, ...], what: str) -> np.ndarra
 
 @dataclass(frozen=True)
 class PlanProfile:
-    """GPU time of one replay: the input upload, every node that dispatched (label = node name), the readback."""
+    """GPU time of one replay: the input upload, every node that dispatched (label = node name), the readback;
+    and the kernels each node's commands ran (their labels: which kernel a rule chose, per device)."""
 
     upload_ms: float
     nodes: list[Timing]
     readback_ms: float
+    node_kernels: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def total_ms(self) -> float:
@@ -284,12 +286,13 @@ class Plan:
         self._replay(self._profiler, x, timeout_s)
         timings = self._profiler.timings()
         (_, n_input), node_spans = self._spans[0], self._spans[1:]
-        nodes, i = [], n_input
+        nodes, kernels, i = [], {}, n_input
         for name, count in node_spans:
             if count:
                 nodes.append(Timing(name, sum(t.ms for t in timings[i:i + count])))
+                kernels[name] = tuple(t.label for t in timings[i:i + count])
             i += count
-        return PlanProfile(sum(t.ms for t in timings[:n_input]), nodes, sum(t.ms for t in timings[i:]))
+        return PlanProfile(sum(t.ms for t in timings[:n_input]), nodes, sum(t.ms for t in timings[i:]), kernels)
 
     # -- lifetime -------------------------------------------------------------------------------------------------
 

@@ -190,6 +190,10 @@ def test_profile_times_every_dispatching_node(models: GetModel) -> None:
     assert {n.name for n in plan.spec.graph.nodes if not is_view(n)} <= set(labels)
     assert all(t.ms >= 0 for t in profile.nodes) and profile.upload_ms >= 0 and profile.readback_ms >= 0
     assert profile.total_ms > 0
+    # the kernels each node ran: the conv's a convolution kernel, every node's at least one
+    assert list(profile.node_kernels) == labels and all(profile.node_kernels.values())
+    conv = next(n.name for n in plan.spec.graph.nodes if n.op == "Conv")
+    assert all(k.startswith(("conv2d", "pointwise")) for k in profile.node_kernels[conv]), profile.node_kernels[conv]
     np.testing.assert_array_equal(plan.run(x)[model.output], model.run(x))
 
 
