@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run the benchmarks (and the tests, with validation) on a machine that has a GPU driver but no Vulkan loader
-# and no package registry, such as the GPU benchmark machine. Bring, from a Debian machine:
+# and no package registry, such as the GPU benchmark machine. scripts/prepare_device.sh lays out all of the below
+# (but the validation layer and .peers/) in groups that fit a device call. Bring, from a Debian machine:
 #   .gl/     apt-get download libvulkan1 libglvnd0 libegl1 libgl1 libglx0 libopengl0 libgles2 vulkan-validationlayers
 #            fonts-wqy-microhei (the rendered stream images draw Chinese with it)
 #   .whl/    vkocr's own wheel (.venv/bin/pip wheel --no-deps -w .whl .) and
