@@ -333,15 +333,16 @@ GEMMS = [("rec CTC head 120 -> 18710", 640, 18710, 120, True), ("rec qkv 120 -> 
          ("rec mlp 240 -> 120", 640, 120, 240, True)]
 
 
-def check_gemms(device: Device, precisions: list[Any], repeats: int, rounds: int
+def check_gemms(device: Device, precisions: list[Any], repeats: int, rounds: int, small: bool = False
                 ) -> tuple[list[dict[str, Any]], int]:
     """Step 4: each of GEMMS under the automatic choice, the staged kernel asked for and gemm.comp's own tile,
-    against NumPy (NaN-poisoned outputs) and timed."""
+    against NumPy (NaN-poisoned outputs) and timed; `small`: one line's 40 rows, untimed."""
     rows: list[dict[str, Any]] = []
     failures = 0
     print(f"\n{'product by 2-D weights (rel err, min / median ms)':<44}{'storage':<9}"
           f"{'automatic':>36}{'staged':>30}{'gemm.comp':>30}")
     for what, m, n, k, has_bias in GEMMS:
+        m = 40 if small else m
         for dtype in precisions:
             rng = np.random.default_rng(0)
             a_np = rng.uniform(-1, 1, (m, k)).astype(dtype)
@@ -364,7 +365,8 @@ def check_gemms(device: Device, precisions: list[Any], repeats: int, rounds: int
                         record(rec)
                         rec.run()
                     err = rel_err(device.download(out), ref)
-                    timings = time_replays(device, record, repeats, rounds, WARMUP_S)
+                    timings = time_replays(device, record, 1 if small else repeats, 1 if small else rounds,
+                                           0.0 if small else WARMUP_S)
                     samples = [t.ms for t in timings]
                     got = {"kernel": ",".join(sorted({t.label for t in timings})), "rel_err": err,
                            "min_ms": min(samples), "median_ms": statistics.median(samples)}
@@ -395,7 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="timed replays per variant")
     parser.add_argument("--tiles", action="store_true", help="also time fp16 with each tile of EXTRA_TILES")
     parser.add_argument("--small", action="store_true",
-                        help="skip the det-sized checks and the timings (a CPU implementation of Vulkan)")
+                        help="skip the det-sized checks and the timings, and check the products at one line's 40 rows "
+                             "(a CPU implementation of Vulkan)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with Device(args.device) as device:
@@ -434,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
                 result["timings"], failed = time_cases(device, variants, args.repeats, args.rounds)
                 failures += failed
             if not args.simt:
-                result["gemms"], failed = check_gemms(device, precisions, args.repeats, args.rounds)
+                result["gemms"], failed = check_gemms(device, precisions, args.repeats, args.rounds, args.small)
                 failures += failed
         result["failures"] = failures
         result["seconds"] = round(time.perf_counter() - started, 1)
