@@ -2,7 +2,10 @@
 # The precision run on the GPU benchmark machine (issue 36), in one command: the device and its cooperative
 # matrices, the coopmat kernels against NumPy (fails loudly), the three models in fp32 and fp16 (and ncnn where
 # its models travel), then whole-pipeline and agent figures per precision where asked. Brings up the machine as
-# scripts/bench_remote.sh says (.gl/ loader debs, .whl/ wheels with vkocr's own, .bench/shared/compat).
+# scripts/bench_remote.sh says (.gl/ loader debs, .whl/ wheels with vkocr's own, .bench/shared/compat):
+# scripts/prepare_device.sh lays them out; carry .whl-run, .gl and .bench/shared, and start the command with
+# `rm -rf .whl && mv .whl-run .whl &&`. `agent` needs the .whl-agent wheels too: install them in an earlier call
+# to the same warm machine (`rm -rf .whl && mv .whl-agent .whl && source scripts/remote_setup.sh`).
 # Usage: scripts/bench_precision.sh OUT_DIR [models] [coopmat] [stream] [agent] [sameness] (default: all)
 set -uo pipefail
 out="${1:-/tmp}"
