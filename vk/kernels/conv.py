@@ -27,7 +27,15 @@ from vkocr.engine.kernels.conv_taps import (
     record_conv2d_taps,
 )
 from vkocr.engine.kernels.gemv import Epilogue, GemvShape, record_gemv
-from vkocr.engine.kernels.launch import activation_id, check_groups, pack, require_shape, storage
+from vkocr.engine.kernels.launch import (
+    activation_id,
+    check_groups,
+    conv2d_push,
+    conv2d_push_parts,
+    pack,
+    require_shape,
+    storage,
+)
 from vkocr.engine.kernels.matmul import TILES, GemmTile, pick_tile
 from vkocr.engine.kernels.pointwise_coopmat import FragmentTile, fragment_tile, record_pointwise_coopmat
 from vkocr.engine.kernels.pointwise_staged import (
@@ -123,9 +131,8 @@ class Conv2d:
         self._vector_stores = pointwise and self._k < SHALLOW_POINTWISE_K and self.cout_g >= VECTOR_STORE_MIN_COUT
         self._epilogue = Epilogue(activation, float(alpha), float(beta), post_affine=post_affine)
         scale, shift = post_affine if post_affine is not None else (1.0, 0.0)
-        self._push_head = pack("3I", group, cin_g, self.cout_g)
-        self._push_tail = pack("6I2I4f", sh, sw, dh, dw, pt, pl, int(has_bias), act, float(alpha), float(beta),
-                               float(scale), float(shift))
+        self._push_parts = conv2d_push_parts(group, cin_g, self.cout_g, (sh, sw), (dh, dw), (pt, pl), has_bias, act,
+                                             alpha, beta, scale, shift)
         # the direct kernel's layout, where it can take these weights (group 1, few output channels)
         self._direct = DirectLayout.of(cout, cin_g, kh * kw) if group == 1 else None
         # ... and whether it takes it unasked, as far as the weights decide (the workgroups: per input shape)
@@ -201,7 +208,7 @@ class Conv2d:
                                  self._direct_window, self._post_affine, x, w, out, b, residual,
                                  self._direct_epilogue)
             return
-        push = self._push_head + pack("4I", h, wd, oh, ow) + self._push_tail
+        push = conv2d_push(self._push_parts, h, wd, oh, ow)
         views = [x.view, w.view, (b if b is not None else w).view, out.view,
                  (residual if residual is not None else w).view]
         unasked = coopmat is None and tile is None and coopmat_tile is None and self._pointwise

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -58,6 +58,21 @@ def pack(fmt: str, *values: float) -> bytes:
     where a value is a symbolic dimension: it joins with bytes and pads as bytes do, and the recorder keeps it
     for the compiled program to pack (typed as bytes until Recorder.dispatch's `push` names both)."""
     return cast(bytes, symbolic.pack("<" + fmt, values))
+
+
+def conv2d_push_parts(group: Any, cin_g: Any, cout_g: Any, strides: tuple[int, int], dilations: tuple[int, int],
+                      pads: tuple[Any, Any], has_bias: bool, act: int, alpha: float, beta: float, scale: float,
+                      shift: float) -> tuple[bytes, bytes]:
+    """conv2d.comp's push constants (which pointwise_staged.comp and the other matrix kernels take too) but the
+    four sizes that go between the two parts: what a convolution's weights and attributes decide, packed once."""
+    return (pack("3I", group, cin_g, cout_g),
+            pack("6I2I4f", *strides, *dilations, *pads, int(has_bias), act, float(alpha), float(beta), float(scale),
+                 float(shift)))
+
+
+def conv2d_push(parts: tuple[bytes, bytes], h: Any, w: Any, oh: Any, ow: Any) -> bytes:
+    """conv2d.comp's push constants from `conv2d_push_parts` and the input's and output's spatial sizes."""
+    return parts[0] + pack("4I", h, w, oh, ow) + parts[1]
 
 
 def padded(values: Sequence[int], length: int, fill: int = 0) -> list[int]:

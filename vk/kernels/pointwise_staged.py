@@ -27,7 +27,7 @@ from vkocr.engine.coopmat import switched_off
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.conv_coopmat import WIDE as CONV_WIDE
 from vkocr.engine.kernels.conv_coopmat import CoopmatTile, enough_groups
-from vkocr.engine.kernels.launch import check_groups, pack, subgroup_threads
+from vkocr.engine.kernels.launch import check_groups, conv2d_push, conv2d_push_parts, subgroup_threads
 from vkocr.engine.memory import BufferView
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
@@ -119,8 +119,8 @@ def auto_gemm_tile(device: object, precision: str, n: int, k: int) -> tuple[tupl
 def gemm_push(m: Any, n: int, k: int, has_bias: bool, act: int, act_alpha: float, act_beta: float) -> bytes:
     """conv2d's push constants for the GEMM (M × K) · (K × N) as a 1×1 convolution of one image: K input
     channels, M output channels, a 1 × N map (M may be symbolic)."""
-    return pack("3I4I6I2I4f", 1, k, m, 1, n, 1, n, 1, 1, 1, 1, 0, 0, int(has_bias), act, float(act_alpha),
-                float(act_beta), 1.0, 0.0)
+    parts = conv2d_push_parts(1, k, m, (1, 1), (1, 1), (0, 0), has_bias, act, act_alpha, act_beta, 1.0, 0.0)
+    return conv2d_push(parts, 1, n, 1, n)
 
 
 def record_pointwise_staged(rec: Recorder, kernel: KernelDef, mnk: tuple[int, int, int], tile: StagedTile,
