@@ -14,7 +14,7 @@ if [ $# -eq 0 ]; then
         # Debian 12's validation layer predates VK_KHR_cooperative_matrix: this one run goes without it
         build/tools/lavapipe/run .venv/bin/python -m pytest -q -p no:cacheprovider tests/engine/kernels/test_conv_coopmat.py \
             tests/engine/kernels/test_pointwise_coopmat.py tests/engine/kernels/test_pointwise_staged.py \
-            tests/engine/kernels/test_conv_taps.py
+            tests/engine/kernels/test_conv_taps.py tests/engine/test_matrix_ceiling.py
     else
         echo "[test] no lavapipe with cooperative matrices could be fetched: their kernel runs on NVIDIA only here"
     fi

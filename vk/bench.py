@@ -3,7 +3,8 @@
 Each case records `repeats` back-to-back dispatches of one kernel into one command buffer (each writes the same
 output, so the recorder puts a barrier between them), replays it once to warm up and then `rounds` times, and
 reports min and median per dispatch. Ceilings: a large device-to-device copy for bandwidth, our GEMM for
-arithmetic. Every case also checks its output against NumPy once, so a fast wrong kernel cannot pass unseen.
+arithmetic, and the matrix units' multiply-adds as our cooperative-matrix kernels reach them
+(vk/matrix_ceiling.py). Every case also checks its output against NumPy once, so a fast wrong kernel cannot pass unseen.
 """
 
 from __future__ import annotations
@@ -131,6 +132,13 @@ def run_kernel_bench(
         copy = results["copy"] = max(copies, key=lambda c: c["gbps"])
         device.free(src)
         device.free(dst)
+        # The matrix units' ceiling, where the device has them (a CPU driver's few workgroups only check the sums)
+        from vkocr.engine.matrix_ceiling import measure
+
+        on_cpu = device.info.type == "cpu"
+        results["coopmat_shape"] = device.coopmat_shape
+        results["matrix"] = measure(device, groups=4 if on_cpu else 1024, iterations=8 if on_cpu else 512,
+                                    repeats=1 if on_cpu else repeats, rounds=1 if on_cpu else rounds)
         for case in _cases(rng):
             if only and case.name not in only:
                 continue
@@ -159,6 +167,8 @@ def run_kernel_bench(
 
 
 def format_results(results: dict[str, Any]) -> str:
+    from vkocr.engine.matrix_ceiling import format_rows
+
     copy = results["copy"]
     copies = "; ".join(f"{c['name']} {c['gbps']:.0f} GB/s" for c in results["copies"])
     header = (
@@ -171,6 +181,7 @@ def format_results(results: dict[str, Any]) -> str:
         f"(each reads and writes {copy['shape'].split()[0]} MiB)",
         header,
     ]
+    lines.insert(2, format_rows(results.get("matrix", []), results.get("coopmat_shape")))
     for r in results["cases"]:
         pct_gemm = f"{r['pct_gemm']:.0f}" if r["pct_gemm"] is not None else "-"
         lines.append(
