@@ -15,7 +15,8 @@
 
     python scripts/check_coopmat.py [--device SEL] [--json OUT] [--simt] [--small]
 
-It imports vkocr from the checkout it sits in (whatever else is installed), numpy and vulkan only. `--simt`
+It imports vkocr from the checkout it sits in (whatever else is installed; VKOCR_CHECKOUT names another
+checkout's root for every script that imports this finder: scripts/ab_models.py), numpy and vulkan only. `--simt`
 runs steps 2 and 3 on the SIMT kernel alone: the script's own test on a device without matrices.
 """
 
@@ -26,6 +27,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import json
+import os
 import statistics
 import sys
 import time
@@ -37,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(os.environ.get("VKOCR_CHECKOUT") or Path(__file__).resolve().parent.parent).resolve()
 # setup.py's FOLDERS: the checkout's folders as the one import package vkocr
 FOLDERS = {"vkocr": "proto/vkocr", "vkocr.engine": "vk", "vkocr.agent": "agent", "vkocr.postproc": "postproc",
            "vkocr.shaders": "shaders"}
