@@ -36,16 +36,17 @@ class Case:
     out_shape: tuple[int, ...]
     record: Callable[[Recorder, list[Tensor], Tensor], None]
     reference: Callable[[list[np.ndarray]], np.ndarray]
+    out_dtype: type = np.float32
 
 
-CASE_NAMES = ("gemm", "conv3x3", "depthwise3x3", "depthwise7x7", "conv1x1", "add")  # _cases' own, in order
+CASE_NAMES = ("gemm", "gemm_fp16", "conv3x3", "depthwise3x3", "depthwise7x7", "conv1x1", "add")  # _cases order
 
 
 def _cases(rng: np.random.Generator) -> list[Case]:
     from vkocr.engine.kernels.conv import record_conv2d
     from vkocr.engine.kernels.depthwise import record_conv2d_depthwise
     from vkocr.engine.kernels.elementwise import record_binary
-    from vkocr.engine.kernels.matmul import record_matmul
+    from vkocr.engine.kernels.matmul import record_gemm, record_matmul
     from vkocr.engine.ops.conv import conv2d
 
     def rand(*shape: int) -> np.ndarray:
@@ -57,6 +58,12 @@ def _cases(rng: np.random.Generator) -> list[Case]:
     return [
         Case("gemm", f"{n}x{n}x{n}", 2.0 * n**3, 3 * 4 * n * n, [rand(n, n), rand(n, n)], (n, n),
              lambda r, t, o: record_matmul(r, t[0], t[1], o), lambda a: a[0] @ a[1]),
+        # fp16 storage: on a device with cooperative matrices the staged kernel takes it (read it against the
+        # matrix ceiling above), elsewhere gemm.comp's fp16 variant
+        Case("gemm_fp16", f"{n}x{n}x{n} fp16", 2.0 * n**3, 3 * 2 * n * n,
+             [rand(n, n).astype(np.float16), rand(n, n).astype(np.float16)], (n, n),
+             lambda r, t, o: record_gemm(r, t[0], t[1], o),
+             lambda a: a[0].astype(np.float32) @ a[1].astype(np.float32), np.float16),
         Case("conv3x3", "64->64 @160x160", 2.0 * 64 * 64 * 9 * hw, 4 * (2 * 64 * hw + 64 * 64 * 9),
              [rand(1, 64, 160, 160), rand(64, 64, 3, 3), rand(64)], (1, 64, 160, 160),
              lambda r, t, o: record_conv2d(r, t[0], t[1], o, t[2], pads=(1, 1, 1, 1)),
@@ -145,12 +152,12 @@ def run_kernel_bench(
             if progress:
                 print(f"bench: {case.name} {case.shape}", file=sys.stderr, flush=True)
             tensors = [device.upload(a) for a in case.inputs]
-            out = device.upload(np.full(case.out_shape, np.nan, np.float32))
+            out = device.upload(np.full(case.out_shape, np.nan, case.out_dtype))
             def record(r: Recorder, c: Case = case, t: list[Tensor] = tensors, o: Tensor = out) -> None:
                 c.record(r, t, o)
 
             samples = _time(device, record, repeats, rounds)
-            got = device.download(out)
+            got = device.download(out).astype(np.float32)
             ref = case.reference(case.inputs)
             row = _summary(case.name, case.shape, samples)
             row["rel_err"] = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))

@@ -14,7 +14,7 @@ from vkocr.agent.cli.device_option import ENGINE_ONLY, add_device_option, saying
 from vkocr.agent.ocr.options import PRECISIONS
 
 # the kernel bench's cases (vk/bench.py's CASE_NAMES, which imports the engine: a test keeps them in step)
-KERNEL_CASES = ("gemm", "conv3x3", "depthwise3x3", "depthwise7x7", "conv1x1", "add")
+KERNEL_CASES = ("gemm", "gemm_fp16", "conv3x3", "depthwise3x3", "depthwise7x7", "conv1x1", "add")
 
 
 def cmd_bench_kernels(args: argparse.Namespace) -> int:
