@@ -27,6 +27,7 @@ OTHER_VARIABLES = {
     "VKOCR_VALIDATION": "1: the Khronos validation layer on every instance (vk/instance.py, test.sh)",
     "VKOCR_COOPMAT": "1: every 1×1 convolution takes cooperative matrices (default: deep, big ones); 0: none",
     "VKOCR_PIPELINE_STATS": "1: the driver's statistics of every pipeline, where offered (vk/device.py)",
+    "VKOCR_CHECKOUT": "the checkout scripts/check_coopmat.py's finder imports vkocr from (scripts/ab_models.py)",
     "VKOCR_SHARED": "the workspace's shared/ folder (agent/cli/workspace.py)",
     "VKOCR_TARGET": "the agents `vkocr client` calls (agent/cli/client_command.py)",
     "VKOCR_DEV_BUNDLE": "0: scripts/setup.sh bakes in no development bundle key",
