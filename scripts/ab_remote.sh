@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # In-model A/B on the GPU benchmark machine: this checkout (labelled base) and each .ab/NAME that
-# scripts/prepare_ab.sh unpacked, alternating, twice over, on the one warm GPU (scripts/ab_models.py), then each
+# scripts/prepare_ab.sh packed (unpacked here first), alternating, twice over, on the one warm GPU (scripts/ab_models.py), then each
 # variant against base (the second round: the first warms the clocks and the pipeline caches). Run it after
 # `source scripts/remote_setup.sh` (scripts/bench_remote.sh says how a call is laid out). AB_ARGS passes options
 # to ab_models.py (e.g. AB_ARGS="--only det,rec").
@@ -10,7 +10,10 @@ out="${1:?usage: scripts/ab_remote.sh OUT_DIR NAME [NAME ...]}"
 shift
 [ $# -gt 0 ] || { echo "usage: scripts/ab_remote.sh OUT_DIR NAME [NAME ...]" >&2; exit 2; }
 for name in "$@"; do
-    [ -d ".ab/$name" ] || { echo "ab_remote: no .ab/$name (scripts/prepare_ab.sh, and carry .ab)" >&2; exit 2; }
+    if [ ! -d ".ab/$name" ] && [ -f ".ab/$name.tar.gz" ]; then
+        mkdir -p ".ab/$name" && tar -xzf ".ab/$name.tar.gz" -C ".ab/$name"
+    fi
+    [ -d ".ab/$name" ] || { echo "ab_remote: no .ab/$name.tar.gz (scripts/prepare_ab.sh, and carry .ab)" >&2; exit 2; }
 done
 mkdir -p "$out"
 for round in 1 2; do
