@@ -31,6 +31,10 @@ layout(constant_id = 5) const uint UP0 = 1;  // > 1: input i is upsampled by thi
 layout(constant_id = 6) const uint UP1 = 1;
 layout(constant_id = 7) const uint UP2 = 1;
 layout(constant_id = 8) const uint UP3 = 1;
+// A grid of planes: workgroup (x, c, o) moves elements x·size.. of the slab's plane c of outer index o, striding
+// by the grid's width, with no division to find them (an NCHW channel concat: on an H100 the flat index's three
+// divisions per element bounded det's 368 × 512 stem concat). Otherwise one invocation per element of the slab.
+layout(constant_id = 9) const bool PLANES = false;
 
 layout(std430, set = 0, binding = 0) readonly buffer In0 { ELEMENT_T x0[]; };
 layout(std430, set = 0, binding = 1) readonly buffer In1 { ELEMENT_T x1[]; };
@@ -75,13 +79,8 @@ uint upsampled(uint plane, uint e, uint up) {
     return plane * (p.inner / (up * up)) + (e / w) / up * sw + (e % w) / up;
 }
 
-void main() {
-    uint i = flat_index();
-    if (i >= p.n) return;
-    uint e = i % p.inner;
-    uint rest = i / p.inner;
-    uint c = rest % p.count;
-    uint o = rest / p.count;
+// Element e of plane c of outer index o of this slab
+void move(uint o, uint c, uint e) {
     uint to = (o * p.total + p.first + c) * p.inner + e;
     // each branch moves its element straight from buffer to buffer: a float16_t local would need the Float16
     // arithmetic capability, which 16-bit storage alone does not give
@@ -99,4 +98,16 @@ void main() {
         uint len3 = p.count - p.len0 - p.len1 - p.len2;
         y[to] = x3[upsampled(o * len3 + c - p.len0 - p.len1 - p.len2, e, UP3)];
     }
+}
+
+void main() {
+    if (PLANES) {
+        uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+        for (uint e = gl_GlobalInvocationID.x; e < p.inner; e += stride) move(gl_WorkGroupID.z, gl_WorkGroupID.y, e);
+        return;
+    }
+    uint i = flat_index();
+    if (i >= p.n) return;
+    uint rest = i / p.inner;
+    move(rest / p.count, rest % p.count, i % p.inner);
 }
