@@ -17,7 +17,7 @@ layout(push_constant) uniform Params {
     uint inner;
 } p;
 
-shared float partial[256];  // workgroup size is a power of two ≤ 256
+shared float partial[1024];  // workgroup size is a power of two ≤ 1024 (reduce.py mean_local_size)
 
 void main() {
     // Per-invocation rows return one by one, but they never reach a barrier; workgroup rows return together.
@@ -32,14 +32,17 @@ void main() {
     }
     uint t = gl_LocalInvocationID.x;
     uint step = gl_WorkGroupSize.x;
-    // Four strided elements per iteration into separate sums, so their loads are issued together.
-    vec4 sums = vec4(0.0);
+    // Eight strided elements per iteration into separate sums, so their loads are issued together.
+    vec4 sums = vec4(0.0), more = vec4(0.0);
     uint k = t, stride = step * p.inner;
-    for (; k + 3 * step < p.row_len; k += 4 * step) {
+    for (; k + 7 * step < p.row_len; k += 8 * step) {
         uint i = base + k * p.inner;
         sums += vec4(float(x[i]), float(x[i + stride]), float(x[i + 2 * stride]), float(x[i + 3 * stride]));
+        more += vec4(float(x[i + 4 * stride]), float(x[i + 5 * stride]), float(x[i + 6 * stride]),
+                     float(x[i + 7 * stride]));
     }
     for (; k < p.row_len; k += step) sums.x += float(x[base + k * p.inner]);
+    sums += more;
     float s = (sums.x + sums.y) + (sums.z + sums.w);
     partial[t] = s;
     barrier();

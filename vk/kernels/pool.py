@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.launch import flat_groups, pack, require_shape, storage
-from vkocr.engine.kernels.reduce import row_groups, row_local_size
+from vkocr.engine.kernels.reduce import mean_local_size, row_groups
 from vkocr.engine.kernels.spatial import four_pads, pair, require_nchw, require_positive_output
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
@@ -74,11 +74,11 @@ def record_average_pool2d(rec: Recorder, x: Tensor, out: Tensor, *, kernel: Sequ
 
 
 def record_global_average_pool(rec: Recorder, x: Tensor, out: Tensor) -> None:
-    """ONNX GlobalAveragePool: (N, C, H, W) → (N, C, 1, 1), one workgroup per plane."""
+    """ONNX GlobalAveragePool: (N, C, H, W) → (N, C, 1, 1), one workgroup per plane (mean_local_size wide)."""
     kernel = storage(GLOBAL_AVGPOOL, x, out)  # summed in float32 whatever the storage
     n, c, h, w = require_nchw(x, "global average pool input")
     require_shape(out, (n, c, 1, 1), "global average pool output")
-    local = row_local_size(h * w)
+    local = mean_local_size(n * c, h * w, rec.device.info.max_workgroup_invocations)
     pipeline = rec.device.pipeline(kernel, (local, 1, 1))
     rec.dispatch(pipeline, [x.view, out.view], pack("II", n * c, h * w), row_groups(n * c),
                  label="global_average_pool")

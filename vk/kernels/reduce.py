@@ -35,6 +35,28 @@ def row_local_size(length: int) -> int:
     return size
 
 
+# A mean over few long rows (an SE block's squeeze of a big map: det's 96 planes of 184 × 256) launches one
+# workgroup per row on a GPU of more multiprocessors than rows; each invocation then waits on its loads ~46 times
+# in a row. Such rows get the widest workgroup the mean shaders hold, so each multiprocessor keeps four times as
+# many loads in flight. On an H100, in det 1×3×736×1024 (benchmarks/2026-12-07-h100-ab-session40.json): that
+# squeeze took 9.1 µs against 23.4, the stem's ReduceMean 7.8 against 15.3, det 1.892 ms against 1.928 (fp32),
+# rec 16's short rows unchanged.
+WIDE_ROW_LOCAL = 1024  # global_avgpool.comp's and reduce_mean.comp's shared arrays hold this many
+WIDE_MAX_ROWS, WIDE_MIN_LENGTH = 512, 8192
+
+
+def mean_local_size(rows: int, length: int, max_invocations: int) -> int:
+    """Workgroup size of a mean over `rows` rows of `length`: row_local_size, or WIDE_ROW_LOCAL (within the
+    device's limit) for at most WIDE_MAX_ROWS rows of at least WIDE_MIN_LENGTH (comparisons: guards of the shape
+    class when sizes are symbolic)."""
+    if rows <= WIDE_MAX_ROWS and length >= WIDE_MIN_LENGTH:
+        wide = MAX_ROW_LOCAL
+        while wide * 2 <= min(WIDE_ROW_LOCAL, max_invocations):
+            wide *= 2
+        return wide
+    return row_local_size(length)
+
+
 def row_groups(rows: int) -> tuple[int, int, int]:
     """One workgroup per row, folded into grid y past 65535 rows (the shaders unfold it)."""
     return flat_groups(rows, 1)
@@ -94,10 +116,10 @@ def softmax_cache(length: int) -> int:
 
 def _dispatch_rows(rec: Recorder, kernel: KernelDef, views: list[BufferView], outer: int, length: int,
                    inner: int, label: str, row_constants: tuple[int, ...] = (),
-                   flat_constants: tuple[int, ...] | None = None) -> None:
+                   flat_constants: tuple[int, ...] | None = None, wide: bool = False) -> None:
     """Softmax, reduce-mean, argmax: one workgroup per row, or one invocation per row (PER_INVOCATION).
     `row_constants` follow PER_INVOCATION in workgroup mode; per-invocation mode sets `flat_constants` there
-    (default: as many zeros)."""
+    (default: as many zeros). `wide`: the shader holds WIDE_ROW_LOCAL invocations (mean_local_size)."""
     rows = outer * inner
     push = pack("III", rows, length, inner)
     if row_per_invocation(length, inner):
@@ -105,7 +127,9 @@ def _dispatch_rows(rec: Recorder, kernel: KernelDef, views: list[BufferView], ou
         pipeline = rec.device.pipeline(kernel, (FLAT_LOCAL, 1, 1, 1, *flat))
         rec.dispatch(pipeline, views, push, flat_groups(rows), label=label)
     else:
-        pipeline = rec.device.pipeline(kernel, (row_local_size(length), 1, 1, 0, *row_constants))
+        local = (mean_local_size(rows, length, rec.device.info.max_workgroup_invocations) if wide
+                 else row_local_size(length))
+        pipeline = rec.device.pipeline(kernel, (local, 1, 1, 0, *row_constants))
         rec.dispatch(pipeline, views, push, row_groups(rows), label=label)
 
 
@@ -129,7 +153,7 @@ def record_reduce_mean(rec: Recorder, x: Tensor, out: Tensor, axes: Sequence[int
     first, last = contiguous_axes(axes, len(x.shape))
     require_shape(out, reduced_shape(x.shape, first, last, keepdims), "reduce_mean output")
     outer, length, inner = row_view(x.shape, first, last)
-    _dispatch_rows(rec, kernel, [x.view, out.view], outer, length, inner, "reduce_mean")
+    _dispatch_rows(rec, kernel, [x.view, out.view], outer, length, inner, "reduce_mean", wide=True)
 
 
 def record_argmax(rec: Recorder, x: Tensor, indices_out: Tensor, values_out: Tensor, axis: int = -1,

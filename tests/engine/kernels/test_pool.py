@@ -101,7 +101,10 @@ def test_ceil_mode_adds_a_partial_window() -> None:
     assert pool_output_shape((1, 1, 7, 7), **attrs, ceil_mode=True) == (1, 1, 4, 4)
 
 
-GLOBAL_SHAPES = [(1, 1, 1, 1), (1, 3, 7, 5), (2, 17, 16, 16), (1, 8, 1, 600), (2, 4, 80, 81), (1, 70_000, 1, 2)]
+# (1, 5, 96, 101) and (2, 3, 130, 131): few long planes, on the widest workgroup (reduce.py mean_local_size),
+# with a tail past the last eight-load step
+GLOBAL_SHAPES = [(1, 1, 1, 1), (1, 3, 7, 5), (2, 17, 16, 16), (1, 8, 1, 600), (2, 4, 80, 81), (1, 70_000, 1, 2),
+                 (1, 5, 96, 101), (2, 3, 130, 131)]
 
 
 def global_case(device: Device, shape: tuple[int, ...], dtype: type = np.float32) -> None:

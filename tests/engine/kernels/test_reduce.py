@@ -14,7 +14,10 @@ from tests.engine.kernels.harness import TOLERANCES, check, fresh_rng, poisoned,
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
 from vkocr.engine.kernels.reduce import (
+    WIDE_MAX_ROWS,
+    WIDE_MIN_LENGTH,
     contiguous_axes,
+    mean_local_size,
     record_argmax,
     record_layer_norm,
     record_reduce_mean,
@@ -144,6 +147,7 @@ REDUCE_MEAN_CASES = [
     ((2, 17, 9, 11), (1,)), ((2, 3, 4, 5), (1, 2)), ((3, 1, 5), (1,)), ((2, 3, 4, 5), (0, 1, 2)),
     ((1, 96, 40, 40), (2, 3)),
     ((2, VOCAB), (1,)), ((2, 1000, 3), (-2,)), ((1, 96, 40, 40), (1,)), ((2, 3, 5, 40), (1, 2)),
+    ((1, 6, 92, 97), (2, 3)), ((2, 9000, 3), (1,)),  # few long rows: the widest workgroup (mean_local_size)
 ]
 
 
@@ -300,6 +304,15 @@ def test_softmax_argmax_ties_and_nan(device: Device) -> None:
 
 def test_row_local_size_is_a_power_of_two_up_to_256() -> None:
     assert [row_local_size(n) for n in (1, 32, 33, 200, 256, 257, VOCAB)] == [32, 32, 64, 256, 256, 256, 256]
+
+
+def test_mean_local_size_widens_only_few_long_rows() -> None:
+    assert mean_local_size(96, 184 * 256, 1024) == 1024
+    assert mean_local_size(96, 184 * 256, 512) == 512
+    assert mean_local_size(96, 184 * 256, 896) == 512  # a power of two within the device's limit
+    assert mean_local_size(WIDE_MAX_ROWS + 1, 184 * 256, 1024) == 256  # enough rows to fill the GPU
+    assert mean_local_size(96, WIDE_MIN_LENGTH - 1, 1024) == 256
+    assert mean_local_size(4, 100, 1024) == row_local_size(100)
 
 
 def test_contiguous_axes() -> None:
