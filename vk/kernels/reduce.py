@@ -101,6 +101,9 @@ def row_per_invocation(length: int, inner: int) -> bool:
     return inner >= 32 and inner >= 16 * length
 
 
+# Rows past the cache are read three times (max, sum, write), eight strided elements loaded together each time:
+# rec 16's 640 rows of 18 710 took 67.8 µs against 87.6 one element at a time on an H100 (in-model A/B,
+# benchmarks/2026-12-07-h100-ab-session40-rows-attn.json); argmax.comp's SOFTMAX reads them so too.
 def softmax_cache(length: int) -> int:
     """Elements each invocation of a workgroup row keeps in registers (0: the row is too long, re-read it).
 
