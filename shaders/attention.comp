@@ -16,8 +16,12 @@
 
 layout(constant_id = 3) const uint SLICES = 1;     // the second product's K (= T) split, as gemm_tile.glsl's
 layout(constant_id = 4) const bool HAS_ADD = false;
+// Shared memory sized to the shape (the host rounds up to powers of two): ROWS ≥ T positions of a row; KV ≥ T·D
+// holds the image's head's k and v, staged once by the whole workgroup (many loads in flight) before the two
+// products read them, where each invocation otherwise waited on one load after another (0: read them from qkv).
+layout(constant_id = 5) const uint ROWS = 2048;
+layout(constant_id = 6) const uint KV = 0;
 
-const uint MAX_T = 2048;   // keys a row holds (shared memory); the host checks
 const uint MAX_D = 64;
 
 layout(std430, set = 0, binding = 0) restrict readonly buffer BufQKV { STORE_T qkv[]; };
@@ -30,7 +34,9 @@ layout(push_constant) uniform Params {
 } p;
 
 shared float q[MAX_D];
-shared float row[MAX_T];        // s, then p
+shared float row[ROWS];         // s, then p
+shared float ks[KV == 0 ? 1 : KV];
+shared float vs[KV == 0 ? 1 : KV];
 shared float partial[256];      // the workgroup size is a power of two ≤ 256
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
@@ -61,13 +67,35 @@ void main() {
         float v = as_stored(float(qkv[q_at + d]) * p.scale);
         q[d] = HAS_ADD ? as_stored(v + p.add) : v;
     }
+    if (KV > 0) {  // element i = j·D + d of k and of v; four of each loaded together
+        uint n = p.T * p.D;
+        uint i = t;
+        for (; i + 3 * step < n; i += 4 * step) {
+            uvec4 e = uvec4(i, i + step, i + 2 * step, i + 3 * step);
+            uvec4 j = e / p.D;
+            uvec4 at = j * token + (e - j * p.D);
+            vec4 kk = vec4(float(qkv[k_at + at.x]), float(qkv[k_at + at.y]), float(qkv[k_at + at.z]),
+                           float(qkv[k_at + at.w]));
+            vec4 vv = vec4(float(qkv[v_at + at.x]), float(qkv[v_at + at.y]), float(qkv[v_at + at.z]),
+                           float(qkv[v_at + at.w]));
+            ks[e.x] = kk.x; ks[e.y] = kk.y; ks[e.z] = kk.z; ks[e.w] = kk.w;
+            vs[e.x] = vv.x; vs[e.y] = vv.y; vs[e.z] = vv.z; vs[e.w] = vv.w;
+        }
+        for (; i < n; i += step) {
+            uint j = i / p.D, at = j * token + (i - j * p.D);
+            ks[i] = float(qkv[k_at + at]);
+            vs[i] = float(qkv[v_at + at]);
+        }
+    }
     barrier();
 
     // s and its max: invocation t takes j = t, t + step, ... (softmax.comp's split of the row)
     float m = NEG_INF;
     for (uint j = t; j < p.T; j += step) {
         float acc = 0.0;
-        for (uint d = 0; d < p.D; ++d) acc = fma(q[d], float(qkv[k_at + j * token + d]), acc);
+        for (uint d = 0; d < p.D; ++d) {
+            acc = fma(q[d], KV > 0 ? ks[j * p.D + d] : float(qkv[k_at + j * token + d]), acc);
+        }
         row[j] = as_stored(acc);
         m = max(m, row[j]);
     }
@@ -84,7 +112,9 @@ void main() {
             uint first = SLICES == 1 ? 0 : slice * p.slice_k;
             uint end = SLICES == 1 ? p.T : min(p.T, first + p.slice_k);
             float acc = 0.0;
-            for (uint j = first; j < end; ++j) acc = fma(row[j], float(qkv[v_at + j * token + d]), acc);
+            for (uint j = first; j < end; ++j) {
+                acc = fma(row[j], KV > 0 ? vs[j * p.D + d] : float(qkv[v_at + j * token + d]), acc);
+            }
             total = slice == 0 ? acc : total + acc;
         }
         y[((image * p.T + query) * p.heads + head) * p.D + d] = STORE(total);

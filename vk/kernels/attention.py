@@ -20,8 +20,13 @@ from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
 
 ATTENTION = KernelDef("attention", ("r", "w"), 24)  # qkv, out
-MAX_T = 2048  # attention.comp's MAX_T: positions a row holds in shared memory
+MAX_T = 2048  # positions a row holds in shared memory (attention.comp's ROWS at most)
 MAX_D = 64  # attention.comp's MAX_D: a head's width
+MIN_ROWS = 64
+# k and v values of a head staged in shared memory (attention.comp's KV), 16 KiB for both. Staged, rec 16's two
+# attentions took 31.8 and 33.3 µs against 39.3 and 39.5 on an H100 (fp32; in-model A/B,
+# benchmarks/2026-12-07-h100-ab-session40-rows-attn.json): each invocation had waited on its loads one by one.
+MAX_STAGED = 2048
 
 
 def fits(t: int, d: int) -> bool:
@@ -29,6 +34,22 @@ def fits(t: int, d: int) -> bool:
     products went to gemv.comp, which sums in another order) and within its shared memory (T may be symbolic:
     the comparisons are guards of the shape class)."""
     return 2 <= t <= MAX_T and 1 <= d <= MAX_D
+
+
+def power_of_two_at_least(n: int, low: int) -> int:
+    """The least power of two ≥ n and ≥ low (by comparisons: guards of the shape class when n is symbolic)."""
+    size = low
+    while size < n:
+        size *= 2
+    return size
+
+
+def shared_sizes(t: int, d: int) -> tuple[int, int]:
+    """(ROWS, KV) of attention.comp for T positions of D-wide heads: the row's positions rounded up to a power of
+    two (so that a few pipelines serve every T), and the k and v values staged per head, ROWS · D (0: more than
+    MAX_STAGED, read from qkv). D comes from the weights: only ROWS splits shape classes."""
+    rows = power_of_two_at_least(t, MIN_ROWS)
+    return rows, rows * d if rows * d <= MAX_STAGED else 0
 
 
 def record_attention(rec: Recorder, qkv: Tensor, out: Tensor, scale: float, add: float | None = None) -> None:
@@ -49,6 +70,7 @@ def record_attention(rec: Recorder, qkv: Tensor, out: Tensor, scale: float, add:
     slice_k = -(-steps // tile.slices) * tile.bk
     groups = (t, heads, n)
     check_groups(rec, groups, "attention")
-    pipeline = rec.device.pipeline(kernel, (row_local_size(t), 1, 1, tile.slices, int(add is not None)))
+    pipeline = rec.device.pipeline(kernel, (row_local_size(t), 1, 1, tile.slices, int(add is not None),
+                                            *shared_sizes(t, d)))
     push = pack("4I2f", t, heads, d, slice_k, float(stored(scale)), float(stored(add if add is not None else 0.0)))
     rec.dispatch(pipeline, [qkv.view, out.view], push, groups, label="attention")

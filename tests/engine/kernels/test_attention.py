@@ -10,7 +10,7 @@ import pytest
 from tests.engine.kernels.harness import TOLERANCES, fresh_rng, poisoned, rel_err, release, run
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.attention import MAX_T, record_attention
+from vkocr.engine.kernels.attention import MAX_T, record_attention, shared_sizes
 from vkocr.engine.kernels.matmul import pick_tile
 from vkocr.engine.recorder import Recorder
 
@@ -67,3 +67,11 @@ def test_attention_refuses_what_it_cannot_hold(device: Device) -> None:
                 record_attention(rec, qkv, out, 0.5)
         finally:
             release(device, qkv, out)
+
+
+def test_shapes_cover_staged_and_unstaged_k_and_v() -> None:
+    """rec's shape and the small odd one stage k and v in shared memory; the long and the wide one read them from
+    qkv: SHAPES runs both of attention.comp's paths."""
+    staged = {shape: shared_sizes(shape[1], shape[3])[1] > 0 for shape in SHAPES}
+    assert staged == {(1, 40, 8, 15): True, (3, 17, 2, 7): True, (1, 200, 2, 15): False, (2, 2, 1, 64): False}
+    assert shared_sizes(40, 15) == (64, 960)
