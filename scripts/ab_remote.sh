@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# In-model A/B on the GPU benchmark machine: this checkout (labelled base) and each .ab/NAME that
-# scripts/prepare_ab.sh packed (unpacked here first), alternating, twice over, on the one warm GPU (scripts/ab_models.py), then each
-# variant against base (the second round: the first warms the clocks and the pipeline caches). Run it after
-# `source scripts/remote_setup.sh` (scripts/bench_remote.sh says how a call is laid out). AB_ARGS passes options
-# to ab_models.py (e.g. AB_ARGS="--only det,rec").
+# In-model A/B on the GPU benchmark machine: this checkout (labelled base) and each .ab/NAME.tar.gz that
+# scripts/prepare_ab.sh packed (unpacked here first), alternating, twice over, on the one warm GPU
+# (scripts/ab_models.py), then each variant against base (the second round: the first warms the clocks and the
+# pipeline caches). Run it after `source scripts/remote_setup.sh` (scripts/bench_remote.sh says how a call is laid
+# out). AB_ARGS passes options to ab_models.py (e.g. AB_ARGS="--only det,rec").
 # Usage: scripts/ab_remote.sh OUT_DIR NAME [NAME ...]
 set -uo pipefail
 out="${1:?usage: scripts/ab_remote.sh OUT_DIR NAME [NAME ...]}"
