@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.launch import FLOAT16, check_groups, pack, require_shape, storage
+from vkocr.engine.kernels.launch import FLOAT16, check_groups, pack, power_of_two_at_least, require_shape, storage
 from vkocr.engine.kernels.matmul import pick_tile
 from vkocr.engine.kernels.reduce import row_local_size
 from vkocr.engine.pipeline import KernelDef
@@ -34,14 +34,6 @@ def fits(t: int, d: int) -> bool:
     products went to gemv.comp, which sums in another order) and within its shared memory (T may be symbolic:
     the comparisons are guards of the shape class)."""
     return 2 <= t <= MAX_T and 1 <= d <= MAX_D
-
-
-def power_of_two_at_least(n: int, low: int) -> int:
-    """The least power of two ≥ n and ≥ low (by comparisons: guards of the shape class when n is symbolic)."""
-    size = low
-    while size < n:
-        size *= 2
-    return size
 
 
 def shared_sizes(t: int, d: int) -> tuple[int, int]:

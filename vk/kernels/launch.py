@@ -35,6 +35,15 @@ def flat_groups(n: int, local: int = FLAT_LOCAL) -> tuple[int, int, int]:
     return MAX_GROUPS_X, -(-groups // MAX_GROUPS_X), 1
 
 
+def power_of_two_at_least(n: int, low: int) -> int:
+    """The least power of two ≥ n and ≥ low (a power of two itself), found by comparisons: guards of the shape
+    class where n is symbolic, so a class holds every n of one answer."""
+    size = low
+    while size < n:
+        size *= 2
+    return size
+
+
 def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
     """numpy.broadcast_shapes for two shapes, in plain Python (NumPy's costs ~8 µs a call, and a plan asks it
     for every elementwise node); ValueError when they do not broadcast."""

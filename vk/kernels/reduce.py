@@ -12,7 +12,15 @@ import math
 from collections.abc import Sequence
 
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.launch import FLAT_LOCAL, flat_groups, pack, require_float32, require_shape, storage
+from vkocr.engine.kernels.launch import (
+    FLAT_LOCAL,
+    flat_groups,
+    pack,
+    power_of_two_at_least,
+    require_float32,
+    require_shape,
+    storage,
+)
 from vkocr.engine.memory import BufferView
 from vkocr.engine.pipeline import KernelDef
 from vkocr.engine.recorder import Recorder
@@ -29,10 +37,7 @@ SOFTMAX_MAX_CACHE = 32  # softmax.comp MAX_CACHE: rows up to 256 * 32 = 8192 are
 def row_local_size(length: int) -> int:
     """Workgroup size for one row of `length`: a power of two (the tree reduction halves it), one warp at
     least, 256 at most (longer rows are strided)."""
-    size = MIN_ROW_LOCAL
-    while size < min(length, MAX_ROW_LOCAL):
-        size *= 2
-    return size
+    return power_of_two_at_least(min(length, MAX_ROW_LOCAL), MIN_ROW_LOCAL)
 
 
 # A mean over few long rows (an SE block's squeeze of a big map: det's 96 planes of 184 × 256) launches one
