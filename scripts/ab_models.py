@@ -28,7 +28,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import check_coopmat  # noqa: E402  (installs the checkout's finder for vkocr)
 
-CASES = (("det", (1, 3, 736, 1024)), ("rec", (16, 3, 48, 320)), ("cls", (16, 3, 48, 192)))
+# (name, the model set's role, input shape): rec1 is one line, as a stream of single-line crops runs it
+CASES = (("det", "det", (1, 3, 736, 1024)), ("rec", "rec", (16, 3, 48, 320)), ("rec1", "rec", (1, 3, 48, 320)),
+         ("cls", "cls", (16, 3, 48, 192)))
 
 
 def run(label: str, precisions: list[str], models: str | None, device_selector: str | None,
@@ -43,8 +45,8 @@ def run(label: str, precisions: list[str], models: str | None, device_selector: 
                               "cases": {}}
     with Device(device_selector) as device:
         result["device"] = f"{device.info.name} (driver {device.info.driver_info or device.info.driver_version})"
-        for role, shape in CASES:
-            if role not in roles:
+        for name, role, shape in CASES:
+            if name not in roles:
                 continue
             x = rng.uniform(-1, 1, shape).astype(np.float32)
             for precision in precisions:
@@ -78,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", default="fp32,fp16", help="storage precisions, comma-separated")
     parser.add_argument("--models", default=None, help="model set (default: the default set)")
     parser.add_argument("--device", default=None, help="index, UUID or name part (default: the automatic choice)")
-    parser.add_argument("--only", default="det,rec,cls", help="models, comma-separated (default det,rec,cls)")
+    parser.add_argument("--only", default="det,rec,cls",
+                        help="cases, comma-separated: det, rec (16 lines), rec1 (one line), cls (default det,rec,cls)")
     parser.add_argument("--json", type=Path, default=None, help="write the run here")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="compare two runs' JSON")
     args = parser.parse_args(argv)
@@ -89,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     if not precisions or set(precisions) - {"fp32", "fp16"}:
         parser.error("--precision takes fp32 and fp16, comma-separated")
     roles = [r for r in args.only.split(",") if r]
-    if not roles or set(roles) - {role for role, _ in CASES}:
-        parser.error("--only takes det, rec and cls, comma-separated")
+    if not roles or set(roles) - {name for name, _, _ in CASES}:
+        parser.error("--only takes det, rec, rec1 and cls, comma-separated")
     result = run(args.label, precisions, args.models, args.device, roles)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
