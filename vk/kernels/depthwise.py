@@ -24,23 +24,28 @@ DEPTHWISE = KernelDef("conv2d_depthwise", ("r", "r", "r", "w"), 40)
 
 @dataclass(frozen=True)
 class Tiling:
-    """Outputs per invocation (rows, cols) and the workgroup shape (x: column blocks, y: row blocks)."""
+    """Outputs per invocation (rows, cols) and the workgroup shape (x: column blocks, y: row blocks, z: channel
+    planes)."""
 
     rows: int
     cols: int
-    local: tuple[int, int]
+    local: tuple[int, int, int]
 
 
 def choose_tiling(kernel_w: int, stride_w: int) -> Tiling:
-    """Register blocking, measured on an H200 (1×128×160×160 3×3, 1×128×80×80 5×5, stride 1 and 2):
-    stride 1, kernel ≤ 3: 4 rows × 2 columns (rows share input rows; few columns keep a warp's loads close
-    together); stride 1, larger kernels: 4 × 4 in 8 × 8 workgroups (more reuse of the wider window);
+    """Register blocking, measured on an H200 (1×128×160×160 3×3, 1×128×80×80 5×5, stride 1 and 2) and on an H100
+    (det's and rec 16's maps, benchmarks/2026-12-07-h100-depthwise-session41.json):
+    stride 1, kernel ≤ 3: 3 rows × 2 columns in workgroups of 16 column blocks × 1 row block × 4 planes. A
+    workgroup 4 row blocks high ran rec's maps, 12, 6 and 3 rows high, mostly empty (6 rows: 8 of 16 rows in use;
+    3: 3 of 16): rec 16's 3×3 at 6×80 took 17.4 µs in fp16 where this takes 8.8, at 3×80 20.6 against 8.3, and
+    det's maps run as fast or faster;
+    stride 1, larger kernels: 4 × 4 in 8 × 8 workgroups (more reuse of the wider window);
     stride 2: 2 × 2, as strided windows overlap less."""
     if stride_w > 1:
-        return Tiling(2, 2, (16, 4))
+        return Tiling(2, 2, (16, 4, 1))
     if kernel_w <= 3:
-        return Tiling(4, 2, (16, 4))
-    return Tiling(4, 4, (8, 8))
+        return Tiling(3, 2, (16, 1, 4))
+    return Tiling(4, 4, (8, 8, 1))
 
 
 class DepthwiseConv2d:
@@ -73,7 +78,7 @@ class DepthwiseConv2d:
         self._window = (kh, sh, dh, pt + pb, kw, sw, dw, pl + pr)
         self._pads = (pt, pl)
         self.tiling = choose_tiling(kw, sw)
-        self._local = (*self.tiling.local, 1)
+        self._local = self.tiling.local
         self._constants = (*self._local, kh, kw, sh, sw, dh, dw, self.tiling.rows, self.tiling.cols,
                            int(has_bias), act, float(alpha), float(beta), int(post_affine is not None))
         scale, shift = post_affine if post_affine is not None else (1.0, 0.0)

@@ -35,6 +35,9 @@ GEOMETRY_CASES = [
     ((1, 12, 23, 29), (7, 7), (1, 1), (3, 3, 3, 3), (1, 1)),   # PP-OCRv6 det's neck
     ((1, 5, 6, 5), (7, 7), (1, 1), (3, 3, 3, 3), (1, 1)),      # a window wider than the plane
     ((2, 8, 1, 37), (1, 7), (1, 1), (0, 3, 0, 3), (1, 1)),     # PP-OCRv6 rec's 1x7 on a one-row map
+    ((3, 5, 6, 21), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),     # rec's short maps: 15 planes, not whole workgroups of 4
+    ((2, 7, 12, 19), (3, 3), (2, 1), (1, 1, 1, 1), (1, 1)),    # rec's stride (2, 1): 6 rows, 2 blocks of 3
+    ((1, 9, 4, 13), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),     # 4 rows: a second block of 3 with one live
 ]
 
 ACTIVATION_CASES = [
