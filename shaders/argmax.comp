@@ -25,6 +25,8 @@ layout(push_constant) uniform Params {
     uint inner;
 } p;
 
+#include "row_passes.glsl"
+
 shared float best_value[256];  // workgroup size is a power of two ≤ 256
 shared int best_index[256];
 
@@ -42,13 +44,6 @@ float compared(float e) {
     return SOFTMAX != 0 ? exp(e - m) * inv_sum : e;
 }
 
-// Elements k, k + step, ..., k + 7·step of the row into a and b (named vectors: an array spills on NVIDIA)
-#define LOAD8(a, b, k) \
-    a = vec4(x[base + (k) * p.inner], x[base + ((k) + step) * p.inner], x[base + ((k) + 2 * step) * p.inner], \
-             x[base + ((k) + 3 * step) * p.inner]); \
-    b = vec4(x[base + ((k) + 4 * step) * p.inner], x[base + ((k) + 5 * step) * p.inner], \
-             x[base + ((k) + 6 * step) * p.inner], x[base + ((k) + 7 * step) * p.inner])
-
 void main() {
     // Per-invocation rows return one by one, but they never reach a barrier; workgroup rows return together.
     uint row = PER_INVOCATION != 0 ? flat_index() : gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
@@ -58,27 +53,10 @@ void main() {
     uint step = PER_INVOCATION != 0 ? 1 : gl_WorkGroupSize.x;
 
     if (SOFTMAX != 0) {
-        // Eight strided elements loaded together, then taken one by one in index order: softmax.comp's max and
-        // sum, bit for bit, without waiting on each load in turn.
-        m = uintBitsToFloat(0xff800000u);
-        uint k = t;
-        for (; k + 7 * step < p.row_len; k += 8 * step) {
-            vec4 a, b;
-            LOAD8(a, b, k);
-            m = max(max(max(max(m, a.x), a.y), a.z), a.w);
-            m = max(max(max(max(m, b.x), b.y), b.z), b.w);
-        }
-        for (; k < p.row_len; k += step) m = max(m, x[base + k * p.inner]);
+        // softmax.comp's max and sum, bit for bit (row_passes.glsl)
+        m = row_max(base, t, step);
         if (PER_INVOCATION == 0) m = workgroup_max(m);
-        float s = 0.0;
-        k = t;
-        for (; k + 7 * step < p.row_len; k += 8 * step) {
-            vec4 a, b;
-            LOAD8(a, b, k);
-            s += exp(a.x - m); s += exp(a.y - m); s += exp(a.z - m); s += exp(a.w - m);
-            s += exp(b.x - m); s += exp(b.y - m); s += exp(b.z - m); s += exp(b.w - m);
-        }
-        for (; k < p.row_len; k += step) s += exp(x[base + k * p.inner] - m);
+        float s = row_exp_sum(base, t, step, m);
         inv_sum = 1.0 / (PER_INVOCATION != 0 ? s : workgroup_sum(s));
     }
 

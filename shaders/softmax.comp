@@ -24,6 +24,8 @@ layout(push_constant) uniform Params {
     uint inner;
 } p;
 
+#include "row_passes.glsl"
+
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
 // The row held in registers: element t + j * step in v[j] (-inf past the end, so it adds exp(-inf) = 0).
@@ -49,17 +51,12 @@ void softmax_cached(uint base, uint t, uint step) {
     }
 }
 
-// Elements k, k + step, ..., k + 7·step of the row into a and b (named vectors: an array spills on NVIDIA),
-// and their probabilities out
-#define AT(k, j) (base + ((k) + (j) * step) * p.inner)
-#define LOAD8(a, b, k) \
-    a = vec4(float(x[AT(k, 0)]), float(x[AT(k, 1)]), float(x[AT(k, 2)]), float(x[AT(k, 3)])); \
-    b = vec4(float(x[AT(k, 4)]), float(x[AT(k, 5)]), float(x[AT(k, 6)]), float(x[AT(k, 7)]))
+// Elements k .. k + 7·step of the row's probabilities out, from their logits in a and b (row_passes.glsl's ROW_LOAD8)
 #define STORE8(a, b, k) \
-    y[AT(k, 0)] = STORE(exp(a.x - m) * inv_sum); y[AT(k, 1)] = STORE(exp(a.y - m) * inv_sum); \
-    y[AT(k, 2)] = STORE(exp(a.z - m) * inv_sum); y[AT(k, 3)] = STORE(exp(a.w - m) * inv_sum); \
-    y[AT(k, 4)] = STORE(exp(b.x - m) * inv_sum); y[AT(k, 5)] = STORE(exp(b.y - m) * inv_sum); \
-    y[AT(k, 6)] = STORE(exp(b.z - m) * inv_sum); y[AT(k, 7)] = STORE(exp(b.w - m) * inv_sum)
+    y[ROW_AT(k, 0)] = STORE(exp(a.x - m) * inv_sum); y[ROW_AT(k, 1)] = STORE(exp(a.y - m) * inv_sum); \
+    y[ROW_AT(k, 2)] = STORE(exp(a.z - m) * inv_sum); y[ROW_AT(k, 3)] = STORE(exp(a.w - m) * inv_sum); \
+    y[ROW_AT(k, 4)] = STORE(exp(b.x - m) * inv_sum); y[ROW_AT(k, 5)] = STORE(exp(b.y - m) * inv_sum); \
+    y[ROW_AT(k, 6)] = STORE(exp(b.z - m) * inv_sum); y[ROW_AT(k, 7)] = STORE(exp(b.w - m) * inv_sum)
 
 void main() {
     // Per-invocation rows return one by one, but they never reach a barrier; workgroup rows return together.
@@ -73,34 +70,17 @@ void main() {
         return;
     }
 
-    // Each pass loads eight strided elements together, then takes them one by one in index order (the same
-    // max, sum and probabilities as one at a time, bit for bit; argmax.comp's SOFTMAX repeats the first two).
-    float m = NEG_INF;
+    // Each pass loads eight strided elements together, then takes them one by one in index order: the same max,
+    // sum and probabilities as one at a time, bit for bit (the first two passes: row_passes.glsl)
+    float m = row_max(base, t, step);
+    if (PER_INVOCATION == 0) m = workgroup_max(m);
+    float s = row_exp_sum(base, t, step, m);
+    float inv_sum = 1.0 / (PER_INVOCATION != 0 ? s : workgroup_sum(s));
+
     uint k = t;
     for (; k + 7 * step < p.row_len; k += 8 * step) {
         vec4 a, b;
-        LOAD8(a, b, k);
-        m = max(max(max(max(m, a.x), a.y), a.z), a.w);
-        m = max(max(max(max(m, b.x), b.y), b.z), b.w);
-    }
-    for (; k < p.row_len; k += step) m = max(m, float(x[base + k * p.inner]));
-    if (PER_INVOCATION == 0) m = workgroup_max(m);
-
-    float s = 0.0;
-    k = t;
-    for (; k + 7 * step < p.row_len; k += 8 * step) {
-        vec4 a, b;
-        LOAD8(a, b, k);
-        s += exp(a.x - m); s += exp(a.y - m); s += exp(a.z - m); s += exp(a.w - m);
-        s += exp(b.x - m); s += exp(b.y - m); s += exp(b.z - m); s += exp(b.w - m);
-    }
-    for (; k < p.row_len; k += step) s += exp(float(x[base + k * p.inner]) - m);
-    float inv_sum = 1.0 / (PER_INVOCATION != 0 ? s : workgroup_sum(s));
-
-    k = t;
-    for (; k + 7 * step < p.row_len; k += 8 * step) {
-        vec4 a, b;
-        LOAD8(a, b, k);
+        ROW_LOAD8(a, b, k);
         STORE8(a, b, k);
     }
     for (; k < p.row_len; k += step) {
