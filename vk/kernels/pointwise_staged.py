@@ -59,7 +59,7 @@ STAGED_MIN_K = 192
 # gemm.comp's 0.134 on an H100; in fp32 in 0.136 against 0.128, so fp32 stays there (scripts/check_coopmat.py,
 # session 38). Its 120-to-360-wide projections ran 3-5 µs faster in fp16 at 640 rows, but at one line's 40 rows
 # unmeasured.
-GEMM_MIN_N = 1024
+GEMM_MIN_N = 96
 
 
 def staged_tile(device: object, precision: str, m: int, k: int, *, pointwise: bool, tile: StagedTile | None = None
