@@ -55,11 +55,12 @@ TALL_16 = StagedTile(sg_m=4, sg_n=2, fm=2, fn=2, ksteps=1)
 # noise (benchmarks/2026-12-07-h100-models-k96-session38.json).
 STAGED_MIN_K = 192
 # ONNX Gemm and MatMul by 2-D weights (vk/kernels/matmul.py) at least this many output columns wide, in fp16
-# storage: the recognisers' CTC heads. PP-OCRv6's 120 -> 18 710 classes at rec 16 ran in 0.106 ms against
-# gemm.comp's 0.134 on an H100; in fp32 in 0.136 against 0.128, so fp32 stays there (scripts/check_coopmat.py,
-# session 38). Its 120-to-360-wide projections ran 3-5 µs faster in fp16 at 640 rows, but at one line's 40 rows
-# unmeasured.
-GEMM_MIN_N = 1024
+# storage: the recognisers' CTC heads and SVTR's projections. PP-OCRv6's 120 -> 18 710 classes at rec 16 ran in
+# 0.106 ms against gemm.comp's 0.134 on an H100; in fp32 in 0.136 against 0.128, so fp32 stays there
+# (scripts/check_coopmat.py, session 38). Its eight 120- to 360-wide products took 4-10 µs less each in the model,
+# at one line (40 rows) as at 16 (640): rec 16 in fp16 1.777 -> 1.728 ms, one line 0.885 -> 0.843 (scripts/
+# ab_models.py, benchmarks/2026-12-07-h100-ab-session41.json).
+GEMM_MIN_N = 96
 
 
 def staged_tile(device: object, precision: str, m: int, k: int, *, pointwise: bool, tile: StagedTile | None = None

@@ -156,9 +156,9 @@ def gemm_kernel(rows: Any, n: int, k: int, dtype: type = np.float16, c: bool = T
 
 
 def test_wide_gemms_take_it_unasked(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A Gemm or a MatMul by 2-D weights at least GEMM_MIN_N columns wide (the CTC head: 120 -> 18 710), plain
-    (no transposes, alpha = beta = 1, C one per column): the staged kernel, its bias per column; any other on
-    gemm.comp."""
+    """A Gemm or a MatMul by 2-D weights at least GEMM_MIN_N columns wide (the CTC head: 120 -> 18 710, SVTR's
+    120 -> 360), plain (no transposes, alpha = beta = 1, C one per column): the staged kernel, its bias per
+    column; any other on gemm.comp."""
     h200 = fake_device(info())
     assert auto_gemm_tile(h200, "fp16", 18710, 120) == ((16, 16, 16), SQUARE)
     assert auto_gemm_tile(h200, "fp32", 18710, 120) is None  # gemm.comp was as fast
@@ -171,8 +171,9 @@ def test_wide_gemms_take_it_unasked(monkeypatch: pytest.MonkeyPatch) -> None:
     assert gemm_kernel(640, 18710, 120, c=False)[0][0] == "pointwise_staged.fp16"
     for attrs in ({"trans_b": True}, {"alpha": 0.5}, {"beta": 2.0}, {"tile": "thin"}):
         assert gemm_kernel(640, 18710, 120, **attrs)[3] == "gemm", attrs
-    assert gemm_kernel(640, 360, 120)[3] == "gemm"
-    assert gemm_kernel(640, 360, 120, tile=SMALL)[3] == "pointwise_staged"  # asked
+    assert gemm_kernel(640, 360, 120)[3] == "pointwise_staged"  # SVTR's projections, from GEMM_MIN_N wide
+    assert gemm_kernel(640, GEMM_MIN_N - 8, 120)[3] == "gemm"
+    assert gemm_kernel(640, 88, 120, tile=SMALL)[3] == "pointwise_staged"  # asked
     with pytest.raises(KernelArgumentError, match="without transposes"):
         gemm_kernel(640, 360, 120, tile=SMALL, trans_b=True)
     monkeypatch.setenv(ENV, "0")
