@@ -17,7 +17,8 @@
 //
 // fp32 storage (SPLIT): every input as hi = fp16(v) and lo = fp16((v − hi)·LO_SCALE), three products per pair
 // (conv2d_coopmat.comp's scheme: ~21 bits of each input instead of 11, lo kept out of fp16's subnormals).
-// TM × TN × TK must be a shape the device lists; the workgroup must hold exactly SG subgroups (the host sizes
+// TM × TN × TK must be a shape the device lists, TK a multiple of 8 (the input window is staged in 16-byte
+// vectors of TK / 8 per pixel); the workgroup must hold exactly SG subgroups (the host sizes
 // it from the device's subgroup size; another size at run time writes NaN rather than a wrong answer).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
@@ -73,20 +74,9 @@ layout(push_constant) uniform Params {
     float post_scale, post_shift;  // read only when POST_AFFINE
 } p;
 
-shared float16_t tile_in[PARTS * IN_SIZE];  // [part][row][column][channel]
+shared uvec4 tile_in[PARTS * IN_SIZE / 8];  // [part][row][column][channel], eight halves per vector
 shared float16_t tile_w[PARTS * W_SIZE];    // [part][tap][input channel][output channel]
 shared float stage_c[SG * C_SIZE];          // one accumulator per subgroup, column-major
-
-void put_input(uint at, float v) {
-    if (SPLIT) {
-        float16_t hi, lo;
-        split_half(v, hi, lo);
-        tile_in[at] = hi;
-        tile_in[at + IN_SIZE] = lo;
-    } else {
-        tile_in[at] = float16_t(v);
-    }
-}
 
 void put_weight(uint at, float v) {
     if (SPLIT) {
@@ -99,26 +89,58 @@ void put_weight(uint at, float v) {
     }
 }
 
+// Input channel ci at element `at` of the input, zero outside the image (`inside`) and past Cin
+float input_at(bool inside, uint ci, uint at) {
+    return inside && ci < p.cin ? float(x[at]) : 0.0;
+}
+
+// Two values as the halves they are staged as: hi (fp16(v), or split_half's hi) and, with SPLIT, lo
+void pack_pair(float a, float b, out uint hi, out uint lo) {
+    if (SPLIT) {
+        float16_t a_hi, a_lo, b_hi, b_lo;
+        split_half(a, a_hi, a_lo);
+        split_half(b, b_hi, b_lo);
+        hi = packFloat2x16(f16vec2(a_hi, b_hi));
+        lo = packFloat2x16(f16vec2(a_lo, b_lo));
+    } else {
+        hi = packFloat2x16(f16vec2(float16_t(a), float16_t(b)));
+        lo = 0u;
+    }
+}
+
 // The chunk of input channels c0 .. c0 + TK: its input window (top-left input pixel row0, col0, which may lie in
-// the padding) and its weights, into shared memory.
+// the padding) and its weights, into shared memory. An invocation stages whole pixels: the TK channels' loads of a
+// pixel are all in flight at once (adjacent invocations read adjacent columns of each channel plane), and it
+// stores them as TK / 8 sixteen-byte vectors, so a subgroup's stores do not collide in shared memory's banks as
+// one half per channel at a TK-half stride did. The weights go output channel fastest across invocations, for
+// the same reason: each invocation reads the KH·KW taps of one (output, input) channel pair, adjacent in memory.
 void stage_chunk(uint c0, uint image, int row0, int col0) {
     uint tid = gl_LocalInvocationIndex;
-    for (uint e = tid; e < ROWS_IN * COLS_IN * TK; e += THREADS) {
-        uint col = e % COLS_IN, rest = e / COLS_IN;  // columns fastest: adjacent invocations, adjacent addresses
-        uint row = rest % ROWS_IN, c = rest / ROWS_IN;
+    uint plane = p.H * p.W;
+    for (uint px = tid; px < ROWS_IN * COLS_IN; px += THREADS) {
+        uint row = px / COLS_IN, col = px - row * COLS_IN;
         uint ih = uint(row0 + int(row)), iw = uint(col0 + int(col));  // below zero wraps, and fails the tests
-        uint ci = c0 + c;
-        float v = 0.0;
-        if (ci < p.cin && ih < p.H && iw < p.W) v = float(x[((image * p.cin + ci) * p.H + ih) * p.W + iw]);
-        put_input((row * COLS_IN + col) * TK + c, v);
+        bool inside = ih < p.H && iw < p.W;
+        uint at = ((image * p.cin + c0) * p.H + ih) * p.W + iw;  // read only where inside
+        [[unroll]] for (uint q = 0; q < TK / 8; ++q) {
+            uvec4 hi, lo;
+            [[unroll]] for (uint r = 0; r < 4; ++r) {
+                uint c = q * 8 + r * 2;
+                pack_pair(input_at(inside, c0 + c, at + c * plane), input_at(inside, c0 + c + 1, at + (c + 1) * plane),
+                          hi[r], lo[r]);
+            }
+            tile_in[px * (TK / 8) + q] = hi;
+            if (SPLIT) tile_in[IN_SIZE / 8 + px * (TK / 8) + q] = lo;
+        }
     }
-    for (uint e = tid; e < TAPS * TK * CH; e += THREADS) {
-        uint tap = e % TAPS, rest = e / TAPS;  // taps fastest: W is [m][ci][ky][kx]
-        uint c = rest % TK, m = rest / TK;
+    for (uint e = tid; e < TK * CH; e += THREADS) {
+        uint m = e % CH, c = e / CH;
         uint ci = c0 + c;
-        float v = 0.0;
-        if (ci < p.cin && m < p.cout) v = float(w[(m * p.cin + ci) * TAPS + tap]);
-        put_weight((tap * TK + c) * CH + m, v);
+        bool live = ci < p.cin && m < p.cout;
+        uint from = (m * p.cin + ci) * TAPS;  // W is [m][ci][ky][kx]
+        [[unroll]] for (uint tap = 0; tap < TAPS; ++tap) {
+            put_weight((tap * TK + c) * CH + m, live ? float(w[from + tap]) : 0.0);
+        }
     }
 }
 
@@ -171,10 +193,10 @@ void main() {
                 // row r of A: output column ow0 + fp·TM + r, whose input column is (fp·TM + r)·SW + kx·DW
                 uint at = ((sg * SH + ky * DH) * COLS_IN + fp * TM * SW + kx * DW) * TK;
                 coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> a;
-                coopMatLoad(a, tile_in, at, SW * TK, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatLoad(a, tile_in, at / 8, SW * TK / 8, gl_CooperativeMatrixLayoutRowMajor);
                 if (SPLIT) {
                     coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> a_lo;
-                    coopMatLoad(a_lo, tile_in, at + IN_SIZE, SW * TK, gl_CooperativeMatrixLayoutRowMajor);
+                    coopMatLoad(a_lo, tile_in, (at + IN_SIZE) / 8, SW * TK / 8, gl_CooperativeMatrixLayoutRowMajor);
                     [[unroll]] for (uint fn = 0; fn < FN; ++fn) {
                         acc_lo[fp * FN + fn] = coopMatMulAdd(a_lo, b[fn], acc_lo[fp * FN + fn]);
                         acc_lo[fp * FN + fn] = coopMatMulAdd(a, b_lo[fn], acc_lo[fp * FN + fn]);

@@ -88,7 +88,10 @@ def choose_taps_tile(device: object, precision: str, cout: int, cin: int, window
         return None
     if want is None and (precision not in AUTO_PRECISIONS or window[0] * window[1] == 1 or cin < MIN_CIN):
         return None
-    tm, tn, _ = mnk
+    tm, tn, tk = mnk
+    if tk % 8:
+        refuse(f"the matrices' K of {tk} is not a multiple of 8: the input window is staged 8 halves at a time")
+        return None
     fn = -(-cout // tn)
     if fn * tn > MAX_COUT:
         refuse(f"{cout} output channels, the kernel holds at most {MAX_COUT} in a workgroup")
