@@ -13,7 +13,8 @@
 //   const bool B_N_FAST;  // consecutive n are adjacent in memory for B (else consecutive k are)
 // (the two flags may be specialization constants) and then calls gemm_tile(batch, M, N, K) from main().
 // A kernel whose B rows lie contiguous in memory may also `#define HAS_LOAD_B4` before the include and declare
-//   const bool B_VEC4;                                   // fetch B four columns at a time (needs B_N_FAST)
+//   const bool B_VEC4;                                   // fetch B four columns at a time (needs B_N_FAST;
+//                                                        // taken where a thread's B slots make whole vec4s)
 //   bool load_b4(uint batch, uint k, uint n, out vec4 v); // B[k][n..n+3] (all < N) as one 16-byte load, or
 //                                                        // false (v unused) where the four are not 16-byte aligned
 //
@@ -137,7 +138,7 @@ void gemm_tile(uint batch, uint M, uint N, uint K) {
                 float v = (m < M && k < k_end) ? load_a(batch, m, k) : 0.0;
                 if (s < 4) next_a[s] = v; else next_a_hi[s - 4] = v;
             }
-            if (B_VEC4) {
+            if (B_VEC4 && B_SLOTS % 4 == 0) {  // (whole vec4s of slots per thread)
                 // four adjacent columns of one k per slot: one 16-byte load and, below, one 16-byte shared store
                 // where four scalar ones would go; the same values in the same places of the tile
                 [[unroll]] for (uint s = 0; s < B_SLOTS / 4; ++s) {
@@ -184,7 +185,7 @@ void gemm_tile(uint batch, uint M, uint N, uint K) {
                 uvec2 mk = a_slot_mk(s, tid);
                 tile_a[a_buf + mk.y * A_ROW + mk.x / 4][mk.x % 4] = s < 4 ? next_a[s] : next_a_hi[s - 4];
             }
-            if (B_VEC4) {
+            if (B_VEC4 && B_SLOTS % 4 == 0) {
                 [[unroll]] for (uint s = 0; s < B_SLOTS / 4; ++s) {
                     uvec2 kn = b_vec4_kn(s, tid);
                     tile_b[b_buf + kn.x * B_ROW + kn.y / 4] = s == 0 ? next_b : next_b_hi;
