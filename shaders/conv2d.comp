@@ -16,6 +16,9 @@ layout(constant_id = 10) const uint KW = 3;
 layout(constant_id = 11) const bool POST_AFFINE = false;  // scale and shift after the activation
 layout(constant_id = 12) const bool RESIDUAL = false;     // add the residual tensor last
 layout(constant_id = 13) const bool VECTOR_STORES = false;  // store_c4 writes 4 columns at once (the host's rule)
+layout(constant_id = 14) const bool VECTOR_LOADS = false;  // POINTWISE only: gemm_tile.glsl's B_VEC4 (the host's rule)
+#define HAS_LOAD_B4
+const bool B_VEC4 = POINTWISE && VECTOR_LOADS;
 const bool A_K_FAST = true;   // weights are row-major (Cout, Cin/group·KH·KW)
 const bool B_N_FAST = true;   // consecutive n are consecutive output columns
 
@@ -24,7 +27,8 @@ layout(std430, set = 0, binding = 1) readonly buffer BufW { STORE_T w[]; };
 layout(std430, set = 0, binding = 2) readonly buffer BufBias { STORE_T bias[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer BufOut { STORE_T y[]; };
 layout(std430, set = 0, binding = 4) readonly buffer BufResidual { STORE_T residual[]; };
-// The same two bindings as vectors, for store_c4 (views start 16-byte aligned: vk/device.py's alignment)
+// Three bindings again as vectors, for load_b4 and store_c4 (views start 16-byte aligned: vk/device.py's alignment)
+layout(std430, set = 0, binding = 0) readonly buffer BufX4 { STORE4_T x4[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer BufOut4 { STORE4_T y4[]; };
 layout(std430, set = 0, binding = 4) readonly buffer BufResidual4 { STORE4_T residual4[]; };
 
@@ -60,6 +64,14 @@ float load_b(uint batch, uint k, uint n, uvec4 col) {
     uint ih = col.x + (tap / KW) * p.dil_h, iw = col.y + (tap % KW) * p.dil_w;
     if (ih >= p.H || iw >= p.W) return 0.0;
     return float(x[base_x + (ci * p.H + ih) * p.W + iw]);
+}
+
+bool load_b4(uint batch, uint k, uint n, out vec4 v) {
+    uint at = base_x + n + k * (p.H * p.W);
+    v = vec4(0.0);
+    if ((at & 3u) != 0u) return false;
+    v = vec4(x4[at >> 2]);
+    return true;
 }
 
 // bias, activation and affine of output channel m (the residual comes after)

@@ -12,6 +12,11 @@
 //   const bool A_K_FAST;  // consecutive k are adjacent in memory for A (else consecutive m are)
 //   const bool B_N_FAST;  // consecutive n are adjacent in memory for B (else consecutive k are)
 // (the two flags may be specialization constants) and then calls gemm_tile(batch, M, N, K) from main().
+// A kernel whose B rows lie contiguous in memory may also `#define HAS_LOAD_B4` before the include and declare
+//   const bool B_VEC4;                                   // fetch B four columns at a time (needs B_N_FAST;
+//                                                        // taken where a thread's B slots make whole vec4s)
+//   bool load_b4(uint batch, uint k, uint n, out vec4 v); // B[k][n..n+3] (all < N) as one 16-byte load, or
+//                                                        // false (v unused) where the four are not 16-byte aligned
 //
 // Design (the classic SGEMM): a workgroup of (BM/TM)·(BN/TN) threads owns a BM × BN output tile; each thread
 // accumulates a TM × TN block in registers as outer products of TM values of A and TN values of B per k.
@@ -35,6 +40,14 @@
 // With arrays (vec4[16] or float[64] accumulators, and vec4[8] in one tile shape but not another) NVIDIA's
 // compiler produced code that ran at 2 TFLOP/s instead of 34 at 2048³ on an H200; named variables leave it
 // no choice. (Registers at 128×128, 8×8: 125, so two workgroups fit a multiprocessor.)
+
+#ifndef HAS_LOAD_B4
+const bool B_VEC4 = false;
+bool load_b4(uint batch, uint k, uint n, out vec4 v) {
+    v = vec4(0.0);
+    return false;
+}
+#endif
 
 layout(constant_id = 3) const uint BM = 128;
 layout(constant_id = 4) const uint BN = 128;
@@ -66,6 +79,12 @@ uvec2 a_slot_mk(uint slot, uint tid) {
 uvec2 b_slot_kn(uint slot, uint tid) {
     uint e = slot * THREADS + tid;
     return B_N_FAST ? uvec2(e / BN, e % BN) : uvec2(e % BK, e / BK);
+}
+
+// With B_VEC4: (k, first column) in the tile of a thread's slot-th four columns; a warp's loads are contiguous.
+uvec2 b_vec4_kn(uint slot, uint tid) {
+    uint e = slot * THREADS + tid;
+    return uvec2(e / (BN / 4), (e % (BN / 4)) * 4);
 }
 
 // acc[r] += a[r] · b: the outer product of 4 rows of A and 4 columns of B.
@@ -119,11 +138,28 @@ void gemm_tile(uint batch, uint M, uint N, uint K) {
                 float v = (m < M && k < k_end) ? load_a(batch, m, k) : 0.0;
                 if (s < 4) next_a[s] = v; else next_a_hi[s - 4] = v;
             }
-            [[unroll]] for (uint s = 0; s < B_SLOTS; ++s) {
-                uvec2 kn = b_slot_kn(s, tid);
-                uint k = k0 + kn.x, n = n0 + kn.y;
-                float v = (k < k_end && n < N) ? load_b(batch, k, n, ONE_COLUMN ? my_column : b_column(batch, n)) : 0.0;
-                if (s < 4) next_b[s] = v; else next_b_hi[s - 4] = v;
+            if (B_VEC4 && B_SLOTS % 4 == 0) {  // (whole vec4s of slots per thread)
+                // four adjacent columns of one k per slot: one 16-byte load and, below, one 16-byte shared store
+                // where four scalar ones would go; the same values in the same places of the tile
+                [[unroll]] for (uint s = 0; s < B_SLOTS / 4; ++s) {
+                    uvec2 kn = b_vec4_kn(s, tid);
+                    uint k = k0 + kn.x, n = n0 + kn.y;
+                    vec4 v = vec4(0.0);
+                    if (k < k_end && !(n + 3 < N && load_b4(batch, k, n, v))) {
+                        v = vec4(0.0);
+                        [[unroll]] for (uint j = 0; j < 4; ++j) {
+                            if (n + j < N) v[j] = load_b(batch, k, n + j, b_column(batch, n + j));
+                        }
+                    }
+                    if (s == 0) next_b = v; else next_b_hi = v;
+                }
+            } else {
+                [[unroll]] for (uint s = 0; s < B_SLOTS; ++s) {
+                    uvec2 kn = b_slot_kn(s, tid);
+                    uint k = k0 + kn.x, n = n0 + kn.y;
+                    float v = (k < k_end && n < N) ? load_b(batch, k, n, ONE_COLUMN ? my_column : b_column(batch, n)) : 0.0;
+                    if (s < 4) next_b[s] = v; else next_b_hi[s - 4] = v;
+                }
             }
         }
         // Multiply tile t-1, which the previous iteration stashed and fenced, while tile t's loads fly.
@@ -149,9 +185,16 @@ void gemm_tile(uint batch, uint M, uint N, uint K) {
                 uvec2 mk = a_slot_mk(s, tid);
                 tile_a[a_buf + mk.y * A_ROW + mk.x / 4][mk.x % 4] = s < 4 ? next_a[s] : next_a_hi[s - 4];
             }
-            [[unroll]] for (uint s = 0; s < B_SLOTS; ++s) {
-                uvec2 kn = b_slot_kn(s, tid);
-                tile_b[b_buf + kn.x * B_ROW + kn.y / 4][kn.y % 4] = s < 4 ? next_b[s] : next_b_hi[s - 4];
+            if (B_VEC4 && B_SLOTS % 4 == 0) {
+                [[unroll]] for (uint s = 0; s < B_SLOTS / 4; ++s) {
+                    uvec2 kn = b_vec4_kn(s, tid);
+                    tile_b[b_buf + kn.x * B_ROW + kn.y / 4] = s == 0 ? next_b : next_b_hi;
+                }
+            } else {
+                [[unroll]] for (uint s = 0; s < B_SLOTS; ++s) {
+                    uvec2 kn = b_slot_kn(s, tid);
+                    tile_b[b_buf + kn.x * B_ROW + kn.y / 4][kn.y % 4] = s < 4 ? next_b[s] : next_b_hi[s - 4];
+                }
             }
         }
         barrier();

@@ -61,6 +61,8 @@ SHALLOW_POINTWISE_K = 192
 # vectors everywhere, det's 96 -> 24, rec's 384 -> 120, its strided 3×3 and its MatMuls ran 10-38 % slower: det 1 %
 # faster, rec 1.5 % slower in all (benchmarks/2026-12-06-h100-vector-stores-session31.json).
 VECTOR_STORE_MIN_COUT = 48
+# Every pointwise convolution on conv2d.comp fetches its input four columns per load (VECTOR_LOADS): the tile holds
+# the same values in the same places, so the sums are the same bit for bit.
 
 
 def conv_output_shape(
@@ -250,7 +252,7 @@ class Conv2d:
         groups = chosen.groups(self.cout_g, oh * ow, n * self.group)
         check_groups(rec, groups, "conv2d")
         pipeline = rec.device.pipeline(kernel, (*chosen.constants(), *self._constants, int(residual is not None),
-                                                int(self._vector_stores)))
+                                                int(self._vector_stores), int(self._pointwise)))
         rec.dispatch(pipeline, views, push, groups, label="conv2d")
 
 

@@ -239,12 +239,13 @@ def test_shallow_pointwise_convs_take_the_thin_tile(device: Device) -> None:
 
 
 def test_vector_stores_only_for_shallow_pointwise_convs_of_many_outputs(device: Device) -> None:
-    """conv2d.comp's VECTOR_STORES constant (the last) is set for 1×1 convs shallower than SHALLOW_POINTWISE_K with
-    at least VECTOR_STORE_MIN_COUT outputs, and for no other."""
+    """conv2d.comp's VECTOR_STORES constant (the last but one) is set for 1×1 convs shallower than
+    SHALLOW_POINTWISE_K with at least VECTOR_STORE_MIN_COUT outputs, and for no other; VECTOR_LOADS (the last) for
+    every 1×1 conv."""
     from vkocr.engine.kernels.conv import SHALLOW_POINTWISE_K, VECTOR_STORE_MIN_COUT, Conv2d
     from vkocr.engine.recorder import Recorder
 
-    def vector_stores(cin: int, cout: int, kernel: int) -> int:
+    def vector_flags(cin: int, cout: int, kernel: int) -> tuple[int, int]:
         x = device.upload(np.ones((1, cin, 16, 16), np.float32))
         w = device.upload(np.ones((cout, cin, kernel, kernel), np.float32))
         out = device.tensor((1, cout, 17 - kernel, 17 - kernel), np.float32)
@@ -252,10 +253,10 @@ def test_vector_stores_only_for_shallow_pointwise_convs_of_many_outputs(device: 
             Conv2d(w.shape).record(rec, x, w, out, coopmat=False, direct=False, taps=False)
             picked = next(op.pipeline.constants for op in rec._ops if hasattr(op, "pipeline"))
         release(device, x, w, out)
-        return int(picked[-1])
+        return int(picked[-2]), int(picked[-1])
 
-    assert vector_stores(48, VECTOR_STORE_MIN_COUT, 1) == 1
-    assert vector_stores(SHALLOW_POINTWISE_K - 1, 96, 1) == 1
-    assert vector_stores(48, VECTOR_STORE_MIN_COUT - 1, 1) == 0
-    assert vector_stores(SHALLOW_POINTWISE_K, 96, 1) == 0
-    assert vector_stores(48, 96, 3) == 0
+    assert vector_flags(48, VECTOR_STORE_MIN_COUT, 1) == (1, 1)
+    assert vector_flags(SHALLOW_POINTWISE_K - 1, 96, 1) == (1, 1)
+    assert vector_flags(48, VECTOR_STORE_MIN_COUT - 1, 1) == (0, 1)
+    assert vector_flags(SHALLOW_POINTWISE_K, 96, 1) == (0, 1)
+    assert vector_flags(48, 96, 3) == (0, 0)
