@@ -32,6 +32,11 @@ layout(constant_id = 8) const uint UP = 1;  // > 1: add u upsampled by this fact
 
 const uint THREADS = 256;                     // the workgroup size (constant id 0)
 const uint PIXELS = THREADS * PER_INVOCATION; // per workgroup
+// Loads in flight per invocation while scaling: BATCH channels' PER_INVOCATION pixels, all issued before their
+// stores. One channel at a time (4 loads, or 1 on small maps) left each workgroup waiting out a load's latency
+// per channel, and the image's workgroups are few (tens to a few hundred: vk/kernels/excite.py).
+const uint LOADS = 16;
+const uint BATCH = LOADS / PER_INVOCATION;    // channels per batch (PER_INVOCATION divides LOADS: the host's 1 or 4)
 const uint PARTIALS = 4096;                   // partial sums in shared memory: rows per pass = PARTIALS / LANES
 const uint MAX_HIDDEN = 1024;                 // C1 ≤ this (the host checks)
 const uint MAX_CHANNELS = 64;
@@ -131,8 +136,8 @@ void main() {
     }
     barrier();
 
-    // y: PER_INVOCATION pixels of each channel per invocation, all loads of a channel issued before its stores;
-    // rounded once, as binary.comp rounds the Mul or GatedAdd
+    // y: PER_INVOCATION pixels of each channel per invocation, all loads of a batch of channels issued before its
+    // stores; rounded once, as binary.comp rounds the Mul or GatedAdd
     uint first_pixel = gl_WorkGroupID.x * PIXELS + t;
     // With UP > 1: where each of this invocation's pixels gathers from in a plane of u, worked out once for all
     // channels, and u's elements loaded with x's, before the stores. (The first fused kernel divided by the width
@@ -143,29 +148,39 @@ void main() {
         uint pixel = first_pixel + i * THREADS, row = UP > 1 ? pixel / p.W : 0u;
         gathered[i] = UP > 1 ? (row / UP) * (p.W / UP) + (pixel - row * p.W) / UP : 0u;
     }
-    for (uint c = 0; c < channels; ++c) {
-        uint plane = (image * p.C + c0 + c) * p.P;
-        uint gathered_plane = (image * p.C + c0 + c) * (p.P / (UP * UP));
-        float v[PER_INVOCATION], added[PER_INVOCATION];
-        [[unroll]] for (uint i = 0; i < PER_INVOCATION; ++i) {
-            uint pixel = first_pixel + i * THREADS;
-            v[i] = pixel < p.P ? float(x[plane + pixel]) : 0.0;
-            added[i] = UP > 1 && pixel < p.P ? float(u[gathered_plane + gathered[i]]) : 0.0;
-        }
-        [[unroll]] for (uint i = 0; i < PER_INVOCATION; ++i) {
-            uint pixel = first_pixel + i * THREADS;
-            if (pixel >= p.P) break;
-            precise float result;  // precise: never contracted with the add below into one rounding
-            if (GATED_ADD) {
-                precise float gated = v[i] * gate[c];  // rounded before the add, as the Mul and Add it replaces
-                result = v[i] + gated;
-            } else {
-                result = v[i] * gate[c];
+    for (uint c = 0; c < channels; c += BATCH) {
+        float v[LOADS], added[LOADS];  // [channel of the batch][pixel]
+        [[unroll]] for (uint j = 0; j < BATCH; ++j) {
+            bool live = c + j < channels;
+            uint plane = (image * p.C + c0 + c + j) * p.P;
+            uint gathered_plane = (image * p.C + c0 + c + j) * (p.P / (UP * UP));
+            [[unroll]] for (uint i = 0; i < PER_INVOCATION; ++i) {
+                uint pixel = first_pixel + i * THREADS;
+                bool inside = live && pixel < p.P;
+                v[j * PER_INVOCATION + i] = inside ? float(x[plane + pixel]) : 0.0;
+                added[j * PER_INVOCATION + i] = UP > 1 && inside ? float(u[gathered_plane + gathered[i]]) : 0.0;
             }
-            if (UP > 1) {
-                y[plane + pixel] = STORE(added[i] + as_stored(result));
-            } else {
-                y[plane + pixel] = STORE(result);
+        }
+        [[unroll]] for (uint j = 0; j < BATCH; ++j) {
+            if (c + j >= channels) break;
+            uint plane = (image * p.C + c0 + c + j) * p.P;
+            float g = gate[c + j];
+            [[unroll]] for (uint i = 0; i < PER_INVOCATION; ++i) {
+                uint pixel = first_pixel + i * THREADS;
+                if (pixel >= p.P) break;
+                float xv = v[j * PER_INVOCATION + i];
+                precise float result;  // precise: never contracted with the add below into one rounding
+                if (GATED_ADD) {
+                    precise float gated = xv * g;  // rounded before the add, as the Mul and Add it replaces
+                    result = xv + gated;
+                } else {
+                    result = xv * g;
+                }
+                if (UP > 1) {
+                    y[plane + pixel] = STORE(added[j * PER_INVOCATION + i] + as_stored(result));
+                } else {
+                    y[plane + pixel] = STORE(result);
+                }
             }
         }
     }
