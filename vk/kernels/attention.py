@@ -54,10 +54,11 @@ def queries_per_group(t: int, limit: int = GROUP_INVOCATIONS) -> int:
     return max(1, min(limit, GROUP_INVOCATIONS) // row_local_size(t))
 
 
-def record_attention(rec: Recorder, qkv: Tensor, out: Tensor, scale: float, add: float | None = None) -> None:
+def record_attention(rec: Recorder, qkv: Tensor, out: Tensor, scale: float, add: float | None = None, *,
+                     queries: int | None = None) -> None:
     """out[n, t, h, :] = softmax((q_t · scale + add) · kᵀ) · v for qkv (N, T, 3, H, D) (q, k, v along axis 2) and
     out (N, T, H, D); float32 or float16 storage, computed in float32, q, the scores and the weights rounded to
-    the storage type as the unfused nodes stored them."""
+    the storage type as the unfused nodes stored them. `queries` forces the query rows per workgroup (tests)."""
     kernel = storage(ATTENTION, qkv, out)
     if len(qkv.shape) != 5 or qkv.shape[2] != 3:
         raise KernelArgumentError(f"attention takes q, k and v as (N, T, 3, heads, D), not {tuple(qkv.shape)}")
@@ -70,7 +71,12 @@ def record_attention(rec: Recorder, qkv: Tensor, out: Tensor, scale: float, add:
     tile = pick_tile(t, d, n * heads, None, t)  # the tile record_matmul gives the second product
     steps = -(-t // tile.bk)  # BK-deep steps along K = T, dealt to the slices as gemm_tile.glsl deals them
     slice_k = -(-steps // tile.slices) * tile.bk
-    queries = queries_per_group(t, rec.device.info.max_workgroup_invocations)
+    limit = rec.device.info.max_workgroup_invocations
+    if queries is None:
+        queries = queries_per_group(t, limit)
+    elif not 1 <= queries <= min(limit, GROUP_INVOCATIONS) // row_local_size(t):
+        raise KernelArgumentError(f"attention: {queries} query rows of {row_local_size(t)} invocations pass a "
+                                  f"workgroup of {min(limit, GROUP_INVOCATIONS)}")
     groups = (-(-t // queries), heads, n)
     check_groups(rec, groups, "attention")
     pipeline = rec.device.pipeline(kernel, (row_local_size(t) * queries, 1, 1, tile.slices, int(add is not None),
