@@ -1,16 +1,18 @@
 #version 450
-// Multi-head self-attention over a fused q/k/v tensor, one workgroup per query row (gl_WorkGroupID = (t, head,
-// image)), where it took eleven dispatches (SVTR's Transpose, three Slices, Mul and Add on q, Transpose of k,
+// Multi-head self-attention over a fused q/k/v tensor, QUERIES query rows per workgroup (gl_WorkGroupID = (block of
+// rows, head, image)), where it took eleven dispatches (SVTR's Transpose, three Slices, Mul and Add on q, Transpose of k,
 // MatMul, Softmax, MatMul, Transpose):
 //   q' = (q · scale) + add                    each rounded to the storage type, as the Mul and Add stored it
 //   s_j = q' · k_j                            j < T, gemm.comp's chain of fmas over d < D, rounded
-//   p_j = exp(s_j − max s) / Σ exp(s − max s)  softmax.comp's order: the workgroup is its row's (power of two),
-//                                             each invocation sums its j ascending, then the same tree
+//   p_j = exp(s_j − max s) / Σ exp(s − max s)  softmax.comp's order: each row has its S invocations (S =
+//                                             gl_WorkGroupSize.x / QUERIES, softmax.comp's workgroup for the row:
+//                                             a power of two), each sums its j ascending, then the same tree
 //   out[n, t, head, :] = Σ_j p_j · v_j        gemm.comp's chain of fmas over j (SLICES > 1: its sliced tile's
 //                                             chains over SLICE_K-long ranges, added in slice order)
 // with qkv laid out (N, T, 3, HEADS, D) and out (N, T, HEADS, D). So the answer is the eleven nodes' own, bit for
 // bit, where gemm.comp ran both products (T ≥ 2; the host checks), q', s and p rounded by storage.glsl's
-// `as_stored`.
+// `as_stored`. The rows of a workgroup share its staged k and v: a short row's workgroup (rec's 40 positions
+// make 64 invocations) staged the head's k and v for one query, forty times over per head.
 #include "common.glsl"
 #include "storage.glsl"
 
@@ -21,6 +23,7 @@ layout(constant_id = 4) const bool HAS_ADD = false;
 // products read them, where each invocation otherwise waited on one load after another (0: read them from qkv).
 layout(constant_id = 5) const uint ROWS = 2048;
 layout(constant_id = 6) const uint KV = 0;
+layout(constant_id = 7) const uint QUERIES = 1;  // query rows per workgroup, S invocations each
 
 const uint MAX_D = 64;
 
@@ -33,39 +36,44 @@ layout(push_constant) uniform Params {
     float scale, add;   // q's factor and addend, as stored (rounded to the storage type by the host)
 } p;
 
-shared float q[MAX_D];
-shared float row[ROWS];         // s, then p
+const uint S = gl_WorkGroupSize.x / QUERIES;  // invocations per query row
+
+shared float q[QUERIES * MAX_D];
+shared float row[QUERIES * ROWS];  // s, then p: [query row][position]
 shared float ks[KV == 0 ? 1 : KV];
 shared float vs[KV == 0 ? 1 : KV];
-shared float partial[256];      // the workgroup size is a power of two ≤ 256
+shared float partial[256];      // [query row][lane]: the workgroup holds at most 256 invocations
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
-// softmax.comp's workgroup_max and workgroup_sum: the same tree
+// softmax.comp's workgroup_max and workgroup_sum over each row's S lanes: the same tree
 float tree(float v, bool take_max) {
-    uint t = gl_LocalInvocationID.x;
+    uint t = gl_LocalInvocationID.x, lane = t % S;
     partial[t] = v;
     barrier();
-    for (uint s = gl_WorkGroupSize.x / 2; s > 0; s >>= 1) {
-        if (t < s) partial[t] = take_max ? max(partial[t], partial[t + s]) : partial[t] + partial[t + s];
+    for (uint s = S / 2; s > 0; s >>= 1) {
+        if (lane < s) partial[t] = take_max ? max(partial[t], partial[t + s]) : partial[t] + partial[t + s];
         barrier();
     }
-    float result = partial[0];
+    float result = partial[t - lane];
     barrier();
     return result;
 }
 
 void main() {
-    uint t = gl_LocalInvocationID.x, step = gl_WorkGroupSize.x;
-    uint query = gl_WorkGroupID.x, head = gl_WorkGroupID.y, image = gl_WorkGroupID.z;
+    uint t = gl_LocalInvocationID.x, step = gl_WorkGroupSize.x;  // step: the whole workgroup (staging)
+    uint lane = t % S, r = t / S;  // this invocation's lane of its query row r
+    uint query = gl_WorkGroupID.x * QUERIES + r, head = gl_WorkGroupID.y, image = gl_WorkGroupID.z;
+    bool live = query < p.T;  // rows past the end compute nothing, and meet every barrier
+    uint qr = r * MAX_D, rr = r * ROWS;  // the row's q and s/p in shared memory
     uint token = 3 * p.heads * p.D;                       // elements per (image, position) of qkv
     uint q_at = (image * p.T + query) * token + head * p.D;
     uint k_at = image * p.T * token + p.heads * p.D + head * p.D;
     uint v_at = k_at + p.heads * p.D;
 
-    for (uint d = t; d < p.D; d += step) {
+    for (uint d = lane; live && d < p.D; d += S) {
         float v = as_stored(float(qkv[q_at + d]) * p.scale);
-        q[d] = HAS_ADD ? as_stored(v + p.add) : v;
+        q[qr + d] = HAS_ADD ? as_stored(v + p.add) : v;
     }
     if (KV > 0) {  // element i = j·D + d of k and of v; four of each loaded together
         uint n = p.T * p.D;
@@ -91,29 +99,29 @@ void main() {
 
     // s and its max: invocation t takes j = t, t + step, ... (softmax.comp's split of the row)
     float m = NEG_INF;
-    for (uint j = t; j < p.T; j += step) {
+    for (uint j = lane; live && j < p.T; j += S) {
         float acc = 0.0;
         for (uint d = 0; d < p.D; ++d) {
-            acc = fma(q[d], KV > 0 ? ks[j * p.D + d] : float(qkv[k_at + j * token + d]), acc);
+            acc = fma(q[qr + d], KV > 0 ? ks[j * p.D + d] : float(qkv[k_at + j * token + d]), acc);
         }
-        row[j] = as_stored(acc);
-        m = max(m, row[j]);
+        row[rr + j] = as_stored(acc);
+        m = max(m, row[rr + j]);
     }
     m = tree(m, true);
     float s = 0.0;
-    for (uint j = t; j < p.T; j += step) s += exp(row[j] - m);
+    for (uint j = lane; live && j < p.T; j += S) s += exp(row[rr + j] - m);
     float inv_sum = 1.0 / tree(s, false);
-    for (uint j = t; j < p.T; j += step) row[j] = as_stored(exp(row[j] - m) * inv_sum);
+    for (uint j = lane; live && j < p.T; j += S) row[rr + j] = as_stored(exp(row[rr + j] - m) * inv_sum);
     barrier();
 
-    for (uint d = t; d < p.D; d += step) {
+    for (uint d = lane; live && d < p.D; d += S) {
         float total = 0.0;
         for (uint slice = 0; slice < SLICES; ++slice) {
             uint first = SLICES == 1 ? 0 : slice * p.slice_k;
             uint end = SLICES == 1 ? p.T : min(p.T, first + p.slice_k);
             float acc = 0.0;
             for (uint j = first; j < end; ++j) {
-                acc = fma(row[j], KV > 0 ? vs[j * p.D + d] : float(qkv[v_at + j * token + d]), acc);
+                acc = fma(row[rr + j], KV > 0 ? vs[j * p.D + d] : float(qkv[v_at + j * token + d]), acc);
             }
             total = slice == 0 ? acc : total + acc;
         }

@@ -3,8 +3,8 @@
 SVTR's attention (PP-OCR's recognisers) runs as eleven nodes once exported: the q/k/v tensor transposed and
 sliced three ways, q scaled (and offset), k transposed, a MatMul, a Softmax, a MatMul and a transpose back, each a
 dispatch behind a barrier, on tensors of a few kilobytes. shape_fusion.fuse_attention makes them one Attention
-node; this records it, one workgroup per query row, summing as gemm.comp and softmax.comp did (the second
-product's tile comes from the same `pick_tile`), so the answer is the eleven nodes' own.
+node; this records it, a workgroup per `queries_per_group` query rows, summing as gemm.comp and softmax.comp did
+(the second product's tile comes from the same `pick_tile`), so the answer is the eleven nodes' own.
 """
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ MIN_ROWS = 64
 # attentions took 31.8 and 33.3 µs against 39.3 and 39.5 on an H100 (fp32; in-model A/B,
 # benchmarks/2026-12-07-h100-ab-session40-rows-attn.json): each invocation had waited on its loads one by one.
 MAX_STAGED = 2048
+# Invocations per workgroup: each query row keeps softmax.comp's workgroup for a row of T (row_local_size), and a
+# workgroup takes as many rows as fit this many, so that they share one staging of the head's k and v. (One row
+# per workgroup: rec 16's attentions staged each head's k and v 40 times, at 64 invocations a workgroup.)
+GROUP_INVOCATIONS = 256
 
 
 def fits(t: int, d: int) -> bool:
@@ -44,10 +48,17 @@ def shared_sizes(t: int, d: int) -> tuple[int, int]:
     return rows, rows * d if rows * d <= MAX_STAGED else 0
 
 
-def record_attention(rec: Recorder, qkv: Tensor, out: Tensor, scale: float, add: float | None = None) -> None:
+def queries_per_group(t: int, limit: int = GROUP_INVOCATIONS) -> int:
+    """Query rows per workgroup for T positions (attention.comp's QUERIES) in workgroups of at most `limit`
+    invocations (T may be symbolic: row_local_size's comparisons are guards of the shape class)."""
+    return max(1, min(limit, GROUP_INVOCATIONS) // row_local_size(t))
+
+
+def record_attention(rec: Recorder, qkv: Tensor, out: Tensor, scale: float, add: float | None = None, *,
+                     queries: int | None = None) -> None:
     """out[n, t, h, :] = softmax((q_t · scale + add) · kᵀ) · v for qkv (N, T, 3, H, D) (q, k, v along axis 2) and
     out (N, T, H, D); float32 or float16 storage, computed in float32, q, the scores and the weights rounded to
-    the storage type as the unfused nodes stored them."""
+    the storage type as the unfused nodes stored them. `queries` forces the query rows per workgroup (tests)."""
     kernel = storage(ATTENTION, qkv, out)
     if len(qkv.shape) != 5 or qkv.shape[2] != 3:
         raise KernelArgumentError(f"attention takes q, k and v as (N, T, 3, heads, D), not {tuple(qkv.shape)}")
@@ -60,9 +71,15 @@ def record_attention(rec: Recorder, qkv: Tensor, out: Tensor, scale: float, add:
     tile = pick_tile(t, d, n * heads, None, t)  # the tile record_matmul gives the second product
     steps = -(-t // tile.bk)  # BK-deep steps along K = T, dealt to the slices as gemm_tile.glsl deals them
     slice_k = -(-steps // tile.slices) * tile.bk
-    groups = (t, heads, n)
+    limit = rec.device.info.max_workgroup_invocations
+    if queries is None:
+        queries = queries_per_group(t, limit)
+    elif not 1 <= queries <= min(limit, GROUP_INVOCATIONS) // row_local_size(t):
+        raise KernelArgumentError(f"attention: {queries} query rows of {row_local_size(t)} invocations pass a "
+                                  f"workgroup of {min(limit, GROUP_INVOCATIONS)}")
+    groups = (-(-t // queries), heads, n)
     check_groups(rec, groups, "attention")
-    pipeline = rec.device.pipeline(kernel, (row_local_size(t), 1, 1, tile.slices, int(add is not None),
-                                            *shared_sizes(t, d)))
+    pipeline = rec.device.pipeline(kernel, (row_local_size(t) * queries, 1, 1, tile.slices, int(add is not None),
+                                            *shared_sizes(t, d), queries))
     push = pack("4I2f", t, heads, d, slice_k, float(stored(scale)), float(stored(add if add is not None else 0.0)))
     rec.dispatch(pipeline, [qkv.view, out.view], push, groups, label="attention")

@@ -10,7 +10,7 @@ import pytest
 from tests.engine.kernels.harness import TOLERANCES, fresh_rng, poisoned, rel_err, release, run
 from vkocr.engine.device import Device
 from vkocr.engine.errors import KernelArgumentError
-from vkocr.engine.kernels.attention import MAX_T, record_attention, shared_sizes
+from vkocr.engine.kernels.attention import MAX_T, queries_per_group, record_attention, shared_sizes
 from vkocr.engine.kernels.matmul import pick_tile
 from vkocr.engine.recorder import Recorder
 
@@ -51,6 +51,29 @@ def test_attention_matches_numpy(device: Device, shape: tuple[int, int, int, int
         release(device, qkv, out)
     err = rel_err(got, reference(qkv_np, scale, add, dtype))
     assert err <= TOLERANCES[np.dtype(dtype)], f"{shape} add={add} {dtype}: rel error {err:.3g}; seed {seed}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_rows_sharing_a_workgroup_change_no_bit(device: Device, shape: tuple[int, int, int, int],
+                                                 dtype: type) -> None:
+    """Several query rows per workgroup (sharing the staged k and v) give one row's answer bit for bit: each row
+    keeps its lanes, its sums' order and its tree. T = 17 and 40 leave rows past T in the last workgroup."""
+    n, t, heads, d = shape
+    rng, seed = fresh_rng()
+    qkv_np = rng.uniform(-2, 2, (n, t, 3, heads, d)).astype(dtype)
+    qkv = device.upload(qkv_np)
+    outs = {q: poisoned(device, (n, t, heads, d), dtype) for q in {1, queries_per_group(t)}}
+    try:
+        for q, out in outs.items():
+            run(device, lambda rec, q=q, out=out: record_attention(rec, qkv, out, d ** -0.5, 0.125, queries=q))
+        got = {q: device.download(out) for q, out in outs.items()}
+    finally:
+        release(device, qkv, *outs.values())
+    assert t > 64 or len(got) == 2  # short rows do share a workgroup
+    first, *rest = got.values()
+    for other in rest:
+        assert np.array_equal(first.view(np.uint8), other.view(np.uint8)), f"{shape} {dtype}: seed {seed}"
 
 
 def test_the_long_case_takes_the_sliced_sums() -> None:
