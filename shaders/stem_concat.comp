@@ -7,16 +7,17 @@
 // PP-HGNetV2's stem between its first and last convolutions. Where Conv, Conv and a pooled Concat wrote m, c and
 // out, read x twice and m and c once each, this reads x and writes out; m and c never reach memory.
 //
-// A workgroup of TW × TH invocations owns TH output rows × TW columns of one image. Its invocations first work
-// out m over the tile and one row and one column beyond it (what the second convolution reads) into shared
-// memory, each position's C1 channels in named vec4 accumulators; then each invocation works out its pixel's C2
-// channels from there and its C0 pooled ones from x. Both convolutions add in conv2d_direct.comp's order (input
-// channel, kernel row, kernel column; rows past the map skipped, columns past it read as zero) and end in its
-// epilogue (bias, then activation), m is held as it would have been stored (storage.glsl's as_stored), and the
-// pool takes concat.comp's maxima in its order: the answer is the direct kernel's and the pooled Concat's, bit
-// for bit. The weights pass through shared memory one after the other, laid out [input channel · 4 + tap]
-// [output channel], so that an invocation reads four output channels' weights of a tap as one vec4 (the same
-// address across the workgroup: a broadcast).
+// A workgroup of (TW + 1) × (TH + 1) invocations owns TH output rows × TW columns of one image. Each invocation
+// first works out m at one position of the tile and of the row and column beyond it (what the second convolution
+// reads) into shared memory, its C1 channels in named vec4 accumulators; then each of the TW × TH invocations of
+// the tile works out its pixel's C2 channels from there and its C0 pooled ones from x. The loops over channels
+// unroll (the counts are specialisation constants), so each invocation's loads of x fly together. Both
+// convolutions add in conv2d_direct.comp's order (input channel, kernel row, kernel column; rows past the map
+// skipped, columns past it read as zero) and end in its epilogue (bias, then activation), m is held as it would
+// have been stored (storage.glsl's as_stored), and the pool takes concat.comp's maxima in its order: the answer
+// is the direct kernel's and the pooled Concat's, bit for bit. The weights pass through shared memory one after
+// the other, laid out [input channel · 4 + tap][output channel], so that an invocation reads four output
+// channels' weights of a tap as one vec4 (the same address across the workgroup: a broadcast).
 // Grid: x = column blocks of TW, y = row blocks of TH, z = image. The host checks C1 ≤ 16 and C2 ≤ 32 (the
 // named accumulators) and the shared memory (vk/kernels/stem_concat.py).
 #include "common.glsl"
@@ -36,9 +37,9 @@ layout(constant_id = 12) const int ACT2 = 0;
 layout(constant_id = 13) const float ALPHA2 = 0.0;
 layout(constant_id = 14) const float BETA2 = 0.0;
 
-const uint TW = gl_WorkGroupSize.x, TH = gl_WorkGroupSize.y;
-const uint THREADS = TW * TH;
-const uint MW = TW + 1, MH = TH + 1;  // the middle map's tile: one column and one row beyond the output's
+const uint MW = gl_WorkGroupSize.x, MH = gl_WorkGroupSize.y;  // the middle map's tile: an invocation each
+const uint TW = MW - 1, TH = MH - 1;  // the output's tile: one column and one row fewer
+const uint THREADS = MW * MH;
 const uint C1V = (C1 + 3) / 4, C2V = (C2 + 3) / 4;  // vec4s of output channels per tap
 const uint TAPS = 4;  // 2 × 2
 
@@ -73,50 +74,53 @@ void stage_w2() {
 
 void main() {
     uint image = gl_WorkGroupID.z;
+    uint lx = gl_LocalInvocationID.x, ly = gl_LocalInvocationID.y;
     uint y0 = gl_WorkGroupID.y * TH, x0 = gl_WorkGroupID.x * TW;
     uint H = p.H, W = p.W, plane = H * W;
     uint x_image = image * C0 * plane;
 
     stage_w1();
     barrier();
-    for (uint e = gl_LocalInvocationIndex; e < MH * MW; e += THREADS) {
-        uint r = e / MW, c = e % MW;
-        uint my = y0 + r, mx = x0 + c;
+    {
+        uint my = y0 + ly, mx = x0 + lx;
         bool inside = my < H && mx < W;
         mat4 acc = mat4(0.0);  // channels 4j .. 4j + 3 in acc[j]
         if (inside) {
-            for (uint ci = 0; ci < C0; ++ci) {
-                uint at_x = x_image + ci * plane;
-                [[unroll]] for (uint ky = 0; ky < 2; ++ky) {
-                    uint iy = my + ky;
-                    if (iy >= H) continue;
-                    [[unroll]] for (uint kx = 0; kx < 2; ++kx) {
-                        uint ix = mx + kx;
-                        float v = float(x[at_x + iy * W + min(ix, W - 1)]);
-                        v = ix < W ? v : 0.0;
-                        uint at = (ci * TAPS + ky * 2 + kx) * C1V;
-                        [[unroll]] for (uint j = 0; j < C1V; ++j) acc[j] = fma(vec4(v), weights[at + j], acc[j]);
-                    }
+            bool below = my + 1 < H, right = mx + 1 < W;
+            uint at_x = x_image + my * W + mx;
+            [[unroll]] for (uint ci = 0; ci < C0; ++ci) {
+                uint at = at_x + ci * plane;
+                // the window's four values, those past the right edge zero (read in bounds, then dropped)
+                float v00 = float(x[at]), v01 = float(x[right ? at + 1 : at]);
+                float v10 = below ? float(x[at + W]) : 0.0, v11 = below ? float(x[right ? at + W + 1 : at + W]) : 0.0;
+                v01 = right ? v01 : 0.0;
+                v11 = right ? v11 : 0.0;
+                uint w_at = ci * TAPS * C1V;
+                [[unroll]] for (uint j = 0; j < C1V; ++j) acc[j] = fma(vec4(v00), weights[w_at + j], acc[j]);
+                [[unroll]] for (uint j = 0; j < C1V; ++j) acc[j] = fma(vec4(v01), weights[w_at + C1V + j], acc[j]);
+                if (below) {  // the direct kernel skips a kernel row past the map
+                    [[unroll]] for (uint j = 0; j < C1V; ++j) acc[j] = fma(vec4(v10), weights[w_at + 2 * C1V + j], acc[j]);
+                    [[unroll]] for (uint j = 0; j < C1V; ++j) acc[j] = fma(vec4(v11), weights[w_at + 3 * C1V + j], acc[j]);
                 }
             }
         }
         [[unroll]] for (uint co = 0; co < C1; ++co) {
             float a = acc[co / 4][co % 4];
             if (HAS_B1) a += float(b1[co]);
-            middle[(co * MH + r) * MW + c] = inside ? as_stored(activate(a, ACT1, ALPHA1, BETA1)) : 0.0;
+            middle[(co * MH + ly) * MW + lx] = inside ? as_stored(activate(a, ACT1, ALPHA1, BETA1)) : 0.0;
         }
     }
     barrier();  // the middle map is whole, and every invocation is done with the first weights
     stage_w2();
     barrier();
 
-    uint lx = gl_LocalInvocationID.x, ly = gl_LocalInvocationID.y;
     uint oy = y0 + ly, ox = x0 + lx;
-    if (oy >= H || ox >= W) return;
+    if (lx >= TW || ly >= TH || oy >= H || ox >= W) return;
+    bool below = oy + 1 < H;
     mat4 lo = mat4(0.0), hi = mat4(0.0);  // channels 0..15 and 16..31
-    for (uint ci = 0; ci < C1; ++ci) {
+    [[unroll]] for (uint ci = 0; ci < C1; ++ci) {
         [[unroll]] for (uint ky = 0; ky < 2; ++ky) {
-            if (oy + ky >= H) continue;
+            if (ky == 1 && !below) continue;
             [[unroll]] for (uint kx = 0; kx < 2; ++kx) {
                 float v = middle[(ci * MH + ly + ky) * MW + lx + kx];  // zero past the map's last column
                 uint at = (ci * TAPS + ky * 2 + kx) * C2V;
@@ -142,13 +146,16 @@ void main() {
         if (HAS_B2) a += float(b2[co]);
         y[y_image + (C0 + co) * plane + pixel] = STORE(activate(a, ACT2, ALPHA2, BETA2));
     }
-    // the pooled channels: concat.comp's window (pads 0 above and left, 1 below and right) from -inf
-    uint yb = min(oy + 2, H), xb = min(ox + 2, W);
-    for (uint c = 0; c < C0; ++c) {
-        uint at_x = x_image + c * plane;
-        float result = uintBitsToFloat(0xff800000u);
-        for (uint iy = oy; iy < yb; ++iy) {
-            for (uint ix = ox; ix < xb; ++ix) result = max(result, float(x[at_x + iy * W + ix]));
+    // the pooled channels: concat.comp's window (pads 0 above and left, 1 below and right) from -inf, in its
+    // order (row by row), the positions past the map left out
+    bool right = ox + 1 < W;
+    [[unroll]] for (uint c = 0; c < C0; ++c) {
+        uint at = x_image + c * plane + pixel;
+        float result = max(uintBitsToFloat(0xff800000u), float(x[at]));
+        if (right) result = max(result, float(x[at + 1]));
+        if (below) {
+            result = max(result, float(x[at + W]));
+            if (right) result = max(result, float(x[at + W + 1]));
         }
         y[y_image + c * plane + pixel] = STORE(result);
     }

@@ -19,7 +19,8 @@ from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
 
 STEM_CONCAT = KernelDef("stem_concat", ("r", "r", "r", "r", "r", "w"), 8)  # x, w1, b1, w2, b2, out
-LOCAL = (32, 4, 1)  # output columns × rows per workgroup (the shader's TW × TH)
+TILE = (32, 4)  # output columns × rows per workgroup (the shader's TW × TH)
+LOCAL = (TILE[0] + 1, TILE[1] + 1, 1)  # an invocation per position of the middle map's tile, one beyond
 MAX_MIDDLE = 16  # the middle map's channels: one mat4 of accumulators per position
 MAX_SECOND = 32  # the second convolution's: two
 MAX_INPUT = 64
@@ -31,7 +32,7 @@ MAX_SHARED = 16384
 def shared_bytes(c0: int, c1: int, c2: int) -> int:
     """What stem_concat.comp declares for C0 input, C1 middle and C2 output channels: the larger weights layout
     (vec4s of output channels per input channel and tap) and the middle map's tile, one row and column beyond."""
-    return 16 * weight_vecs(c0, c1, c2) + 4 * c1 * (LOCAL[0] + 1) * (LOCAL[1] + 1)
+    return 16 * weight_vecs(c0, c1, c2) + 4 * c1 * LOCAL[0] * LOCAL[1]
 
 
 def weight_vecs(c0: int, c1: int, c2: int) -> int:
@@ -81,7 +82,7 @@ def record_stem_concat(
     (act1, alpha1, beta1), (act2, alpha2, beta2) = activations
     constants = (*LOCAL, c0, c1, c2, weight_vecs(c0, c1, c2), int(b1 is not None), activation_id(act1),
                  float(alpha1), float(beta1), int(b2 is not None), activation_id(act2), float(alpha2), float(beta2))
-    groups = dispatch_groups((w, h, n), LOCAL)
+    groups = dispatch_groups((w, h, n), (*TILE, 1))
     check_groups(rec, groups, "stem concat")
     views = [x.view, w1.view, (b1 if b1 is not None else w1).view, w2.view, (b2 if b2 is not None else w2).view,
              out.view]
