@@ -1,6 +1,6 @@
-"""Lowering rules of convolution and pooling (Conv, ConvTranspose, ConvTransposePair, BatchNormalization, MaxPool,
-AveragePool, GlobalAveragePool, Excite). Conv, the most common node, is prepared once per node (`_prepare_conv`: its
-kernel and packed attributes), so a new input shape only records it.
+"""Lowering rules of convolution and pooling (Conv, ConvTranspose, ConvTransposePair, StemConcat,
+BatchNormalization, MaxPool, AveragePool, GlobalAveragePool, Excite). Conv, the most common node, is prepared once
+per node (`_prepare_conv`: its kernel and packed attributes), so a new input shape only records it.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from vkocr.engine.kernels.depthwise import DepthwiseConv2d, record_conv2d_depthw
 from vkocr.engine.kernels.excite import Excite
 from vkocr.engine.kernels.gemv import Epilogue
 from vkocr.engine.kernels.pool import record_average_pool2d, record_global_average_pool, record_max_pool2d
+from vkocr.engine.kernels.stem_concat import record_stem_concat
 from vkocr.engine.recorder import Recorder
 from vkocr.engine.tensor import Tensor
 
@@ -119,6 +120,14 @@ def _conv_transpose_pair(rec: Recorder, node: Node, ins: list[Tensor | None], ou
     epilogues = [activation(Node("ConvTranspose", node.name, [], [], node.attrs[k])) for k in ("first", "second")]
     record_conv_transpose_pair(rec, operand(node, ins, 0), operand(node, ins, 1), optional(ins, 2),
                                operand(node, ins, 3), optional(ins, 4), outs[0], activations=epilogues)
+
+
+@lowers("StemConcat")
+def _stem_concat(rec: Recorder, node: Node, ins: list[Tensor | None], outs: list[Tensor],
+                 consts: NodeConstants) -> None:
+    epilogues = [activation(Node("Conv", node.name, [], [], node.attrs[k])) for k in ("first", "second")]
+    record_stem_concat(rec, operand(node, ins, 0), operand(node, ins, 1), optional(ins, 2), operand(node, ins, 3),
+                       optional(ins, 4), outs[0], activations=epilogues)
 
 
 def _batchnorm_affine(node: Node, values: Values) -> dict[str, np.ndarray]:

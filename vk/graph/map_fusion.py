@@ -1,8 +1,8 @@
 """Fusions that keep an intermediate feature map out of memory (run by passes.finalize, per shape): DB's two
-upsampling ConvTransposes as one dispatch, a stem's MaxPool computed inside the Concat that reads it, an FPN's
-nearest upsamplings gathered by the Concat that joins them, and its upsample-and-adds computed by the
-excitations that make their addends. Each computes what the nodes it replaces computed, bit for bit, in fp32 and
-fp16."""
+upsampling ConvTransposes as one dispatch, a stem's MaxPool computed inside the Concat that reads it (and, in
+fp32, the stem's two 2×2 convolutions beside it), an FPN's nearest upsamplings gathered by the Concat that joins
+them, and its upsample-and-adds computed by the excitations that make their addends. Each computes what the nodes
+it replaces computed, bit for bit, in fp32 and fp16."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from vkocr.engine.graph.shape_fusion import epilogue_attrs, rewritten, storage_o
 from vkocr.engine.graph.specialize import Specialized
 from vkocr.engine.kernels.conv_transpose import pair_fuses
 from vkocr.engine.kernels.resize import integer_upsampling
+from vkocr.engine.kernels.stem_concat import fuses as stem_fuses
 
 
 def fuse_conv_transpose_pair(spec: Specialized) -> Specialized:
@@ -90,6 +91,62 @@ def fuse_pool_concat(spec: Specialized) -> Specialized:
                                    {**node.attrs, "pool_first": {"kernel_shape": list(pool.attrs["kernel_shape"]),
                                                                  "pads": pads}})
         dropped.add(pool.name)
+    return rewritten(spec, replaced, dropped)
+
+
+def fuse_stem_concat(spec: Specialized) -> Specialized:
+    """Concat(MaxPool(a), Conv(Conv(a))) on channels, the pool in the Concat (fuse_pool_concat's) and all three 2×2
+    at stride 1 padded below and to the right (PP-HGNetV2's stem: PP-OCRv5/v6 det and rec) → one StemConcat node
+    (shaders/stem_concat.comp): three dispatches become one, and the middle map and the second convolution's never
+    reach memory. Only where each convolution has constant weights and bias, group 1, no dilation, folded affine
+    or residual, the first feeds the second alone and the second the Concat alone (no output, no other reader),
+    the kernel holds the channels (vk/kernels/stem_concat.py `fuses`), and all three store fp32: the fused
+    kernel adds in conv2d_direct.comp's order, which runs those convolutions in fp32, so its answer is theirs bit
+    for bit; in fp16 a device with cooperative matrices runs them tap by tap (conv2d_taps.comp), in another."""
+    g = spec.graph
+    uses, producer = uses_and_producers(g)
+    storage = storage_of(g)
+
+    def stem_conv(value: str, source: str) -> Node | None:
+        conv = producer.get(value)
+        if (conv is None or conv.op != "Conv" or uses.get(value) != 1 or value in g.outputs
+                or not 2 <= len(conv.inputs) <= 3 or conv.inputs[0] != source or conv.inputs[1] not in g.constants
+                or (len(conv.inputs) == 3 and conv.inputs[2] and conv.inputs[2] not in g.constants)
+                or "post_scale" in conv.attrs or "post_shift" in conv.attrs or storage(conv) != FLOAT32):
+            return None
+        a = conv.attrs
+        w = g.constants[conv.inputs[1]]
+        shape = spec.shapes.get(source, ())
+        if (w.ndim != 4 or tuple(w.shape[2:]) != (2, 2) or len(shape) != 4 or int(a.get("group", 1)) != 1
+                or any(int(v) != 1 for v in (*a.get("strides", (1, 1)), *a.get("dilations", (1, 1))))):
+            return None
+        try:
+            pads = window_pads(conv, (1, 1, 1, 1), (2, 2))  # at stride 1, the same for every size
+        except ValueError:
+            return None
+        return conv if [int(v) for v in pads] == [0, 0, 1, 1] else None
+
+    dropped: set[str] = set()
+    replaced: dict[str, Node] = {}
+    for node in g.nodes:
+        pool = node.attrs.get("pool_first")
+        if (node.op != "Concat" or pool is None or len(node.inputs) != 2 or storage(node) != FLOAT32
+                or list(pool["kernel_shape"]) != [2, 2] or [int(v) for v in pool["pads"]] != [0, 0, 1, 1]):
+            continue
+        source = node.inputs[0]
+        middle = producer.get(node.inputs[1])
+        second = stem_conv(node.inputs[1], middle.inputs[0]) if middle is not None and middle.inputs else None
+        first = stem_conv(second.inputs[0], source) if second is not None else None
+        if first is None or second is None:
+            continue
+        w1, w2 = g.constants[first.inputs[1]], g.constants[second.inputs[1]]
+        if not stem_fuses(w1.shape, w2.shape) or spec.shapes.get(source, (0, 0))[1] != w1.shape[1]:
+            continue
+        bias = [conv.inputs[2] if len(conv.inputs) == 3 else "" for conv in (first, second)]
+        inputs = [source, first.inputs[1], bias[0], second.inputs[1], bias[1]]
+        attrs = {"first": epilogue_attrs(first), "second": epilogue_attrs(second)}
+        replaced[node.name] = Node("StemConcat", node.name, inputs, list(node.outputs), attrs)
+        dropped |= {first.name, second.name}
     return rewritten(spec, replaced, dropped)
 
 

@@ -143,6 +143,28 @@ def _run_conv_transpose_pair(node: Node, x: list[np.ndarray]) -> list[np.ndarray
     return _run_conv_transpose(second, [mid, w2] if b2 is None else [mid, w2, b2])
 
 
+# What map_fusion.fuse_stem_concat fuses: both convolutions 2×2 at stride 1, padded below and to the right
+STEM_CONV = {"kernel_shape": [2, 2], "strides": [1, 1], "pads": [0, 0, 1, 1], "dilations": [1, 1], "group": 1}
+
+
+def _infer_stem_concat(node: Node, shapes: list[Shape], consts: list[np.ndarray | None]) -> list[Shape]:
+    n, c0, h, w = shapes[0]
+    return [(n, c0 + shapes[3][0], h, w)]
+
+
+@op("StemConcat", infer=_infer_stem_concat)
+def _run_stem_concat(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
+    """The pooled Concat and two 2×2 convolutions map_fusion.fuse_stem_concat joined: Concat(MaxPool(a),
+    Conv(Conv(a))), the middle map in the input's dtype, as the first convolution stored it."""
+    data, w1, b1, w2, b2 = x
+    first = Node("Conv", f"{node.name}.first", [], [], {**STEM_CONV, **node.attrs["first"]})
+    second = Node("Conv", f"{node.name}.second", [], [], {**STEM_CONV, **node.attrs["second"]})
+    mid = _run_conv(first, [data, w1] if b1 is None else [data, w1, b1])[0].astype(data.dtype)
+    conv = _run_conv(second, [mid, w2] if b2 is None else [mid, w2, b2])[0].astype(data.dtype)
+    pooled = ops.max_pool2d(data, kernel=(2, 2), strides=(1, 1), pads=(0, 0, 1, 1))
+    return [np.concatenate([pooled, conv], axis=1)]
+
+
 @op("BatchNormalization", infer=same_shape)
 def _run_batchnorm(node: Node, x: list[np.ndarray]) -> list[np.ndarray]:
     data, scale, bias, mean, var = x[:5]

@@ -26,6 +26,7 @@ from vkocr.engine.graph.ir import Graph, Node
 from vkocr.engine.graph.map_fusion import fuse_conv_transpose_pair as fuse_conv_transpose_pair  # re-exported
 from vkocr.engine.graph.map_fusion import fuse_excite_upsample_add as fuse_excite_upsample_add
 from vkocr.engine.graph.map_fusion import fuse_pool_concat as fuse_pool_concat
+from vkocr.engine.graph.map_fusion import fuse_stem_concat as fuse_stem_concat
 from vkocr.engine.graph.map_fusion import fuse_upsample_concat as fuse_upsample_concat
 from vkocr.engine.graph.opset import OPS
 from vkocr.engine.graph.opset_elementwise import unary_params
@@ -342,11 +343,12 @@ def optimize(graph: Graph) -> Graph:
 def finalize(spec: Specialized) -> Specialized:
     """Passes that need this plan's shapes, in order: as_views, fuse_residual, fuse_gate, fuse_resize_add,
     fuse_excite and fuse_attention (shape_fusion.py; fuse_excite takes the GatedAdds fuse_gate makes, and
-    fuse_attention finds the Views as_views made), fuse_conv_transpose_pair, fuse_pool_concat,
-    fuse_upsample_concat and fuse_excite_upsample_add (map_fusion.py; fuse_upsample_concat leaves a pooled first
-    input alone, and the last takes the Excites and the Resizes with an addend made before it), then remove_dead."""
+    fuse_attention finds the Views as_views made), fuse_conv_transpose_pair, fuse_pool_concat, fuse_stem_concat,
+    fuse_upsample_concat and fuse_excite_upsample_add (map_fusion.py; fuse_stem_concat takes the Concats
+    fuse_pool_concat pooled, fuse_upsample_concat leaves a pooled first input alone, and the last takes the
+    Excites and the Resizes with an addend made before it), then remove_dead."""
     spec = fuse_resize_add(fuse_gate(fuse_residual(as_views(spec))))
-    spec = fuse_pool_concat(fuse_conv_transpose_pair(fuse_attention(fuse_excite(spec))))
+    spec = fuse_stem_concat(fuse_pool_concat(fuse_conv_transpose_pair(fuse_attention(fuse_excite(spec)))))
     spec = fuse_excite_upsample_add(fuse_upsample_concat(spec))
     return Specialized(remove_dead(spec.graph), spec.shapes)
 

@@ -133,6 +133,8 @@ CASES = {
         "w1": weights(4, 6, 2, 2), "b1": weights(6), "w2": weights(6, 1, 2, 2, seed=1), "b2": weights(1)}), nchw(4)),
     # map_fusion.fuse_pool_concat: a stem's Concat(MaxPool(a), b), the pooled map never stored
     "pool_concat": Case(("Concat",), lambda rng: (stem_pool_concat(), {"w": weights(3, 3, 1, 1)}), nchw(3)),
+    # map_fusion.fuse_stem_concat: the pooled Concat and its two 2×2 convolutions as one dispatch (fp32)
+    "stem_concat": Case(("StemConcat",), lambda rng: (stem_block(), STEM_WEIGHTS), nchw(3)),
     # map_fusion.fuse_upsample_concat: a nearest upsampling gathered by the Concat, a linear one stays
     "upsample_concat": Case(("Concat",), lambda rng: ([
         Node("Relu", "r", ["x"], ["t"]),
@@ -543,6 +545,42 @@ def test_a_pool_stays_apart_where_the_concat_cannot_take_it(device: Device, why:
         nodes_planned = model.plan((1, 3, 8, 10)).spec.graph.nodes
     names = [n.name for n in nodes_planned]
     assert "pool" in names and "pool_first" not in nodes_planned[names.index("cat")].attrs, (why, names)
+
+
+def stem_block() -> list[Node]:
+    """PP-HGNetV2's stem after its first conv: Concat(MaxPool(x), Conv(Conv(x))), the pool and both convolutions
+    2×2 at stride 1, SAME_UPPER, then a Relu (so that the Concat makes no output: an output's producer stores
+    fp32)."""
+    same = {"kernel_shape": [2, 2], "strides": [1, 1], "auto_pad": "SAME_UPPER"}
+    return [Node("Conv", "stem2a", ["x", "w1", "b1"], ["a"], {**same, "activation": "relu"}),
+            Node("Conv", "stem2b", ["a", "w2", "b2"], ["b"], {**same, "activation": "relu"}),
+            Node("MaxPool", "pool", ["x"], ["m"], same),
+            Node("Concat", "cat", ["m", "b"], ["s"], {"axis": 1}),
+            Node("Relu", "after", ["s"], ["y"])]
+
+
+STEM_WEIGHTS = {"w1": weights(2, 3, 2, 2), "b1": weights(2), "w2": weights(3, 2, 2, 2, seed=1), "b2": weights(3)}
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_a_stem_s_convolutions_join_its_pooled_concat_in_fp32(device: Device, precision: str) -> None:
+    """Concat(MaxPool(a), Conv(Conv(a))) → one StemConcat in fp32, bit for bit the direct kernel's and the pooled
+    Concat's answer (a map large enough that the direct kernel takes the convolutions apart); in fp16 a device
+    with cooperative matrices runs those tap by tap, so they stay apart."""
+    rng, seed = fresh_rng()
+    graph = Graph(stem_block(), ["x"], ["y"], dict(STEM_WEIGHTS))
+    x = np.maximum(rng.uniform(-2, 2, (1, 3, 64, 128)), 0).astype(np.float32)
+    (fused_ops, fused), (unfused_ops, unfused) = with_and_without(device, graph, precision, "fuse_stem_concat", x)
+    assert unfused_ops == ["Conv", "Conv", "Concat", "Relu"], unfused_ops
+    assert fused_ops == (["StemConcat", "Relu"] if precision == "fp32" else unfused_ops), fused_ops
+    assert np.array_equal(fused, unfused), f"{precision}: not bit for bit; seed {seed}"
+
+
+def test_a_stem_s_convolutions_stay_apart_where_the_middle_map_is_read_elsewhere(device: Device) -> None:
+    graph = Graph(stem_block(), ["x"], ["y", "a"], dict(STEM_WEIGHTS))
+    with Model(graph, device) as model:
+        ops = [n.op for n in model.plan((1, 3, 16, 20)).spec.graph.nodes]
+    assert "StemConcat" not in ops and ops.count("Conv") == 2, ops
 
 
 NEAREST_FLOOR = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
