@@ -61,8 +61,6 @@ SHALLOW_POINTWISE_K = 192
 # vectors everywhere, det's 96 -> 24, rec's 384 -> 120, its strided 3×3 and its MatMuls ran 10-38 % slower: det 1 %
 # faster, rec 1.5 % slower in all (benchmarks/2026-12-06-h100-vector-stores-session31.json).
 VECTOR_STORE_MIN_COUT = 48
-# Every pointwise convolution on conv2d.comp fetches its input four columns per load (VECTOR_LOADS): the tile holds
-# the same values in the same places, so the sums are the same bit for bit.
 
 
 def conv_output_shape(
@@ -131,6 +129,10 @@ class Conv2d:
         self._constants = (int(pointwise), kh, kw, int(post_affine is not None))
         self._pointwise = pointwise
         self._vector_stores = pointwise and self._k < SHALLOW_POINTWISE_K and self.cout_g >= VECTOR_STORE_MIN_COUT
+        # every pointwise convolution fetches its input four columns per load (VECTOR_LOADS): the tile holds the
+        # same values in the same places, so the sums are the same bit for bit. det's Conv.9 and rec's 384 -> 120s
+        # ran 5-6 µs slower so on an H100, the others faster (BENCHMARKS session 43): a rule would go here
+        self._vector_loads = pointwise
         self._epilogue = Epilogue(activation, float(alpha), float(beta), post_affine=post_affine)
         scale, shift = post_affine if post_affine is not None else (1.0, 0.0)
         self._push_parts = conv2d_push_parts(group, cin_g, self.cout_g, (sh, sw), (dh, dw), (pt, pl), has_bias, act,
@@ -252,7 +254,7 @@ class Conv2d:
         groups = chosen.groups(self.cout_g, oh * ow, n * self.group)
         check_groups(rec, groups, "conv2d")
         pipeline = rec.device.pipeline(kernel, (*chosen.constants(), *self._constants, int(residual is not None),
-                                                int(self._vector_stores), int(self._pointwise)))
+                                                int(self._vector_stores), int(self._vector_loads)))
         rec.dispatch(pipeline, views, push, groups, label="conv2d")
 
 
