@@ -25,7 +25,7 @@ def device_report(override: str | None = None) -> dict[str, Any]:
         d = devices[chosen_index]
         precision = choose_precision("auto", fp16_storage=d.fp16_storage, model_set=DEFAULT_SET.name,
                                      workarounds=assessments[d.index].workarounds, device_name=d.name,
-                                     cpu_driver=cpu_implementation(d), discrete=d.type == "discrete")
+                                     cpu_driver=cpu_implementation(d))
     else:
         precision = off_the_gpu("auto", f"the {choice.kind} backend")
     return {

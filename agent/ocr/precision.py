@@ -5,12 +5,14 @@ set's calibrated precision plans (agent/ocr/precision_plans/<set>.json, made by 
 - `fp32`: every node stores fp32 (the answers of every earlier release, bit for bit).
 - `fp16`: the set's calibrated plans (nodes out of fp16's range, or that change answers, stay fp32); a set
   without one stores fp16 everywhere but the outputs' producers. Refused on a device without 16-bit storage.
-- `auto`: fp16 where the device has 16-bit storage, no quirk turns it off, the set's plans passed their sameness
-  gate (fp16's lines and boxes equal fp32's on the parity and stream sets) and the GPU is not a discrete one;
-  fp32 otherwise. On the H200 (discrete, 4.8 TB/s) fp16 storage ran det, cls and rec 6-15% slower than fp32
-  (BENCHMARKS.md, 2026-12-05): its convolutions are bound by arithmetic, not by memory. Integrated and embedded
-  GPUs have far less bandwidth per FLOP, which fp16 storage halves; that is where auto takes it (not yet
-  measured on one).
+- `auto`: fp16 where the device has 16-bit storage, no quirk turns it off and the set's plans passed their
+  sameness gate (fp16's lines and boxes equal fp32's on the parity and stream sets); fp32 otherwise, and on CPU
+  implementations of Vulkan. Discrete GPUs take it too since the fp16 kernels caught up: on an H100
+  (BENCHMARKS.md, 2026-12-07, session 44) ppocrv6-small's plan (det fp32, cls and rec fp16) ran rec 16×48×320
+  1.43× faster than fp32, cls as fast, the stream at 10.7 ms against 10.9 and the agent at 16 clients at 89.9
+  images/s against 72.8, its answers fp32's on 770 of 770 lines and boxes. (Until then auto kept fp32 on
+  discrete GPUs, after fp16 storage ran 6-15 % slower on the H200 on 2026-12-05.) Integrated and embedded GPUs
+  have far less bandwidth per FLOP, which fp16 storage halves (not yet measured on one).
 
 The CPU backends (onnxruntime, NumPy) compute in fp32 whatever is asked; the choice says so.
 """
@@ -76,8 +78,7 @@ def check_setting(setting: str) -> None:
 
 
 def choose_precision(setting: str, *, fp16_storage: bool, workarounds: frozenset[str] | set[str],
-                     model_set: str | None, device_name: str, cpu_driver: bool = False,
-                     discrete: bool = False) -> PrecisionChoice:
+                     model_set: str | None, device_name: str, cpu_driver: bool = False) -> PrecisionChoice:
     """The precision for a Vulkan device with these features; OptionsError for fp16 where it cannot run.
     `cpu_driver`: a CPU implementation of Vulkan (lavapipe), where fp16 storage saves no bandwidth and costs
     conversions, so auto keeps fp32 (and the tests' answers stay the reference's)."""
@@ -105,9 +106,6 @@ def choose_precision(setting: str, *, fp16_storage: bool, workarounds: frozenset
     if not shipped.gate_passed:
         return PrecisionChoice("fp32", uniform("fp32"), f"auto: fp32, since {model_set}'s fp16 plan did not pass "
                                "its sameness gate")
-    if discrete:
-        return PrecisionChoice("fp32", uniform("fp32"), f"auto: fp32 on {device_name}, a discrete GPU (fp16 storage "
-                               "ran 6-15% slower than fp32 on the H200: its bandwidth is not what limits it)")
     return PrecisionChoice("fp16", shipped.plans, f"auto: fp16 storage on {device_name} ({model_set}'s calibrated "
                            "plan passed its sameness gate)")
 
@@ -119,7 +117,7 @@ def for_device(setting: str, device: Any, model_set: str | None) -> PrecisionCho
     """choose_precision for an open engine Device."""
     return choose_precision(setting, fp16_storage=device.info.fp16_storage, workarounds=device.workarounds,
                             model_set=model_set, device_name=device.info.name,
-                            cpu_driver=cpu_implementation(device.info), discrete=device.info.type == "discrete")
+                            cpu_driver=cpu_implementation(device.info))
 
 
 def off_the_gpu(setting: str, backend: str) -> PrecisionChoice:

@@ -31,9 +31,9 @@ def shipped(monkeypatch: pytest.MonkeyPatch) -> dict[str, choice.ShippedPlans | 
 
 
 def pick(setting: str, *, storage: bool = True, quirks: frozenset[str] = frozenset(),
-         model_set: str | None = "set", discrete: bool = False) -> choice.PrecisionChoice:
+         model_set: str | None = "set", cpu_driver: bool = False) -> choice.PrecisionChoice:
     return choice.choose_precision(setting, fp16_storage=storage, workarounds=quirks, model_set=model_set,
-                                   device_name="GPU", discrete=discrete)
+                                   device_name="GPU", cpu_driver=cpu_driver)
 
 
 def test_auto_serves_fp16_only_with_storage_no_quirk_and_a_gated_plan(shipped: dict) -> None:
@@ -43,8 +43,9 @@ def test_auto_serves_fp16_only_with_storage_no_quirk_and_a_gated_plan(shipped: d
     assert served.precision == "fp16" and served.plans["det"].fp32_nodes == {"head"} and "gate" in served.reason
     assert pick("auto", storage=False).precision == "fp32" and "16-bit storage" in pick("auto", storage=False).reason
     assert pick("auto", quirks=frozenset({choice.FP16_QUIRK})).precision == "fp32"
-    assert pick("auto", discrete=True).precision == "fp32" and "discrete" in pick("auto", discrete=True).reason
-    assert pick("fp16", discrete=True).precision == "fp16"  # asked for, it serves all the same
+    on_lavapipe = pick("auto", cpu_driver=True)
+    assert on_lavapipe.precision == "fp32" and "CPU implementation" in on_lavapipe.reason
+    assert pick("fp16", cpu_driver=True).precision == "fp16"  # asked for, it serves all the same
     shipped["set"] = choice.parse_plans(GATED.replace('"passed": true', '"passed": false'))
     assert pick("auto").precision == "fp32" and "did not pass" in pick("auto").reason
 
