@@ -31,7 +31,9 @@ def client_process(conn: Connection, target: str, requests_path: str, clients: i
 
     requests = [ocr_pb2.RecognizeRequest.FromString(b) for b in pickle.loads(Path(requests_path).read_bytes())]
     requests *= passes
-    channels = [OcrClient(target) for _ in range(clients)]
+    # a connection each, as N controllers would have: sharing one, calls past the agent's streams per
+    # connection were refused UNAVAILABLE (64 clients until session 44) and every frame crossed one socket
+    channels = [OcrClient(target, own_connection=True) for _ in range(clients)]
     try:
         for client in channels:
             client.health(timeout=60)  # connected before the clock starts

@@ -47,7 +47,10 @@ class OcrClient:
     ``cert``/``key`` add a client certificate for mutual TLS. ``timeout``: default deadline of unary calls and
     of ``recognize_stream``, in seconds (None: none). ``retries``: how ``recognize`` honours the agent's
     RetryInfo when it refuses for now (queue full, loading): a ``vkocr.agent.serving.retries.RetryPolicy``; the
-    default retries until the call's deadline, ``vkocr.agent.serving.retries.NO_RETRIES`` never retries."""
+    default retries until the call's deadline, ``vkocr.agent.serving.retries.NO_RETRIES`` never retries.
+    ``own_connection``: connections of this client's own; by default gRPC shares one per target among the
+    channels of a process, so that N clients in one process are N calls on one connection, and past the
+    agent's ``max_streams_per_connection`` the excess are refused UNAVAILABLE (RST_STREAM REFUSED_STREAM)."""
 
     def __init__(
         self,
@@ -60,6 +63,7 @@ class OcrClient:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         server_name_override: str | None = None,
         retries: RetryPolicy = DEFAULT_RETRIES,
+        own_connection: bool = False,
     ) -> None:
         needs_name = ca is not None and server_name_override is None
         uri, host_name = channel_target(target, tls_needs_name=needs_name)
@@ -68,6 +72,8 @@ class OcrClient:
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.max_receive_message_length", max_message_bytes),
         ]
+        if own_connection:
+            options.append(("grpc.use_local_subchannel_pool", 1))
         if ca is None:
             if cert is not None or key is not None:
                 raise ValueError("a client certificate is only sent over TLS: give the CA (ca=…) too")

@@ -110,6 +110,29 @@ def test_health_check_and_watch() -> None:
     assert info.value.code() is grpc.StatusCode.NOT_FOUND
 
 
+def connections_to(port: int) -> int:
+    """Established TCP connections from this host to loopback port `port`, from the kernel's tables (gRPC's
+    sockets are dual-stack: IPv4 peers appear in tcp6 as v4-mapped addresses)."""
+    rows = [row.split() for table in ("/proc/net/tcp", "/proc/net/tcp6")
+            for row in Path(table).read_text().splitlines()[1:]]
+    return sum(1 for row in rows if row[2].endswith(f":{port:04X}") and row[3] == "01")
+
+
+def test_own_connection_gives_each_client_its_connection() -> None:
+    """gRPC shares one connection per target among a process's channels, so N clients are N calls on one
+    connection, and those past the agent's streams per connection are refused (`vkocr bench agent` at 64
+    clients until session 44); `own_connection` gives each client its own, as N controllers would have."""
+    with health_server(SERVING) as port:
+        shared = [OcrClient(f"127.0.0.1:{port}", timeout=5) for _ in range(5)]
+        assert all(client.health() == "SERVING" for client in shared)
+        assert connections_to(port) == 1
+        own = [OcrClient(f"127.0.0.1:{port}", timeout=5, own_connection=True) for _ in range(5)]
+        assert all(client.health() == "SERVING" for client in own)
+        assert connections_to(port) == 1 + 5
+        for client in shared + own:
+            client.close()
+
+
 def test_several_targets_share_the_calls() -> None:
     with (health_server(SERVING) as up, health_server(NOT_SERVING) as down,
           OcrClient(f"127.0.0.1:{up},127.0.0.1:{down}", timeout=5) as client):
