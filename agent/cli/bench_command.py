@@ -242,16 +242,17 @@ def add_bench_parser(sub: Any) -> None:
         help="the gRPC agent over loopback on a stream of distinct images: images/s, p50/p99, errors, GPU busy "
         "at 1, 4, 16, 64 clients, unary and streaming",
         description="Start an agent in this process on a loopback port; its clients run in another process, one "
-        "channel each. After one warm-up pass over every image (plans recorded, each image's texts noted), "
-        "every level sends every image exactly once from N concurrent clients: unary Recognize calls, or one "
-        "RecognizeStream per client with one frame in flight. Per level: answered images/s, p50/p99 latency "
-        "at the client, errors by status code (an answer whose texts are not its image's counts as "
-        "WRONG_TEXTS), the GPU's busy fraction from its timestamps, the agent's CPU cores in use, and the "
-        "requests each read batched. Then the same with cross-request batching off, with the overlap off (one "
-        "request at a time), with decode processes, and with a plugin chain (regex_fields, merge_lines). "
-        "Images: the files and folders given (default: RapidOCR's compat images where the workspace has them, "
-        "VKOCR_SHARED or ../shared; in a plain clone, none) plus the varied rendered set "
-        "of `vkocr bench stream`, sent as files (PNG for the rendered), or with --raw as decoded pixels.",
+        "channel and connection each. After one warm-up pass over every image (plans recorded, each "
+        "image's texts noted), every level sends every image exactly once from N concurrent clients: "
+        "unary Recognize calls, or one RecognizeStream per client with one frame in flight. Per level: "
+        "answered images/s, p50/p99 latency at the client, errors by status code (an answer whose texts "
+        "are not its image's counts as WRONG_TEXTS), the GPU's busy fraction from its timestamps, the "
+        "agent's CPU cores in use, and the requests each read batched. Then the same with cross-request "
+        "batching off, with the overlap off (one request at a time), with decode processes, and with a "
+        "plugin chain (regex_fields, merge_lines). Images: the files and folders given (default: "
+        "RapidOCR's compat images where the workspace has them, VKOCR_SHARED or ../shared; in a plain "
+        "clone, none) plus the varied rendered set of `vkocr bench stream`, sent as files (PNG for the "
+        "rendered), or with --raw as decoded pixels.",
     )
     agent_bench.add_argument("images", nargs="*", metavar="IMAGE_OR_DIR",
                              help="image files, or folders (their .jpg/.jpeg/.png/.bmp/.webp files, sorted)")
