@@ -9,10 +9,10 @@ set's calibrated precision plans (agent/ocr/precision_plans/<set>.json, made by 
   sameness gate (fp16's lines and boxes equal fp32's on the parity and stream sets); fp32 otherwise, and on CPU
   implementations of Vulkan. Discrete GPUs take it too since the fp16 kernels caught up: on an H100
   (BENCHMARKS.md, 2026-12-07, session 44) ppocrv6-small's plan (det fp32, cls and rec fp16) ran rec 16×48×320
-  1.43× faster than fp32, cls as fast, the stream at 10.7 ms against 10.9 and the agent at 16 clients at 89.9
-  images/s against 72.8, its answers fp32's on 770 of 770 lines and boxes. (Until then auto kept fp32 on
-  discrete GPUs, after fp16 storage ran 6-15 % slower on the H200 on 2026-12-05.) Integrated and embedded GPUs
-  have far less bandwidth per FLOP, which fp16 storage halves (not yet measured on one).
+  1.43× faster than fp32, cls as fast and the stream at 10.7 ms against 10.9, its answers fp32's on 770 of 770
+  lines and boxes; the agent at 16 clients, bound by its host, served as many images either way. (Until then
+  auto kept fp32 on discrete GPUs, after fp16 storage ran 6-15 % slower on the H200 on 2026-12-05.) Integrated
+  and embedded GPUs have far less bandwidth per FLOP, which fp16 storage halves (not yet measured on one).
 
 The CPU backends (onnxruntime, NumPy) compute in fp32 whatever is asked; the choice says so.
 """
