@@ -131,7 +131,8 @@ class Conv2d:
         self._vector_stores = pointwise and self._k < SHALLOW_POINTWISE_K and self.cout_g >= VECTOR_STORE_MIN_COUT
         # every pointwise convolution fetches its input four columns per load (VECTOR_LOADS): the tile holds the
         # same values in the same places, so the sums are the same bit for bit. det's Conv.9 and rec's 384 -> 120s
-        # ran 5-6 µs slower so on an H100, the others faster (BENCHMARKS session 43): a rule would go here
+        # ran 5-6 µs slower so on an H100, the others faster (BENCHMARKS session 43); no rule by shape separates
+        # Conv.9 from Conv.12, which has its shape, weights' shape, residual and aligned views and ran faster
         self._vector_loads = pointwise
         self._epilogue = Epilogue(activation, float(alpha), float(beta), post_affine=post_affine)
         scale, shift = post_affine if post_affine is not None else (1.0, 0.0)
